@@ -1,0 +1,41 @@
+"""tcpc's IR: einsum / gather / reduce graphs over named axes, their text form and semantics."""
+
+from ir.analysis import GraphCost, analyze
+from ir.dtypes import BF16, BOOL, DTYPES, F16, F32, FP8E4M3, FP8E5M2, I4, I8, I32, DType
+from ir.errors import InterpretError, ParseError, TirError, VerifyError
+from ir.graph import Graph, Node
+from ir.interpret import interpret, interpret_spmd
+from ir.parser import load, parse
+from ir.printer import print_graph
+from ir.types import Axis, TensorType
+from ir.verify import verify
+
+__all__ = [
+    "BF16",
+    "BOOL",
+    "DTYPES",
+    "F16",
+    "F32",
+    "FP8E4M3",
+    "FP8E5M2",
+    "I4",
+    "I8",
+    "I32",
+    "DType",
+    "Axis",
+    "TensorType",
+    "Graph",
+    "Node",
+    "GraphCost",
+    "analyze",
+    "interpret",
+    "interpret_spmd",
+    "load",
+    "parse",
+    "print_graph",
+    "verify",
+    "InterpretError",
+    "ParseError",
+    "TirError",
+    "VerifyError",
+]

@@ -1,0 +1,23 @@
+"""The project's IR errors. Every user-facing failure is one of these, with a one-line message."""
+
+from __future__ import annotations
+
+
+class TirError(Exception):
+    """Base of all IR errors; the CLI turns one into a single stderr line and exit code 2."""
+
+
+class ParseError(TirError):
+    """Malformed text: the message starts with `FILE:LINE:COL:`."""
+
+
+class VerifyError(TirError):
+    """An ill-typed graph: names the op, the value and the mismatch."""
+
+
+class TypeRuleError(Exception):
+    """Raised by an op's type rule; the verifier adds the op, value and location."""
+
+
+class InterpretError(TirError):
+    """A graph that type-checks but cannot run on the given inputs (missing feed, bad index)."""

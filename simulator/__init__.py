@@ -1,0 +1,1 @@
+"""The modelled TCP machine: hardware spec, unit cost formulas and the cycle-counting engine."""

@@ -1,0 +1,5 @@
+import sys
+
+from tcp_compiler.cli import main
+
+sys.exit(main())

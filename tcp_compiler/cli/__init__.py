@@ -1,0 +1,45 @@
+"""The `tcpc` command line. Each subcommand is one module with `add_parser` and `run`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ir.errors import TirError
+from tcp_compiler import __version__
+from tcp_compiler.cli import inspect_cmd
+from tcp_compiler.cli.errors import CliError
+
+COMMANDS = [inspect_cmd]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tcpc",
+        description="Compile transformer models to an einsum IR and cost them on TCP (RNGD) hardware.",
+    )
+    parser.add_argument("--version", action="version", version=f"tcpc {__version__}")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 0
+    try:
+        return args.run(args)
+    except (TirError, CliError) as e:
+        print(f"tcpc: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tcpc: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""`tcpc inspect FILE.tir`: parse, verify and report counts, FLOPs, bytes and intensity per op."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+import ir
+from ir.analysis import GraphCost
+from ir.dot import to_dot
+from tcp_compiler.cli.output import si, write_atomically
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "inspect",
+        help="parse and verify a .tir graph; report FLOPs, bytes and intensity per op",
+        description="Parse and verify an IR graph, then print its op counts and, per op and in "
+        "total, FLOPs, bytes read and written, and arithmetic intensity.",
+    )
+    p.add_argument("file", help="a .tir text file")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--dot", metavar="OUT.dot", help="also write the dataflow graph as Graphviz DOT")
+    p.add_argument("--top", type=int, metavar="N", help="list only the N ops with the most FLOPs")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    graph = ir.load(args.file)
+    cost = ir.analyze(graph)
+    if args.dot:
+        write_atomically(args.dot, to_dot(graph))
+    if args.json:
+        print(json.dumps(cost.to_json(), indent=2))
+    else:
+        _print_tables(args.file, cost, args.top)
+    return 0
+
+
+def _print_tables(source: str, cost: GraphCost, top: int | None) -> None:
+    console = Console()
+    total = cost.total
+    console.print(f"[bold]graph {cost.graph}[/bold]  ({source}, {len(cost.per_node)} ops)")
+
+    kinds = Table(title="ops by kind", title_justify="left")
+    for column in ("kind", "count", "FLOPs", "bytes", "share of FLOPs"):
+        kinds.add_column(column, justify="left" if column == "kind" else "right")
+    bytes_by_kind: dict[str, int] = {}
+    for nc in cost.per_node:
+        bytes_by_kind[nc.node.kind] = bytes_by_kind.get(nc.node.kind, 0) + nc.cost.bytes
+    flops = cost.flops_by_kind
+    for kind, count in sorted(cost.counts_by_kind.items(), key=lambda kv: (-flops[kv[0]], kv[0])):
+        share = f"{100 * flops[kind] / total.flops:.1f} %" if total.flops else "-"
+        kinds.add_row(kind, str(count), si(flops[kind]), si(bytes_by_kind[kind], "B"), share)
+    console.print(kinds)
+
+    rows = list(cost.per_node)
+    title = "per op"
+    if top is not None:
+        rows = sorted(rows, key=lambda nc: -nc.cost.flops)[:top]
+        title = f"top {len(rows)} ops by FLOPs"
+    ops = Table(title=title, title_justify="left")
+    for column in ("value", "op", "type", "FLOPs", "read", "written", "FLOP/B"):
+        ops.add_column(
+            column, justify="right" if column in ("FLOPs", "read", "written", "FLOP/B") else "left"
+        )
+    for nc in rows:
+        c = nc.cost
+        ops.add_row(
+            f"%{nc.node.name}",
+            nc.node.kind,
+            str(nc.node.type),
+            si(c.flops),
+            si(c.bytes_read, "B"),
+            si(c.bytes_written, "B"),
+            f"{c.intensity:.2f}" if c.bytes else "-",
+        )
+    console.print(ops)
+    link = f", chip links {si(total.link_bytes, 'B')}" if total.link_bytes else ""
+    console.print(
+        f"[bold]total[/bold]: {si(total.flops, 'FLOP')} ({total.flops:,} FLOPs), "
+        f"read {si(total.bytes_read, 'B')}, written {si(total.bytes_written, 'B')}{link}, "
+        f"intensity {total.intensity:.2f} FLOP/B"
+    )
