@@ -91,8 +91,8 @@ class _Builder:
         if name in graph:
             raise self.fail(value, f"value %{name} is defined twice")
         if kind not in REGISTRY:
-            close = difflib.get_close_matches(str(kind), REGISTRY, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
+            close = [f"'{c}'" for c in difflib.get_close_matches(str(kind), REGISTRY, n=3)]
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise self.fail(kind, f"unknown op '{kind}'{hint}")
         names = tuple(self.use(t, graph) for t in operands.children)
         attrs = self.attrs(attrs_tree) if attrs_tree is not None else {}

@@ -1,0 +1,111 @@
+"""`tcpc inspect`: reports, JSON, DOT, and one-line errors with exit code 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tcp_compiler.cli import main
+
+GEMM = """graph gemm {
+  %a = input() : bf16[M=64, K=32]
+  %b = param() : bf16[K=32, N=16]
+  %c = einsum(%a, %b) {eq = "M K, K N -> M N"} : f32[M=64, N=16]
+  %d = exp(%c) : f32[M=64, N=16]
+  return %d
+}
+"""
+
+
+@pytest.fixture
+def gemm(tmp_path: Path) -> Path:
+    path = tmp_path / "gemm.tir"
+    path.write_text(GEMM)
+    return path
+
+
+def test_inspect_prints_tables_and_totals(gemm: Path, capsys) -> None:
+    assert main(["inspect", str(gemm)]) == 0
+    out = capsys.readouterr().out
+    assert "graph gemm" in out and "einsum" in out and "%c" in out
+    assert "66,560 FLOPs" in out  # 2*64*32*16 + 64*16
+
+
+def test_inspect_json(gemm: Path, capsys) -> None:
+    assert main(["inspect", str(gemm), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["flops_by_kind"]["einsum"] == 2 * 64 * 32 * 16
+    assert report["flops_by_kind"]["exp"] == 64 * 16
+    assert report["total_flops"] == sum(report["flops_by_kind"].values())
+    assert report["counts_by_kind"] == {"input": 1, "param": 1, "einsum": 1, "exp": 1}
+    einsum = next(op for op in report["ops"] if op["kind"] == "einsum")
+    assert einsum["bytes_read"] == 64 * 32 * 2 + 32 * 16 * 2
+    assert einsum["bytes_written"] == 64 * 16 * 4
+
+
+def test_inspect_top(gemm: Path, capsys) -> None:
+    assert main(["inspect", str(gemm), "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "top 1 ops" in out and "%c" in out and "%d " not in out
+
+
+def test_inspect_writes_dot(gemm: Path, tmp_path: Path, capsys) -> None:
+    dot = tmp_path / "gemm.dot"
+    assert main(["inspect", str(gemm), "--dot", str(dot)]) == 0
+    text = dot.read_text()
+    assert text.startswith('digraph "gemm" {') and '"a" -> "c";' in text and '"c" -> "d";' in text
+
+
+BAD_INPUTS = {
+    "syntax": ("graph g {\n  %x = input( : f32[A=2]\n  return %x\n}\n", "bad.tir:2:15: expected ')'"),
+    "type": (
+        "graph g {\n  %x = input() : f32[A=2]\n  %y = exp(%x) : f32[A=3]\n  return %y\n}\n",
+        "bad.tir:3: %y = exp: result axis 'A' has size 3 but the op gives 2",
+    ),
+    "dtype": ("graph g {\n  %x = input() : f31[A=2]\n  return %x\n}\n", "bad.tir:2:18: unknown dtype 'f31'"),
+    "binary": (b"\xff\xfe\x00garbage", "bad.tir: cannot read"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case: str, tmp_path: Path, capsys) -> None:
+    text, expected = BAD_INPUTS[case]
+    bad = tmp_path / "bad.tir"
+    bad.write_bytes(text if isinstance(text, bytes) else text.encode())
+    dot = tmp_path / "out.dot"
+    assert main(["inspect", str(bad), "--json", "--dot", str(dot)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("tcpc: error: ")
+    assert expected in captured.err.replace(str(tmp_path) + "/", "")
+    assert not dot.exists()
+
+
+def test_missing_file(tmp_path: Path, capsys) -> None:
+    assert main(["inspect", str(tmp_path / "nope.tir")]) == 2
+    assert "nope.tir: cannot read: No such file or directory" in capsys.readouterr().err
+
+
+def test_unwritable_dot_target(gemm: Path, tmp_path: Path, capsys) -> None:
+    assert main(["inspect", str(gemm), "--dot", str(tmp_path / "no" / "such" / "dir.dot")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tcpc: error: ") and "cannot write" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == [gemm]
+
+
+def test_console_script_help_and_error() -> None:
+    exe = shutil.which("tcpc") or ""
+    cmd = [exe] if exe else [sys.executable, "-m", "tcp_compiler"]
+    result = subprocess.run([*cmd, "--help"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0 and "inspect" in result.stdout
+    result = subprocess.run(
+        [*cmd, "inspect", "/nonexistent.tir"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("tcpc: error:") and "Traceback" not in result.stderr
