@@ -70,7 +70,7 @@ class AllReduce(_Collective):
     def cost(self, call):
         (x,) = call.operands
         n = call.attrs["chips"]
-        # Ring all-reduce: each chip combines (n-1)/n of the tensor and sends 2(n-1)/n of it.
+        """Ring all-reduce: each chip combines (n-1)/n of the tensor and sends 2(n-1)/n of it."""
         return OpCost(x.numel * (n - 1) // n, x.nbytes, x.nbytes, 2 * x.nbytes * (n - 1) // n)
 
 

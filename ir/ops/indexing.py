@@ -79,7 +79,7 @@ class Gather(OpDef):
         return args[0][_coordinates(table, index, axis, args[1])]
 
     def cost(self, call):
-        # Only the selected rows are read, not the whole table.
+        """Reads the index and only the rows it picks, not the whole table."""
         return OpCost(0, call.operands[1].nbytes + call.out.nbytes, call.out.nbytes)
 
 
@@ -113,6 +113,6 @@ class Scatter(OpDef):
         return result
 
     def cost(self, call):
-        # Written in place: reads index and updates, writes only the updated rows.
+        """In place: reads the index and the updates, writes only the updated rows."""
         _, index, updates = call.operands
         return OpCost(0, index.nbytes + updates.nbytes, updates.nbytes)

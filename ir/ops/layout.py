@@ -18,7 +18,7 @@ class Reshape(OpDef):
         "Reinterpret the elements, row-major, under new axes (split H into G x Hkv, rename S to Sq). "
         "A view: it moves no bytes."
     )
-    example = "%q5 = reshape(%q) : f32[B=1, S=8, H=8, Kp=32, F=2]"
+    example = "%q5 = reshape(%q) : f32[B=1, S=8, H=8, R=2, Kp=32]"
 
     def infer(self, call):
         (x,) = call.operands
@@ -37,6 +37,7 @@ class Reshape(OpDef):
         return args[0].reshape(call.out.shape)
 
     def cost(self, call):
+        """A view: no bytes move."""
         return OpCost()
 
 
@@ -90,6 +91,7 @@ class Slice(OpDef):
         return args[0][tuple(index)]
 
     def cost(self, call):
+        """Reads only the kept part."""
         return OpCost(0, call.out.nbytes, call.out.nbytes)
 
 

@@ -37,6 +37,7 @@ class Input(_Source):
         return _feed(ctx.inputs, call, "input")
 
     def cost(self, call):
+        """Free: the value already sits in memory."""
         return OpCost()
 
 
@@ -50,6 +51,7 @@ class Param(_Source):
         return _feed(ctx.params, call, "param")
 
     def cost(self, call):
+        """Free: the value already sits in memory."""
         return OpCost()
 
 
@@ -81,6 +83,7 @@ class Const(_Source):
         return flat.reshape(call.out.shape).astype(call.out.dtype.storage)
 
     def cost(self, call):
+        """Writes its result; reads nothing."""
         return OpCost(0, 0, call.out.nbytes)
 
 
@@ -104,4 +107,5 @@ class Iota(_Source):
         return np.broadcast_to(ramp, t.shape).astype(t.dtype.storage)
 
     def cost(self, call):
+        """Writes its result; reads nothing."""
         return OpCost(0, 0, call.out.nbytes)
