@@ -83,8 +83,11 @@ def _int_rounder(bits: int):
     low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
     def rounder(a: np.ndarray) -> np.ndarray:
+        # Clip in float64 / int64: float32 cannot hold 2**31 - 1 and would overflow the cast.
         if a.dtype.kind == "f":
-            a = np.rint(np.nan_to_num(a, nan=0.0, posinf=high, neginf=low))
+            a = np.rint(np.nan_to_num(a.astype(np.float64), nan=0.0, posinf=high, neginf=low))
+        else:
+            a = a.astype(np.int64)
         return np.clip(a, low, high).astype(np.int32)
 
     return rounder

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 
 class TirError(Exception):
-    """Base of all IR errors; the CLI turns one into a single stderr line and exit code 2."""
+    """Base of all IR errors; the CLI turns one into a single stderr line and exit code 2.
+
+    Messages quote user text (names, attribute strings), so line breaks are escaped here once
+    for every error rather than at each place that builds a message.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
 
 
 class ParseError(TirError):

@@ -68,6 +68,9 @@ class Graph:
         names = tuple(o.name if isinstance(o, Node) else o for o in operands)
         attrs = {k: _freeze(v) for k, v in attrs.items()}
         name = name if name is not None else self.fresh_name()
+        for o in names:
+            if o not in self._by_name:
+                raise VerifyError(f"%{name} = {kind}: operand %{o} is not defined")
         if op.needs_result_type and type is None:
             raise VerifyError(f"%{name} = {kind} needs an explicit result type")
         call = OpCall(kind, name, tuple(self[n].type for n in names), attrs, type, names)

@@ -181,4 +181,8 @@ class Cast(OpDef):
         return call.out
 
     def evaluate(self, args, call, ctx):
-        return args[0]
+        return args[0]  # the interpreter's rounding onto the result dtype is the conversion
+
+    def cost(self, call):
+        """A conversion, not arithmetic: no FLOPs; reads the operand, writes the result."""
+        return OpCost(0, call.operands[0].nbytes, call.out.nbytes)

@@ -77,10 +77,11 @@ class Const(_Source):
         return call.out
 
     def evaluate(self, args, call, ctx):
+        # Values stay in float64 / int64 / bool here; the interpreter rounds them onto the
+        # dtype like any other result, so a float constant of an int type rounds as a cast does.
         if "value" in call.attrs:
-            return np.full(call.out.shape, call.attrs["value"], dtype=call.out.dtype.storage)
-        flat = np.array(call.attrs["values"], dtype=np.float64)
-        return flat.reshape(call.out.shape).astype(call.out.dtype.storage)
+            return np.full(call.out.shape, call.attrs["value"])
+        return np.array(call.attrs["values"], dtype=np.float64).reshape(call.out.shape)
 
     def cost(self, call):
         """Writes its result; reads nothing."""
