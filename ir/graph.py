@@ -145,9 +145,9 @@ class Graph:
                 result[o].append(n.name)
         return result
 
-    def to_networkx(self) -> nx.DiGraph:
-        """A DiGraph of values (nodes carry `kind`, `type`), edges from operand to user."""
-        g = nx.DiGraph(name=self.name)
+    def to_networkx(self) -> nx.MultiDiGraph:
+        """Values as nodes (with `kind`, `type`); one edge per operand use, tagged with its index."""
+        g = nx.MultiDiGraph(name=self.name)
         for n in self.nodes:
             g.add_node(n.name, kind=n.kind, type=str(n.type))
             for i, o in enumerate(n.operands):

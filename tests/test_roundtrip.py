@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
+import networkx as nx
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
@@ -78,3 +80,15 @@ def test_comments_and_layout_are_free() -> None:
         ir.print_graph(g)
         == "graph g {\n  %x = input() : f32[A=2]\n  %y = exp(%x) : f32[A=2]\n  return %y\n}\n"
     )
+
+
+def test_networkx_view_mirrors_dataflow() -> None:
+    g = ir.load(Path(__file__).parents[1] / "examples" / "ir" / "llama_decoder_layer.tir")
+    nxg = g.to_networkx()
+    assert nxg.number_of_nodes() == len(g)
+    assert nxg.number_of_edges() == sum(len(n.operands) for n in g)
+    assert nxg.nodes["q"]["kind"] == "einsum"
+    assert list(nx.topological_sort(nxg))  # acyclic
+    # Every weight reaches the layer output.
+    for p in g.of_kind("param"):
+        assert nx.has_path(nxg, p.name, "out")
