@@ -69,7 +69,7 @@ def _section(op: OpDef) -> str:
 
 GROUPS = [
     ("Sources", ["input", "param", "const", "iota"]),
-    ("Contraction and reduction", ["einsum", "reduce"]),
+    ("Contraction and reduction", ["einsum", "reduce", "topk"]),
     ("Indexing", ["gather", "scatter"]),
     ("Layout", ["reshape", "transpose", "slice", "concat"]),
     ("Selection and conversion", ["where", "cast"]),

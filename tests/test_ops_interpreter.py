@@ -569,6 +569,27 @@ def test_reduce(op, axes, rng) -> None:
     np.testing.assert_allclose(run(g, x), _NUMPY_REDUCE[op](x, axis=dims), rtol=1e-6)
 
 
+@covers("topk")
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_topk_matches_argsort_and_gathers_values(k, rng) -> None:
+    x = f32(rng, 3, 5, 2)
+    g = ir.Graph("topk")
+    xs = g.input("x0", T(F32, T=3, E=5, B=2))
+    idx = g.add("topk", xs, name="y", axis="E", k=k, new_axis="Kk")
+    g.add("gather", xs, idx, name="v", axis="E")
+    g.set_outputs("y", "v")
+    out = ir.interpret(g, {"x0": x})
+    expected = np.argsort(-x, axis=1, kind="stable")[:, :k, :]
+    np.testing.assert_array_equal(out["y"], expected)
+    assert g["v"].type == T(F32, T=3, Kk=k, B=2)
+    np.testing.assert_array_equal(out["v"], np.take_along_axis(x, expected, axis=1))
+
+
+def test_topk_prefers_the_lower_index_on_ties() -> None:
+    g = unit("topk", T(F32, E=4), axis="E", k=2, new_axis="Kk")
+    np.testing.assert_array_equal(run(g, np.array([1.0, 3.0, 3.0, 3.0], np.float32)), [1, 2])
+
+
 def test_reduce_integers_saturate_to_dtype() -> None:
     x = np.full((2, 3), 100, np.int32)
     out = run(unit("reduce", T(I8, A=2, B=3), op="sum", axes=["B"]), x)

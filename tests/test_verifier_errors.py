@@ -299,6 +299,22 @@ CASES = [
         """,
         "updates %u : bf16[T=1, K=4] must have type f32[T=1, K=4]",
     ),
+    # -- topk --------------------------------------------------------------------------------------
+    case(
+        "topk k larger than the axis",
+        "%a = input() : f32[T=2, E=4]\n%y = topk(%a) {axis = E, k = 5, new_axis = Kk} : i32[T=2, Kk=5]",
+        "k = 5 must be in [1, 4] (the size of 'E')",
+    ),
+    case(
+        "topk new axis collides",
+        "%a = input() : f32[T=2, E=4]\n%y = topk(%a) {axis = E, k = 2, new_axis = T} : i32[T=2, T=2]",
+        "new_axis 'T' is already an axis of f32[T=2, E=4]",
+    ),
+    case(
+        "topk declared as float",
+        "%a = input() : f32[T=2, E=4]\n%y = topk(%a) {axis = E, k = 2, new_axis = Kk} : f32[T=2, Kk=2]",
+        "result dtype is f32 but the op gives i32",
+    ),
     # -- reduce ------------------------------------------------------------------------------------
     case(
         "reduce over a missing axis",

@@ -1,0 +1,1 @@
+"""Model frontends: Hugging Face configs and checkpoints to IR graphs."""
