@@ -307,13 +307,14 @@ CASES = [
     ),
     case(
         "topk new axis collides",
-        "%a = input() : f32[T=2, E=4]\n%y = topk(%a) {axis = E, k = 2, new_axis = T} : i32[T=2, T=2]",
+        "%a = input() : f32[T=2, E=4]\n%y = topk(%a) {axis = E, k = 2, new_axis = T} : i32[T=2, Kk=2]",
         "new_axis 'T' is already an axis of f32[T=2, E=4]",
     ),
     case(
         "topk declared as float",
         "%a = input() : f32[T=2, E=4]\n%y = topk(%a) {axis = E, k = 2, new_axis = Kk} : f32[T=2, Kk=2]",
         "result dtype is f32 but the op gives i32",
+        declared=True,
     ),
     # -- reduce ------------------------------------------------------------------------------------
     case(
