@@ -8,7 +8,7 @@ import sys
 from ir.errors import TirError
 from tcp_compiler import __version__
 from tcp_compiler.cli import inspect_cmd
-from tcp_compiler.cli.errors import CliError
+from tcp_compiler.errors import TcpcError
 
 COMMANDS = [inspect_cmd]
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return args.run(args)
-    except (TirError, CliError) as e:
+    except (TirError, TcpcError) as e:
         print(f"tcpc: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from tcp_compiler.cli.errors import CliError
+from tcp_compiler.errors import CliError
 
 
 def write_atomically(path: str | Path, text: str) -> None:

@@ -1,0 +1,555 @@
+"""Prefill and decode graphs from a ModelConfig, in the einsum form of seed 001.
+
+Embedding is a gather; RoPE a gather from a [P, Kp, R, T] table of 2x2 rotations plus an einsum;
+GQA an einsum that broadcasts the group axis G (no repeated K/V); masks are `where`; softmax is
+reduce-max, sub, exp, reduce-sum, div; the LM head sees the last position only in prefill.
+Weights keep their Hugging Face names and layouts ([out, in], heads split out by a free reshape),
+so binding a checkpoint is a reshape per tensor (a stack for MoE experts).
+
+Axis names: B batch, S tokens, D hidden, H query heads = Hkv x G, K head dim = R x Kp (the two
+rotate_half halves), P cache positions, Sq / Sk query and key positions, F MLP width, V vocab,
+E experts, Kk routed slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ir import BF16, F32, I32, Axis, DType, Graph, Node, TensorType
+from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.config import Layer, ModelConfig
+from tcp_compiler.frontend.precision import Precision
+
+Getter = Callable[[str], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How a param's value is made: from these checkpoint tensors (none for computed tables)."""
+
+    sources: tuple[str, ...]
+    make: Callable[[Getter], np.ndarray]
+
+
+@dataclass
+class ModelGraph:
+    """A built graph plus what running or costing it needs to know."""
+
+    graph: Graph
+    config: ModelConfig
+    precision: Precision
+    phase: str
+    batch: int
+    seq: int
+    past: int
+    padded: bool
+    bindings: dict[str, Binding] = field(default_factory=dict)
+
+    def bind(self, get: Getter) -> dict[str, np.ndarray]:
+        """Param values by name, reading checkpoint tensors through `get` (memoised here)."""
+        cache: dict[str, np.ndarray] = {}
+
+        def memo(name: str) -> np.ndarray:
+            if name not in cache:
+                cache[name] = get(name)
+            return cache[name]
+
+        return {name: b.make(memo) for name, b in self.bindings.items()}
+
+    def checkpoint_params(self) -> list[Node]:
+        """Params whose values come from the checkpoint (not computed tables like RoPE)."""
+        return [self.graph[n] for n, b in self.bindings.items() if b.sources]
+
+
+def build_prefill(
+    cfg: ModelConfig, precision: Precision, batch: int, seq: int, padded: bool = False
+) -> ModelGraph:
+    """Prompt processing: logits at each sequence's last real token, and every layer's KV cache.
+
+    With `padded`, sequences are right-padded to `seq` and an input `lengths` [B] gives their
+    real lengths; keys past a sequence's length are masked out.
+    """
+    _check_sizes(batch=batch, seq=seq)
+    b = _Builder(cfg, precision, f"{cfg.name}.prefill", batch, seq, positions=seq)
+    ids = b.g.input("ids", TensorType.of(I32, B=batch, S=seq))
+    lengths = b.g.input("lengths", TensorType.of(I32, B=batch)) if padded else None
+    pos = b.g.add("iota", name="pos", type=TensorType.of(I32, S=seq), axis="S")
+    masks = _PrefillMasks(b, lengths)
+    h = b.embed(ids)
+    outputs = []
+    for i, layer in enumerate(cfg.layers):
+        h, k, v = b.layer(i, layer, h, pos, masks, past=None)
+        outputs += [k, v]
+    if lengths is None:
+        last = b.g.add("slice", h, name="h_last.s", axis="S", start=seq - 1, stop=seq)
+        last = b.g.add("reshape", last, name="h_last", type=TensorType.of(F32, B=batch, D=cfg.hidden))
+    else:
+        one = b.const(1, I32)
+        index = b.g.add("sub", lengths, one, name="last_index")
+        last = b.g.add("gather", h, index, name="h_last", axis="S")
+    b.g.set_outputs(b.head(last), *outputs)
+    return b.done("prefill", padded)
+
+
+def build_decode(cfg: ModelConfig, precision: Precision, batch: int, past: int) -> ModelGraph:
+    """One new token per sequence at position `pos` [B] against caches of past + 1 slots.
+
+    Each layer's cache comes in as `l{i}.k_cache_in` / `l{i}.v_cache_in` [B, Hkv, P, K] and goes out
+    updated (a scatter at `pos`) as `l{i}.k_cache` / `l{i}.v_cache`; keys after `pos` are masked.
+    """
+    _check_sizes(batch=batch, past=past + 1)
+    b = _Builder(cfg, precision, f"{cfg.name}.decode", batch, 1, positions=past + 1)
+    ids = b.g.input("ids", TensorType.of(I32, B=batch, S=1))
+    pos = b.g.input("pos", TensorType.of(I32, B=batch))
+    masks = _DecodeMasks(b, pos)
+    h = b.embed(ids)
+    outputs = []
+    for i, layer in enumerate(cfg.layers):
+        h, k, v = b.layer(i, layer, h, pos, masks, past=past + 1)
+        outputs += [k, v]
+    last = b.g.add("reshape", h, name="h_last", type=TensorType.of(F32, B=batch, D=cfg.hidden))
+    b.g.set_outputs(b.head(last), *outputs)
+    return b.done("decode", False)
+
+
+def _check_sizes(**sizes: int) -> None:
+    for key, value in sizes.items():
+        if value < 1:
+            raise FrontendError(f"{key} must be at least 1, got {value}")
+
+
+class _PrefillMasks:
+    """Causal (and sliding-window, and key-padding) masks over [Sq, Sk], built once per window."""
+
+    def __init__(self, b: _Builder, lengths: Node | None) -> None:
+        self.b, self.lengths = b, lengths
+        self.cache: dict[int | None, Node] = {}
+
+    def __call__(self, window: int | None) -> Node:
+        if window in self.cache:
+            return self.cache[window]
+        g, s = self.b.g, self.b.seq
+        grid = TensorType.of(I32, Sq=s, Sk=s)
+        if not self.cache:
+            g.add("iota", name="mask.i", type=grid, axis="Sq")
+            g.add("iota", name="mask.j", type=grid, axis="Sk")
+        mask = g.add("le", "mask.j", "mask.i", name=f"mask.causal{_suffix(window)}")
+        if window is not None:
+            start = g.add("sub", "mask.i", self.b.const(window, I32), name=f"mask.start{_suffix(window)}")
+            inside = g.add("gt", "mask.j", start, name=f"mask.window{_suffix(window)}")
+            mask = g.add("and", mask, inside, name=f"mask.sliding{_suffix(window)}")
+        if self.lengths is not None:
+            if "mask.valid" not in g:
+                keys = g.add("iota", name="mask.k", type=TensorType.of(I32, Sk=s), axis="Sk")
+                g.add("lt", keys, self.lengths, name="mask.valid")
+            mask = g.add("and", mask, "mask.valid", name=f"mask{_suffix(window)}")
+        self.cache[window] = mask
+        return mask
+
+
+class _DecodeMasks:
+    """Key j is visible to the new token at position pos[b] when j <= pos[b] (and pos[b] - j < W)."""
+
+    def __init__(self, b: _Builder, pos: Node) -> None:
+        self.b, self.pos = b, pos
+        self.cache: dict[int | None, Node] = {}
+
+    def __call__(self, window: int | None) -> Node:
+        if window in self.cache:
+            return self.cache[window]
+        g = self.b.g
+        if not self.cache:
+            g.add("iota", name="mask.j", type=TensorType.of(I32, Sk=self.b.positions), axis="Sk")
+        mask = g.add("le", "mask.j", self.pos, name=f"mask.causal{_suffix(window)}")
+        if window is not None:
+            start = g.add("sub", self.pos, self.b.const(window, I32), name=f"mask.start{_suffix(window)}")
+            inside = g.add("gt", "mask.j", start, name=f"mask.window{_suffix(window)}")
+            mask = g.add("and", mask, inside, name=f"mask.sliding{_suffix(window)}")
+        self.cache[window] = mask
+        return mask
+
+
+def _suffix(window: int | None) -> str:
+    return "" if window is None else f".w{window}"
+
+
+class _Builder:
+    def __init__(
+        self, cfg: ModelConfig, precision: Precision, name: str, batch: int, seq: int, positions: int
+    ) -> None:
+        self.cfg, self.p = cfg, precision
+        self.g = Graph(name)
+        self.batch, self.seq, self.positions = batch, seq, positions
+        self.bindings: dict[str, Binding] = {}
+        self._ropes: dict[str, Node] = {}
+
+    def done(self, phase: str, padded: bool) -> ModelGraph:
+        past = self.positions - 1 if phase == "decode" else 0
+        return ModelGraph(self.g, self.cfg, self.p, phase, self.batch, self.seq, past, padded, self.bindings)
+
+    # -- small pieces --------------------------------------------------------------------------
+    def const(self, value: float | int, dtype: DType = F32) -> Node:
+        name = f"c.{dtype}.{value!r}".replace("-", "m").replace("+", "")
+        if name not in self.g:
+            self.g.add("const", name=name, type=TensorType.of(dtype), value=value)
+        return self.g[name]
+
+    def to(self, x: Node, dtype: DType) -> Node:
+        """x in `dtype`, cast once however many einsums read it."""
+        if x.type.dtype == dtype:
+            return x
+        name = f"{x.name}.{dtype}"
+        if name in self.g:
+            return self.g[name]
+        return self.g.add("cast", x, name=name, type=x.type.with_dtype(dtype))
+
+    def einsum(self, *operands: Node, eq: str, name: str) -> Node:
+        """An einsum accumulating in f32, as the contraction engine does for float operands."""
+        sizes = {a.name: a.size for x in operands for a in x.type.axes}
+        out = TensorType.from_pairs(F32, [(n, sizes[n]) for n in eq.split("->")[1].split()])
+        return self.g.add("einsum", *operands, name=name, eq=eq, type=out)
+
+    def param(self, name: str, dtype: DType, axes: dict[str, int], binding: Binding) -> Node:
+        if name in self.g:
+            return self.g[name]
+        self.bindings[name] = binding
+        return self.g.param(name, TensorType.of(dtype, **axes))
+
+    def tensor(self, name: str, dtype: DType, axes: dict[str, int]) -> Node:
+        """A checkpoint tensor as a param, its HF layout reshaped to `axes` (a free view)."""
+        shape = tuple(axes.values())
+        return self.param(name, dtype, axes, Binding((name,), lambda get: get(name).reshape(shape)))
+
+    # -- projections ---------------------------------------------------------------------------
+    def weight(self, name: str, axes: dict[str, int], contract: Sequence[str], sources=None, make=None):
+        """A projection weight, dequantised when integer; returns (operand, contracted axes, split).
+
+        Integer weights have one scale per group of `group_size` consecutive input elements (the
+        contracted axes are the trailing ones of a Hugging Face [out, in] layout). The group
+        boundary falls inside one contracted axis A, which splits into `Ag` x `Ai`; `split` is
+        (A, size of Ai) so the caller splits the activation the same way.
+        """
+        sources = tuple(sources or (name,))
+        make = make or (lambda get: get(name).reshape(tuple(axes.values())))
+        p = self.p
+        if not p.quantised:
+            return self.param(name, p.weight, axes, Binding(sources, make)), tuple(contract), None
+        axis, inner = _group_split(name, axes, contract, p.group_size)
+        split_axes: dict[str, int] = {}
+        for a, n in axes.items():
+            split_axes.update({f"{axis}g": n // inner, f"{axis}i": inner} if a == axis else {a: n})
+        within = set(contract[list(contract).index(axis) + 1 :]) | {f"{axis}i"}
+        scale_axes = {a: n for a, n in split_axes.items() if a not in within}
+        q_shape, s_shape, group = tuple(split_axes.values()), tuple(scale_axes.values()), p.group_size
+        q = self.param(
+            name,
+            p.weight,
+            split_axes,
+            Binding(sources, lambda get: _quantise(make(get), group)[0].reshape(q_shape)),
+        )
+        s = self.param(
+            f"{name}.scale",
+            p.act,
+            scale_axes,
+            Binding(sources, lambda get: _quantise(make(get), group)[1].reshape(s_shape)),
+        )
+        deq = self.g.add("mul", self.to(q, p.act), s, name=f"{name}.dequant")
+        grouped = tuple(c2 for c in contract for c2 in ((f"{axis}g", f"{axis}i") if c == axis else (c,)))
+        return deq, grouped, (axis, inner)
+
+    def split_groups(self, x: Node, split: tuple[str, int] | None) -> Node:
+        """Splits x's axis A into [Ag, Ai] (a free view) to meet a group-quantised weight."""
+        if split is None:
+            return x
+        axis, inner = split
+        name = f"{x.name}.groups.{axis}{inner}"
+        if name in self.g:
+            return self.g[name]
+        axes = []
+        for a in x.type.axes:
+            axes += [Axis(f"{axis}g", a.size // inner), Axis(f"{axis}i", inner)] if a.name == axis else [a]
+        return self.g.add("reshape", x, name=name, type=x.type.with_axes(axes))
+
+    def linear(
+        self,
+        x: Node,
+        name: str,
+        axes: dict[str, int],
+        contract: Sequence[str],
+        out: Sequence[str],
+        label: str,
+    ) -> Node:
+        w, _, split = self.weight(name, axes, contract)
+        x = self.to(self.split_groups(x, split), w.type.dtype)
+        eq = f"{' '.join(x.type.names)}, {' '.join(w.type.names)} -> {' '.join(out)}"
+        return self.einsum(x, w, name=label, eq=eq)
+
+    # -- layers --------------------------------------------------------------------------------
+    def embed(self, ids: Node) -> Node:
+        cfg = self.cfg
+        table = self.tensor("model.embed_tokens.weight", self.p.table, {"V": cfg.vocab, "D": cfg.hidden})
+        x = self.to(self.g.add("gather", table, ids, name="embed", axis="V"), F32)
+        if cfg.embed_scale is not None:
+            x = self.g.add("mul", x, self.const(float(np.float32(cfg.embed_scale))), name="embed.scaled")
+        return x
+
+    def rms_norm(self, x: Node, axis: str, weight: str, label: str) -> Node:
+        cfg, g = self.cfg, self.g
+        n = x.type.size(axis)
+        sq = g.add("mul", x, x, name=f"{label}.sq")
+        total = g.add("reduce", sq, name=f"{label}.sum", op="sum", axes=[axis])
+        mean = g.add("mul", total, self.const(1.0 / n), name=f"{label}.mean")
+        rstd = g.add(
+            "rsqrt", g.add("add", mean, self.const(cfg.norm_eps), name=f"{label}.var"), name=f"{label}.rstd"
+        )
+        unit = g.add("mul", x, rstd, name=f"{label}.unit")
+        w = self.to(self.tensor(weight, self.p.table, {axis: n}), F32)
+        if cfg.norm_offset:
+            w = g.add("add", w, self.const(cfg.norm_offset), name=f"{weight}.plus1")
+        return g.add("mul", unit, w, name=label)
+
+    def rope_table(self, layer: Layer, pos: Node) -> Node:
+        """The rotations for this graph's positions, gathered once per RoPE variant."""
+        if layer.rope_name not in self._ropes:
+            k = self.cfg.head_dim
+            rope, positions = layer.rope, self.positions
+            axes = {"P": positions, "Kp": k // 2, "R": 2, "T": 2}
+            table = self.param(
+                f"{layer.rope_name}.table", self.p.kv, axes, Binding((), lambda get: rope.table(k, positions))
+            )
+            self._ropes[layer.rope_name] = self.g.add(
+                "gather", table, pos, name=f"{layer.rope_name}.rot", axis="P"
+            )
+        return self._ropes[layer.rope_name]
+
+    def rotate(self, x: Node, heads: str, rot: Node, label: str) -> Node:
+        """x [B, S, heads, K] -> [B, heads, S, T, Kp] rotated (T, Kp: the halves of K again)."""
+        kp = self.cfg.head_dim // 2
+        axes = [a for a in x.type.axes if a.name != "K"] + [Axis("R", 2), Axis("Kp", kp)]
+        pairs = self.g.add("reshape", x, name=f"{label}.pairs", type=x.type.with_axes(axes))
+        pairs = self.to(pairs, rot.type.dtype)  # the contraction engine takes bf16, not f32
+        eq = f"{' '.join(pairs.type.names)}, {' '.join(rot.type.names)} -> B {heads} S T Kp"
+        return self.einsum(pairs, rot, name=f"{label}.rot", eq=eq)
+
+    def layer(self, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
+        cfg, g = self.cfg, self.g
+        pre = f"model.layers.{i}"
+        n = self.rms_norm(h, "D", f"{pre}.input_layernorm.weight", f"l{i}.attn_norm")
+        a, k_cache, v_cache = self.attention(i, layer, n, pos, masks, past)
+        if cfg.sandwich_norms:
+            a = self.rms_norm(a, "D", f"{pre}.post_attention_layernorm.weight", f"l{i}.attn_out_norm")
+        h = g.add("add", h, a, name=f"l{i}.h_attn")
+        mlp_norm = "pre_feedforward_layernorm" if cfg.sandwich_norms else "post_attention_layernorm"
+        n = self.rms_norm(h, "D", f"{pre}.{mlp_norm}.weight", f"l{i}.mlp_norm")
+        m = self.moe(i, n) if layer.moe else self.mlp(i, n)
+        if cfg.sandwich_norms:
+            m = self.rms_norm(m, "D", f"{pre}.post_feedforward_layernorm.weight", f"l{i}.mlp_out_norm")
+        return g.add("add", h, m, name=f"l{i}.out"), k_cache, v_cache
+
+    def attention(self, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None):
+        cfg, g, p = self.cfg, self.g, self.p
+        pre = f"model.layers.{i}.self_attn"
+        D, H, Hkv, K, G = cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.groups
+        B, S = self.batch, self.seq
+        q = self.linear(
+            x, f"{pre}.q_proj.weight", {"H": H, "K": K, "D": D}, ["D"], ["B", "S", "H", "K"], f"l{i}.q"
+        )
+        k = self.linear(
+            x, f"{pre}.k_proj.weight", {"Hkv": Hkv, "K": K, "D": D}, ["D"], ["B", "S", "Hkv", "K"], f"l{i}.k"
+        )
+        v = self.linear(
+            x, f"{pre}.v_proj.weight", {"Hkv": Hkv, "K": K, "D": D}, ["D"], ["B", "Hkv", "S", "K"], f"l{i}.v"
+        )
+        if cfg.qkv_bias:
+            q = g.add(
+                "add",
+                q,
+                self.to(self.tensor(f"{pre}.q_proj.bias", p.table, {"H": H, "K": K}), F32),
+                name=f"l{i}.q_b",
+            )
+            k = g.add(
+                "add",
+                k,
+                self.to(self.tensor(f"{pre}.k_proj.bias", p.table, {"Hkv": Hkv, "K": K}), F32),
+                name=f"l{i}.k_b",
+            )
+            v = g.add(
+                "add",
+                v,
+                self.to(self.tensor(f"{pre}.v_proj.bias", p.table, {"Hkv": Hkv, "K": K}), F32),
+                name=f"l{i}.v_b",
+            )
+        if cfg.qk_norm:
+            q = self.rms_norm(q, "K", f"{pre}.q_norm.weight", f"l{i}.q_norm")
+            k = self.rms_norm(k, "K", f"{pre}.k_norm.weight", f"l{i}.k_norm")
+        rot = self.rope_table(layer, pos)
+        q_rot = self.rotate(q, "H", rot, f"l{i}.q")
+        k_rot = self.rotate(k, "Hkv", rot, f"l{i}.k")
+        q5 = g.add(
+            "reshape", q_rot, name=f"l{i}.q_heads", type=TensorType.of(F32, B=B, Hkv=Hkv, G=G, Sq=S, K=K)
+        )
+        k_new = self.to(
+            g.add("reshape", k_rot, name=f"l{i}.k_new", type=TensorType.of(F32, B=B, Hkv=Hkv, S=S, K=K)), p.kv
+        )
+        v_new = self.to(v, p.kv)
+        if past is None:  # prefill: this layer's cache is what was just computed
+            cache_type = TensorType.of(p.kv, B=B, Hkv=Hkv, P=S, K=K)
+            k_cache = g.add("reshape", k_new, name=f"l{i}.k_cache", type=cache_type)
+            v_cache = g.add("reshape", v_new, name=f"l{i}.v_cache", type=cache_type)
+        else:  # decode: write the new position into the cache that came in
+            cache_type = TensorType.of(p.kv, B=B, Hkv=Hkv, P=past, K=K)
+            slot = (
+                g.add("reshape", pos, name=f"l{i}.slot", type=TensorType.of(I32, B=B, S=1))
+                if i == 0
+                else g["l0.slot"]
+            )
+            k_in = g.input(f"l{i}.k_cache_in", cache_type)
+            v_in = g.input(f"l{i}.v_cache_in", cache_type)
+            k_cache = g.add("scatter", k_in, slot, k_new, name=f"l{i}.k_cache", axis="P")
+            v_cache = g.add("scatter", v_in, slot, v_new, name=f"l{i}.v_cache", axis="P")
+        keys_type = TensorType.of(p.kv, B=B, Hkv=Hkv, Sk=k_cache.type.size("P"), K=K)
+        keys = g.add("reshape", k_cache, name=f"l{i}.keys", type=keys_type)
+        values = g.add("reshape", v_cache, name=f"l{i}.values", type=keys_type)
+        out = self.attend(i, self.to(q5, p.kv), keys, values, masks(layer.sliding_window))
+        o = self.linear(
+            out, f"{pre}.o_proj.weight", {"D": D, "H": H, "K": K}, ["H", "K"], ["B", "S", "D"], f"l{i}.o"
+        )
+        return o, k_cache, v_cache
+
+    def attend(self, i: int, q: Node, keys: Node, values: Node, mask: Node) -> Node:
+        """Softmax(q k^T * scale, masked) v with K/V broadcast over the group axis G."""
+        cfg, g, p = self.cfg, self.g, self.p
+        s = self.einsum(q, keys, name=f"l{i}.scores", eq="B Hkv G Sq K, B Hkv Sk K -> B Hkv G Sq Sk")
+        s = g.add("mul", self.to(s, F32), self.const(cfg.scale), name=f"l{i}.scaled")
+        s = g.add("where", mask, s, self.const(-float("inf")), name=f"l{i}.masked")
+        top = g.add("reduce", s, name=f"l{i}.max", op="max", axes=["Sk"])
+        e = g.add("exp", g.add("sub", s, top, name=f"l{i}.shifted"), name=f"l{i}.exp")
+        total = g.add("reduce", e, name=f"l{i}.sum", op="sum", axes=["Sk"])
+        probs = g.add("div", e, total, name=f"l{i}.probs")
+        out = self.einsum(
+            self.to(probs, p.kv),
+            values,
+            name=f"l{i}.attn",
+            eq="B Hkv G Sq Sk, B Hkv Sk K -> B Hkv G Sq K",
+        )
+        B, S, H, K = self.batch, self.seq, cfg.heads, cfg.head_dim
+        return g.add(
+            "reshape", self.to(out, F32), name=f"l{i}.attn_heads", type=TensorType.of(F32, B=B, H=H, S=S, K=K)
+        )
+
+    def activate(self, gate: Node, label: str) -> Node:
+        return self.g.add(self.cfg.activation, gate, name=label)
+
+    def mlp(self, i: int, x: Node) -> Node:
+        cfg, g = self.cfg, self.g
+        pre = f"model.layers.{i}.mlp"
+        D, F = cfg.hidden, cfg.intermediate
+        gate = self.linear(
+            x, f"{pre}.gate_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], f"l{i}.gate"
+        )
+        up = self.linear(x, f"{pre}.up_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], f"l{i}.up")
+        act = g.add("mul", self.activate(gate, f"l{i}.act"), up, name=f"l{i}.glu")
+        return self.linear(
+            act, f"{pre}.down_proj.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], f"l{i}.down"
+        )
+
+    def moe(self, i: int, x: Node) -> Node:
+        """Router softmax, top-k (renormalised where the family does), experts gathered per routed slot.
+
+        Each token's k slots gather their expert's weights, so the expert einsums cost exactly
+        tokens x k x one expert's FLOPs.
+        """
+        cfg, g = self.cfg, self.g
+        moe = cfg.moe
+        assert moe is not None
+        D, F, E = cfg.hidden, moe.intermediate, moe.experts
+        router = self.linear(
+            x, moe.router_name.format(i=i), {"E": E, "D": D}, ["D"], ["B", "S", "E"], f"l{i}.router"
+        )
+        top = g.add("reduce", router, name=f"l{i}.router.max", op="max", axes=["E"])
+        e = g.add("exp", g.add("sub", router, top, name=f"l{i}.router.shifted"), name=f"l{i}.router.exp")
+        probs = g.add(
+            "div",
+            e,
+            g.add("reduce", e, name=f"l{i}.router.sum", op="sum", axes=["E"]),
+            name=f"l{i}.router.probs",
+        )
+        idx = g.add("topk", probs, name=f"l{i}.experts", axis="E", k=moe.top_k, new_axis="Kk")
+        weights = g.add("gather", probs, idx, name=f"l{i}.expert_weights", axis="E")
+        if moe.normalize_top_k:
+            total = g.add("reduce", weights, name=f"l{i}.expert_weights.sum", op="sum", axes=["Kk"])
+            weights = g.add("div", weights, total, name=f"l{i}.expert_weights.norm")
+        gate = self.expert(i, x, idx, 0, {"E": E, "F": F, "D": D}, "D", f"l{i}.expert_gate")
+        up = self.expert(i, x, idx, 1, {"E": E, "F": F, "D": D}, "D", f"l{i}.expert_up")
+        act = g.add("mul", self.activate(gate, f"l{i}.expert_act"), up, name=f"l{i}.expert_glu")
+        down = self.expert(i, act, idx, 2, {"E": E, "D": D, "F": F}, "F", f"l{i}.expert_down")
+        weighted = g.add("mul", down, weights, name=f"l{i}.expert_weighted")
+        return g.add("reduce", weighted, name=f"l{i}.moe", op="sum", axes=["Kk"])
+
+    def expert(
+        self, i: int, x: Node, idx: Node, which: int, axes: dict[str, int], contract: str, label: str
+    ) -> Node:
+        """x [B, S, (Kk,) contract] against the gathered weights of each routed slot's expert."""
+        fmt = self.cfg.moe.expert_names[which]
+        E = axes["E"]
+        names = tuple(fmt.format(i=i, e=e) for e in range(E))
+        name = fmt.format(i=i, e="all").replace(".all.", ".")
+        w, grouped, split = self.weight(
+            name, axes, [contract], names, lambda get: np.stack([get(n) for n in names])
+        )
+        if w.kind == "mul":  # dequantised: gather the integer weights and scales, then dequantise
+            q, s = (self.g[o] for o in w.operands)
+            q = self.g.add("gather", q, idx, name=f"{label}.w", axis="E")
+            s = self.g.add("gather", s, idx, name=f"{label}.scale", axis="E")
+            w = self.g.add("mul", q, s, name=f"{label}.dequant")
+        else:
+            w = self.g.add("gather", w, idx, name=f"{label}.w", axis="E")
+        x = self.to(self.split_groups(x, split), w.type.dtype)
+        out = [a for a in ("B", "S", "Kk") if a in x.type.names or a in w.type.names]
+        out += [a for a in w.type.names if a not in out and a not in grouped]
+        eq = f"{' '.join(x.type.names)}, {' '.join(w.type.names)} -> {' '.join(out)}"
+        return self.einsum(x, w, name=label, eq=eq)
+
+    def head(self, x: Node) -> Node:
+        """Final norm and LM head on [B, D]; tied models reuse the embedding table."""
+        cfg = self.cfg
+        x = self.rms_norm(x, "D", "model.norm.weight", "final_norm")
+        if cfg.tie_embeddings:
+            table = self.g["model.embed_tokens.weight"]
+            logits = self.einsum(self.to(x, table.type.dtype), table, name="logits.raw", eq="B D, V D -> B V")
+        else:
+            logits = self.linear(
+                x, "lm_head.weight", {"V": cfg.vocab, "D": cfg.hidden}, ["D"], ["B", "V"], "logits.raw"
+            )
+        return self.g.add(
+            "reshape", self.to(logits, F32), name="logits", type=TensorType.of(F32, B=self.batch, V=cfg.vocab)
+        )
+
+
+def _group_split(name: str, axes: dict[str, int], contract: Sequence[str], group: int) -> tuple[str, int]:
+    """Which contracted axis a group boundary cuts, and how many of its elements one group holds."""
+    inner = group
+    for a in reversed(contract):
+        size = axes[a]
+        if inner <= size:
+            if size % inner:
+                break
+            return a, inner
+        if inner % size:
+            break
+        inner //= size
+    shape = " x ".join(f"{a}={axes[a]}" for a in contract)
+    raise FrontendError(
+        f"{name}: group size {group} does not tile its input axes {shape}; choose a --group-size that divides them"
+    )
+
+
+def _quantise(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int4 with one bf16 scale per `group` consecutive elements of the last axes."""
+    flat = w.astype(np.float32).reshape(-1, group)
+    scale = BF16.round(np.maximum(np.abs(flat).max(axis=1), 1e-30) / 7.0)
+    q = np.clip(np.rint(flat / scale[:, None]), -8, 7)
+    return q, scale

@@ -1,0 +1,211 @@
+"""A model's architecture, normalised from a Hugging Face config.json.
+
+Family modules (tcp_compiler.frontend.families) read the raw JSON into one `ModelConfig`; the graph
+builder knows nothing of JSON field names. Both the transformers 5 names (`rope_parameters`,
+`layer_types`) and the older ones (`rope_theta`, `rope_scaling`, `sliding_window_pattern`) are read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tcp_compiler.errors import FrontendError
+
+
+@dataclass(frozen=True)
+class Rope:
+    """Rotary position embedding: base and frequency scaling (default, linear or llama3)."""
+
+    theta: float
+    kind: str = "default"
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_positions: int = 8192
+
+    def inv_freq(self, head_dim: int) -> np.ndarray:
+        """Inverse frequencies (float32, as transformers computes them) for pairs of `head_dim`."""
+        exponents = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
+        inv = (1.0 / (np.float32(self.theta) ** exponents)).astype(np.float32)
+        if self.kind == "linear":
+            return (inv / np.float32(self.factor)).astype(np.float32)
+        if self.kind == "llama3":
+            return _llama3_scaling(inv, self)
+        return inv
+
+    def table(self, head_dim: int, positions: int) -> np.ndarray:
+        """[positions, head_dim/2, 2, 2] rotation matrices: out[t] = sum_r table[p, kp, r, t] * in[r].
+
+        Element kp of a head vector pairs with kp + head_dim/2 (transformers' rotate_half).
+        """
+        freqs = np.arange(positions, dtype=np.float32)[:, None] * self.inv_freq(head_dim)[None, :]
+        cos, sin = np.cos(freqs), np.sin(freqs)
+        table = np.empty((positions, head_dim // 2, 2, 2), dtype=np.float32)
+        table[..., 0, 0], table[..., 0, 1] = cos, sin
+        table[..., 1, 0], table[..., 1, 1] = -sin, cos
+        return table
+
+
+def _llama3_scaling(inv: np.ndarray, rope: Rope) -> np.ndarray:
+    """Llama 3.1's frequency-dependent scaling: long wavelengths slowed by `factor`, smooth between."""
+    low_wavelen = rope.original_max_positions / rope.low_freq_factor
+    high_wavelen = rope.original_max_positions / rope.high_freq_factor
+    wavelen = 2 * math.pi / inv
+    scaled = np.where(wavelen > low_wavelen, inv / rope.factor, inv)
+    smooth = (rope.original_max_positions / wavelen - rope.low_freq_factor) / (
+        rope.high_freq_factor - rope.low_freq_factor
+    )
+    smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return np.where(medium, smoothed, scaled).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Moe:
+    """Mixture of experts: routing and where the expert weights live in a checkpoint."""
+
+    experts: int
+    top_k: int
+    intermediate: int
+    normalize_top_k: bool
+    router_name: str  # format with {i}
+    expert_names: tuple[str, str, str]  # gate, up, down; format with {i} and {e}
+
+
+@dataclass(frozen=True)
+class Layer:
+    """What varies from layer to layer: the attention window, its RoPE, dense or MoE MLP."""
+
+    sliding_window: int | None
+    rope: Rope
+    rope_name: str
+    moe: bool
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    family: str
+    vocab: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    layers: tuple[Layer, ...]
+    norm_eps: float
+    activation: str  # "silu" or "gelu_tanh"
+    norm_offset: float = 0.0  # Gemma's RMSNorm scales by (1 + w)
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    sandwich_norms: bool = False  # Gemma: norms after attention and MLP as well as before
+    embed_scale: float | None = None
+    attn_scale: float | None = None  # default 1/sqrt(head_dim)
+    tie_embeddings: bool = False
+    moe: Moe | None = None
+    max_positions: int = 0
+    dtype: str = "bfloat16"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def groups(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def scale(self) -> float:
+        return self.attn_scale if self.attn_scale is not None else self.head_dim**-0.5
+
+
+class RawConfig:
+    """A config.json's fields with errors that name the file, the field and what was expected."""
+
+    def __init__(self, data: Mapping[str, Any], source: str, family: str = "") -> None:
+        self.data = data
+        self.source = source
+        self.family = family
+
+    @staticmethod
+    def load(path: Path) -> RawConfig:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise FrontendError(f"{path}: cannot read: {e.strerror}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise FrontendError(f"{path}: not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise FrontendError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        return RawConfig(data, str(path))
+
+    def nested(self, key: str) -> RawConfig:
+        return RawConfig(self.data[key], f"{self.source} ({key})", self.family)
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def get(self, key: str, default: Any = None, kind: type | tuple[type, ...] | None = None) -> Any:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if kind is not None:
+            self._check(key, value, kind)
+        return value
+
+    def require(self, key: str, kind: type | tuple[type, ...] = int) -> Any:
+        if self.data.get(key) is None:
+            raise FrontendError(f"{self.source}: missing field '{key}' (needed for {self.family} models)")
+        value = self.data[key]
+        self._check(key, value, kind)
+        return value
+
+    def _check(self, key: str, value: Any, kind: type | tuple[type, ...]) -> None:
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            return
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise FrontendError(f"{self.source}: field '{key}' must be {names}, got {value!r}")
+        if kinds in ((int,), (float,), (int, float)) and value <= 0:
+            raise FrontendError(f"{self.source}: field '{key}' must be positive, got {value!r}")
+
+    def fail(self, message: str) -> FrontendError:
+        return FrontendError(f"{self.source}: {message}")
+
+
+def read_rope(raw: RawConfig, layer_type: str | None = None, default_theta: float = 10000.0) -> Rope:
+    """RoPE from `rope_parameters` (transformers 5, per layer type for Gemma 3) or the old fields."""
+    params = raw.get("rope_parameters", kind=dict)
+    if params is not None and layer_type is not None and layer_type in params:
+        params = params[layer_type]
+    if params is None:
+        params = dict(raw.get("rope_scaling", {}, kind=dict))
+        params.setdefault("rope_theta", raw.get("rope_theta", default_theta, kind=(int, float)))
+    kind = params.get("rope_type", params.get("type", "default"))
+    theta = params.get("rope_theta", raw.get("rope_theta", default_theta))
+    where = f"{raw.source}: rope parameters{f' ({layer_type})' if layer_type else ''}"
+    if kind == "default":
+        return Rope(float(theta))
+    if kind == "linear":
+        return Rope(float(theta), "linear", float(_rope_field(params, "factor", where)))
+    if kind == "llama3":
+        return Rope(
+            float(theta),
+            "llama3",
+            float(_rope_field(params, "factor", where)),
+            float(_rope_field(params, "low_freq_factor", where)),
+            float(_rope_field(params, "high_freq_factor", where)),
+            int(_rope_field(params, "original_max_position_embeddings", where)),
+        )
+    raise FrontendError(f"{where}: rope_type '{kind}' is not supported (supported: default, linear, llama3)")
+
+
+def _rope_field(params: Mapping[str, Any], key: str, where: str) -> Any:
+    if params.get(key) is None:
+        raise FrontendError(f"{where}: missing field '{key}'")
+    return params[key]

@@ -1,0 +1,28 @@
+"""Model families: each module reads one family's config.json into a ModelConfig.
+
+A new family is one module here with MODEL_TYPES and read(raw, name), listed in FAMILIES.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.config import ModelConfig, RawConfig
+from tcp_compiler.frontend.families import gemma3, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe
+
+FAMILIES: dict[str, ModuleType] = {
+    t: m for m in (llama, mistral, qwen2, qwen3, gemma3, mixtral, qwen3_moe) for t in m.MODEL_TYPES
+}
+
+
+def read_model_config(raw: RawConfig, name: str) -> ModelConfig:
+    model_type = raw.data.get("model_type")
+    if model_type is None:
+        raise FrontendError(f"{raw.source}: missing field 'model_type' (supported: {', '.join(FAMILIES)})")
+    if model_type not in FAMILIES:
+        raise FrontendError(
+            f"{raw.source}: model_type '{model_type}' is not supported (supported: {', '.join(FAMILIES)})"
+        )
+    raw.family = str(model_type)
+    return FAMILIES[model_type].read(raw, name)

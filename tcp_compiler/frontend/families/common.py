@@ -1,0 +1,109 @@
+"""What the decoder-only families share: sizes, norms, activations, per-layer attention windows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tcp_compiler.frontend.config import Layer, ModelConfig, RawConfig, Rope, read_rope
+
+ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
+
+
+def activation(raw: RawConfig, default: str, *keys: str) -> str:
+    """The MLP activation from the first of `keys` present; transformers' default when none is."""
+    for key in keys:
+        if raw.has(key):
+            name = raw.get(key, kind=str)
+            if name not in ACTIVATIONS:
+                supported = ", ".join(sorted(ACTIVATIONS))
+                raise raw.fail(f"field '{key}' = {name!r} is not supported (supported: {supported})")
+            return ACTIVATIONS[name]
+    return ACTIVATIONS[default]
+
+
+def sizes(raw: RawConfig, head_dim_default: int | None = None) -> dict[str, Any]:
+    """The fields every family has, checked for consistency."""
+    hidden = raw.require("hidden_size")
+    heads = raw.require("num_attention_heads")
+    kv_heads = raw.get("num_key_value_heads", heads, kind=int)
+    if heads % kv_heads:
+        raise raw.fail(
+            f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})"
+        )
+    if head_dim_default is None:
+        if hidden % heads:
+            raise raw.fail(
+                f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}); set head_dim"
+            )
+        head_dim_default = hidden // heads
+    head_dim = raw.get("head_dim", head_dim_default, kind=int)
+    if head_dim % 2:
+        raise raw.fail(f"head_dim must be even for rotary embeddings, got {head_dim}")
+    return {
+        "vocab": raw.require("vocab_size"),
+        "hidden": hidden,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "intermediate": raw.require("intermediate_size"),
+        "norm_eps": float(raw.get("rms_norm_eps", 1e-6, kind=(int, float))),
+        "max_positions": raw.get("max_position_embeddings", 0, kind=int),
+        "dtype": raw.get("torch_dtype") or raw.get("dtype") or "bfloat16",
+    }
+
+
+def layer_types(raw: RawConfig, fallback: list[str]) -> list[str]:
+    """`layer_types` when the config has it (transformers 5), else the family's own rule."""
+    n = raw.require("num_hidden_layers")
+    types = raw.get("layer_types", kind=list)
+    if types is None:
+        types = fallback
+    if len(types) != n:
+        raise raw.fail(f"layer_types has {len(types)} entries but num_hidden_layers is {n}")
+    for t in types:
+        if t not in ("full_attention", "sliding_attention"):
+            raise raw.fail(f"layer_types entry {t!r} is not supported (full_attention, sliding_attention)")
+    return types
+
+
+def window_rule(raw: RawConfig, enabled: bool) -> list[str]:
+    """Qwen-style: sliding attention from layer max_window_layers on, when enabled."""
+    n = raw.require("num_hidden_layers")
+    first = raw.get("max_window_layers", n, kind=int) if enabled else n
+    return ["sliding_attention" if enabled and i >= first else "full_attention" for i in range(n)]
+
+
+def layers(
+    raw: RawConfig,
+    types: list[str],
+    window: int | None,
+    ropes: dict[str, Rope],
+    moe_layers: set[int] = frozenset(),
+) -> tuple[Layer, ...]:
+    """One Layer per entry of `types`; `ropes` maps a layer type (or "default") to its RoPE."""
+    if "sliding_attention" in types and window is None:
+        raise raw.fail("layer_types has sliding_attention layers but sliding_window is not set")
+    result = []
+    for i, t in enumerate(types):
+        key = t if t in ropes else "default"
+        sliding = window if t == "sliding_attention" else None
+        result.append(
+            Layer(sliding, ropes[key], "rope" if len(ropes) == 1 else f"rope.{key}", i in moe_layers)
+        )
+    return tuple(result)
+
+
+def dense(raw: RawConfig, family: str, name: str, **overrides: Any) -> ModelConfig:
+    """A Llama-shaped model: RMSNorm, RoPE, GQA, gated MLP; `overrides` set what differs."""
+    fields = sizes(raw, overrides.pop("head_dim_default", None))
+    fields.update(
+        activation=activation(raw, "silu", "hidden_act"),
+        tie_embeddings=bool(raw.get("tie_word_embeddings", False, kind=bool)),
+    )
+    fields.update(overrides)
+    if "layers" not in fields:
+        types = layer_types(raw, ["full_attention"] * raw.require("num_hidden_layers"))
+        fields["layers"] = layers(
+            raw, types, raw.get("sliding_window", kind=int), {"default": read_rope(raw)}
+        )
+    return ModelConfig(name=name, family=family, **fields)

@@ -1,0 +1,58 @@
+"""Gemma 3 (text): (1 + w) RMSNorm before and after attention and MLP, q/k norms, embeddings
+scaled by sqrt(hidden), local sliding and global layers with their own RoPE bases, GELU-tanh MLP,
+attention scaled by query_pre_attn_scalar^-1/2, tied embeddings."""
+
+from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.families.common import activation, layer_types, layers, sizes
+
+MODEL_TYPES = ("gemma3", "gemma3_text")
+
+# transformers' Gemma3TextConfig defaults for fields Google's published configs leave out
+# (gemma-3-27b's text_config has no vocab_size, for one).
+TEXT_DEFAULTS = {"vocab_size": 262_208, "max_position_embeddings": 131_072}
+
+
+def read(raw: RawConfig, name: str) -> ModelConfig:
+    if raw.data.get("model_type") == "gemma3":
+        if not isinstance(raw.data.get("text_config"), dict):
+            raise raw.fail("missing field 'text_config' (a gemma3 config nests the text model there)")
+        raw = raw.nested("text_config")
+        raw.family = "gemma3"
+    raw = RawConfig({**TEXT_DEFAULTS, **raw.data}, raw.source, raw.family)
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if raw.get(key) is not None:
+            raise raw.fail(f"field '{key}' is set; logit soft-capping is not supported (Gemma 2 style)")
+    n = raw.require("num_hidden_layers")
+    pattern = raw.get("sliding_window_pattern", raw.get("_sliding_window_pattern", 6), kind=int)
+    types = layer_types(
+        raw, ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
+    )
+    ropes = {
+        "full_attention": read_rope(raw, "full_attention", default_theta=1_000_000.0),
+        "sliding_attention": read_rope(
+            _local(raw), "sliding_attention", default_theta=raw.get("rope_local_base_freq", 10_000.0)
+        ),
+    }
+    fields = sizes(raw, head_dim_default=256)
+    return ModelConfig(
+        name=name,
+        family="gemma3",
+        activation=activation(raw, "gelu_pytorch_tanh", "hidden_activation", "hidden_act"),
+        layers=layers(raw, types, raw.get("sliding_window", 4096, kind=int), ropes),
+        norm_offset=1.0,
+        qk_norm=True,
+        sandwich_norms=True,
+        embed_scale=float(fields["hidden"]) ** 0.5,
+        attn_scale=float(raw.get("query_pre_attn_scalar", 256, kind=(int, float))) ** -0.5,
+        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        **fields,
+    )
+
+
+def _local(raw: RawConfig) -> RawConfig:
+    """Old-style configs: local layers use rope_local_base_freq and no rope_scaling."""
+    if raw.has("rope_parameters"):
+        return raw
+    data = {k: v for k, v in raw.data.items() if k not in ("rope_scaling", "rope_theta")}
+    data["rope_theta"] = raw.get("rope_local_base_freq", 10_000.0, kind=(int, float))
+    return RawConfig(data, raw.source, raw.family)

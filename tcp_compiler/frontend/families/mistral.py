@@ -1,0 +1,13 @@
+"""Mistral: Llama-shaped with a sliding attention window on every layer."""
+
+from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.families.common import dense, layer_types, layers
+
+MODEL_TYPES = ("mistral",)
+
+
+def read(raw: RawConfig, name: str) -> ModelConfig:
+    n = raw.require("num_hidden_layers")
+    window = raw.get("sliding_window", kind=int)
+    types = layer_types(raw, ["sliding_attention" if window else "full_attention"] * n)
+    return dense(raw, "mistral", name, layers=layers(raw, types, window, {"default": read_rope(raw)}))

@@ -1,0 +1,41 @@
+"""Qwen 3 MoE: Qwen 3 attention (q/k norms) with routed experts; optional top-k renormalisation."""
+
+from tcp_compiler.frontend.config import ModelConfig, Moe, RawConfig, read_rope
+from tcp_compiler.frontend.families.common import dense, layer_types, layers, window_rule
+
+MODEL_TYPES = ("qwen3_moe",)
+
+
+def read(raw: RawConfig, name: str) -> ModelConfig:
+    n = raw.require("num_hidden_layers")
+    experts = raw.get("num_experts", raw.get("num_local_experts"), kind=int)
+    if experts is None:
+        raise raw.fail("missing field 'num_experts' (needed for qwen3_moe models)")
+    moe = Moe(
+        experts=experts,
+        top_k=raw.require("num_experts_per_tok"),
+        intermediate=raw.require("moe_intermediate_size"),
+        normalize_top_k=bool(raw.get("norm_topk_prob", False, kind=bool)),
+        router_name="model.layers.{i}.mlp.gate.weight",
+        expert_names=(
+            "model.layers.{i}.mlp.experts.{e}.gate_proj.weight",
+            "model.layers.{i}.mlp.experts.{e}.up_proj.weight",
+            "model.layers.{i}.mlp.experts.{e}.down_proj.weight",
+        ),
+    )
+    step = raw.get("decoder_sparse_step", 1, kind=int)
+    dense_only = set(raw.get("mlp_only_layers", [], kind=list))
+    moe_layers = {i for i in range(n) if i not in dense_only and (i + 1) % step == 0}
+    enabled = bool(raw.get("use_sliding_window", False, kind=bool))
+    types = layer_types(raw, window_rule(raw, enabled))
+    window = raw.get("sliding_window", kind=int) if enabled or "sliding_attention" in types else None
+    return dense(
+        raw,
+        "qwen3_moe",
+        name,
+        head_dim_default=128,
+        qk_norm=True,
+        qkv_bias=bool(raw.get("attention_bias", False, kind=bool)),
+        moe=moe,
+        layers=layers(raw, types, window, {"default": read_rope(raw)}, moe_layers),
+    )

@@ -1,0 +1,50 @@
+"""Finding a model: a config.json, a checkpoint directory, or the name of a bundled example."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.checkpoint import Checkpoint
+from tcp_compiler.frontend.config import ModelConfig, RawConfig
+from tcp_compiler.frontend.families import read_model_config
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
+
+
+def bundled_models() -> list[str]:
+    return sorted(p.stem for p in EXAMPLES.glob("*.json"))
+
+
+@dataclass
+class Model:
+    config: ModelConfig
+    source: Path  # the config.json read
+    checkpoint: Checkpoint | None  # present when the model came as a checkpoint directory
+
+
+def load_model(spec: str | Path) -> Model:
+    """Reads a model's config (and opens its checkpoint's headers, if it is a directory)."""
+    path = Path(spec)
+    checkpoint = None
+    if path.is_dir():
+        config_path = path / "config.json"
+        if not config_path.is_file():
+            raise FrontendError(f"{path}: a checkpoint directory needs a config.json")
+        if any(path.glob("*.safetensors")):
+            checkpoint = Checkpoint.open(path)
+        name = path.resolve().name
+    elif path.is_file():
+        config_path = path
+        name = path.stem if path.name != "config.json" else path.resolve().parent.name
+    elif (EXAMPLES / f"{spec}.json").is_file():
+        config_path = EXAMPLES / f"{spec}.json"
+        name = str(spec)
+    else:
+        raise FrontendError(
+            f"{spec}: not a config.json, a checkpoint directory or a bundled model "
+            f"(bundled: {', '.join(bundled_models()) or 'none'})"
+        )
+    config = read_model_config(RawConfig.load(config_path), name)
+    return Model(config, config_path, checkpoint)

@@ -1,0 +1,109 @@
+"""The generate loop: prefill and decode graphs driven through the IR interpreter.
+
+It exists to prove the graphs compute what the model computes (against transformers) and to
+give users logits and tokens from real checkpoints; it is a reference, not a fast runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import ir
+from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
+from tcp_compiler.frontend.config import ModelConfig
+from tcp_compiler.frontend.precision import Precision
+from tcp_compiler.runtime.sampling import SamplingParams, StopState, sample
+
+
+@dataclass
+class Generation:
+    prefill_logits: np.ndarray  # [B, V] at each prompt's last token
+    decode_logits: list[np.ndarray] = field(default_factory=list)  # one [B, V] per decode step
+    tokens: list[np.ndarray] = field(default_factory=list)  # one [B] per generated position
+
+    @property
+    def token_matrix(self) -> np.ndarray:
+        return np.stack(self.tokens, axis=1) if self.tokens else np.zeros((len(self.prefill_logits), 0), int)
+
+
+def generate(
+    config: ModelConfig,
+    tensors: Callable[[str], np.ndarray],
+    prompts: Sequence[Sequence[int]],
+    precision: Precision,
+    decode_steps: int,
+    sampling: SamplingParams | None = None,
+) -> Generation:
+    """Prefill the (right-padded) prompts, then up to `decode_steps` decode steps.
+
+    Stops early only when every sequence has met an EOS / stop id of `sampling`.
+    """
+    lengths = _check_prompts(config, prompts)
+    sampling = sampling or SamplingParams(max_tokens=decode_steps + 1)
+    rng = np.random.default_rng(sampling.seed)
+    weights = _Memo(tensors)
+    batch, seq = len(prompts), int(lengths.max())
+    padded = bool((lengths != seq).any())
+    ids = np.zeros((batch, seq), np.int32)
+    for b, prompt in enumerate(prompts):
+        ids[b, : len(prompt)] = prompt
+    prefill = build_prefill(config, precision, batch, seq, padded=padded)
+    feeds = {"ids": ids, **({"lengths": lengths} if padded else {})}
+    out = _run(prefill, feeds, weights)
+    result = Generation(out["logits"])
+    history = [list(p) for p in prompts]
+    stop = StopState(sampling, batch)
+    token = _next(out["logits"], sampling, history, rng, result, stop)
+    caches = {n: v for n, v in out.items() if n != "logits"}
+    for step in range(decode_steps):
+        if stop.all_finished:
+            break
+        past = seq + step
+        decode = build_decode(config, precision, batch, past)
+        feeds = {"ids": token[:, None].astype(np.int32), "pos": (lengths + step).astype(np.int32)}
+        for name, cache in caches.items():  # one more slot for the new position
+            feeds[f"{name}_in"] = np.pad(cache, [(0, 0), (0, 0), (0, 1), (0, 0)])
+        out = _run(decode, feeds, weights)
+        result.decode_logits.append(out["logits"])
+        caches = {n: v for n, v in out.items() if n != "logits"}
+        token = _next(out["logits"], sampling, history, rng, result, stop)
+    return result
+
+
+def _check_prompts(config: ModelConfig, prompts: Sequence[Sequence[int]]) -> np.ndarray:
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise FrontendError("every prompt needs at least one token id")
+    for p in prompts:
+        bad = [t for t in p if not 0 <= int(t) < config.vocab]
+        if bad:
+            raise FrontendError(f"prompt id {bad[0]} is outside the vocabulary [0, {config.vocab})")
+    return np.array([len(p) for p in prompts], np.int32)
+
+
+def _next(logits, sampling, history, rng, result: Generation, stop: StopState) -> np.ndarray:
+    token = sample(logits, sampling, history, rng)
+    for b, t in enumerate(token):
+        history[b].append(int(t))
+    result.tokens.append(token)
+    stop.update(token)
+    return token
+
+
+def _run(model: ModelGraph, feeds: dict, weights: _Memo) -> dict[str, np.ndarray]:
+    return ir.interpret(model.graph, feeds, model.bind(weights))
+
+
+class _Memo:
+    """Loads each checkpoint tensor once across all the graphs of one generation."""
+
+    def __init__(self, load: Callable[[str], np.ndarray]) -> None:
+        self.load, self.cache = load, {}
+
+    def __call__(self, name: str) -> np.ndarray:
+        if name not in self.cache:
+            self.cache[name] = self.load(name)
+        return self.cache[name]
