@@ -543,7 +543,8 @@ def _group_split(name: str, axes: dict[str, int], contract: Sequence[str], group
         inner //= size
     shape = " x ".join(f"{a}={axes[a]}" for a in contract)
     raise FrontendError(
-        f"{name}: group size {group} does not tile its input axes {shape}; choose a --group-size that divides them"
+        f"{name}: group size {group} does not tile its input axes {shape}; "
+        "choose a --group-size that divides them"
     )
 
 
