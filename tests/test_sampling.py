@@ -272,7 +272,7 @@ def run_steps(state: StopState, steps: list[list[int]]) -> None:
 
 
 def test_stop_state_keeps_eos_and_drops_stop_tokens_per_sequence() -> None:
-    state = StopState(3, SamplingParams(eos_ids=(2,), stop_ids=(7,), max_tokens=10))
+    state = StopState(SamplingParams(eos_ids=(2,), stop_ids=(7,), max_tokens=10), 3)
     run_steps(state, [[5, 5, 5], [2, 7, 6], [9, 9, 6], [9, 9, 2]])
     assert state.kept(0) == [5, 2]  # eos kept, nothing after it
     assert state.kept(1) == [5]  # stop token dropped, nothing after it
@@ -282,7 +282,7 @@ def test_stop_state_keeps_eos_and_drops_stop_tokens_per_sequence() -> None:
 
 
 def test_stop_state_respects_max_tokens_independently() -> None:
-    state = StopState(3, SamplingParams(eos_ids=(0,), stop_ids=(1,), max_tokens=3))
+    state = StopState(SamplingParams(eos_ids=(0,), stop_ids=(1,), max_tokens=3), 3)
     run_steps(state, [[4, 4, 4], [4, 0, 4]])
     np.testing.assert_array_equal(state.finished, [False, True, False])
     assert not state.all_finished
@@ -293,12 +293,12 @@ def test_stop_state_respects_max_tokens_independently() -> None:
 
 
 def test_stop_state_with_zero_max_tokens_starts_finished() -> None:
-    state = StopState(2, SamplingParams(max_tokens=0))
+    state = StopState(SamplingParams(max_tokens=0), 2)
     assert state.all_finished and state.kept(0) == [] and state.kept(1) == []
 
 
 def test_stop_state_finished_is_a_copy_and_shape_is_checked() -> None:
-    state = StopState(2, SamplingParams(max_tokens=1))
+    state = StopState(SamplingParams(max_tokens=1), 2)
     state.finished[:] = True
     assert not state.all_finished
     with pytest.raises(SamplingError, match="tokens must have shape"):
@@ -307,7 +307,7 @@ def test_stop_state_finished_is_a_copy_and_shape_is_checked() -> None:
 
 def test_generate_loop_terminates_within_max_tokens() -> None:
     params = SamplingParams(temperature=1.0, top_k=10, eos_ids=(3,), stop_ids=(4,), max_tokens=12, seed=5)
-    rng, state = make_rng(params), StopState(B, params)
+    rng, state = make_rng(params), StopState(params, B)
     history = random_history(0)
     for _ in range(params.max_tokens):
         tokens = sample(random_logits(int(rng.integers(1 << 30)), "ties"), params, history, rng)

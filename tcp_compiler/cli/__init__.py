@@ -7,10 +7,10 @@ import sys
 
 from ir.errors import TirError
 from tcp_compiler import __version__
-from tcp_compiler.cli import inspect_cmd
+from tcp_compiler.cli import compile_cmd, inspect_cmd, run_cmd
 from tcp_compiler.errors import TcpcError
 
-COMMANDS = [inspect_cmd]
+COMMANDS = [compile_cmd, run_cmd, inspect_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

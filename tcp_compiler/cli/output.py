@@ -11,14 +11,18 @@ from tcp_compiler.errors import CliError
 
 def write_atomically(path: str | Path, text: str) -> None:
     """Writes to a temporary file beside `path` and renames it, so no half-written file remains."""
+    write_atomically_bytes(path, text.encode("utf-8"))
+
+
+def write_atomically_bytes(path: str | Path, data: bytes) -> None:
     path = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError as e:
         raise CliError(f"{path}: cannot write: {e.strerror}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)

@@ -222,7 +222,7 @@ class StopState:
     (stop tokens count towards the limit). Tokens passed for finished sequences are ignored.
     """
 
-    def __init__(self, batch_size: int, params: SamplingParams) -> None:
+    def __init__(self, params: SamplingParams, batch_size: int) -> None:
         self._eos = frozenset(params.eos_ids)
         self._stop = frozenset(params.stop_ids)
         self._max_tokens = params.max_tokens
