@@ -128,6 +128,20 @@ class _PrefillMasks:
         self.b, self.lengths = b, lengths
         self.cache: dict[int | None, Node] = {}
 
+    def valid(self) -> Node:
+        """Keys inside each sequence's length, plus the query's own position.
+
+        A padded query row sees itself, so no row is fully masked: that keeps padded positions
+        finite (a NaN there would reach real tokens through 0 x NaN in the value einsum).
+        """
+        g = self.b.g
+        if "mask.valid" not in g:
+            keys = g.add("iota", name="mask.k", type=TensorType.of(I32, Sk=self.b.seq), axis="Sk")
+            inside = g.add("lt", keys, self.lengths, name="mask.inside")
+            own = g.add("eq", "mask.j", "mask.i", name="mask.own")
+            g.add("or", inside, own, name="mask.valid")
+        return g["mask.valid"]
+
     def __call__(self, window: int | None) -> Node:
         if window in self.cache:
             return self.cache[window]
@@ -142,10 +156,7 @@ class _PrefillMasks:
             inside = g.add("gt", "mask.j", start, name=f"mask.window{_suffix(window)}")
             mask = g.add("and", mask, inside, name=f"mask.sliding{_suffix(window)}")
         if self.lengths is not None:
-            if "mask.valid" not in g:
-                keys = g.add("iota", name="mask.k", type=TensorType.of(I32, Sk=s), axis="Sk")
-                g.add("lt", keys, self.lengths, name="mask.valid")
-            mask = g.add("and", mask, "mask.valid", name=f"mask{_suffix(window)}")
+            mask = g.add("and", mask, self.valid(), name=f"mask{_suffix(window)}")
         self.cache[window] = mask
         return mask
 
