@@ -1,0 +1,157 @@
+"""The bundled real-model configs compile, count the parameters their model cards state, and bad
+configs fail with one line naming the field."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import ir
+from tcp_compiler.cli import main
+from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.model import EXAMPLES, bundled_models, load_model
+from tcp_compiler.frontend.precision import PRECISIONS
+
+CARDS = tomllib.loads((EXAMPLES / "model_cards.toml").read_text())
+BY_FILE = {card["file"]: card for card in CARDS.values()}
+REQUIRED = {
+    "llama-3.2-1b", "llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b",
+    "gemma-3-1b", "gemma-3-27b", "mistral-7b-v0.1", "mixtral-8x7b",
+}  # fmt: skip
+
+
+def test_the_required_models_are_bundled_with_card_figures() -> None:
+    assert set(bundled_models()) >= REQUIRED
+    assert {f"{m}.json" for m in bundled_models()} == set(BY_FILE)
+
+
+@pytest.mark.parametrize("name", bundled_models())
+@pytest.mark.parametrize("dtype", ["bf16", "fp8", "w4"])
+def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None:
+    cfg = load_model(name).config
+    for built in (build_prefill(cfg, PRECISIONS[dtype], 2, 16), build_decode(cfg, PRECISIONS[dtype], 2, 40)):
+        ir.verify(built.graph)
+        assert built.graph.outputs[0] == "logits"
+        assert built.graph["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
+        assert len(built.graph.outputs) == 1 + 2 * len(cfg.layers)
+
+
+def _agrees(count: int, figure: str) -> bool:
+    """Within one unit of the figure's last digit: cards round ("7.61B") or truncate ("1.23B")."""
+    value = Decimal(figure.rstrip("B"))
+    unit = Decimal(1).scaleb(value.as_tuple().exponent)
+    return abs(Decimal(count) / Decimal(10**9) - value) < unit
+
+
+@pytest.mark.parametrize("name", bundled_models())
+def test_parameter_count_matches_the_model_card(name: str) -> None:
+    built = build_prefill(load_model(name).config, PRECISIONS["bf16"], 1, 1)
+    count = sum(p.type.numel for p in built.checkpoint_params())
+    card = BY_FILE[f"{name}.json"]
+    assert _agrees(count, card["params"]), f"{name}: {count / 1e9:.3f}B vs card {card['params']}"
+
+
+def test_agreement_rule() -> None:
+    assert _agrees(1_236_000_000, "1.23B") and not _agrees(1_245_000_000, "1.23B")
+    assert _agrees(8_030_000_000, "8B") and not _agrees(9_100_000_000, "8B")
+
+
+def test_moe_active_parameters_match_the_card() -> None:
+    for name in ("qwen3-30b-a3b", "mixtral-8x7b"):
+        cfg = load_model(name).config
+        built = build_prefill(cfg, PRECISIONS["bf16"], 1, 1)
+        total = sum(p.type.numel for p in built.checkpoint_params())
+        per_expert = 3 * cfg.hidden * cfg.moe.intermediate
+        inactive = len(cfg.layers) * (cfg.moe.experts - cfg.moe.top_k) * per_expert
+        card = BY_FILE[f"{name}.json"]
+        assert _agrees(total - inactive, card["active_params"]), name
+
+
+def _write(tmp_path: Path, config: dict) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+LLAMA = json.loads((EXAMPLES / "llama-3.2-1b.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"model_type": "gpt_bigcode"},
+            "model_type 'gpt_bigcode' is not supported (supported: llama, mistral",
+        ),
+        ({"model_type": None}, "missing field 'model_type' (supported: llama"),
+        ({"hidden_size": None}, "missing field 'hidden_size' (needed for llama models)"),
+        ({"num_attention_heads": "32"}, "field 'num_attention_heads' must be int, got '32'"),
+        (
+            {"num_key_value_heads": 5},
+            "num_attention_heads (32) must be a multiple of num_key_value_heads (5)",
+        ),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_type 'yarn' is not supported"),
+        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "missing field 'low_freq_factor'"),
+        ({"hidden_act": "relu2"}, "field 'hidden_act' = 'relu2' is not supported"),
+        ({"vocab_size": 0}, "field 'vocab_size' must be positive, got 0"),
+    ],
+)
+def test_bad_config_is_one_line_exit_2(change: dict, expected: str, tmp_path: Path, capsys) -> None:
+    config = {k: v for k, v in {**LLAMA, **change}.items() if v is not None}
+    out = tmp_path / "out.tir"
+    assert main(["compile", _write(tmp_path, config), "--seq", "4", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tcpc: error: ") and err.count("\n") == 1, err
+    assert "config.json" in err and expected in err, err
+    assert not out.exists()
+
+
+def test_not_json_and_unknown_model(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    assert main(["compile", str(bad)]) == 2
+    assert "config.json: not valid JSON" in capsys.readouterr().err
+    assert main(["compile", "llama-9"]) == 2
+    assert "bundled: gemma-3-1b" in capsys.readouterr().err
+
+
+def test_old_and_new_field_names_give_the_same_model(tmp_path: Path) -> None:
+    """transformers 5 names (rope_parameters, layer_types) and the old ones read alike."""
+    old = {
+        "model_type": "gemma3_text", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+        "sliding_window": 3, "sliding_window_pattern": 2, "rope_theta": 50000.0,
+        "rope_local_base_freq": 500.0, "rope_scaling": {"rope_type": "linear", "factor": 4.0},
+    }  # fmt: skip
+    old_only = ("sliding_window_pattern", "rope_theta", "rope_local_base_freq", "rope_scaling")
+    new = {k: v for k, v in old.items() if k not in old_only}
+    new["layer_types"] = ["sliding_attention", "full_attention"] * 2
+    new["rope_parameters"] = {
+        "full_attention": {"rope_type": "linear", "rope_theta": 50000.0, "factor": 4.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 500.0},
+    }
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    a = load_model(_write(tmp_path / "old", old)).config
+    b = load_model(_write(tmp_path / "new", new)).config
+    assert a.layers == b.layers
+    assert [layer.sliding_window for layer in a.layers] == [3, None, 3, None]
+    assert a.layers[1].rope.kind == "linear" and a.layers[0].rope.theta == 500.0
+
+
+def test_compile_emits_ir_that_parses_back(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "decode.tir"
+    assert (
+        main(["compile", "qwen3-30b-a3b", "--phase", "decode", "--past", "7", "--batch", "2", "-o", str(out)])
+        == 0
+    )
+    assert "wrote" in capsys.readouterr().out
+    graph = ir.load(out)
+    assert graph["l0.k_cache"].type == ir.TensorType.of(ir.BF16, B=2, Hkv=4, P=8, K=128)
+    assert graph["l0.experts"].kind == "topk"
+    assert main(["compile", "llama-3.2-1b", "--seq", "3"]) == 0
+    assert capsys.readouterr().out.startswith('graph "llama-3.2-1b.prefill" {')
