@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ir.dtypes import DTYPES
 from ir.ops import REGISTRY, OpDef
+from ir.verify import arity_text
 
 _INTRO = """# The tcpc IR
 
@@ -45,17 +46,9 @@ graph NAME {
 """
 
 
-def _operands(op: OpDef) -> str:
-    if op.max_operands is None:
-        return f"{op.min_operands} or more"
-    if op.min_operands == op.max_operands:
-        return str(op.min_operands)
-    return f"{op.min_operands} to {op.max_operands}"
-
-
 def _section(op: OpDef) -> str:
     lines = [f"### `{op.kind}`", "", op.summary, "", "```", op.example, "```", ""]
-    lines.append(f"- operands: {_operands(op)}")
+    lines.append(f"- operands: {arity_text(op)}")
     if op.needs_result_type:
         lines.append("- the declared result type is part of the op's meaning")
     for name, spec in op.attrs.items():

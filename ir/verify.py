@@ -15,7 +15,8 @@ from ir.ops.base import REGISTRY
 from ir.types import TensorType
 
 
-def _arity_text(op: OpDef) -> str:
+def arity_text(op: OpDef) -> str:
+    """How many operands an op takes, in words."""
     if op.max_operands is None:
         return f"at least {op.min_operands}"
     if op.min_operands == op.max_operands:
@@ -62,7 +63,7 @@ def check_call(op: OpDef, call: OpCall, where: str) -> TensorType:
     try:
         n = len(call.operands)
         if n < op.min_operands or (op.max_operands is not None and n > op.max_operands):
-            raise TypeRuleError(f"takes {_arity_text(op)} operands, got {n}")
+            raise TypeRuleError(f"takes {arity_text(op)} operands, got {n}")
         for key in call.attrs:
             if key not in op.attrs:
                 allowed = ", ".join(op.attrs) or "none"

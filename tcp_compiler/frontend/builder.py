@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ir import BF16, F32, I32, Axis, DType, Graph, Node, TensorType
+from ir import F32, I32, Axis, DType, Graph, Node, TensorType
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.config import Layer, ModelConfig
+from tcp_compiler.frontend.masks import DecodeMasks, PrefillMasks
 from tcp_compiler.frontend.precision import Precision
+from tcp_compiler.frontend.quantize import group_split, quantise
 
 Getter = Callable[[str], np.ndarray]
 
@@ -77,7 +79,7 @@ def build_prefill(
     ids = b.g.input("ids", TensorType.of(I32, B=batch, S=seq))
     lengths = b.g.input("lengths", TensorType.of(I32, B=batch)) if padded else None
     pos = b.g.add("iota", name="pos", type=TensorType.of(I32, S=seq), axis="S")
-    masks = _PrefillMasks(b, lengths)
+    masks = PrefillMasks(b.g, b.const, b.seq, lengths)
     h = b.embed(ids)
     outputs = []
     for i, layer in enumerate(cfg.layers):
@@ -104,7 +106,7 @@ def build_decode(cfg: ModelConfig, precision: Precision, batch: int, past: int) 
     b = _Builder(cfg, precision, f"{cfg.name}.decode", batch, 1, positions=past + 1)
     ids = b.g.input("ids", TensorType.of(I32, B=batch, S=1))
     pos = b.g.input("pos", TensorType.of(I32, B=batch))
-    masks = _DecodeMasks(b, pos)
+    masks = DecodeMasks(b.g, b.const, b.positions, pos)
     h = b.embed(ids)
     outputs = []
     for i, layer in enumerate(cfg.layers):
@@ -119,72 +121,6 @@ def _check_sizes(**sizes: int) -> None:
     for key, value in sizes.items():
         if value < 1:
             raise FrontendError(f"{key} must be at least 1, got {value}")
-
-
-class _PrefillMasks:
-    """Causal (and sliding-window, and key-padding) masks over [Sq, Sk], built once per window."""
-
-    def __init__(self, b: _Builder, lengths: Node | None) -> None:
-        self.b, self.lengths = b, lengths
-        self.cache: dict[int | None, Node] = {}
-
-    def valid(self) -> Node:
-        """Keys inside each sequence's length, plus the query's own position.
-
-        A padded query row sees itself, so no row is fully masked: that keeps padded positions
-        finite (a NaN there would reach real tokens through 0 x NaN in the value einsum).
-        """
-        g = self.b.g
-        if "mask.valid" not in g:
-            keys = g.add("iota", name="mask.k", type=TensorType.of(I32, Sk=self.b.seq), axis="Sk")
-            inside = g.add("lt", keys, self.lengths, name="mask.inside")
-            own = g.add("eq", "mask.j", "mask.i", name="mask.own")
-            g.add("or", inside, own, name="mask.valid")
-        return g["mask.valid"]
-
-    def __call__(self, window: int | None) -> Node:
-        if window in self.cache:
-            return self.cache[window]
-        g, s = self.b.g, self.b.seq
-        grid = TensorType.of(I32, Sq=s, Sk=s)
-        if not self.cache:
-            g.add("iota", name="mask.i", type=grid, axis="Sq")
-            g.add("iota", name="mask.j", type=grid, axis="Sk")
-        mask = g.add("le", "mask.j", "mask.i", name=f"mask.causal{_suffix(window)}")
-        if window is not None:
-            start = g.add("sub", "mask.i", self.b.const(window, I32), name=f"mask.start{_suffix(window)}")
-            inside = g.add("gt", "mask.j", start, name=f"mask.window{_suffix(window)}")
-            mask = g.add("and", mask, inside, name=f"mask.sliding{_suffix(window)}")
-        if self.lengths is not None:
-            mask = g.add("and", mask, self.valid(), name=f"mask{_suffix(window)}")
-        self.cache[window] = mask
-        return mask
-
-
-class _DecodeMasks:
-    """Key j is visible to the new token at position pos[b] when j <= pos[b] (and pos[b] - j < W)."""
-
-    def __init__(self, b: _Builder, pos: Node) -> None:
-        self.b, self.pos = b, pos
-        self.cache: dict[int | None, Node] = {}
-
-    def __call__(self, window: int | None) -> Node:
-        if window in self.cache:
-            return self.cache[window]
-        g = self.b.g
-        if not self.cache:
-            g.add("iota", name="mask.j", type=TensorType.of(I32, Sk=self.b.positions), axis="Sk")
-        mask = g.add("le", "mask.j", self.pos, name=f"mask.causal{_suffix(window)}")
-        if window is not None:
-            start = g.add("sub", self.pos, self.b.const(window, I32), name=f"mask.start{_suffix(window)}")
-            inside = g.add("gt", "mask.j", start, name=f"mask.window{_suffix(window)}")
-            mask = g.add("and", mask, inside, name=f"mask.sliding{_suffix(window)}")
-        self.cache[window] = mask
-        return mask
-
-
-def _suffix(window: int | None) -> str:
-    return "" if window is None else f".w{window}"
 
 
 class _Builder:
@@ -248,7 +184,7 @@ class _Builder:
         p = self.p
         if not p.quantised:
             return self.param(name, p.weight, axes, Binding(sources, make)), tuple(contract), None
-        axis, inner = _group_split(name, axes, contract, p.group_size)
+        axis, inner = group_split(name, axes, contract, p.group_size)
         split_axes: dict[str, int] = {}
         for a, n in axes.items():
             split_axes.update({f"{axis}g": n // inner, f"{axis}i": inner} if a == axis else {a: n})
@@ -259,13 +195,13 @@ class _Builder:
             name,
             p.weight,
             split_axes,
-            Binding(sources, lambda get: _quantise(make(get), group)[0].reshape(q_shape)),
+            Binding(sources, lambda get: quantise(make(get), group)[0].reshape(q_shape)),
         )
         s = self.param(
             f"{name}.scale",
             p.act,
             scale_axes,
-            Binding(sources, lambda get: _quantise(make(get), group)[1].reshape(s_shape)),
+            Binding(sources, lambda get: quantise(make(get), group)[1].reshape(s_shape)),
         )
         deq = self.g.add("mul", self.to(q, p.act), s, name=f"{name}.dequant")
         grouped = tuple(c2 for c in contract for c2 in ((f"{axis}g", f"{axis}i") if c == axis else (c,)))
@@ -538,30 +474,3 @@ class _Builder:
         return self.g.add(
             "reshape", self.to(logits, F32), name="logits", type=TensorType.of(F32, B=self.batch, V=cfg.vocab)
         )
-
-
-def _group_split(name: str, axes: dict[str, int], contract: Sequence[str], group: int) -> tuple[str, int]:
-    """Which contracted axis a group boundary cuts, and how many of its elements one group holds."""
-    inner = group
-    for a in reversed(contract):
-        size = axes[a]
-        if inner <= size:
-            if size % inner:
-                break
-            return a, inner
-        if inner % size:
-            break
-        inner //= size
-    shape = " x ".join(f"{a}={axes[a]}" for a in contract)
-    raise FrontendError(
-        f"{name}: group size {group} does not tile its input axes {shape}; "
-        "choose a --group-size that divides them"
-    )
-
-
-def _quantise(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int4 with one bf16 scale per `group` consecutive elements of the last axes."""
-    flat = w.astype(np.float32).reshape(-1, group)
-    scale = BF16.round(np.maximum(np.abs(flat).max(axis=1), 1e-30) / 7.0)
-    q = np.clip(np.rint(flat / scale[:, None]), -8, 7)
-    return q, scale

@@ -66,11 +66,17 @@ def layer_types(raw: RawConfig, fallback: list[str]) -> list[str]:
     return types
 
 
-def window_rule(raw: RawConfig, enabled: bool) -> list[str]:
-    """Qwen-style: sliding attention from layer max_window_layers on, when enabled."""
+def qwen_windows(raw: RawConfig) -> tuple[list[str], int | None]:
+    """Qwen-style layer types and window: with use_sliding_window, layers from max_window_layers on
+    slide; `layer_types` (transformers 5) overrides that rule."""
     n = raw.require("num_hidden_layers")
+    enabled = bool(raw.get("use_sliding_window", False, kind=bool))
     first = raw.get("max_window_layers", n, kind=int) if enabled else n
-    return ["sliding_attention" if enabled and i >= first else "full_attention" for i in range(n)]
+    types = layer_types(
+        raw, ["sliding_attention" if enabled and i >= first else "full_attention" for i in range(n)]
+    )
+    window = raw.get("sliding_window", kind=int) if enabled or "sliding_attention" in types else None
+    return types, window
 
 
 def layers(

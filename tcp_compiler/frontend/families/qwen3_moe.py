@@ -1,7 +1,7 @@
 """Qwen 3 MoE: Qwen 3 attention (q/k norms) with routed experts; optional top-k renormalisation."""
 
 from tcp_compiler.frontend.config import ModelConfig, Moe, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import dense, layer_types, layers, window_rule
+from tcp_compiler.frontend.families.common import dense, layers, qwen_windows
 
 MODEL_TYPES = ("qwen3_moe",)
 
@@ -26,9 +26,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     step = raw.get("decoder_sparse_step", 1, kind=int)
     dense_only = set(raw.get("mlp_only_layers", [], kind=list))
     moe_layers = {i for i in range(n) if i not in dense_only and (i + 1) % step == 0}
-    enabled = bool(raw.get("use_sliding_window", False, kind=bool))
-    types = layer_types(raw, window_rule(raw, enabled))
-    window = raw.get("sliding_window", kind=int) if enabled or "sliding_attention" in types else None
+    types, window = qwen_windows(raw)
     return dense(
         raw,
         "qwen3_moe",
