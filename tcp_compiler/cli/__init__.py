@@ -6,11 +6,12 @@ import argparse
 import sys
 
 from ir.errors import TirError
+from simulator.errors import SimulatorError
 from tcp_compiler import __version__
-from tcp_compiler.cli import compile_cmd, inspect_cmd, run_cmd
+from tcp_compiler.cli import compile_cmd, hw_cmd, inspect_cmd, run_cmd
 from tcp_compiler.errors import TcpcError
 
-COMMANDS = [compile_cmd, run_cmd, inspect_cmd]
+COMMANDS = [compile_cmd, run_cmd, inspect_cmd, hw_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return args.run(args)
-    except (TirError, TcpcError) as e:
+    except (TirError, TcpcError, SimulatorError) as e:
         print(f"tcpc: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

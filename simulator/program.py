@@ -1,0 +1,149 @@
+"""The Program: flat arrays of tile-level commands, what the compiler hands the simulator.
+
+Each command runs on one execution context of one chip (main Tensor Unit pipeline, sub
+pipeline, TensorDMA, chip link), takes `cycles` there when it has its resources to itself,
+depends on earlier commands, and carries the FLOPs and bytes it accounts for, plus how long it
+keeps each hardware unit busy (for utilisation reports).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+CONTEXTS = ("main", "sub", "dma", "link")
+ORDERED = ("main", "sub", "link")  # commands of these run in order per chip; DMA descriptors do not
+# The per-command columns, in the order ProgramBuilder.command records them.
+COLUMNS = (
+    ("context", np.int8),
+    ("chip", np.int16),
+    ("cycles", np.int64),
+    ("latency", np.int64),
+    ("moved", np.int64),
+    ("flops", np.int64),
+    ("hbm_bytes", np.int64),
+    ("dm_bytes", np.int64),
+    ("link_bytes", np.int64),
+    ("op", np.int32),
+)
+UNITS = (
+    "tensor_dma",
+    "contraction",
+    "reducer",
+    "vector",
+    "fetch",
+    "switch",
+    "commit",
+    "trf_load",
+    "chip_link",
+)
+
+
+@dataclass
+class OpInfo:
+    """The IR op (fused pass) a group of commands came from."""
+
+    name: str
+    kind: str
+    layer: int
+    nodes: tuple[str, ...] = ()
+    placement: str = ""
+
+
+@dataclass
+class Program:
+    context: np.ndarray  # int8 index into CONTEXTS
+    chip: np.ndarray  # int16
+    cycles: np.ndarray  # int64, duration when uncontended
+    latency: np.ndarray  # int64, the fixed part of `cycles` (DMA start-up); the rest moves `moved` bytes
+    moved: np.ndarray  # int64, bytes a DMA command moves (shares the chip's DMA bandwidth)
+    flops: np.ndarray  # int64
+    hbm_bytes: np.ndarray  # int64
+    dm_bytes: np.ndarray  # int64
+    link_bytes: np.ndarray  # int64
+    op: np.ndarray  # int32 index into ops
+    busy: np.ndarray  # int64 [commands, len(UNITS)]
+    dep_ptr: np.ndarray  # int64 [commands + 1]: deps of command i are dep_idx[dep_ptr[i]:dep_ptr[i+1]]
+    dep_idx: np.ndarray  # int64, each < the command's own index
+    ops: list[OpInfo] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.cycles)
+
+    def deps(self, i: int) -> np.ndarray:
+        return self.dep_idx[self.dep_ptr[i] : self.dep_ptr[i + 1]]
+
+    def validate(self) -> None:
+        """Checks the invariants the engine relies on (dependencies point backwards, sizes agree)."""
+        n = len(self)
+        for name, _ in COLUMNS:
+            assert len(getattr(self, name)) == n, name
+        assert self.busy.shape == (n, len(UNITS))
+        assert len(self.dep_ptr) == n + 1 and self.dep_ptr[0] == 0 and self.dep_ptr[-1] == len(self.dep_idx)
+        owners = np.repeat(np.arange(n), np.diff(self.dep_ptr))
+        assert np.all(self.dep_idx < owners), "a command depends on a later one"
+        assert np.all(self.cycles >= 1)
+        assert np.all((self.latency >= 0) & (self.latency <= self.cycles))
+
+
+class ProgramBuilder:
+    """Appends commands; turns them into the Program's flat arrays at the end."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.busy: list[np.ndarray] = []
+        self.deps: list[list[int]] = []
+        self.ops: list[OpInfo] = []
+
+    def op(self, info: OpInfo) -> int:
+        self.ops.append(info)
+        return len(self.ops) - 1
+
+    def command(
+        self,
+        context: str,
+        op: int,
+        cycles: int,
+        deps=(),
+        *,
+        latency: int | None = None,
+        moved: int = 0,
+        chip: int = 0,
+        flops: int = 0,
+        hbm_bytes: int = 0,
+        dm_bytes: int = 0,
+        link_bytes: int = 0,
+        busy: dict[str, int] | None = None,
+    ) -> int:
+        row = np.zeros(len(UNITS), np.int64)
+        for unit, value in (busy or {}).items():
+            row[UNITS.index(unit)] = value
+        self.rows.append(
+            (
+                CONTEXTS.index(context),
+                chip,
+                max(1, int(cycles)),
+                max(1, int(cycles)) if latency is None else int(latency),
+                moved,
+                flops,
+                hbm_bytes,
+                dm_bytes,
+                link_bytes,
+                op,
+            )
+        )
+        self.busy.append(row)
+        self.deps.append(sorted({d for d in deps if d is not None}))
+        return len(self.rows) - 1
+
+    def build(self) -> Program:
+        cols = list(zip(*self.rows, strict=True)) if self.rows else [()] * len(COLUMNS)
+        arrays = [np.array(c, dtype=t) for c, (_, t) in zip(cols, COLUMNS, strict=True)]
+        ptr = np.zeros(len(self.deps) + 1, np.int64)
+        ptr[1:] = np.cumsum([len(d) for d in self.deps])
+        idx = np.array([d for ds in self.deps for d in ds], np.int64)
+        busy = np.array(self.busy, np.int64).reshape(len(self.rows), len(UNITS))
+        program = Program(*arrays, busy, ptr, idx, self.ops)
+        program.validate()
+        return program

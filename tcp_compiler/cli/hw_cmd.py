@@ -1,0 +1,192 @@
+"""`tcpc hw show NAME|FILE` and `tcpc hw list`: the hardware spec, its sources and derived peaks.
+
+Architects read this before trusting any simulated number: which values are published, which are
+assumptions (knobs), and what peaks and ridge points they imply.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from simulator.hardware import Hardware, list_presets, load_hardware
+
+_KIND_STYLE = {"published": "green", "derived": "cyan", "assumed": "bold yellow"}
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "hw",
+        help="show the hardware spec (presets or a TOML file) with sources and derived peaks",
+        description="Inspect hardware specs: every parameter with its unit and source (published, "
+        "derived or assumed), and the peaks they imply.",
+    )
+    commands = p.add_subparsers(title="hw commands", metavar="HW_COMMAND")
+    show = commands.add_parser(
+        "show",
+        help="print one spec: parameters by table, then derived peaks",
+        description="Load a preset by name (see `tcpc hw list`) or a spec file, validate it, and print "
+        "its parameters with unit and source, then MACs/cycle, TFLOP/s, HBM bandwidth, ridge points "
+        "and on-chip memory totals.",
+    )
+    show.add_argument("spec", metavar="NAME|FILE", help="a preset name such as rngd-4, or a .toml file")
+    show.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    show.set_defaults(hw_action="show")
+    listing = commands.add_parser("list", help="list the bundled presets", description="List the presets.")
+    listing.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    listing.set_defaults(hw_action="list")
+    p.set_defaults(run=run, hw_action=None, hw_help=p.print_help)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.hw_action == "show":
+        hw = load_hardware(args.spec)
+        if args.json:
+            print(json.dumps(hw.to_dict(), indent=2))
+        else:
+            _print_spec(hw)
+        return 0
+    if args.hw_action == "list":
+        _print_presets(args.json)
+        return 0
+    args.hw_help()
+    return 0
+
+
+def _print_presets(as_json: bool) -> None:
+    presets = [load_hardware(name) for name in list_presets()]
+    if as_json:
+        rows = [{"name": h.name, "chips": h.chips, "description": h.description} for h in presets]
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title="hardware presets (tcpc hw show NAME)", title_justify="left")
+    for column in ("name", "chips", "description"):
+        table.add_column(column, justify="right" if column == "chips" else "left")
+    for h in presets:
+        table.add_row(h.name, str(h.chips), Text(h.description))
+    Console().print(table)
+
+
+def _print_spec(hw: Hardware) -> None:
+    console = Console()
+    extends = f", extends {hw.extends}" if hw.extends else ""
+    console.print(Text.assemble((f"hardware {hw.name}", "bold"), f"  ({hw.path}{extends})"))
+    if hw.description:
+        console.print(Text(hw.description))
+
+    groups: dict[str, list[tuple[str, int | float, str, str]]] = {}
+    for dotted, value, unit, source in hw.parameters():
+        group, key = dotted.rsplit(".", 1)
+        groups.setdefault(group, []).append((key, value, unit, source))
+    for group, params in groups.items():
+        table = Table(title=Text(f"[{group}]"), title_justify="left")
+        table.add_column("key", no_wrap=True, min_width=max(len(p[0]) for p in params))
+        table.add_column("value", justify="right", no_wrap=True)
+        table.add_column("unit", no_wrap=True)
+        table.add_column("source", overflow="fold", ratio=1)
+        for key, value, unit, source in params:
+            kind, _, reference = source.partition(":")
+            table.add_row(
+                Text(key, style="yellow" if kind == "assumed" else ""),
+                _format_value(value, unit),
+                unit,
+                Text.assemble((kind + ":", _KIND_STYLE.get(kind, "")), reference),
+            )
+        console.print(table)
+    assumed = hw.assumed_keys
+    if assumed:
+        console.print(
+            Text.assemble(
+                (f"{len(assumed)} values are assumed", "bold yellow"),
+                " (knobs, not published; override them in a file that extends this one): ",
+                ", ".join(assumed),
+            )
+        )
+
+    _print_compute(console, hw)
+    _print_memory(console, hw)
+
+
+def _print_compute(console: Console, hw: Hardware) -> None:
+    multi = hw.chips > 1
+    title = f"peak compute per chip at {hw.clock_hz / 1e9:g} GHz" + (f" ({hw.chips} chips)" if multi else "")
+    table = Table(title=title, title_justify="left")
+    table.add_column("dtype", no_wrap=True)
+    for column in ("MAC/lane/cycle", "MACs/cycle", "TFLOP/s", "ridge FLOP/B"):
+        table.add_column(column, justify="right", no_wrap=True)
+    if multi:
+        table.add_column(f"TFLOP/s x {hw.chips}", justify="right", no_wrap=True)
+    for dtype, per_lane in hw.macs_per_lane_cycle.items():
+        assumed = hw.is_assumed(f"contraction.macs_per_lane_cycle.{dtype}")
+        label = Text(dtype) + (Text(" (assumed)", style="yellow") if assumed else Text(""))
+        tflops = hw.flops_per_second(dtype) / 1e12
+        row = [label, f"{per_lane:,}", f"{hw.macs_per_cycle(dtype):,}", f"{tflops:,.1f}"]
+        row.append(f"{hw.ridge_flops_per_byte(dtype):,.1f}")
+        if multi:
+            row.append(f"{hw.chips * tflops:,.1f}")
+        table.add_row(*row)
+    console.print(table)
+    console.print("ridge point = peak FLOP/s / sustained HBM bytes/s: below it an op is memory-bound")
+
+
+def _print_memory(console: Console, hw: Hardware) -> None:
+    table = Table(title="memory and bandwidth per chip", title_justify="left")
+    table.add_column("quantity")
+    table.add_column("per chip", justify="right", no_wrap=True)
+    if hw.chips > 1:
+        table.add_column(f"x {hw.chips} chips", justify="right", no_wrap=True)
+    gbs = lambda bytes_per_s: f"{bytes_per_s / 1e9:,.0f} GB/s"
+    gb = lambda n: f"{n / 1e9:,.0f} GB"
+    dma = hw.dma_engines * hw.dma_bytes_per_cycle_each * hw.clock_hz
+    rows = [
+        ("PEs", f"{hw.pes}", f"{hw.chips * hw.pes:,}"),
+        ("slices", f"{hw.slices:,} ({hw.slices_per_cluster} per cluster)", f"{hw.chips * hw.slices:,}"),
+        ("DM (SRAM)", _binary(hw.dm_bytes), _binary(hw.chips * hw.dm_bytes)),
+        ("TRF", _binary(hw.trf_bytes), _binary(hw.chips * hw.trf_bytes)),
+        ("VRF", _binary(hw.vrf_bytes), _binary(hw.chips * hw.vrf_bytes)),
+        ("HBM capacity", gb(hw.hbm_capacity_bytes), gb(hw.chips * hw.hbm_capacity_bytes)),
+        ("HBM peak", gbs(hw.hbm_peak_bytes_per_second), gbs(hw.chips * hw.hbm_peak_bytes_per_second)),
+        ("HBM sustained", gbs(hw.hbm_bytes_per_second), gbs(hw.chips * hw.hbm_bytes_per_second)),
+        ("TensorDMA (all engines)", gbs(dma), gbs(hw.chips * dma)),
+        ("chip-to-chip link, per direction", gbs(hw.link_bytes_per_s), "-"),
+    ]
+    for name, per_chip, total in rows:
+        cells = [name, per_chip] + ([total] if hw.chips > 1 else [])
+        table.add_row(*cells)
+    console.print(table)
+
+
+def _format_value(value: int | float, unit: str) -> str:
+    """Exact value with thousands separators, plus a readable form for large or small magnitudes."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        text = f"{int(value):,}"
+    else:
+        text = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+    human = _human(value, unit)
+    return f"{text} ({human})" if human else text
+
+
+def _human(value: float, unit: str) -> str:
+    if unit == "s" and value < 1:
+        return f"{value * 1e6:g} us" if value < 1e-3 else f"{value * 1e3:g} ms"
+    if unit == "B" and value >= 1024:
+        if value % 1024 == 0 and value < 1e9:
+            return _binary(int(value))
+        return f"{value / 1e9:g} GB" if value >= 1e9 else ""
+    if unit in ("Hz", "B/s") and value >= 1e6:
+        for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
+            if value >= scale:
+                return f"{value / scale:g} {prefix}{unit}"
+    return ""
+
+
+def _binary(n: int) -> str:
+    """Bytes in binary units, as on-chip memories are sized (256 MiB of DM)."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):g} {unit}"
+    return f"{n} B"
