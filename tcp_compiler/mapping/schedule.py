@@ -70,7 +70,10 @@ def _transfer(
     """One TensorDMA move of `nbytes`; `hbm_sides`: how many of its ends (source, destination) are
     in HBM. Uncontended it runs at the DMA engines' aggregate rate after its start-up; the
     simulator shares DMA and HBM bandwidth among the moves in flight."""
-    cycles = machine.dma_startup + math.ceil(nbytes / machine.dma_bytes_per_cycle)
+    rate = machine.dma_bytes_per_cycle
+    if hbm_sides:  # HBM serves each end it holds: a move can go no faster than that
+        rate = min(rate, machine.hbm_bytes_per_cycle / hbm_sides)
+    cycles = machine.dma_startup + math.ceil(nbytes / rate)
     return b.command(
         "dma", index, cycles, deps, latency=machine.dma_startup, moved=nbytes, chip=chip,
         hbm_bytes=nbytes * hbm_sides, dm_bytes=nbytes * (2 - hbm_sides), busy={"tensor_dma": cycles},
