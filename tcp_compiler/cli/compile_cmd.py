@@ -6,10 +6,15 @@ import argparse
 import sys
 
 import ir
+from simulator.hardware import load_hardware
+from simulator.program_text import format_program
 from tcp_compiler.cli.output import si, write_atomically
 from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
+from tcp_compiler.mapping.capacity import check_capacity, model_capacity
+from tcp_compiler.mapping.machine import machine_from
+from tcp_compiler.mapping.schedule import schedule
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,6 +24,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
         "--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision of weights and activations"
     )
     p.add_argument("--group-size", type=int, metavar="N", help="w4 only: elements per scale (default 128)")
+    p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
+    p.add_argument("--chips", type=int, metavar="N", help="tensor-parallel chips (default: the spec's)")
 
 
 def add_parser(subparsers) -> None:
@@ -35,22 +42,35 @@ def add_parser(subparsers) -> None:
         "--past", type=int, default=2048, metavar="P", help="decode: tokens already cached (default 2048)"
     )
     add_model_arguments(p)
-    p.add_argument("--emit", choices=("ir",), default="ir", help="what to emit (default ir)")
+    p.add_argument(
+        "--emit",
+        choices=("ir", "program"),
+        default="ir",
+        help="the IR graph, or the mapped Program (default ir)",
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.set_defaults(run=run)
 
 
-def build(args: argparse.Namespace) -> ModelGraph:
+def build(args: argparse.Namespace, chips: int) -> ModelGraph:
     model = load_model(args.model)
     prec = precision(args.dtype, args.group_size)
     if args.phase == "prefill":
-        return build_prefill(model.config, prec, args.batch, args.seq)
-    return build_decode(model.config, prec, args.batch, args.past)
+        return build_prefill(model.config, prec, args.batch, args.seq, chips=chips)
+    return build_decode(model.config, prec, args.batch, args.past, chips=chips)
 
 
 def run(args: argparse.Namespace) -> int:
-    built = build(args)
-    text = ir.print_graph(built.graph)
+    hw = load_hardware(args.hw)
+    chips = args.chips or hw.chips
+    built = build(args, chips)
+    if args.emit == "program":
+        machine = machine_from(hw)
+        check_capacity(model_capacity(built, machine), built.graph.name, machine, chips)
+        title = f"program {built.graph.name} on {hw.name} (one of {chips} chips)"
+        text = format_program(schedule(built.graph, machine), title)
+    else:
+        text = ir.print_graph(built.graph)
     if args.output is None:
         sys.stdout.write(text)
         return 0
