@@ -9,6 +9,14 @@ so binding a checkpoint is a reshape per tensor (a stack for MoE experts).
 Axis names: B batch, S tokens, D hidden, H query heads = Hkv x G, K head dim = R x Kp (the two
 rotate_half halves), P cache positions, Sq / Sk query and key positions, F MLP width, V vocab,
 E experts, Kk routed slots.
+
+Tensor parallelism (`chips=N`, Megatron style): the graph is ONE chip of an SPMD program and every
+rank runs it with its own weight shards, so H, Hkv, F and V are per-chip sizes. Q/K/V, gate/up and
+the experts' gate/up are column-parallel (a block of the [out, in] rows), o_proj and down
+row-parallel (a block of the columns) followed by an all_reduce of the [B, S, D] partial sums;
+with fewer KV heads than chips each chip holds the one KV head its query heads read. The LM head
+is vocab-parallel with an all_gather of the logits when N divides V. Embedding, norms, router and
+RoPE tables are replicated. With chips=1 no collective appears and every param is whole.
 """
 
 from __future__ import annotations
@@ -26,14 +34,83 @@ from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.quantize import group_split, quantise
 
 Getter = Callable[[str], np.ndarray]
+Cut = Callable[[np.ndarray, int], np.ndarray]  # (whole Hugging Face tensor, rank) -> the rank's part
 
 
 @dataclass(frozen=True)
 class Binding:
-    """How a param's value is made: from these checkpoint tensors (none for computed tables)."""
+    """How a param's value is made for a rank: from these checkpoint tensors (none for tables)."""
 
     sources: tuple[str, ...]
-    make: Callable[[Getter], np.ndarray]
+    make: Callable[[Getter, int], np.ndarray]
+
+
+def _whole(w: np.ndarray, rank: int) -> np.ndarray:
+    return w
+
+
+def _cut(dim: int, parts: int, index: Callable[[int], int] = lambda rank: rank) -> Cut:
+    """Block `index(rank)` of `parts` equal blocks along `dim` (0: rows of [out, in], 1: columns)."""
+    if parts == 1:
+        return _whole
+
+    def cut(w: np.ndarray, rank: int) -> np.ndarray:
+        n, i = w.shape[dim] // parts, index(rank)
+        return w[(slice(None),) * dim + (slice(i * n, (i + 1) * n),)]
+
+    return cut
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """One chip's share of a model over `chips`: per-chip head, width and vocab sizes, and the cuts."""
+
+    chips: int
+    heads: int
+    kv_heads: int
+    kv_replicas: int  # chips holding the same KV head (1 when the KV heads split)
+    intermediate: int
+    moe_intermediate: int
+    vocab: int  # LM head rows per chip: vocab / chips, or the whole vocab when replicated
+
+    @staticmethod
+    def plan(cfg: ModelConfig, chips: int) -> Sharding:
+        """Per-chip sizes, or a one-line FrontendError naming what does not divide."""
+        H, Hkv, N = cfg.heads, cfg.kv_heads, chips
+        if H % N or (Hkv % N if Hkv >= N else N % Hkv):
+            raise FrontendError(
+                f"{cfg.name}: {H} heads and {Hkv} KV heads do not split over {N} chips "
+                f"(heads must be a multiple of the chips, KV heads a multiple or a divisor of them)"
+            )
+        if any(not layer.moe for layer in cfg.layers) and cfg.intermediate % N:
+            raise FrontendError(f"{cfg.name}: MLP width {cfg.intermediate} does not split over {N} chips")
+        moe_f = cfg.moe.intermediate if cfg.moe is not None else 0
+        if any(layer.moe for layer in cfg.layers) and moe_f % N:
+            raise FrontendError(f"{cfg.name}: expert width {moe_f} does not split over {N} chips")
+        vocab = cfg.vocab // N if cfg.vocab % N == 0 else cfg.vocab
+        replicas = N // Hkv if Hkv < N else 1
+        kv = max(Hkv // N, 1)
+        return Sharding(N, H // N, kv, replicas, cfg.intermediate // N, moe_f // N, vocab)
+
+    @property
+    def groups(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def column(self) -> Cut:
+        """Column-parallel: this rank's block of the output rows."""
+        return _cut(0, self.chips)
+
+    @property
+    def row(self) -> Cut:
+        """Row-parallel: this rank's block of the input columns."""
+        return _cut(1, self.chips)
+
+    @property
+    def kv(self) -> Cut:
+        """K/V projection rows: this rank's KV heads, or the one shared by `kv_replicas` ranks."""
+        replicas = self.kv_replicas
+        return _cut(0, self.chips // replicas, lambda rank: rank // replicas)
 
 
 @dataclass
@@ -48,10 +125,13 @@ class ModelGraph:
     seq: int
     past: int
     padded: bool
+    chips: int = 1
     bindings: dict[str, Binding] = field(default_factory=dict)
 
-    def bind(self, get: Getter) -> dict[str, np.ndarray]:
-        """Param values by name, reading checkpoint tensors through `get` (memoised here)."""
+    def bind(self, get: Getter, rank: int = 0) -> dict[str, np.ndarray]:
+        """Rank `rank`'s param values by name, read through `get` (memoised here) and sliced."""
+        if not 0 <= rank < self.chips:
+            raise FrontendError(f"rank {rank} is outside the {self.chips} chips of {self.graph.name}")
         cache: dict[str, np.ndarray] = {}
 
         def memo(name: str) -> np.ndarray:
@@ -59,7 +139,7 @@ class ModelGraph:
                 cache[name] = get(name)
             return cache[name]
 
-        return {name: b.make(memo) for name, b in self.bindings.items()}
+        return {name: b.make(memo, rank) for name, b in self.bindings.items()}
 
     def checkpoint_params(self) -> list[Node]:
         """Params whose values come from the checkpoint (not computed tables like RoPE)."""
@@ -67,15 +147,15 @@ class ModelGraph:
 
 
 def build_prefill(
-    cfg: ModelConfig, precision: Precision, batch: int, seq: int, padded: bool = False
+    cfg: ModelConfig, precision: Precision, batch: int, seq: int, padded: bool = False, chips: int = 1
 ) -> ModelGraph:
     """Prompt processing: logits at each sequence's last real token, and every layer's KV cache.
 
     With `padded`, sequences are right-padded to `seq` and an input `lengths` [B] gives their
-    real lengths; keys past a sequence's length are masked out.
+    real lengths; keys past a sequence's length are masked out. `chips`: see the module docstring.
     """
-    _check_sizes(batch=batch, seq=seq)
-    b = _Builder(cfg, precision, f"{cfg.name}.prefill", batch, seq, positions=seq)
+    _check_sizes(batch=batch, seq=seq, chips=chips)
+    b = _Builder(cfg, precision, f"{cfg.name}.prefill", batch, seq, positions=seq, chips=chips)
     ids = b.g.input("ids", TensorType.of(I32, B=batch, S=seq))
     lengths = b.g.input("lengths", TensorType.of(I32, B=batch)) if padded else None
     pos = b.g.add("iota", name="pos", type=TensorType.of(I32, S=seq), axis="S")
@@ -96,14 +176,15 @@ def build_prefill(
     return b.done("prefill", padded)
 
 
-def build_decode(cfg: ModelConfig, precision: Precision, batch: int, past: int) -> ModelGraph:
+def build_decode(cfg: ModelConfig, precision: Precision, batch: int, past: int, chips: int = 1) -> ModelGraph:
     """One new token per sequence at position `pos` [B] against caches of past + 1 slots.
 
     Each layer's cache comes in as `l{i}.k_cache_in` / `l{i}.v_cache_in` [B, Hkv, P, K] and goes out
     updated (a scatter at `pos`) as `l{i}.k_cache` / `l{i}.v_cache`; keys after `pos` are masked.
+    With `chips` > 1 the caches hold only this chip's KV heads.
     """
-    _check_sizes(batch=batch, past=past + 1)
-    b = _Builder(cfg, precision, f"{cfg.name}.decode", batch, 1, positions=past + 1)
+    _check_sizes(batch=batch, past=past + 1, chips=chips)
+    b = _Builder(cfg, precision, f"{cfg.name}.decode", batch, 1, positions=past + 1, chips=chips)
     ids = b.g.input("ids", TensorType.of(I32, B=batch, S=1))
     pos = b.g.input("pos", TensorType.of(I32, B=batch))
     masks = DecodeMasks(b.g, b.const, b.positions, pos)
@@ -125,9 +206,17 @@ def _check_sizes(**sizes: int) -> None:
 
 class _Builder:
     def __init__(
-        self, cfg: ModelConfig, precision: Precision, name: str, batch: int, seq: int, positions: int
+        self,
+        cfg: ModelConfig,
+        precision: Precision,
+        name: str,
+        batch: int,
+        seq: int,
+        positions: int,
+        chips: int,
     ) -> None:
         self.cfg, self.p = cfg, precision
+        self.sh = Sharding.plan(cfg, chips)
         self.g = Graph(name)
         self.batch, self.seq, self.positions = batch, seq, positions
         self.bindings: dict[str, Binding] = {}
@@ -135,7 +224,9 @@ class _Builder:
 
     def done(self, phase: str, padded: bool) -> ModelGraph:
         past = self.positions - 1 if phase == "decode" else 0
-        return ModelGraph(self.g, self.cfg, self.p, phase, self.batch, self.seq, past, padded, self.bindings)
+        return ModelGraph(
+            self.g, self.cfg, self.p, phase, self.batch, self.seq, past, padded, self.sh.chips, self.bindings
+        )
 
     # -- small pieces --------------------------------------------------------------------------
     def const(self, value: float | int, dtype: DType = F32) -> Node:
@@ -165,14 +256,36 @@ class _Builder:
         self.bindings[name] = binding
         return self.g.param(name, TensorType.of(dtype, **axes))
 
-    def tensor(self, name: str, dtype: DType, axes: dict[str, int]) -> Node:
-        """A checkpoint tensor as a param, its HF layout reshaped to `axes` (a free view)."""
-        shape = tuple(axes.values())
-        return self.param(name, dtype, axes, Binding((name,), lambda get: get(name).reshape(shape)))
+    def tensor(
+        self, name: str, dtype: DType, axes: dict[str, int], cut: Cut = _whole, source: str | None = None
+    ) -> Node:
+        """A checkpoint tensor (`source`, by default `name`) as a param: this rank's `cut` of its HF
+        layout, reshaped to `axes`."""
+        shape, source = tuple(axes.values()), source or name
+        return self.param(
+            name, dtype, axes, Binding((source,), lambda get, rank: cut(get(source), rank).reshape(shape))
+        )
+
+    def all_reduce(self, x: Node, name: str) -> Node:
+        """The sum of every chip's partial x (x itself on one chip)."""
+        if self.sh.chips == 1:
+            return x
+        return self.g.add("all_reduce", x, name=name, op="sum", chips=self.sh.chips)
 
     # -- projections ---------------------------------------------------------------------------
-    def weight(self, name: str, axes: dict[str, int], contract: Sequence[str], sources=None, make=None):
+    def weight(
+        self,
+        name: str,
+        axes: dict[str, int],
+        contract: Sequence[str],
+        sources: Sequence[str] | None = None,
+        make: Callable[[Getter, int], np.ndarray] | None = None,
+        cut: Cut = _whole,
+    ):
         """A projection weight, dequantised when integer; returns (operand, contracted axes, split).
+
+        `make` gives a rank's float weight (by default this rank's `cut` of the tensor `name`);
+        integer weights quantise that shard, so sharding happens before quantising.
 
         Integer weights have one scale per group of `group_size` consecutive input elements (the
         contracted axes are the trailing ones of a Hugging Face [out, in] layout). The group
@@ -180,7 +293,7 @@ class _Builder:
         (A, size of Ai) so the caller splits the activation the same way.
         """
         sources = tuple(sources or (name,))
-        make = make or (lambda get: get(name).reshape(tuple(axes.values())))
+        make = make or (lambda get, rank: cut(get(name), rank).reshape(tuple(axes.values())))
         p = self.p
         if not p.quantised:
             return self.param(name, p.weight, axes, Binding(sources, make)), tuple(contract), None
@@ -195,13 +308,13 @@ class _Builder:
             name,
             p.weight,
             split_axes,
-            Binding(sources, lambda get: quantise(make(get), group)[0].reshape(q_shape)),
+            Binding(sources, lambda get, rank: quantise(make(get, rank), group)[0].reshape(q_shape)),
         )
         s = self.param(
             f"{name}.scale",
             p.act,
             scale_axes,
-            Binding(sources, lambda get: quantise(make(get), group)[1].reshape(s_shape)),
+            Binding(sources, lambda get, rank: quantise(make(get, rank), group)[1].reshape(s_shape)),
         )
         deq = self.g.add("mul", self.to(q, p.act), s, name=f"{name}.dequant")
         grouped = tuple(c2 for c in contract for c2 in ((f"{axis}g", f"{axis}i") if c == axis else (c,)))
@@ -228,8 +341,9 @@ class _Builder:
         contract: Sequence[str],
         out: Sequence[str],
         label: str,
+        cut: Cut = _whole,
     ) -> Node:
-        w, _, split = self.weight(name, axes, contract)
+        w, _, split = self.weight(name, axes, contract, cut=cut)
         x = self.to(self.split_groups(x, split), w.type.dtype)
         eq = f"{' '.join(x.type.names)}, {' '.join(w.type.names)} -> {' '.join(out)}"
         return self.einsum(x, w, name=label, eq=eq)
@@ -265,7 +379,10 @@ class _Builder:
             rope, positions = layer.rope, self.positions
             axes = {"P": positions, "Kp": k // 2, "R": 2, "T": 2}
             table = self.param(
-                f"{layer.rope_name}.table", self.p.kv, axes, Binding((), lambda get: rope.table(k, positions))
+                f"{layer.rope_name}.table",
+                self.p.kv,
+                axes,
+                Binding((), lambda get, rank: rope.table(k, positions)),
             )
             self._ropes[layer.rope_name] = self.g.add(
                 "gather", table, pos, name=f"{layer.rope_name}.rot", axis="P"
@@ -297,37 +414,49 @@ class _Builder:
         return g.add("add", h, m, name=f"l{i}.out"), k_cache, v_cache
 
     def attention(self, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None):
-        cfg, g, p = self.cfg, self.g, self.p
+        """This chip's heads: column-parallel Q/K/V, row-parallel o_proj summed over the chips."""
+        cfg, g, p, sh = self.cfg, self.g, self.p, self.sh
         pre = f"model.layers.{i}.self_attn"
-        D, H, Hkv, K, G = cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.groups
+        D, H, Hkv, K, G = cfg.hidden, sh.heads, sh.kv_heads, cfg.head_dim, sh.groups
         B, S = self.batch, self.seq
         q = self.linear(
-            x, f"{pre}.q_proj.weight", {"H": H, "K": K, "D": D}, ["D"], ["B", "S", "H", "K"], f"l{i}.q"
+            x,
+            f"{pre}.q_proj.weight",
+            {"H": H, "K": K, "D": D},
+            ["D"],
+            ["B", "S", "H", "K"],
+            f"l{i}.q",
+            sh.column,
         )
         k = self.linear(
-            x, f"{pre}.k_proj.weight", {"Hkv": Hkv, "K": K, "D": D}, ["D"], ["B", "S", "Hkv", "K"], f"l{i}.k"
+            x,
+            f"{pre}.k_proj.weight",
+            {"Hkv": Hkv, "K": K, "D": D},
+            ["D"],
+            ["B", "S", "Hkv", "K"],
+            f"l{i}.k",
+            sh.kv,
         )
         v = self.linear(
-            x, f"{pre}.v_proj.weight", {"Hkv": Hkv, "K": K, "D": D}, ["D"], ["B", "Hkv", "S", "K"], f"l{i}.v"
+            x,
+            f"{pre}.v_proj.weight",
+            {"Hkv": Hkv, "K": K, "D": D},
+            ["D"],
+            ["B", "Hkv", "S", "K"],
+            f"l{i}.v",
+            sh.kv,
         )
         if cfg.qkv_bias:
-            q = g.add(
-                "add",
-                q,
-                self.to(self.tensor(f"{pre}.q_proj.bias", p.table, {"H": H, "K": K}), F32),
-                name=f"l{i}.q_b",
-            )
-            k = g.add(
-                "add",
-                k,
-                self.to(self.tensor(f"{pre}.k_proj.bias", p.table, {"Hkv": Hkv, "K": K}), F32),
-                name=f"l{i}.k_b",
-            )
-            v = g.add(
-                "add",
-                v,
-                self.to(self.tensor(f"{pre}.v_proj.bias", p.table, {"Hkv": Hkv, "K": K}), F32),
-                name=f"l{i}.v_b",
+            biases = [(q, "q", {"H": H, "K": K}, sh.column)]
+            biases += [(k, "k", {"Hkv": Hkv, "K": K}, sh.kv), (v, "v", {"Hkv": Hkv, "K": K}, sh.kv)]
+            q, k, v = (
+                g.add(
+                    "add",
+                    y,
+                    self.to(self.tensor(f"{pre}.{n}_proj.bias", p.table, axes, cut), F32),
+                    name=f"l{i}.{n}_b",
+                )
+                for y, n, axes, cut in biases
             )
         if cfg.qk_norm:
             q = self.rms_norm(q, "K", f"{pre}.q_norm.weight", f"l{i}.q_norm")
@@ -362,9 +491,15 @@ class _Builder:
         values = g.add("reshape", v_cache, name=f"l{i}.values", type=keys_type)
         out = self.attend(i, self.to(q5, p.kv), keys, values, masks(layer.sliding_window))
         o = self.linear(
-            out, f"{pre}.o_proj.weight", {"D": D, "H": H, "K": K}, ["H", "K"], ["B", "S", "D"], f"l{i}.o"
+            out,
+            f"{pre}.o_proj.weight",
+            {"D": D, "H": H, "K": K},
+            ["H", "K"],
+            ["B", "S", "D"],
+            f"l{i}.o",
+            sh.row,
         )
-        return o, k_cache, v_cache
+        return self.all_reduce(o, f"l{i}.o.sum"), k_cache, v_cache
 
     def attend(self, i: int, q: Node, keys: Node, values: Node, mask: Node) -> Node:
         """Softmax(q k^T * scale, masked) v with K/V broadcast over the group axis G."""
@@ -382,7 +517,7 @@ class _Builder:
             name=f"l{i}.attn",
             eq="B Hkv G Sq Sk, B Hkv Sk K -> B Hkv G Sq K",
         )
-        B, S, H, K = self.batch, self.seq, cfg.heads, cfg.head_dim
+        B, S, H, K = self.batch, self.seq, self.sh.heads, cfg.head_dim
         return g.add(
             "reshape", self.to(out, F32), name=f"l{i}.attn_heads", type=TensorType.of(F32, B=B, H=H, S=S, K=K)
         )
@@ -391,28 +526,33 @@ class _Builder:
         return self.g.add(self.cfg.activation, gate, name=label)
 
     def mlp(self, i: int, x: Node) -> Node:
-        cfg, g = self.cfg, self.g
+        """Gated MLP over this chip's F columns; the down projection's partial sums join over chips."""
+        cfg, g, sh = self.cfg, self.g, self.sh
         pre = f"model.layers.{i}.mlp"
-        D, F = cfg.hidden, cfg.intermediate
+        D, F = cfg.hidden, sh.intermediate
         gate = self.linear(
-            x, f"{pre}.gate_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], f"l{i}.gate"
+            x, f"{pre}.gate_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], f"l{i}.gate", sh.column
         )
-        up = self.linear(x, f"{pre}.up_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], f"l{i}.up")
+        up = self.linear(
+            x, f"{pre}.up_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], f"l{i}.up", sh.column
+        )
         act = g.add("mul", self.activate(gate, f"l{i}.act"), up, name=f"l{i}.glu")
-        return self.linear(
-            act, f"{pre}.down_proj.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], f"l{i}.down"
+        down = self.linear(
+            act, f"{pre}.down_proj.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], f"l{i}.down", sh.row
         )
+        return self.all_reduce(down, f"l{i}.down.sum")
 
     def moe(self, i: int, x: Node) -> Node:
         """Router softmax, top-k (renormalised where the family does), experts gathered per routed slot.
 
         Each token's k slots gather their expert's weights, so the expert einsums cost exactly
-        tokens x k x one expert's FLOPs.
+        tokens x k x one expert's FLOPs. Every chip routes (the router is replicated) and holds a
+        1/chips slice of every expert's width; the weighted sum over slots joins over the chips.
         """
-        cfg, g = self.cfg, self.g
+        cfg, g, sh = self.cfg, self.g, self.sh
         moe = cfg.moe
         assert moe is not None
-        D, F, E = cfg.hidden, moe.intermediate, moe.experts
+        D, F, E = cfg.hidden, sh.moe_intermediate, moe.experts
         router = self.linear(
             x, moe.router_name.format(i=i), {"E": E, "D": D}, ["D"], ["B", "S", "E"], f"l{i}.router"
         )
@@ -429,15 +569,25 @@ class _Builder:
         if moe.normalize_top_k:
             total = g.add("reduce", weights, name=f"l{i}.expert_weights.sum", op="sum", axes=["Kk"])
             weights = g.add("div", weights, total, name=f"l{i}.expert_weights.norm")
-        gate = self.expert(i, x, idx, 0, {"E": E, "F": F, "D": D}, "D", f"l{i}.expert_gate")
-        up = self.expert(i, x, idx, 1, {"E": E, "F": F, "D": D}, "D", f"l{i}.expert_up")
+        column, row = sh.column, sh.row
+        gate = self.expert(i, x, idx, 0, {"E": E, "F": F, "D": D}, "D", f"l{i}.expert_gate", column)
+        up = self.expert(i, x, idx, 1, {"E": E, "F": F, "D": D}, "D", f"l{i}.expert_up", column)
         act = g.add("mul", self.activate(gate, f"l{i}.expert_act"), up, name=f"l{i}.expert_glu")
-        down = self.expert(i, act, idx, 2, {"E": E, "D": D, "F": F}, "F", f"l{i}.expert_down")
+        down = self.expert(i, act, idx, 2, {"E": E, "D": D, "F": F}, "F", f"l{i}.expert_down", row)
         weighted = g.add("mul", down, weights, name=f"l{i}.expert_weighted")
-        return g.add("reduce", weighted, name=f"l{i}.moe", op="sum", axes=["Kk"])
+        out = g.add("reduce", weighted, name=f"l{i}.moe", op="sum", axes=["Kk"])
+        return self.all_reduce(out, f"l{i}.moe.sum")
 
     def expert(
-        self, i: int, x: Node, idx: Node, which: int, axes: dict[str, int], contract: str, label: str
+        self,
+        i: int,
+        x: Node,
+        idx: Node,
+        which: int,
+        axes: dict[str, int],
+        contract: str,
+        label: str,
+        cut: Cut,
     ) -> Node:
         """x [B, S, (Kk,) contract] against the gathered weights of each routed slot's expert."""
         fmt = self.cfg.moe.expert_names[which]
@@ -445,7 +595,7 @@ class _Builder:
         names = tuple(fmt.format(i=i, e=e) for e in range(E))
         name = fmt.format(i=i, e="all").replace(".all.", ".")
         w, grouped, split = self.weight(
-            name, axes, [contract], names, lambda get: np.stack([get(n) for n in names])
+            name, axes, [contract], names, lambda get, rank: np.stack([cut(get(n), rank) for n in names])
         )
         if w.kind == "mul":  # dequantised: gather the integer weights and scales, then dequantise
             q, s = (self.g[o] for o in w.operands)
@@ -461,16 +611,26 @@ class _Builder:
         return self.einsum(x, w, name=label, eq=eq)
 
     def head(self, x: Node) -> Node:
-        """Final norm and LM head on [B, D]; tied models reuse the embedding table."""
-        cfg = self.cfg
+        """Final norm and LM head on [B, D]; tied models reuse the embedding table.
+
+        Vocab-parallel over chips: each chip computes its V / chips rows (a tied head gets its own
+        param cut from the embedding, which stays whole for the lookup) and an all_gather joins them.
+        """
+        cfg, sh = self.cfg, self.sh
         x = self.rms_norm(x, "D", "model.norm.weight", "final_norm")
+        axes = {"V": sh.vocab, "D": cfg.hidden}
+        parallel = sh.vocab != cfg.vocab
+        cut = sh.column if parallel else _whole
         if cfg.tie_embeddings:
             table = self.g["model.embed_tokens.weight"]
+            if parallel:
+                table = self.tensor("lm_head.weight", self.p.table, axes, cut, source=table.name)
             logits = self.einsum(self.to(x, table.type.dtype), table, name="logits.raw", eq="B D, V D -> B V")
         else:
-            logits = self.linear(
-                x, "lm_head.weight", {"V": cfg.vocab, "D": cfg.hidden}, ["D"], ["B", "V"], "logits.raw"
-            )
+            logits = self.linear(x, "lm_head.weight", axes, ["D"], ["B", "V"], "logits.raw", cut)
+        logits = self.to(logits, F32)
+        if parallel:
+            logits = self.g.add("all_gather", logits, name="logits.gather", axis="V", chips=sh.chips)
         return self.g.add(
-            "reshape", self.to(logits, F32), name="logits", type=TensorType.of(F32, B=self.batch, V=cfg.vocab)
+            "reshape", logits, name="logits", type=TensorType.of(F32, B=self.batch, V=cfg.vocab)
         )

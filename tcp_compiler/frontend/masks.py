@@ -73,7 +73,3 @@ class DecodeMasks:
 
 def _suffix(window: int | None) -> str:
     return "" if window is None else f".w{window}"
-
-
-def _suffix(window: int | None) -> str:
-    return "" if window is None else f".w{window}"

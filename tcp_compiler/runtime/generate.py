@@ -37,10 +37,13 @@ def generate(
     precision: Precision,
     decode_steps: int,
     sampling: SamplingParams | None = None,
+    chips: int = 1,
 ) -> Generation:
     """Prefill the (right-padded) prompts, then up to `decode_steps` decode steps.
 
-    Stops early only when every sequence has met an EOS / stop id of `sampling`.
+    Stops early only when every sequence has met an EOS / stop id of `sampling`. With `chips` > 1
+    the graphs are tensor-parallel and run SPMD, one rank per chip with its own weight shards and
+    KV caches; every rank ends with the full logits, and rank 0's are the ones returned.
     """
     lengths = _check_prompts(config, prompts)
     sampling = sampling or SamplingParams(max_tokens=decode_steps + 1)
@@ -51,26 +54,22 @@ def generate(
     ids = np.zeros((batch, seq), np.int32)
     for b, prompt in enumerate(prompts):
         ids[b, : len(prompt)] = prompt
-    prefill = build_prefill(config, precision, batch, seq, padded=padded)
+    prefill = build_prefill(config, precision, batch, seq, padded=padded, chips=chips)
     feeds = {"ids": ids, **({"lengths": lengths} if padded else {})}
-    out = _run(prefill, feeds, weights)
-    result = Generation(out["logits"])
+    outs = _run(prefill, [feeds] * chips, weights)
+    result = Generation(outs[0]["logits"])
     history = [list(p) for p in prompts]
     stop = StopState(sampling, batch)
-    token = _next(out["logits"], sampling, history, rng, result, stop)
-    caches = {n: v for n, v in out.items() if n != "logits"}
+    token = _next(outs[0]["logits"], sampling, history, rng, result, stop)
     for step in range(decode_steps):
         if stop.all_finished:
             break
         past = seq + step
-        decode = build_decode(config, precision, batch, past)
-        feeds = {"ids": token[:, None].astype(np.int32), "pos": (lengths + step).astype(np.int32)}
-        for name, cache in caches.items():  # one more slot for the new position
-            feeds[f"{name}_in"] = np.pad(cache, [(0, 0), (0, 0), (0, 1), (0, 0)])
-        out = _run(decode, feeds, weights)
-        result.decode_logits.append(out["logits"])
-        caches = {n: v for n, v in out.items() if n != "logits"}
-        token = _next(out["logits"], sampling, history, rng, result, stop)
+        decode = build_decode(config, precision, batch, past, chips=chips)
+        shared = {"ids": token[:, None].astype(np.int32), "pos": (lengths + step).astype(np.int32)}
+        outs = _run(decode, [{**shared, **_grown_caches(out)} for out in outs], weights)
+        result.decode_logits.append(outs[0]["logits"])
+        token = _next(outs[0]["logits"], sampling, history, rng, result, stop)
     return result
 
 
@@ -93,8 +92,19 @@ def _next(logits, sampling, history, rng, result: Generation, stop: StopState) -
     return token
 
 
-def _run(model: ModelGraph, feeds: dict, weights: _Memo) -> dict[str, np.ndarray]:
-    return ir.interpret(model.graph, feeds, model.bind(weights))
+def _grown_caches(out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One rank's KV caches from the last step as the next decode's inputs, one slot longer."""
+    return {
+        f"{name}_in": np.pad(cache, [(0, 0), (0, 0), (0, 1), (0, 0)])
+        for name, cache in out.items()
+        if name != "logits"
+    }
+
+
+def _run(model: ModelGraph, feeds: list[dict], weights: _Memo) -> list[dict[str, np.ndarray]]:
+    """Every rank's outputs, each rank bound to its own weight shards."""
+    params = [model.bind(weights, rank) for rank in range(model.chips)]
+    return ir.interpret_spmd(model.graph, feeds, params)
 
 
 class _Memo:

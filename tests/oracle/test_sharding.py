@@ -1,0 +1,262 @@
+"""Tensor parallelism: a graph built for N chips, run SPMD with each rank's weight shards, computes
+what the one-chip graph computes, with one collective where each partial result joins, and each
+chip holding 1/N of every sharded weight.
+
+The tiny models use 4 query heads and 2 KV heads, so 2 chips split the KV heads and 4 chips
+replicate them; the vocabulary is 96 (not tiny_models' 97) so the LM head is vocab-parallel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from unittest import mock
+
+import numpy as np
+import pytest
+
+import ir
+from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.config import Layer, ModelConfig, Rope
+from tcp_compiler.frontend.model import Model, bundled_models, load_model
+from tcp_compiler.frontend.precision import PRECISIONS, Precision, precision
+from tcp_compiler.runtime.generate import Generation, generate
+from tests.oracle.tiny_models import COMMON, build, save
+
+FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe"]  # plain, q/k/v biases, windows + tied + (1+w), MoE
+CHIPS = [2, 4]
+PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
+STEPS = 3
+VOCAB = 96
+F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
+REPLICATED = re.compile(r"embed_tokens|norm|\.gate\.weight$")  # embedding, norms, MoE router
+TINY = ModelConfig(
+    name="tiny", family="llama", vocab=96, hidden=32, heads=4, kv_heads=2, head_dim=8, intermediate=48,
+    layers=(Layer(None, Rope(10000.0), "rope", False),), norm_eps=1e-5, activation="silu",
+)  # fmt: skip
+
+
+def _load(family: str, directory, vocab: int = VOCAB) -> Model:
+    with mock.patch.dict(COMMON, vocab_size=vocab):
+        return load_model(save(build(family), directory))
+
+
+def _generate(model: Model, chips: int, prec: Precision = F32) -> Generation:
+    return generate(model.config, model.checkpoint.load, PROMPTS, prec, STEPS, chips=chips)
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def tiny(request, tmp_path_factory) -> tuple[str, Model, Generation]:
+    model = _load(request.param, tmp_path_factory.mktemp(request.param))
+    return request.param, model, _generate(model, 1)
+
+
+def _assert_same_generation(a: Generation, b: Generation, name: str, atol: float = 1e-5) -> None:
+    np.testing.assert_allclose(a.prefill_logits, b.prefill_logits, atol=atol, rtol=0, err_msg=name)
+    assert len(a.decode_logits) == len(b.decode_logits) == STEPS
+    for step, (x, y) in enumerate(zip(a.decode_logits, b.decode_logits, strict=True)):
+        np.testing.assert_allclose(x, y, atol=atol, rtol=0, err_msg=f"{name} decode {step}")
+    assert a.token_matrix.tolist() == b.token_matrix.tolist(), name
+
+
+@pytest.mark.parametrize("chips", CHIPS)
+def test_sharded_generation_matches_one_chip(tiny, chips: int) -> None:
+    name, model, one = tiny
+    _assert_same_generation(_generate(model, chips), one, f"{name} on {chips} chips")
+    assert np.abs(one.prefill_logits).max() > 0.05, "logits too small to tell a bug from noise"
+
+
+@pytest.mark.parametrize("chips", CHIPS)
+def test_each_chip_caches_only_its_kv_heads(tiny, chips: int) -> None:
+    name, model, _ = tiny
+    cfg, get = model.config, model.checkpoint.load
+    feeds = {"ids": np.array([PROMPTS[0]], np.int32)}
+    whole = build_prefill(cfg, F32, 1, len(PROMPTS[0]))
+    sharded = build_prefill(cfg, F32, 1, len(PROMPTS[0]), chips=chips)
+    full = ir.interpret(whole.graph, feeds, whole.bind(get))
+    ranks = ir.interpret_spmd(sharded.graph, [feeds] * chips, [sharded.bind(get, r) for r in range(chips)])
+    per_chip = max(cfg.kv_heads // chips, 1)
+    replicas = max(chips // cfg.kv_heads, 1)
+    for i in range(len(cfg.layers)):
+        for cache in (f"l{i}.k_cache", f"l{i}.v_cache"):
+            assert sharded.graph[cache].type.size("Hkv") == per_chip
+            for r, out in enumerate(ranks):
+                first = r // replicas * per_chip
+                expected = full[cache][:, first : first + per_chip]
+                np.testing.assert_allclose(out[cache], expected, atol=1e-5, rtol=0, err_msg=f"{name} {cache}")
+
+
+@pytest.mark.parametrize("chips", CHIPS)
+def test_one_collective_where_each_partial_result_joins(tiny, chips: int) -> None:
+    name, model, _ = tiny
+    cfg = model.config
+    for built in (
+        build_prefill(cfg, F32, 2, 5, padded=True, chips=chips),
+        build_decode(cfg, F32, 2, 6, chips=chips),
+    ):
+        g, users = built.graph, built.graph.users()
+        assert built.chips == chips
+        expected = {}
+        for i, layer in enumerate(cfg.layers):
+            expected[f"l{i}.o.sum"] = f"l{i}.o"
+            expected[f"l{i}.moe.sum" if layer.moe else f"l{i}.down.sum"] = (
+                f"l{i}.moe" if layer.moe else f"l{i}.down"
+            )
+            assert f"model.layers.{i}.self_attn.o_proj.weight" in g[f"l{i}.o"].operands
+        reduces = g.of_kind("all_reduce")
+        assert {n.name: n.operands[0] for n in reduces} == expected, name
+        for n in reduces:
+            assert n.attrs == {"op": "sum", "chips": chips}
+            assert n.type == ir.TensorType.of(ir.F32, B=2, S=g[n.operands[0]].type.size("S"), D=cfg.hidden)
+            assert users[n.operands[0]] == [n.name]  # the partial sum feeds nothing else
+        (gather,) = g.of_kind("all_gather")
+        assert (gather.name, gather.attrs) == ("logits.gather", {"axis": "V", "chips": chips})
+        assert g[gather.operands[0]].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab // chips)
+        assert g["logits"].operands == ("logits.gather",) and g.outputs[0] == "logits"
+        assert g["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
+        assert ir.parse(ir.print_graph(g)) == g
+    one = build_decode(cfg, F32, 2, 6)
+    assert one.chips == 1 and not one.graph.of_kind("all_reduce") and not one.graph.of_kind("all_gather")
+
+
+@pytest.mark.parametrize("chips", CHIPS)
+def test_each_chip_holds_its_share_of_the_weights(tiny, chips: int) -> None:
+    """Replicated params are whole on every chip; the distinct shards of a sharded one concatenate
+    to the whole tensor and hold exactly its elements."""
+    name, model, _ = tiny
+    cfg, get = model.config, model.checkpoint.load
+    whole, sharded = build_decode(cfg, BF16, 1, 4), build_decode(cfg, BF16, 1, 4, chips=chips)
+    full = whole.bind(get)
+    ranks = [sharded.bind(get, r) for r in range(chips)]
+    tied_head = {"lm_head.weight"} if cfg.tie_embeddings else set()
+    assert set(sharded.bindings) - set(whole.bindings) == tied_head
+    kv_replicas = max(chips // cfg.kv_heads, 1)
+    replicated = sharded_whole = kv_whole = 0
+    for p in whole.checkpoint_params():
+        whole_type, chip_type = p.type, sharded.graph[p.name].type
+        parts = [r[p.name] for r in ranks]
+        if chip_type == whole_type:
+            assert REPLICATED.search(p.name), f"{p.name} is replicated"
+            assert all(np.array_equal(x, full[p.name]) for x in parts)
+            replicated += whole_type.nbytes
+            continue
+        (axis,) = [a.name for a, b in zip(whole_type.axes, chip_type.axes, strict=True) if a != b]
+        is_kv = bool(re.search(r"\.[kv]_proj\.", p.name))
+        step = kv_replicas if is_kv else 1  # chips sharing a KV head hold the same shard
+        distinct = parts[::step]
+        assert all(np.array_equal(parts[r], distinct[r // step]) for r in range(chips)), p.name
+        np.testing.assert_array_equal(np.concatenate(distinct, axis=whole_type.index(axis)), full[p.name])
+        assert sum(x.size for x in distinct) == whole_type.numel
+        sharded_whole += whole_type.nbytes
+        kv_whole += whole_type.nbytes if is_kv else 0
+    for extra in tied_head:  # a vocab-parallel tied head is cut from the (whole) embedding
+        np.testing.assert_array_equal(
+            np.concatenate([r[extra] for r in ranks]), get("model.embed_tokens.weight")
+        )
+    chip_bytes = sum(p.type.nbytes for p in sharded.checkpoint_params()) - replicated
+    head_bytes = sum(sharded.graph[n].type.nbytes for n in tied_head) * chips
+    kv_copies = kv_whole * (kv_replicas - 1)  # chips sharing a KV head each hold it
+    # 1/N of the sharded weights per chip, plus what KV replication and a tied vocab-parallel head add.
+    assert chips * chip_bytes == sharded_whole + head_bytes + kv_copies, name
+
+
+@pytest.mark.parametrize(("family", "chips"), [("llama", 2), ("llama", 4), ("qwen3_moe", 2)])
+def test_w4_shards_are_quantised_after_slicing(family: str, chips: int, tmp_path) -> None:
+    """Groups run along the input axis, so a shard quantises exactly as its block of the whole."""
+    model = _load(family, tmp_path)
+    get, w4 = model.checkpoint.load, precision("w4", 4)
+    _assert_same_generation(_generate(model, chips, w4), _generate(model, 1, w4), f"{family} w4")
+    whole = build_prefill(model.config, w4, 1, 2)
+    sharded = build_prefill(model.config, w4, 1, 2, chips=chips)
+    full, ranks = whole.bind(get), [sharded.bind(get, r) for r in range(chips)]
+    mlp = "mlp.down_proj" if family == "llama" else "mlp.experts.down_proj"
+    for weight in ("self_attn.q_proj", "self_attn.o_proj", mlp):  # column- and row-parallel
+        for name in (f"model.layers.0.{weight}.weight", f"model.layers.0.{weight}.weight.scale"):
+            a, b = whole.graph[name].type, sharded.graph[name].type
+            (axis,) = [i for i, (x, y) in enumerate(zip(a.axes, b.axes, strict=True)) if x != y]
+            for r, block in enumerate(np.split(full[name], chips, axis=axis)):
+                np.testing.assert_array_equal(ranks[r][name], block, err_msg=name)
+
+
+def test_w4_group_that_does_not_tile_a_shard_is_an_error(tmp_path) -> None:
+    cfg = _load("qwen3_moe", tmp_path).config
+    with pytest.raises(FrontendError, match="group size 4 does not tile its input axes F=6"):
+        build_prefill(cfg, precision("w4", 4), 1, 2, chips=4)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_vocab_that_does_not_split_replicates_the_lm_head(family: str, tmp_path) -> None:
+    model = _load(family, tmp_path, vocab=97)
+    built = build_decode(model.config, F32, 1, 4, chips=2)
+    assert not built.graph.of_kind("all_gather")
+    assert len(built.graph.of_kind("all_reduce")) == 2 * len(model.config.layers)
+    head = "model.embed_tokens.weight" if model.config.tie_embeddings else "lm_head.weight"
+    assert built.graph["logits.raw"].type.size("V") == 97 and head in built.graph["logits.raw"].operands
+    _assert_same_generation(_generate(model, 2), _generate(model, 1), family)
+
+
+@pytest.mark.parametrize(
+    ("change", "chips", "message"),
+    [
+        ({}, 0, "chips must be at least 1, got 0"),
+        ({}, 3, "tiny: 4 heads and 2 KV heads do not split over 3 chips"),
+        ({}, 8, "tiny: 4 heads and 2 KV heads do not split over 8 chips"),
+        ({"heads": 12, "kv_heads": 6}, 4, "tiny: 12 heads and 6 KV heads do not split over 4 chips"),
+        ({"intermediate": 50}, 4, "tiny: MLP width 50 does not split over 4 chips"),
+    ],
+)
+def test_bad_chip_counts_are_one_line_errors(change: dict, chips: int, message: str) -> None:
+    cfg = dataclasses.replace(TINY, **change)
+    for phase in (build_prefill, build_decode):
+        with pytest.raises(FrontendError) as e:
+            phase(cfg, F32, 1, 4, chips=chips)
+        assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_bad_expert_width_and_rank_are_errors(tmp_path) -> None:
+    cfg = _load("qwen3_moe", tmp_path).config
+    bad = dataclasses.replace(cfg, name="tiny-moe", moe=dataclasses.replace(cfg.moe, intermediate=26))
+    with pytest.raises(FrontendError, match=r"^tiny-moe: expert width 26 does not split over 4 chips$"):
+        build_decode(bad, F32, 1, 4, chips=4)
+    built = build_decode(cfg, F32, 1, 4, chips=2)
+    with pytest.raises(FrontendError, match="rank 2 is outside the 2 chips"):
+        built.bind(lambda name: np.zeros(0), 2)
+    with pytest.raises(FrontendError, match="do not split over 3 chips"):
+        generate(cfg, lambda name: np.zeros(0), [[1, 2]], F32, 1, chips=3)
+
+
+def _splits(cfg: ModelConfig, chips: int) -> bool:
+    heads, kv = cfg.heads, cfg.kv_heads
+    ok = heads % chips == 0 and (kv % chips == 0 if kv >= chips else chips % kv == 0)
+    ok &= all(layer.moe for layer in cfg.layers) or cfg.intermediate % chips == 0
+    return ok and (cfg.moe is None or cfg.moe.intermediate % chips == 0)
+
+
+@pytest.mark.parametrize("chips", [2, 4, 8])
+@pytest.mark.parametrize("name", bundled_models())
+def test_every_bundled_model_builds_sharded(name: str, chips: int) -> None:
+    cfg = load_model(name).config
+    if not _splits(cfg, chips):
+        with pytest.raises(FrontendError, match=f"do not split over {chips} chips"):
+            build_decode(cfg, BF16, 1, 4, chips=chips)
+        return
+    for built in (build_prefill(cfg, BF16, 2, 4, chips=chips), build_decode(cfg, BF16, 2, 4, chips=chips)):
+        ir.verify(built.graph)
+        g = built.graph
+        assert len(g.of_kind("all_reduce")) == 2 * len(cfg.layers)
+        assert len(g.of_kind("all_gather")) == (cfg.vocab % chips == 0)
+        assert g["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
+        assert g["l0.q_heads"].type.size("Hkv") * g["l0.q_heads"].type.size("G") == cfg.heads // chips
+
+
+def test_llama_70b_on_8_chips_has_8_query_heads_and_1_kv_head_per_chip() -> None:
+    cfg = load_model("llama-3.1-70b").config
+    g = build_decode(cfg, BF16, 1, 16, chips=8).graph
+    pre = "model.layers.0.self_attn"
+    assert g[f"{pre}.q_proj.weight"].type == ir.TensorType.of(ir.BF16, H=8, K=128, D=8192)
+    assert g[f"{pre}.k_proj.weight"].type == ir.TensorType.of(ir.BF16, Hkv=1, K=128, D=8192)
+    assert g[f"{pre}.o_proj.weight"].type == ir.TensorType.of(ir.BF16, D=8192, H=8, K=128)
+    assert g["l0.k_cache"].type == ir.TensorType.of(ir.BF16, B=1, Hkv=1, P=17, K=128)
+    assert g["model.layers.0.mlp.down_proj.weight"].type.size("F") == 28672 // 8
+    assert g["lm_head.weight"].type.size("V") == 128256 // 8
