@@ -281,8 +281,12 @@ class _Builder:
         sources: Sequence[str] | None = None,
         make: Callable[[Getter, int], np.ndarray] | None = None,
         cut: Cut = _whole,
+        select: Callable[[Node, str], Node] | None = None,
     ):
         """A projection weight, dequantised when integer; returns (operand, contracted axes, split).
+
+        `select` (MoE) picks from the stored weight before use, e.g. each routed slot's expert:
+        an integer weight's codes and scales are both picked, then dequantised.
 
         `make` gives a rank's float weight (by default this rank's `cut` of the tensor `name`);
         integer weights quantise that shard, so sharding happens before quantising.
@@ -295,8 +299,10 @@ class _Builder:
         sources = tuple(sources or (name,))
         make = make or (lambda get, rank: cut(get(name), rank).reshape(tuple(axes.values())))
         p = self.p
+        select = select or (lambda node, suffix: node)
         if not p.quantised:
-            return self.param(name, p.weight, axes, Binding(sources, make)), tuple(contract), None
+            w = select(self.param(name, p.weight, axes, Binding(sources, make)), "w")
+            return w, tuple(contract), None
         axis, inner = group_split(name, axes, contract, p.group_size)
         split_axes: dict[str, int] = {}
         for a, n in axes.items():
@@ -316,7 +322,8 @@ class _Builder:
             scale_axes,
             Binding(sources, lambda get, rank: quantise(make(get, rank), group)[1].reshape(s_shape)),
         )
-        deq = self.g.add("mul", self.to(q, p.act), s, name=f"{name}.dequant")
+        q, s = select(q, "w"), select(s, "scale")
+        deq = self.g.add("mul", self.to(q, p.act), s, name=f"{q.name}.dequant")
         grouped = tuple(c2 for c in contract for c2 in ((f"{axis}g", f"{axis}i") if c == axis else (c,)))
         return deq, grouped, (axis, inner)
 
@@ -595,15 +602,13 @@ class _Builder:
         names = tuple(fmt.format(i=i, e=e) for e in range(E))
         name = fmt.format(i=i, e="all").replace(".all.", ".")
         w, grouped, split = self.weight(
-            name, axes, [contract], names, lambda get, rank: np.stack([cut(get(n), rank) for n in names])
+            name,
+            axes,
+            [contract],
+            names,
+            lambda get, rank: np.stack([cut(get(n), rank) for n in names]),
+            select=lambda node, suffix: self.g.add("gather", node, idx, name=f"{label}.{suffix}", axis="E"),
         )
-        if w.kind == "mul":  # dequantised: gather the integer weights and scales, then dequantise
-            q, s = (self.g[o] for o in w.operands)
-            q = self.g.add("gather", q, idx, name=f"{label}.w", axis="E")
-            s = self.g.add("gather", s, idx, name=f"{label}.scale", axis="E")
-            w = self.g.add("mul", q, s, name=f"{label}.dequant")
-        else:
-            w = self.g.add("gather", w, idx, name=f"{label}.w", axis="E")
         x = self.to(self.split_groups(x, split), w.type.dtype)
         out = [a for a in ("B", "S", "Kk") if a in x.type.names or a in w.type.names]
         out += [a for a in w.type.names if a not in out and a not in grouped]
