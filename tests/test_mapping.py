@@ -146,3 +146,11 @@ def test_placement_is_cached_by_shape() -> None:
         ir.TensorType.of(ir.F32, M=8, N=64),
     )  # fmt: skip
     assert place(shape, MACHINE) is place(shape, MACHINE)
+
+
+@pytest.mark.parametrize("name", ["decoder layer example", "qwen3-30b-a3b decode fp8"])
+def test_flops_are_conserved_through_the_passes_too(name: str) -> None:
+    from tcp_compiler.passes import run_passes
+
+    graph = run_passes(GRAPHS[name])
+    assert int(schedule(graph, MACHINE).flops.sum()) == ir.analyze(graph).total.flops

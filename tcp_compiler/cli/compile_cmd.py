@@ -15,6 +15,7 @@ from tcp_compiler.frontend.precision import PRECISIONS, precision
 from tcp_compiler.mapping.capacity import check_capacity, model_capacity
 from tcp_compiler.mapping.machine import machine_from
 from tcp_compiler.mapping.schedule import schedule
+from tcp_compiler.passes import run_passes
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         machine = machine_from(hw)
         check_capacity(model_capacity(built, machine), built.graph.name, machine, chips)
         title = f"program {built.graph.name} on {hw.name} (one of {chips} chips)"
-        text = format_program(schedule(built.graph, machine), title)
+        text = format_program(schedule(run_passes(built.graph), machine), title)
     else:
         text = ir.print_graph(built.graph)
     if args.output is None:

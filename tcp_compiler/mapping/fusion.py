@@ -64,7 +64,7 @@ def fuse(graph: Graph) -> list[FusedOp]:
     reduction yet), the op's stage does not go back up the pipeline, and it is not a second
     einsum; otherwise it starts a pass of its own.
     """
-    aliases = _view_roots(graph)
+    aliases = view_roots(graph)
     ops: list[FusedOp] = []
     owner: dict[str, FusedOp] = {}  # value root -> the op that computes it
     for node in graph.nodes:
@@ -98,7 +98,7 @@ def _can_join(op: FusedOp, node: Node, stage: int) -> bool:
     )
 
 
-def _view_roots(graph: Graph) -> dict[str, str]:
+def view_roots(graph: Graph) -> dict[str, str]:
     """Each value's root through free views: a reshape is the same bytes under new axes, a scalar
     const is an immediate, and a cast of a value in memory happens in the Fetch Adapter of the
     pass that reads it (bf16 -> f32, fp8 -> bf16, int4 -> int32)."""
