@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import tcp_compiler.frontend.checkpoint as checkpoint_module
 from tcp_compiler.frontend.checkpoint import Checkpoint, CheckpointError
@@ -44,7 +45,6 @@ def check_message(error: pytest.ExceptionInfo[CheckpointError], *names: str) -> 
 
 
 def test_torch_written_tensors_load_bit_exactly(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
     from safetensors.torch import save_file
 
     g = torch.Generator().manual_seed(0)
@@ -75,7 +75,6 @@ def test_torch_written_tensors_load_bit_exactly(tmp_path: Path) -> None:
 
 
 def test_numpy_written_tensors_load_bit_exactly(tmp_path: Path) -> None:
-    pytest.importorskip("safetensors")
     from safetensors.numpy import save_file
 
     rng = np.random.default_rng(0)
@@ -100,8 +99,9 @@ def test_numpy_written_tensors_load_bit_exactly(tmp_path: Path) -> None:
 def transformers(monkeypatch):
     """transformers, kept off the network: a model built from a config needs nothing from the hub."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    pytest.importorskip("torch")
-    return pytest.importorskip("transformers")
+    import transformers
+
+    return transformers
 
 
 def test_sharded_llama_checkpoint_loads_by_name(tmp_path: Path, transformers) -> None:
@@ -152,7 +152,6 @@ def test_untied_llama_keeps_lm_head(tmp_path: Path, transformers) -> None:
 
 
 def test_header_only_file_gives_shapes_but_not_data(tmp_path: Path) -> None:
-    pytest.importorskip("safetensors")
     from safetensors.numpy import save_file
 
     path = tmp_path / "model.safetensors"

@@ -6,6 +6,7 @@ printer, verifier, interpreter and analysis all look ops up here, so adding an o
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeAlias
@@ -137,8 +138,9 @@ class EvalContext:
     extra: dict = field(default_factory=dict)
 
 
-class OpDef:
-    """Base of every op kind. Subclasses set the class attributes and override the rules."""
+class OpDef(ABC):
+    """Base of every op kind. Subclasses set the class attributes and give the rules; registering
+    one that lacks its type or interpreter rule fails at import."""
 
     kind: ClassVar[str]
     min_operands: ClassVar[int] = 0
@@ -149,13 +151,13 @@ class OpDef:
     summary: ClassVar[str] = ""
     example: ClassVar[str] = ""
 
+    @abstractmethod
     def infer(self, call: OpCall) -> TensorType:
         """The type rule: the result type, or TypeRuleError naming the mismatch."""
-        raise NotImplementedError(f"op '{self.kind}' has no type rule")
 
+    @abstractmethod
     def evaluate(self, args: Sequence[np.ndarray], call: OpCall, ctx: EvalContext) -> np.ndarray:
         """The interpreter rule on one rank; arrays are laid out in their types' axis order."""
-        raise NotImplementedError(f"op '{self.kind}' has no interpreter rule")
 
     def evaluate_ranks(
         self, args: Sequence[Sequence[np.ndarray]], call: OpCall, ctxs: Sequence[EvalContext]

@@ -21,7 +21,9 @@ from tcp_compiler.mapping.machine import Machine
 from tcp_compiler.mapping.placement import EinsumShape, Placement, place
 from tcp_compiler.mapping.residency import HBM, residency
 
-TILE_TARGET_BYTES = 16 << 20  # per tile: big enough that DMA start-ups cost a few %, two fit in DM
+# A pass's HBM inputs stream in tiles of DM / TILE_DIVISOR bytes (16 MiB on RNGD): large enough
+# that DMA start-ups cost a few per cent, small enough that the tiles in flight use a fraction of DM.
+TILE_DIVISOR = 16
 MAX_TILES = 16
 
 
