@@ -115,7 +115,8 @@ def _pass(graph: Graph, op: FusedOp, machine: Machine, where, state: _State, chi
     fetch = math.ceil(dm_bytes / (slices * machine.fetch_main))
     main_cycles = max(compute, vector, fetch, 1) + latency + vector_latency
     tiles = max(
-        placement.tiles if placement else 1, min(MAX_TILES, math.ceil((hbm_in + hbm_out) / TILE_TARGET_BYTES))
+        placement.tiles if placement else 1,
+        min(MAX_TILES, math.ceil(hbm_in / (machine.dm_bytes // TILE_DIVISOR))),
     )
     info = OpInfo(
         op.name, "pass", op.layer, tuple(n.name for n in op.nodes), placement.describe() if placement else ""
