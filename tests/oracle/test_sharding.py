@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -22,7 +21,7 @@ from tcp_compiler.frontend.config import Layer, ModelConfig, Rope
 from tcp_compiler.frontend.model import Model, bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, Precision, precision
 from tcp_compiler.runtime.generate import Generation, generate
-from tests.oracle.tiny_models import COMMON, build, save
+from tests.oracle.tiny_models import build, save
 
 FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe"]  # plain, q/k/v biases, windows + tied + (1+w), MoE
 CHIPS = [2, 4]
@@ -38,8 +37,7 @@ TINY = ModelConfig(
 
 
 def _load(family: str, directory, vocab: int = VOCAB) -> Model:
-    with mock.patch.dict(COMMON, vocab_size=vocab):
-        return load_model(save(build(family), directory))
+    return load_model(save(build(family, vocab_size=vocab), directory))
 
 
 def _generate(model: Model, chips: int, prec: Precision = F32) -> Generation:

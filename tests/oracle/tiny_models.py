@@ -78,9 +78,10 @@ DENSE = ["llama", "mistral", "qwen2", "qwen3", "gemma3"]
 MOE = ["mixtral", "qwen3_moe"]
 
 
-def build(family: str, seed: int = 0) -> transformers.PreTrainedModel:
+def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
+    """The family's tiny model; `overrides` change config fields (e.g. vocab_size)."""
     config_cls, model_cls, extra = FAMILIES[family]
-    config = getattr(transformers, config_cls)(**{**COMMON, **extra})
+    config = getattr(transformers, config_cls)(**{**COMMON, **extra, **overrides})
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config).eval().to(torch.float32)
