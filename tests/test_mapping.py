@@ -122,6 +122,7 @@ def test_random_einsum_placements_respect_every_limit(dtype, ks, ns, ms, bs, swa
     p = place(EinsumShape.of(eq, operands, out), MACHINE)
     ebytes = dtype.bits / 8
     assert p.slices_used <= MACHINE.slices
+    assert p.clusters(MACHINE) <= MACHINE.clusters
     assert p.lanes <= MACHINE.lanes
     assert p.packet * ebytes <= MACHINE.packet_bytes
     assert p.accumulators <= MACHINE.accumulators

@@ -108,9 +108,13 @@ class Placement:
     def slices_used(self) -> int:
         return math.prod(n for _, n in self.slices)
 
-    def describe(self) -> str:
+    def clusters(self, machine: Machine) -> int:
+        """Clusters the pass spans: its slices fill one cluster's ring before using the next."""
+        return math.ceil(self.slices_used / machine.slices_per_cluster)
+
+    def describe(self, machine: Machine) -> str:
         roles = dict(self.roles)
-        parts = [f"TRF<-op{self.stationary}"]
+        parts = [f"TRF<-op{self.stationary}", f"Cluster={self.clusters(machine)}"]
         for role, n in self.slices:
             if n > 1:
                 parts.append(f"Slice[{role}:{'.'.join(roles[role])}]={n}")

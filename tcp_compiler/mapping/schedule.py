@@ -118,9 +118,8 @@ def _pass(graph: Graph, op: FusedOp, machine: Machine, where, state: _State, chi
         placement.tiles if placement else 1,
         min(MAX_TILES, math.ceil(hbm_in / (machine.dm_bytes // TILE_DIVISOR))),
     )
-    info = OpInfo(
-        op.name, "pass", op.layer, tuple(n.name for n in op.nodes), placement.describe() if placement else ""
-    )
+    where_placed = placement.describe(machine) if placement else ""
+    info = OpInfo(op.name, "pass", op.layer, tuple(n.name for n in op.nodes), where_placed)
     index = b.op(info)
     deps = _deps(op, state)
     last = None
