@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from ir import DType, TensorType
 from ir.ops.einsum import parse_equation
 from tcp_compiler.mapping.machine import Machine
@@ -129,70 +131,111 @@ def _powers_of_two(limit: int) -> list[int]:
     return [1 << i for i in range(limit.bit_length()) if 1 << i <= limit]
 
 
+def _ceil(a, b):
+    """Integer ceiling division, exact for numpy arrays and Python ints alike."""
+    return -(-a // b)
+
+
+def _candidates(machine: Machine, n: int, m: int, b: int, dtype) -> np.ndarray:
+    """Every split of the slices among N, B and M (powers of two), as rows (s_n, s_m, s_b)."""
+    rows = [
+        (s_n, s_m, s_b)
+        for s_n in _powers_of_two(min(machine.slices, n))
+        for s_b in _powers_of_two(min(machine.slices // s_n, b))
+        for s_m in _powers_of_two(min(machine.slices // (s_n * s_b), m))
+    ]
+    return np.array(rows, dtype=dtype)
+
+
+def _int_type(shape: EinsumShape):
+    """int64 while every product fits; Python ints (exact, slower) for absurdly large einsums."""
+    # The largest product is all axes x operand bits (the DM footprint numerator).
+    return np.int64 if shape.macs * 2 * 64 < 2**62 else object
+
+
 @lru_cache(maxsize=4096)
 def place(shape: EinsumShape, machine: Machine) -> Placement:
-    """The cheapest placement of the einsum on one chip (cached by shape and machine)."""
-    best: Placement | None = None
+    """The cheapest placement of the einsum on one chip (cached by shape and machine).
+
+    All candidates are costed at once with integer arithmetic; ties go to fewer slices, then to
+    the first candidate (operand 0 stationary first, then N, B, M splits in increasing order).
+    """
+    best, best_key = None, None
     for stationary in (0, 1):
         roles = shape.roles(stationary)
-        k, n, m, b = (shape.size(roles[r]) for r in "KNMB")
-        for s_n in _powers_of_two(min(machine.slices, n)):
-            for s_b in _powers_of_two(min(machine.slices // s_n, b)):
-                for s_m in _powers_of_two(min(machine.slices // (s_n * s_b), m)):
-                    p = _evaluate(shape, machine, stationary, roles, (k, n, m, b), (s_n, s_m, s_b))
-                    if best is None or (p.cycles, p.slices_used) < (best.cycles, best.slices_used):
-                        best = p
+        named = tuple((r, tuple(roles[r])) for r in "KNMB")
+        sizes = tuple(shape.size(roles[r]) for r in "KNMB")
+        splits = _candidates(machine, sizes[1], sizes[2], sizes[3], _int_type(shape))
+        terms = _costs(shape, machine, sizes, splits)
+        cycles = np.maximum.reduce(terms["bounds"]) + terms["latency"]
+        used = splits.prod(axis=1)
+        pick = int(np.lexsort((used, cycles))[0])
+        key = (int(cycles[pick]), int(used[pick]))
+        if best_key is None or key < best_key:
+            best, best_key = (stationary, named, sizes, tuple(int(v) for v in splits[pick])), key
     assert best is not None
-    return best
+    return _placement(shape, machine, *best)
 
 
-def _evaluate(shape, machine: Machine, stationary, roles, sizes, split) -> Placement:
+def _costs(shape: EinsumShape, machine: Machine, sizes, splits: np.ndarray) -> dict:
+    """The cost terms of every candidate split (arrays over candidates)."""
     k, n, m, b = sizes
-    s_n, s_m, s_b = split
-    ebytes = shape.dtype.bits / 8
-    out_bytes = shape.out_dtype.bits / 8
-    n_s, m_s, b_s = math.ceil(n / s_n), math.ceil(m / s_m), math.ceil(b / s_b)
+    s_n, s_m, s_b = splits[:, 0], splits[:, 1], splits[:, 2]
+    bits, out_bits = shape.dtype.bits, shape.out_dtype.bits
+    n_s, m_s, b_s = _ceil(n, s_n), _ceil(m, s_m), _ceil(b, s_b)
     per_packet = machine.packet_elements(shape.dtype)
-    packet = min(per_packet, k)
-    k_packets = math.ceil(k / per_packet)
-    lanes = min(machine.lanes, n_s)
-    lane_groups = math.ceil(n_s / machine.lanes)
+    k_packets = _ceil(k, per_packet)
+    lane_groups = _ceil(n_s, machine.lanes)
+    half_trf = machine.trf_bytes_per_slice // 2  # half-file mode: load the next tile while using one
     # One cycle: one streamed packet (K elements of one M row) against 8 stationary rows.
     compute = b_s * m_s * lane_groups * k_packets
     # Fetch delivers `stream_supply_bytes` per cycle; each streamed packet serves lane_groups cycles.
-    supply = math.ceil(b_s * m_s * k_packets * machine.packet_bytes / machine.stream_supply_bytes)
-    tile_bytes = math.ceil(n_s * k * ebytes)
-    m_tile = max(1, min(m_s, machine.accumulators // max(1, n_s)))
-    resident = tile_bytes <= machine.trf_bytes_per_slice // 2  # half-file mode: load the next while using one
-    loads = b_s * (1 if resident else math.ceil(m_s / m_tile))
-    reload = math.ceil(loads * tile_bytes / machine.fetch_sub) if loads > 1 or not resident else 0
-    first_load = math.ceil(min(tile_bytes, machine.trf_bytes_per_slice // 2) / machine.fetch_sub)
-    commit = math.ceil(b_s * m_s * n_s * out_bytes / machine.commit_main)
+    supply = _ceil(b_s * m_s * k_packets * machine.packet_bytes, machine.stream_supply_bytes)
+    tile_bytes = _ceil(n_s * k * bits, 8)
+    m_tile = np.maximum(1, np.minimum(m_s, machine.accumulators // np.maximum(1, n_s)))
+    resident = tile_bytes <= half_trf
+    loads = b_s * np.where(resident, 1, _ceil(m_s, m_tile))
+    reload = np.where((loads > 1) | ~resident, _ceil(loads * tile_bytes, machine.fetch_sub), 0)
+    first_load = _ceil(np.minimum(tile_bytes, half_trf), machine.fetch_sub)
+    commit = _ceil(b_s * m_s * n_s * out_bits, 8 * machine.commit_main)
+    used = s_n * s_m * s_b
     latency = (
-        first_load
-        + machine.latency(shape.dtype)
-        + machine.hop_cycles * min(s_n * s_b * s_m, machine.ring_slices)  # switch broadcast fill
+        first_load + machine.latency(shape.dtype) + machine.hop_cycles * np.minimum(used, machine.ring_slices)
     )
     # Operands and result spread over the slices in use (a broadcast operand is stored once).
-    used = s_n * s_m * s_b
-    dm_tile = math.ceil(((b * m * k + b * n * k) * ebytes + b * m * n * out_bytes) / used)
-    tiles = max(1, math.ceil(dm_tile / (machine.dm_bytes_per_slice // 2)))
+    dm_tile = _ceil((b * m * k + b * n * k) * bits + b * m * n * out_bits, 8 * used)
+    tiles = np.maximum(1, _ceil(dm_tile, machine.dm_bytes_per_slice // 2))
+    return {
+        "bounds": (compute, supply, reload, commit),
+        "latency": latency,
+        "n_s": n_s, "m_s": m_s, "b_s": b_s, "k_packets": k_packets, "lane_groups": lane_groups,
+        "m_tile": m_tile, "tile_bytes": tile_bytes, "resident": resident, "dm_tile": dm_tile, "tiles": tiles,
+        "compute": compute, "supply": supply, "reload": reload, "commit": commit,
+    }  # fmt: skip
+
+
+def _placement(shape: EinsumShape, machine: Machine, stationary, named, sizes, split) -> Placement:
+    """The winning candidate as a Placement."""
+    s_n, s_m, s_b = split
+    costs = _costs(shape, machine, sizes, np.array([split], dtype=_int_type(shape)))
+    t = {key: int(np.asarray(v).reshape(-1)[0]) for key, v in costs.items() if key != "bounds"}
+    half_trf = machine.trf_bytes_per_slice // 2
     return Placement(
         stationary=stationary,
-        roles=tuple((r, tuple(roles[r])) for r in "KNMB"),
+        roles=named,
         slices=(("N", s_n), ("M", s_m), ("B", s_b)),
-        lanes=lanes,
-        packet=packet,
-        time=(("B", b_s), ("M", m_s), ("N", lane_groups), ("K", k_packets)),
-        m_tile=m_tile,
-        accumulators=m_tile * min(n_s, machine.accumulators),
-        trf_tile_bytes=min(tile_bytes, machine.trf_bytes_per_slice // 2) if not resident else tile_bytes,
-        trf_resident=resident,
-        dm_tile_bytes=math.ceil(dm_tile / tiles),
-        tiles=tiles,
-        compute_cycles=compute,
-        supply_cycles=supply,
-        reload_cycles=reload,
-        commit_cycles=commit,
-        latency=latency,
+        lanes=min(machine.lanes, t["n_s"]),
+        packet=min(machine.packet_elements(shape.dtype), sizes[0]),
+        time=(("B", t["b_s"]), ("M", t["m_s"]), ("N", t["lane_groups"]), ("K", t["k_packets"])),
+        m_tile=t["m_tile"],
+        accumulators=t["m_tile"] * min(t["n_s"], machine.accumulators),
+        trf_tile_bytes=t["tile_bytes"] if t["resident"] else min(t["tile_bytes"], half_trf),
+        trf_resident=bool(t["resident"]),
+        dm_tile_bytes=_ceil(t["dm_tile"], t["tiles"]),
+        tiles=t["tiles"],
+        compute_cycles=t["compute"],
+        supply_cycles=t["supply"],
+        reload_cycles=t["reload"],
+        commit_cycles=t["commit"],
+        latency=t["latency"],
     )

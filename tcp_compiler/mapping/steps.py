@@ -1,0 +1,153 @@
+"""Decode steps one after another: each simulated with its own KV length, compiled only once.
+
+A generation's decode steps differ only in the KV length (axes P and Sk). The step graph goes
+through the passes, fusion and scheduling once; for each later step only the ops whose shapes
+mention those axes get new recipes (cached by shape), and their commands are patched into the
+program's arrays. When a new length changes a program's structure (a KV read needs one more
+tile), the step is scheduled afresh from the resized graph and becomes the new template.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ir import Axis, Graph, Node, TensorType
+from simulator.program import COLUMNS, UNITS, Program
+from tcp_compiler.mapping.fusion import fuse
+from tcp_compiler.mapping.machine import Machine
+from tcp_compiler.mapping.residency import DM, HBM, residency
+from tcp_compiler.mapping.schedule import NodeView, OpView, Recipe, _Wiring, emit, op_view, recipe
+
+KV_AXES = ("P", "Sk")
+
+
+def resize_type(t: TensorType, sizes: dict[str, int]) -> TensorType:
+    if not any(a.name in sizes for a in t.axes):
+        return t
+    return t.with_axes(Axis(a.name, sizes.get(a.name, a.size)) for a in t.axes)
+
+
+def resize_graph(graph: Graph, sizes: dict[str, int]) -> Graph:
+    """The same graph with the named axes at new sizes; unchanged nodes are shared."""
+    out = Graph(graph.name)
+    for n in graph.nodes:
+        t = resize_type(n.type, sizes)
+        out.append(n if t is n.type else Node(n.name, n.kind, n.operands, n.attrs, t, n.line))
+    out.outputs = list(graph.outputs)
+    out.param_values = graph.param_values
+    return out
+
+
+class DecodeSteps:
+    """Programs of a decode graph at any KV length, from one compiled template."""
+
+    def __init__(self, graph: Graph, machine: Machine, chip: int = 0) -> None:
+        self.machine, self.chip = machine, chip
+        self._compile(graph)
+
+    def _compile(self, graph: Graph) -> None:
+        self.graph = graph
+        self.length = graph_kv_length(graph)
+        where = residency(graph, self.machine)
+        self.ops = fuse(graph)
+        self.views = [op_view(graph, op, where) for op in self.ops]
+        fixed = {n.name for n in graph.nodes if n.kind in ("input", "param")} | set(graph.outputs)
+        self.fixed_in = [tuple(v in fixed for v in op.inputs) for op in self.ops]
+        self.fixed_out = [tuple(v in fixed for v in op.outputs) for op in self.ops]
+        # Ops whose shapes follow the KV length, grouped by identical view (one per layer kind).
+        self.dynamic: dict[tuple, list[int]] = {}
+        for k, v in enumerate(self.views):
+            if _mentions(v, KV_AXES):
+                self.dynamic.setdefault((v, self.fixed_in[k], self.fixed_out[k]), []).append(k)
+        wiring = _Wiring(_builder(), {}, [])
+        self.recipes: list[Recipe] = []
+        for op, view in zip(self.ops, self.views, strict=True):
+            r = recipe(view, self.machine)
+            self.recipes.append(r)
+            emit(wiring, op, r, where, self.chip)
+        self.program = wiring.builder.build()
+        first = np.searchsorted(self.program.op, np.arange(len(self.ops)))
+        self.ranges = list(zip(first, np.append(first[1:], len(self.program)), strict=True))
+
+    def at(self, length: int) -> Program:
+        """The program of the step whose KV cache holds `length` positions (past + 1)."""
+        sizes = dict.fromkeys(KV_AXES, length)
+        patches = []
+        for ks in self.dynamic.values():
+            r = recipe(self._resized(ks[0], sizes), self.machine)
+            if [s.role for s in r.steps] != [s.role for s in self.recipes[ks[0]].steps]:
+                self._compile(resize_graph(self.graph, sizes))  # the structure changed
+                return self.program
+            patches += [(k, r) for k in ks]
+        return _patched(self.program, self.ranges, patches)
+
+    def _resized(self, k: int, sizes: dict[str, int]) -> OpView:
+        view = self.views[k]
+        budget = self.machine.dm_bytes // 4
+        nodes = tuple(
+            NodeView(
+                n.kind, n.attrs, resize_type(n.type, sizes), tuple(resize_type(t, sizes) for t in n.operands)
+            )
+            for n in view.nodes
+        )
+        inputs = tuple(
+            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, budget), kind)
+            for (t, w, kind), fixed in zip(view.inputs, self.fixed_in[k], strict=True)
+        )
+        outputs = tuple(
+            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, budget))
+            for (t, w), fixed in zip(view.outputs, self.fixed_out[k], strict=True)
+        )
+        return replace(view, nodes=nodes, inputs=inputs, outputs=outputs)
+
+
+def graph_kv_length(graph: Graph) -> int:
+    for n in graph.nodes:
+        for a in n.type.axes:
+            if a.name in KV_AXES:
+                return a.size
+    raise ValueError(f"graph {graph.name} has no KV axis ({', '.join(KV_AXES)})")
+
+
+def _where(t: TensorType, was: str, fixed: bool, budget: int) -> str:
+    """Residency of a resized value, by the same rule as tcp_compiler.mapping.residency."""
+    if fixed:
+        return was
+    return DM if t.nbytes <= budget else HBM
+
+
+def _mentions(view: OpView, axes: tuple[str, ...]) -> bool:
+    types = [n.type for n in view.nodes] + [t for n in view.nodes for t in n.operands]
+    types += [t for t, _, _ in view.inputs] + [t for t, _ in view.outputs]
+    return any(a.name in axes for t in types for a in t.axes)
+
+
+def _builder():
+    from simulator.program import ProgramBuilder
+
+    return ProgramBuilder()
+
+
+def _patched(program: Program, ranges, patches) -> Program:
+    """A copy of `program` with the patched ops' commands replaced (same structure)."""
+    columns = {
+        name: getattr(program, name).copy() for name, _ in COLUMNS if name not in ("context", "chip", "op")
+    }
+    busy = program.busy.copy()
+    for k, r in patches:
+        lo, _ = ranges[k]
+        for j, s in enumerate(r.steps):
+            i = lo + j
+            columns["cycles"][i] = max(1, s.cycles)
+            columns["latency"][i] = columns["cycles"][i] if s.latency is None else s.latency
+            columns["moved"][i] = s.moved
+            columns["flops"][i] = s.flops
+            columns["hbm_bytes"][i] = s.hbm_bytes
+            columns["dm_bytes"][i] = s.dm_bytes
+            columns["link_bytes"][i] = s.link_bytes
+            busy[i] = 0
+            for unit, value in s.busy:
+                busy[i, UNITS.index(unit)] = value
+    return replace(program, **columns, busy=busy)

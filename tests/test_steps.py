@@ -1,0 +1,52 @@
+"""Decode steps from one compiled template equal steps compiled from scratch, at every length."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ir import print_graph
+from simulator.hardware import load_hardware
+from simulator.program import COLUMNS
+from tcp_compiler.frontend.builder import build_decode
+from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.mapping.machine import machine_from
+from tcp_compiler.mapping.schedule import schedule
+from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
+from tcp_compiler.passes import run_passes
+
+MACHINE = machine_from(load_hardware("rngd"))
+
+
+def _step(cfg, past: int, chips: int = 1):
+    return run_passes(build_decode(cfg, PRECISIONS["bf16"], 2, past, chips=chips).graph)
+
+
+def _same(a, b) -> bool:
+    return (
+        all(np.array_equal(getattr(a, n), getattr(b, n)) for n, _ in COLUMNS)
+        and np.array_equal(a.busy, b.busy)
+        and np.array_equal(a.dep_ptr, b.dep_ptr)
+        and np.array_equal(a.dep_idx, b.dep_idx)
+    )
+
+
+@pytest.mark.parametrize("model", ["llama-3.2-1b", "gemma-3-1b", "qwen3-30b-a3b"])
+def test_patched_steps_equal_fresh_schedules(model: str) -> None:
+    cfg = load_model(model).config
+    steps = DecodeSteps(_step(cfg, 40), MACHINE)
+    for past in (40, 41, 300, 4999, 20000):  # 20000: the KV reads need more tiles
+        assert _same(steps.at(past + 1), schedule(_step(cfg, past), MACHINE)), (model, past)
+
+
+def test_resized_graph_is_the_graph_built_at_that_length() -> None:
+    cfg = load_model("llama-3.2-1b").config
+    assert print_graph(resize_graph(_step(cfg, 40), {"P": 91, "Sk": 91})) == print_graph(_step(cfg, 90))
+
+
+def test_sharded_decode_steps_too() -> None:
+    cfg = load_model("llama-3.1-8b").config
+    machine = machine_from(load_hardware("rngd-4"))
+    steps = DecodeSteps(_step(cfg, 64, chips=4), machine)
+    assert _same(steps.at(700), schedule(_step(cfg, 699, chips=4), machine))
