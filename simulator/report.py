@@ -1,0 +1,86 @@
+"""Figures per op and per unit from simulated programs: what ran where, for how long, and why.
+
+Every figure is derived from the Program (FLOPs, bytes, unit busy cycles) and its Timeline
+(when each command ran); nothing is estimated here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.program import CONTEXTS, UNITS, Program
+from simulator.reference_engine import Timeline
+
+MAIN = CONTEXTS.index("main")
+DMA = CONTEXTS.index("dma")
+
+
+SUMMED = (
+    "main_cycles",
+    "span_cycles",
+    "flops",
+    "hbm_bytes",
+    "dm_bytes",
+    "link_bytes",
+    "unit_busy",
+    "dma_cycles",
+)
+
+
+@dataclass
+class OpTotals:
+    """Per-op sums (arrays indexed like program.ops), addable across decode steps."""
+
+    names: list[str]
+    kinds: list[str]
+    layers: np.ndarray
+    placements: list[str]
+    main_cycles: np.ndarray  # time the op occupies the Tensor Unit's main context
+    span_cycles: np.ndarray  # from its first command's start to its last command's end
+    flops: np.ndarray
+    hbm_bytes: np.ndarray
+    dm_bytes: np.ndarray
+    link_bytes: np.ndarray
+    unit_busy: np.ndarray  # [ops, units]
+    dma_cycles: np.ndarray  # summed durations of its DMA commands
+
+    def __add__(self, other: OpTotals) -> OpTotals:
+        assert self.names == other.names, "decode steps must share their op list"
+        sums = {f: getattr(self, f) + getattr(other, f) for f in SUMMED}
+        return OpTotals(self.names, self.kinds, self.layers, self.placements, **sums)
+
+
+def op_totals(program: Program, timeline: Timeline) -> OpTotals:
+    ops = len(program.ops)
+    duration = timeline.end - timeline.start
+    per = lambda values: np.bincount(program.op, weights=values, minlength=ops)  # noqa: E731
+    first = np.full(ops, np.inf)
+    last = np.zeros(ops)
+    np.minimum.at(first, program.op, timeline.start)
+    np.maximum.at(last, program.op, timeline.end)
+    busy = np.zeros((ops, len(UNITS)))
+    np.add.at(busy, program.op, program.busy)
+    return OpTotals(
+        names=[o.name for o in program.ops],
+        kinds=[o.kind for o in program.ops],
+        layers=np.array([o.layer for o in program.ops]),
+        placements=[o.placement for o in program.ops],
+        main_cycles=per(np.where(program.context == MAIN, duration, 0.0)),
+        span_cycles=np.where(np.isfinite(first), last - first, 0.0),
+        flops=per(program.flops.astype(np.float64)),
+        hbm_bytes=per(program.hbm_bytes.astype(np.float64)),
+        dm_bytes=per(program.dm_bytes.astype(np.float64)),
+        link_bytes=per(program.link_bytes.astype(np.float64)),
+        unit_busy=busy,
+        dma_cycles=per(np.where(program.context == DMA, duration, 0.0)),
+    )
+
+
+def bound(seconds: float, compute: float, memory: float, communication: float) -> str:
+    """What limits a piece of work: the largest roofline term, or overhead when even that term
+    explains less than half of the time it took (start-ups, latencies, serialisation)."""
+    terms = {"compute": compute, "memory": memory, "communication": communication}
+    name = max(terms, key=terms.get)
+    return name if seconds <= 2 * terms[name] else "overhead"

@@ -1,0 +1,187 @@
+"""`tcpc simulate [MODEL]`: TTFT, TPOT and where the time goes, per phase, layer, op and unit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ir import BF16, FP8E4M3
+from simulator.hardware import load_hardware
+from tcp_compiler.cli.output import si, write_atomically
+from tcp_compiler.errors import CliError
+from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.precision import PRECISIONS, precision
+from tcp_compiler.reporting import build_report, render_markdown
+from tcp_compiler.simulate import Simulation, simulate_generation
+
+DEFAULT_MODEL = "llama-3.1-8b"
+PEAK_DTYPES = (("bf16", BF16), ("fp8", FP8E4M3))  # the compute roofs drawn on the roofline plot
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "simulate",
+        help="simulate prefill and decode on TCP hardware: TTFT, TPOT, per-op/unit costs and bounds",
+        description="Compile a model, map it onto the hardware and simulate a generation cycle by cycle. "
+        f"With no arguments: {DEFAULT_MODEL} on rngd, batch 1, prompt 2048, 128 generated tokens.",
+    )
+    p.add_argument(
+        "model", nargs="?", default=DEFAULT_MODEL, help="config.json, checkpoint dir or bundled name"
+    )
+    p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
+    p.add_argument("--chips", type=int, metavar="N", help="tensor-parallel chips (default: the spec's)")
+    p.add_argument("--batch", type=int, default=1, metavar="B", help="sequences per batch (default 1)")
+    p.add_argument("--prompt-len", type=int, default=2048, metavar="P", help="prompt tokens (default 2048)")
+    p.add_argument("--gen-len", type=int, default=128, metavar="G", help="generated tokens (default 128)")
+    p.add_argument("--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision (default bf16)")
+    p.add_argument("--group-size", type=int, metavar="N", help="w4 only: elements per scale (default 128)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="ops listed per phase (default 10)")
+    p.add_argument("--json", metavar="FILE", help="write the report as JSON (docs/report-schema.md)")
+    p.add_argument("--markdown", metavar="FILE", help="write the report as Markdown")
+    p.add_argument(
+        "--trace", metavar="FILE", help="write a Perfetto trace (prefill and the first decode steps)"
+    )
+    p.add_argument(
+        "--trace-steps", type=int, default=2, metavar="N", help="decode steps in the trace (default 2)"
+    )
+    p.add_argument("--plot", metavar="DIR", help="write roofline.png and timeline.png into DIR")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in ("batch", "prompt_len", "gen_len", "top"):
+        if getattr(args, name) < 1:
+            raise CliError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    model = load_model(args.model)
+    hw = load_hardware(args.hw)
+    prec = precision(args.dtype, args.group_size)
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("decode steps"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=console, transient=True, disable=args.gen_len < 64,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("decode", total=max(args.gen_len - 1, 0))
+        sim = simulate_generation(
+            model.config, hw, prec, args.batch, args.prompt_len, args.gen_len, args.chips,
+            trace_steps=args.trace_steps if args.trace else 0,
+            progress=lambda done, total: bar.update(task, completed=done),
+        )  # fmt: skip
+    report = build_report(sim, top=args.top)
+    _print(report)
+    if args.json:
+        write_atomically(args.json, json.dumps(report, indent=2) + "\n")
+    if args.markdown:
+        write_atomically(args.markdown, render_markdown(report))
+    if args.trace:
+        _trace(sim, args.trace)
+    if args.plot:
+        _plots(sim, report, args.plot)
+    return 0
+
+
+def _trace(sim: Simulation, path: str) -> None:
+    from simulator.trace import TraceRun, write_trace
+
+    runs, offset = [], 0.0
+    for run in [sim.prefill, *sim.traced_steps]:
+        runs.append(TraceRun(run.name, run.program, run.timeline, offset))
+        offset += run.cycles
+    write_trace(path, runs, sim.hardware.clock_hz)
+
+
+def _plots(sim: Simulation, report: dict, directory: str) -> None:
+    from pathlib import Path
+
+    from simulator.plots import RooflinePoint, roofline_png, timeline_png
+
+    from simulator.program import UNITS
+    from simulator.trace import TraceRun
+
+    out = Path(directory)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CliError(f"{out}: cannot create: {e.strerror}") from None
+    points = [
+        RooflinePoint(op["name"], phase, op["flops"], op["hbm_bytes"] + op["dm_bytes"], op["seconds"])
+        for phase, ops in report["ops"].items()
+        for op in ops
+    ]
+    peaks = {name: 2 * sim.machine.macs(dtype) * sim.hardware.clock_hz for name, dtype in PEAK_DTYPES}
+    title = f"{sim.config.name} on {sim.hardware.name}"
+    roofline_png(out / "roofline.png", points, peaks, report["hardware"]["hbm_bytes_per_s"], title)
+    runs, offset = [], 0.0
+    for run in [sim.prefill, *sim.traced_steps]:
+        runs.append(TraceRun(run.name, run.program, run.timeline, offset))
+        offset += run.cycles
+    timeline_png(out / "timeline.png", runs, UNITS, sim.hardware.clock_hz, title)
+
+
+def _print(report: dict) -> None:
+    console = Console()
+    hw = report["hardware"]
+    console.print(
+        f"[bold]{report['model']}[/bold] on [bold]{hw['name']}[/bold] ({hw['chips']} chip(s)), "
+        f"{report['dtype']}, batch {report['batch']}, prompt {report['prompt_len']}, gen {report['gen_len']}"
+    )
+    pre, dec = report["prefill"], report["decode"]
+    summary = Table(title="summary", title_justify="left")
+    for column in ("phase", "time", "roofline", "x roofline", "bound", "FLOPs", "HBM bytes"):
+        summary.add_column(column, justify="left" if column in ("phase", "bound") else "right")
+    ratio = pre["seconds"] / pre["roofline_seconds"]
+    summary.add_row(
+        "prefill (TTFT)", _ms(pre["seconds"]), _ms(pre["roofline_seconds"]), f"{ratio:.2f}", pre["bound"],
+        si(pre["flops"]), si(pre["hbm_bytes"], "B"),
+    )  # fmt: skip
+    if dec["steps"]:
+        ratio = dec["tpot_seconds_mean"] / dec["roofline_seconds_mean"]
+        summary.add_row(
+            f"decode (TPOT, mean of {dec['steps']})", _ms(dec["tpot_seconds_mean"]),
+            _ms(dec["roofline_seconds_mean"]), f"{ratio:.2f}", dec["bound"], si(dec["flops_per_step_mean"]),
+            si(dec["hbm_bytes_per_step_mean"], "B"),
+        )  # fmt: skip
+    console.print(summary)
+    if dec["steps"]:
+        decode_rate, overall = report["decode_tokens_per_s"], report["throughput_tokens_per_s"]
+        console.print(
+            f"TPOT first {_ms(dec['tpot_seconds_first'])}, last {_ms(dec['tpot_seconds_last'])}; "
+            f"decode {decode_rate:.1f} tokens/s, end to end {overall:.1f} tokens/s"
+        )
+    for phase, units in report["units"].items():
+        table = Table(title=f"units, {phase}", title_justify="left")
+        for column in ("unit", "busy cycles", "utilisation"):
+            table.add_column(column, justify="left" if column == "unit" else "right")
+        for u in units:
+            table.add_row(u["unit"], f"{u['busy_cycles']:,.0f}", f"{100 * u['utilisation']:.1f} %")
+        console.print(table)
+    for phase, ops in report["ops"].items():
+        table = Table(
+            title=f"top ops, {phase}" + (" (per step)" if phase == "decode" else ""), title_justify="left"
+        )
+        for column in ("op", "layer", "time", "FLOPs", "HBM", "FLOP/B", "bound"):
+            table.add_column(
+                column, justify="right" if column in ("layer", "time", "FLOPs", "HBM", "FLOP/B") else "left"
+            )
+        for op in ops:
+            layer = str(op["layer"]) if op["layer"] >= 0 else "-"
+            table.add_row(
+                op["name"], layer, _ms(op["seconds"]), si(op["flops"]), si(op["hbm_bytes"], "B"),
+                f"{op['intensity']:.1f}", op["bound"],
+            )  # fmt: skip
+        console.print(table)
+    mem = report["memory"]
+    console.print(
+        f"HBM per chip: weights {si(mem['weights_bytes'], 'B')}, KV cache {si(mem['kv_cache_bytes'], 'B')} "
+        f"({si(mem['kv_cache_bytes_per_token'], 'B')}/token), free {si(mem['free_bytes'], 'B')} of "
+        f"{si(mem['hbm_capacity_bytes'], 'B')}"
+    )
+    if hw["assumed"]:
+        console.print(f"[dim]assumed spec values: {', '.join(hw['assumed'])}[/dim]")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
