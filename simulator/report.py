@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.program import CONTEXTS, UNITS, Program
+from simulator.program import CONTEXTS, Program
 from simulator.reference_engine import Timeline
 
 MAIN = CONTEXTS.index("main")
@@ -53,22 +53,25 @@ class OpTotals:
 
 
 def op_totals(program: Program, timeline: Timeline) -> OpTotals:
+    """Sums per op; an op's commands are contiguous in a program, so each sum is one reduceat."""
     ops = len(program.ops)
     duration = timeline.end - timeline.start
-    per = lambda values: np.bincount(program.op, weights=values, minlength=ops)  # noqa: E731
-    first = np.full(ops, np.inf)
-    last = np.zeros(ops)
-    np.minimum.at(first, program.op, timeline.start)
-    np.maximum.at(last, program.op, timeline.end)
-    busy = np.zeros((ops, len(UNITS)))
-    np.add.at(busy, program.op, program.busy)
+    starts = np.searchsorted(program.op, np.arange(ops))
+    assert np.all(np.diff(program.op) >= 0) and np.all(np.diff(starts) > 0), "each op owns a run of commands"
+
+    def per(values: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(values.astype(np.float64), starts, axis=0)
+
+    first = np.minimum.reduceat(timeline.start, starts)
+    last = np.maximum.reduceat(timeline.end, starts)
+    busy = per(program.busy)
     return OpTotals(
         names=[o.name for o in program.ops],
         kinds=[o.kind for o in program.ops],
         layers=np.array([o.layer for o in program.ops]),
         placements=[o.placement for o in program.ops],
         main_cycles=per(np.where(program.context == MAIN, duration, 0.0)),
-        span_cycles=np.where(np.isfinite(first), last - first, 0.0),
+        span_cycles=last - first,
         flops=per(program.flops.astype(np.float64)),
         hbm_bytes=per(program.hbm_bytes.astype(np.float64)),
         dm_bytes=per(program.dm_bytes.astype(np.float64)),

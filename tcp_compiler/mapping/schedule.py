@@ -102,9 +102,13 @@ def recipe(view: OpView, machine: Machine) -> Recipe:
     if key not in _RECIPES:
         if len(_RECIPES) > 200_000:
             _RECIPES.clear()
-        make = {"pass": _pass, "dma": _dma, "collective": _collective}[view.kind]
-        _RECIPES[key] = make(view, machine)
+        _RECIPES[key] = build_recipe(view, machine)
     return _RECIPES[key]
+
+
+def build_recipe(view: OpView, machine: Machine) -> Recipe:
+    """The commands of one fused op, computed (no cache)."""
+    return {"pass": _pass, "dma": _dma, "collective": _collective}[view.kind](view, machine)
 
 
 @dataclass

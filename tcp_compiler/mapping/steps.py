@@ -14,13 +14,23 @@ from dataclasses import replace
 import numpy as np
 
 from ir import Axis, Graph, Node, TensorType
-from simulator.program import COLUMNS, UNITS, Program
+from simulator.program import UNITS, Program
 from tcp_compiler.mapping.fusion import fuse
 from tcp_compiler.mapping.machine import Machine
 from tcp_compiler.mapping.residency import DM, HBM, residency
-from tcp_compiler.mapping.schedule import NodeView, OpView, Recipe, _Wiring, emit, op_view, recipe
+from tcp_compiler.mapping.schedule import (
+    NodeView,
+    OpView,
+    Recipe,
+    _Wiring,
+    build_recipe,
+    emit,
+    op_view,
+    recipe,
+)
 
 KV_AXES = ("P", "Sk")
+PATCHED = ("cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link_bytes")
 
 
 def resize_type(t: TensorType, sizes: dict[str, int]) -> TensorType:
@@ -69,19 +79,21 @@ class DecodeSteps:
             emit(wiring, op, r, where, self.chip)
         self.program = wiring.builder.build()
         first = np.searchsorted(self.program.op, np.arange(len(self.ops)))
-        self.ranges = list(zip(first, np.append(first[1:], len(self.program)), strict=True))
+        # Where each dynamic group's commands start, one entry per op of the group.
+        self.starts = {key: first[np.array(ks)] for key, ks in self.dynamic.items()}
 
     def at(self, length: int) -> Program:
         """The program of the step whose KV cache holds `length` positions (past + 1)."""
         sizes = dict.fromkeys(KV_AXES, length)
         patches = []
-        for ks in self.dynamic.values():
-            r = recipe(self._resized(ks[0], sizes), self.machine)
+        for key, ks in self.dynamic.items():
+            # Each length is new: build the recipe directly instead of through the shared cache.
+            r = build_recipe(self._resized(ks[0], sizes), self.machine)
             if [s.role for s in r.steps] != [s.role for s in self.recipes[ks[0]].steps]:
                 self._compile(resize_graph(self.graph, sizes))  # the structure changed
                 return self.program
-            patches += [(k, r) for k in ks]
-        return _patched(self.program, self.ranges, patches)
+            patches.append((self.starts[key], r))
+        return _patched(self.program, patches)
 
     def _resized(self, k: int, sizes: dict[str, int]) -> OpView:
         view = self.views[k]
@@ -130,24 +142,23 @@ def _builder():
     return ProgramBuilder()
 
 
-def _patched(program: Program, ranges, patches) -> Program:
+def _patched(program: Program, patches) -> Program:
     """A copy of `program` with the patched ops' commands replaced (same structure)."""
-    columns = {
-        name: getattr(program, name).copy() for name, _ in COLUMNS if name not in ("context", "chip", "op")
-    }
+    columns = {name: getattr(program, name).copy() for name in PATCHED}
     busy = program.busy.copy()
-    for k, r in patches:
-        lo, _ = ranges[k]
+    for starts, r in patches:
         for j, s in enumerate(r.steps):
-            i = lo + j
-            columns["cycles"][i] = max(1, s.cycles)
-            columns["latency"][i] = columns["cycles"][i] if s.latency is None else s.latency
-            columns["moved"][i] = s.moved
-            columns["flops"][i] = s.flops
-            columns["hbm_bytes"][i] = s.hbm_bytes
-            columns["dm_bytes"][i] = s.dm_bytes
-            columns["link_bytes"][i] = s.link_bytes
-            busy[i] = 0
+            rows = starts + j
+            cycles = max(1, s.cycles)
+            columns["cycles"][rows] = cycles
+            columns["latency"][rows] = cycles if s.latency is None else s.latency
+            columns["moved"][rows] = s.moved
+            columns["flops"][rows] = s.flops
+            columns["hbm_bytes"][rows] = s.hbm_bytes
+            columns["dm_bytes"][rows] = s.dm_bytes
+            columns["link_bytes"][rows] = s.link_bytes
+            unit_row = np.zeros(len(UNITS), np.int64)
             for unit, value in s.busy:
-                busy[i, UNITS.index(unit)] = value
+                unit_row[UNITS.index(unit)] = value
+            busy[rows] = unit_row
     return replace(program, **columns, busy=busy)

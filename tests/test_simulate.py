@@ -1,0 +1,136 @@
+"""`tcpc simulate` and its report: physics, determinism, monotonicity, and the documented keys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simulator.hardware import load_hardware
+from tcp_compiler.cli import main
+from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.precision import PRECISIONS, precision
+from tcp_compiler.reporting import build_report
+from tcp_compiler.simulate import simulate_generation
+
+ROOT = Path(__file__).parents[1]
+CASES = {
+    "llama-3.2-1b bf16": ("llama-3.2-1b", "rngd", PRECISIONS["bf16"], 2),
+    "qwen3-30b-a3b fp8": ("qwen3-30b-a3b", "rngd", PRECISIONS["fp8"], 1),
+    "gemma-3-1b w4": ("gemma-3-1b", "rngd", precision("w4", 64), 1),
+    "llama-3.1-8b on 2 chips": ("llama-3.1-8b", "rngd-2", PRECISIONS["bf16"], 4),
+}
+
+
+def _report(model: str, hw: str, prec, batch: int, prompt: int = 128, gen: int = 6, hardware=None) -> dict:
+    sim = simulate_generation(
+        load_model(model).config, hardware or load_hardware(hw), prec, batch, prompt, gen
+    )
+    return build_report(sim, top=None)
+
+
+REPORTS = {name: _report(*case) for name, case in CASES.items()}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_no_phase_or_op_beats_its_roofline(name: str) -> None:
+    r = REPORTS[name]
+    assert r["prefill"]["seconds"] >= r["prefill"]["roofline_seconds"]
+    assert r["decode"]["tpot_seconds_mean"] >= r["decode"]["roofline_seconds_mean"]
+    for phase, ops in r["ops"].items():
+        for op in ops:
+            assert op["seconds"] >= op["roofline_seconds"] * (1 - 1e-9), (phase, op["name"])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_report_has_the_documented_keys(name: str) -> None:
+    r = REPORTS[name]
+    for key in ("model", "hardware", "batch", "prompt_len", "gen_len", "prefill", "decode", "ttft_seconds",
+                "throughput_tokens_per_s", "units", "ops", "memory"):  # fmt: skip
+        assert key in r
+    for key in ("cycles", "seconds", "flops", "hbm_bytes", "roofline_seconds", "bound"):
+        assert key in r["prefill"]
+    decode_keys = ("steps", "tpot_seconds_mean", "tpot_seconds_first", "tpot_seconds_last")
+    decode_keys += ("flops_per_step_mean", "hbm_bytes_per_step_mean", "roofline_seconds_mean", "bound")
+    for key in decode_keys:
+        assert key in r["decode"]
+    assert r["decode"]["steps"] == r["gen_len"] - 1
+    assert {u["unit"] for u in r["units"]["decode"]} >= {"tensor_dma", "contraction", "vector", "chip_link"}
+    assert r["prefill"]["bound"] in ("compute", "memory", "communication", "overhead")
+    json.dumps(r)  # plain JSON
+
+
+def test_same_input_same_cycles() -> None:
+    again = _report(*CASES["llama-3.2-1b bf16"])
+    assert json.dumps(again, sort_keys=True) == json.dumps(REPORTS["llama-3.2-1b bf16"], sort_keys=True)
+
+
+def test_more_hbm_bandwidth_is_never_slower() -> None:
+    fast_hw = load_hardware(str(ROOT / "examples" / "hardware" / "rngd-2x-hbm.toml"))
+    for name in ("llama-3.2-1b bf16", "qwen3-30b-a3b fp8"):
+        model, hw, prec, batch = CASES[name]
+        fast = _report(model, hw, prec, batch, hardware=fast_hw)
+        slow = REPORTS[name]
+        assert fast["ttft_seconds"] <= slow["ttft_seconds"]
+        assert fast["decode"]["tpot_seconds_mean"] <= slow["decode"]["tpot_seconds_mean"]
+
+
+def test_a_longer_prompt_is_never_faster() -> None:
+    model, hw, prec, batch = CASES["llama-3.2-1b bf16"]
+    previous = None
+    for prompt in (64, 128, 256, 512):
+        r = _report(model, hw, prec, batch, prompt=prompt, gen=3)
+        if previous is not None:
+            assert r["ttft_seconds"] >= previous["ttft_seconds"]
+            assert r["decode"]["tpot_seconds_mean"] >= previous["decode"]["tpot_seconds_mean"]
+        previous = r
+
+
+def test_more_chips_never_need_more_weight_bytes_per_chip() -> None:
+    cfg = load_model("llama-3.1-8b").config
+    weights = []
+    for chips in (1, 2, 4, 8):
+        sim = simulate_generation(cfg, load_hardware("rngd" if chips == 1 else f"rngd-{chips}"),
+                                  PRECISIONS["bf16"], 1, 64, 2)  # fmt: skip
+        weights.append(sim.capacity.weights)
+    assert weights == sorted(weights, reverse=True) and weights[-1] < weights[0] / 4
+
+
+def test_decode_steps_grow_with_the_kv_cache() -> None:
+    r = REPORTS["llama-3.1-8b on 2 chips"]
+    assert r["decode"]["tpot_seconds_last"] >= r["decode"]["tpot_seconds_first"]
+    assert any(u["unit"] == "chip_link" and u["busy_cycles"] > 0 for u in r["units"]["decode"])
+
+
+def test_cli_writes_json_markdown_trace_and_plots(tmp_path: Path, capsys) -> None:
+    args = ["simulate", "llama-3.2-1b", "--prompt-len", "64", "--gen-len", "3"]
+    args += ["--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")]
+    args += ["--trace", str(tmp_path / "t.json"), "--plot", str(tmp_path / "p")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "prefill (TTFT)" in out and "decode (TPOT" in out
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["model"] == "llama-3.2-1b" and report["decode"]["steps"] == 2
+    assert (tmp_path / "r.md").read_text().startswith("# llama-3.2-1b on rngd")
+    trace = json.loads((tmp_path / "t.json").read_text())
+    for event in trace["traceEvents"]:
+        assert {"name", "ph", "ts", "pid", "tid"} <= set(event)
+    assert (tmp_path / "p" / "roofline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "p" / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--gen-len", "0"], "--gen-len must be at least 1, got 0"),
+        (["--batch", "0"], "--batch must be at least 1, got 0"),
+        (["--hw", "nope"], "nope"),
+        (["--chips", "3"], "do not split over 3 chips"),
+        (["--hw", "rngd", "--prompt-len", "2000000"], "bytes of HBM per chip"),
+    ],
+)
+def test_bad_arguments_are_one_line_exit_2(args: list[str], expected: str, capsys) -> None:
+    assert main(["simulate", "llama-3.2-1b", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tcpc: error: ") and err.count("\n") == 1 and expected in err, err
