@@ -109,7 +109,7 @@ def test_cli_writes_json_markdown_trace_and_plots(tmp_path: Path, capsys) -> Non
     args += ["--trace", str(tmp_path / "t.json"), "--plot", str(tmp_path / "p")]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "prefill (TTFT)" in out and "decode (TPOT" in out
+    assert "prefill = TTFT" in out and "decode = mean TPOT" in out and "TPOT first" in out
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["model"] == "llama-3.2-1b" and report["decode"]["steps"] == 2
     assert (tmp_path / "r.md").read_text().startswith("# llama-3.2-1b on rngd")

@@ -59,17 +59,14 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     hw = load_hardware(args.hw)
     prec = precision(args.dtype, args.group_size)
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("decode steps"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        console=console, transient=True, disable=args.gen_len < 64,
-    ) as bar:  # fmt: skip
-        task = bar.add_task("decode", total=max(args.gen_len - 1, 0))
+    bar = _LazyProgress(enabled=args.gen_len >= 64)
+    try:
         sim = simulate_generation(
             model.config, hw, prec, args.batch, args.prompt_len, args.gen_len, args.chips,
-            trace_steps=args.trace_steps if args.trace else 0,
-            progress=lambda done, total: bar.update(task, completed=done),
+            trace_steps=args.trace_steps if args.trace else 0, progress=bar.update,
         )  # fmt: skip
+    finally:
+        bar.stop()
     report = build_report(sim, top=args.top)
     _print(report)
     if args.json:
@@ -81,6 +78,29 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         _plots(sim, report, args.plot)
     return 0
+
+
+class _LazyProgress:
+    """A progress bar that appears only once decode steps start, so errors print cleanly."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled, self.progress, self.task = enabled, None, None
+
+    def update(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.progress is None:
+            self.progress = Progress(
+                TextColumn("decode steps"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                console=Console(stderr=True), transient=True,
+            )  # fmt: skip
+            self.progress.start()
+            self.task = self.progress.add_task("decode", total=total)
+        self.progress.update(self.task, completed=done)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
 
 
 def _trace(sim: Simulation, path: str) -> None:
@@ -97,7 +117,6 @@ def _plots(sim: Simulation, report: dict, directory: str) -> None:
     from pathlib import Path
 
     from simulator.plots import RooflinePoint, roofline_png, timeline_png
-
     from simulator.program import UNITS
     from simulator.trace import TraceRun
 
@@ -129,18 +148,19 @@ def _print(report: dict) -> None:
         f"{report['dtype']}, batch {report['batch']}, prompt {report['prompt_len']}, gen {report['gen_len']}"
     )
     pre, dec = report["prefill"], report["decode"]
-    summary = Table(title="summary", title_justify="left")
-    for column in ("phase", "time", "roofline", "x roofline", "bound", "FLOPs", "HBM bytes"):
-        summary.add_column(column, justify="left" if column in ("phase", "bound") else "right")
+    summary = Table(title="summary: prefill = TTFT, decode = mean TPOT", title_justify="left")
+    for column in ("phase", "time", "roofline", "x roof", "bound", "FLOPs", "HBM"):
+        left = column in ("phase", "bound")
+        summary.add_column(column, justify="left" if left else "right", no_wrap=left)
     ratio = pre["seconds"] / pre["roofline_seconds"]
     summary.add_row(
-        "prefill (TTFT)", _ms(pre["seconds"]), _ms(pre["roofline_seconds"]), f"{ratio:.2f}", pre["bound"],
+        "prefill", _ms(pre["seconds"]), _ms(pre["roofline_seconds"]), f"{ratio:.2f}", pre["bound"],
         si(pre["flops"]), si(pre["hbm_bytes"], "B"),
     )  # fmt: skip
     if dec["steps"]:
         ratio = dec["tpot_seconds_mean"] / dec["roofline_seconds_mean"]
         summary.add_row(
-            f"decode (TPOT, mean of {dec['steps']})", _ms(dec["tpot_seconds_mean"]),
+            "decode", _ms(dec["tpot_seconds_mean"]),
             _ms(dec["roofline_seconds_mean"]), f"{ratio:.2f}", dec["bound"], si(dec["flops_per_step_mean"]),
             si(dec["hbm_bytes_per_step_mean"], "B"),
         )  # fmt: skip
