@@ -15,8 +15,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
+from simulator.files import atomic_output
 from simulator.program import UNITS
-from simulator.trace import TraceRun, atomic_output, run_end
+from simulator.trace import TraceRun, run_end
 
 PHASE_COLOURS = {"prefill": "tab:blue", "decode": "tab:orange"}
 ROOF_COLOURS = ("tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:cyan", "tab:pink")

@@ -12,14 +12,13 @@ import gc
 import heapq
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from simulator.files import atomic_output
 from simulator.program import CONTEXTS, Program
 from simulator.reference_engine import Timeline
 
@@ -73,21 +72,6 @@ def write_trace(path: str | os.PathLike, runs: Sequence[TraceRun], clock_hz: flo
             f.write(text[1:-1] if first else "," + text[1:-1])
             first = False
         f.write('],"displayTimeUnit":"ns"}')
-
-
-@contextmanager
-def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
-    """Yields a temporary path next to `path` and moves it into place only if the block succeeds."""
-    target = Path(path)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 @contextmanager

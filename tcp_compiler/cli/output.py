@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
+from simulator.files import atomic_output
 from tcp_compiler.errors import CliError
 
 
@@ -15,17 +14,10 @@ def write_atomically(path: str | Path, text: str) -> None:
 
 
 def write_atomically_bytes(path: str | Path, data: bytes) -> None:
-    path = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with atomic_output(path) as tmp:
+            tmp.write_bytes(data)
     except OSError as e:
-        raise CliError(f"{path}: cannot write: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
         raise CliError(f"{path}: cannot write: {e.strerror}") from None
 
 

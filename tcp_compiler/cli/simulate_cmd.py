@@ -126,7 +126,7 @@ def _plots(sim: Simulation, report: dict, directory: str) -> None:
     except OSError as e:
         raise CliError(f"{out}: cannot create: {e.strerror}") from None
     points = [
-        RooflinePoint(op["name"], phase, op["flops"], op["hbm_bytes"] + op["dm_bytes"], op["seconds"])
+        RooflinePoint(op["name"], phase, op["flops"], op["hbm_bytes"], op["seconds"])
         for phase, ops in report["ops"].items()
         for op in ops
     ]
