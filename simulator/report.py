@@ -18,15 +18,9 @@ DMA = CONTEXTS.index("dma")
 
 
 SUMMED = (
-    "main_cycles",
-    "span_cycles",
-    "flops",
-    "hbm_bytes",
-    "dm_bytes",
-    "link_bytes",
-    "unit_busy",
-    "dma_cycles",
-)
+    "main_cycles", "span_cycles", "flops", "hbm_bytes", "dm_bytes", "link_bytes", "unit_busy", "dma_cycles",
+    "layer_span_cycles",
+)  # fmt: skip
 
 
 @dataclass
@@ -45,11 +39,15 @@ class OpTotals:
     link_bytes: np.ndarray
     unit_busy: np.ndarray  # [ops, units]
     dma_cycles: np.ndarray  # summed durations of its DMA commands
+    layer_ids: np.ndarray  # the distinct layers, ascending
+    layer_span_cycles: np.ndarray  # per layer: first command's start to last command's end
 
     def __add__(self, other: OpTotals) -> OpTotals:
         assert self.names == other.names, "decode steps must share their op list"
         sums = {f: getattr(self, f) + getattr(other, f) for f in SUMMED}
-        return OpTotals(self.names, self.kinds, self.layers, self.placements, **sums)
+        return OpTotals(
+            self.names, self.kinds, self.layers, self.placements, layer_ids=self.layer_ids, **sums
+        )
 
 
 def op_totals(program: Program, timeline: Timeline) -> OpTotals:
@@ -65,10 +63,19 @@ def op_totals(program: Program, timeline: Timeline) -> OpTotals:
     first = np.minimum.reduceat(timeline.start, starts)
     last = np.maximum.reduceat(timeline.end, starts)
     busy = per(program.busy)
+    layers = np.array([o.layer for o in program.ops])
+    layer_ids = np.unique(layers)
+    command_layer = layers[program.op]
+    spans = np.array(
+        [
+            timeline.end[command_layer == lid].max() - timeline.start[command_layer == lid].min()
+            for lid in layer_ids
+        ]
+    )
     return OpTotals(
         names=[o.name for o in program.ops],
         kinds=[o.kind for o in program.ops],
-        layers=np.array([o.layer for o in program.ops]),
+        layers=layers,
         placements=[o.placement for o in program.ops],
         main_cycles=per(np.where(program.context == MAIN, duration, 0.0)),
         span_cycles=last - first,
@@ -78,6 +85,8 @@ def op_totals(program: Program, timeline: Timeline) -> OpTotals:
         link_bytes=per(program.link_bytes.astype(np.float64)),
         unit_busy=busy,
         dma_cycles=per(np.where(program.context == DMA, duration, 0.0)),
+        layer_ids=layer_ids,
+        layer_span_cycles=spans,
     )
 
 

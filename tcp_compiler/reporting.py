@@ -63,18 +63,26 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation, top: int | None) -> list
     return rows[:top] if top else rows
 
 
-def _layers(totals: OpTotals, steps: int, clock: float) -> list[dict]:
+def _layers(totals: OpTotals, steps: int, sim: Simulation) -> list[dict]:
+    """Per decoder layer (-1: embedding, final norm and LM head), per step for decode."""
+    clock, rates = sim.hardware.clock_hz, _rates(sim)
     rows = []
-    for layer in sorted(set(totals.layers.tolist())):
+    for index, layer in enumerate(totals.layer_ids.tolist()):
         pick = totals.layers == layer
+        seconds = float(totals.layer_span_cycles[index]) / clock / steps
+        flops = float(totals.flops[pick].sum()) / steps
+        hbm = float(totals.hbm_bytes[pick].sum()) / steps
+        link = float(totals.link_bytes[pick].sum()) / steps
+        moved = hbm + float(totals.dm_bytes[pick].sum()) / steps
+        terms = _roofline(flops, hbm, link, rates)
         rows.append(
             {
-                "layer": int(layer),
+                "layer": int(layer), "seconds": seconds,
                 "tensor_unit_seconds": float(totals.main_cycles[pick].sum()) / clock / steps,
-                "flops": float(totals.flops[pick].sum()) / steps,
-                "hbm_bytes": float(totals.hbm_bytes[pick].sum()) / steps,
+                "flops": flops, "hbm_bytes": hbm, "intensity": flops / moved if moved else 0.0,
+                "roofline_seconds": max(terms), "bound": bound(seconds, *terms),
             }
-        )
+        )  # fmt: skip
     return rows
 
 
@@ -141,7 +149,7 @@ def build_report(sim: Simulation, top: int | None = 20) -> dict:
         "throughput_tokens_per_s": sim.batch * sim.gen_len / total if total else 0.0,
         "decode_tokens_per_s": sim.batch / decode["tpot_seconds_mean"] if steps else 0.0,
         "units": {"prefill": _units(sim.prefill_ops, sim.prefill.cycles, sim)},
-        "layers": {"prefill": _layers(sim.prefill_ops, 1, clock)},
+        "layers": {"prefill": _layers(sim.prefill_ops, 1, sim)},
         "ops": {"prefill": _ops(sim.prefill_ops, 1, sim, top)},
         "memory": {
             "hbm_capacity_bytes": cap.available, "weights_bytes": cap.weights, "kv_cache_bytes": cap.kv_cache,
@@ -151,7 +159,7 @@ def build_report(sim: Simulation, top: int | None = 20) -> dict:
     }  # fmt: skip
     if steps:
         report["units"]["decode"] = _units(sim.decode_ops, float(sim.decode_cycles.sum()), sim)
-        report["layers"]["decode"] = _layers(sim.decode_ops, steps, clock)
+        report["layers"]["decode"] = _layers(sim.decode_ops, steps, sim)
         report["ops"]["decode"] = _ops(sim.decode_ops, steps, sim, top)
     return _plain(report)
 

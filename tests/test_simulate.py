@@ -41,6 +41,9 @@ def test_no_phase_or_op_beats_its_roofline(name: str) -> None:
     for phase, ops in r["ops"].items():
         for op in ops:
             assert op["seconds"] >= op["roofline_seconds"] * (1 - 1e-9), (phase, op["name"])
+    for phase, layers in r["layers"].items():
+        for layer in layers:
+            assert layer["seconds"] >= layer["roofline_seconds"] * (1 - 1e-9), (phase, layer["layer"])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
