@@ -1,0 +1,117 @@
+"""`tcpc sweep MODEL --batch 1,8,32 --prompt-len 128,2048 ...`: a grid of simulations in parallel."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from simulator.hardware import load_hardware
+from tcp_compiler.cli.output import write_atomically
+from tcp_compiler.errors import CliError
+from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.sweep import COLUMNS, csv_text, grid, run_sweep
+
+
+def _ints(flag: str):
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(t) for t in text.split(",") if t.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{flag}: expected comma-separated integers, got {text!r}"
+            ) from None
+        if not values or min(values) < 1:
+            raise argparse.ArgumentTypeError(f"{flag}: expected positive integers, got {text!r}")
+        return values
+
+    return parse
+
+
+def _dtypes(text: str) -> list[str]:
+    values = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [v for v in values if v not in PRECISIONS]
+    if bad or not values:
+        raise argparse.ArgumentTypeError(
+            f"--dtype: {bad[0] if bad else text!r} is not one of {', '.join(PRECISIONS)}"
+        )
+    return values
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "sweep",
+        help="simulate a grid of batch sizes, prompt lengths, chip counts and precisions in parallel",
+        description="One simulation per point of the grid, in worker processes; one row per point with "
+        "a hash of model + hardware + options. A point that fails reports its error in its row.",
+    )
+    p.add_argument("model", help="config.json, checkpoint dir or bundled name")
+    p.add_argument("--batch", type=_ints("--batch"), default=[1], metavar="B,...")
+    p.add_argument("--prompt-len", type=_ints("--prompt-len"), default=[2048], metavar="P,...")
+    p.add_argument("--gen-len", type=_ints("--gen-len"), default=[128], metavar="G,...")
+    p.add_argument("--chips", type=_ints("--chips"), metavar="N,...", help="default: the spec's chip count")
+    p.add_argument("--dtype", type=_dtypes, default=["bf16"], metavar="D,...")
+    p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
+    p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: CPUs)")
+    p.add_argument("--csv", metavar="FILE", help="write the rows as CSV")
+    p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
+    p.add_argument("--plot", metavar="DIR", help="write throughput and latency plots into DIR")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    hw = load_hardware(args.hw)  # a bad spec is an error for the whole sweep, not per point
+    chips = args.chips or [hw.chips]
+    points = grid(args.model, args.hw, chips, args.batch, args.prompt_len, args.gen_len, args.dtype)
+    jobs = args.jobs or min(len(points), os.cpu_count() or 1)
+    if jobs < 1:
+        raise CliError(f"--jobs must be at least 1, got {jobs}")
+    with Progress(
+        TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=Console(stderr=True), transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("sweep", total=len(points))
+        rows = run_sweep(points, jobs, lambda done, total: bar.update(task, completed=done))
+    _print(rows)
+    if args.csv:
+        write_atomically(args.csv, csv_text(rows))
+    if args.json:
+        write_atomically(args.json, json.dumps(rows, indent=2) + "\n")
+    if args.plot:
+        from pathlib import Path
+
+        from tcp_compiler.sweep_plots import sweep_plots
+
+        try:
+            Path(args.plot).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise CliError(f"{args.plot}: cannot create: {e.strerror}") from None
+        sweep_plots(rows, args.plot, f"{args.model} on {hw.name}")
+    failed = sum(r["status"] != "ok" for r in rows)
+    return 1 if failed == len(rows) else 0
+
+
+SHOWN = (  # column, header, format
+    ("chips", "chips", str), ("batch", "batch", str), ("prompt_len", "prompt", str), ("gen_len", "gen", str),
+    ("dtype", "dtype", str), ("ttft_seconds", "TTFT ms", lambda v: f"{float(v) * 1e3:.3f}"),
+    ("tpot_seconds_mean", "TPOT ms", lambda v: f"{float(v) * 1e3:.3f}"),
+    ("throughput_tokens_per_s", "tok/s", lambda v: f"{float(v):.1f}"),
+)  # fmt: skip
+
+
+def _print(rows: list[dict]) -> None:
+    table = Table(title=f"sweep: {len(rows)} points", title_justify="left")
+    for _, header, _ in SHOWN:
+        table.add_column(header, justify="right")
+    table.add_column("status")
+    for r in rows:
+        cells = [fmt(r[column]) if r[column] != "" else "-" for column, _, fmt in SHOWN]
+        table.add_row(*cells, "ok" if r["status"] == "ok" else f"failed: {r['error'].split(' (')[0]}")
+    Console().print(table)
+
+
+assert set(COLUMNS) >= {"hash", "status", "error"}

@@ -1,0 +1,124 @@
+"""Sweeps: one simulation per point of a grid, run in worker processes.
+
+Each row carries its configuration and a hash of model + hardware + options, so any row can be
+reproduced; a point that fails reports its error in its row and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+
+from ir.errors import TirError
+from simulator.errors import SimulatorError
+from simulator.hardware import load_hardware
+from tcp_compiler.errors import TcpcError
+from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.precision import precision
+from tcp_compiler.reporting import build_report
+from tcp_compiler.simulate import simulate_generation
+
+
+@dataclass(frozen=True)
+class Point:
+    model: str
+    hw: str
+    chips: int
+    batch: int
+    prompt_len: int
+    gen_len: int
+    dtype: str
+
+
+def grid(model: str, hw: str, chips: Sequence[int], batch: Sequence[int], prompt_len: Sequence[int],
+         gen_len: Sequence[int], dtype: Sequence[str]) -> list[Point]:  # fmt: skip
+    """Every combination, in a stable order (the order of the options as given)."""
+    return [
+        Point(model, hw, *values) for values in itertools.product(chips, batch, prompt_len, gen_len, dtype)
+    ]
+
+
+def point_hash(point: Point) -> str:
+    """Reproducible identity of a point: the model config and hardware files' contents + options."""
+    digest = hashlib.sha256()
+    model = load_model(point.model)
+    digest.update(model.source.read_bytes())
+    hw = load_hardware(point.hw)
+    digest.update(json.dumps(hw.to_dict(), sort_keys=True, default=str).encode())
+    digest.update(json.dumps(asdict(point), sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+COLUMNS = (
+    "hash", "model", "hw", "chips", "batch", "prompt_len", "gen_len", "dtype", "status", "error",
+    "ttft_seconds", "tpot_seconds_mean", "tpot_seconds_first", "tpot_seconds_last", "throughput_tokens_per_s",
+    "decode_tokens_per_s", "prefill_bound", "decode_bound", "weights_bytes", "kv_cache_bytes", "free_bytes",
+)  # fmt: skip
+
+
+def run_point(point: Point) -> dict:
+    """One row; errors a user can cause become the row's `error`, never an exception."""
+    row = {**asdict(point), "hash": "", "status": "ok", "error": ""}
+    try:
+        row["hash"] = point_hash(point)
+        config = load_model(point.model).config
+        hw = load_hardware(point.hw)
+        sim = simulate_generation(config, hw, precision(point.dtype), point.batch, point.prompt_len,
+                                  point.gen_len, point.chips)  # fmt: skip
+        report = build_report(sim, top=1)
+    except (TirError, TcpcError, SimulatorError) as e:
+        row.update(status="failed", error=str(e))
+        return {c: row.get(c, "") for c in COLUMNS}
+    decode = report["decode"]
+    row.update(
+        ttft_seconds=report["ttft_seconds"],
+        tpot_seconds_mean=decode.get("tpot_seconds_mean", ""),
+        tpot_seconds_first=decode.get("tpot_seconds_first", ""),
+        tpot_seconds_last=decode.get("tpot_seconds_last", ""),
+        throughput_tokens_per_s=report["throughput_tokens_per_s"],
+        decode_tokens_per_s=report["decode_tokens_per_s"],
+        prefill_bound=report["prefill"]["bound"],
+        decode_bound=decode.get("bound", ""),
+        weights_bytes=report["memory"]["weights_bytes"],
+        kv_cache_bytes=report["memory"]["kv_cache_bytes"],
+        free_bytes=report["memory"]["free_bytes"],
+    )
+    return {c: row.get(c, "") for c in COLUMNS}
+
+
+def run_sweep(
+    points: Sequence[Point], jobs: int, progress: Callable[[int, int], None] | None = None
+) -> list[dict]:
+    """Rows in the grid's order, whatever order the workers finish in."""
+    rows: list[dict | None] = [None] * len(points)
+    for done, (index, row) in enumerate(_results(points, jobs), start=1):
+        rows[index] = row
+        if progress is not None:
+            progress(done, len(points))
+    return [r for r in rows if r is not None]
+
+
+def _results(points: Sequence[Point], jobs: int) -> Iterator[tuple[int, dict]]:
+    if jobs <= 1:
+        for i, p in enumerate(points):
+            yield i, run_point(p)
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run_point, p): i for i, p in enumerate(points)}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def csv_text(rows: Sequence[dict]) -> str:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
