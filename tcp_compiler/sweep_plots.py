@@ -24,6 +24,13 @@ def _series(
     return {label: sorted(points) for label, points in lines.items()}
 
 
+def _ticks(ax, rows: Sequence[dict], x: str) -> None:
+    """Label the swept values themselves, not log decades (which overlap on short ranges)."""
+    values = sorted({int(r[x]) for r in rows if r["status"] == "ok"})
+    ax.set_xticks(values, [str(v) for v in values])
+    ax.minorticks_off()
+
+
 def _save(fig: Figure, path: Path) -> None:
     FigureCanvasAgg(fig)
     with atomic_output(path) as tmp:
@@ -41,6 +48,7 @@ def sweep_plots(rows: Sequence[dict], directory: str | Path, title: str) -> list
     ax.set(
         xscale="log", xlabel="batch", ylabel="tokens / s (end to end)", title=f"{title}: throughput vs batch"
     )
+    _ticks(ax, rows, "batch")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     paths = [out / "throughput_vs_batch.png"]
@@ -52,6 +60,7 @@ def sweep_plots(rows: Sequence[dict], directory: str | Path, title: str) -> list
             xs, ys = zip(*points, strict=True)
             ax.plot(xs, [y * 1e3 for y in ys], marker="o", label=label)
         ax.set(xscale="log", xlabel="prompt length", ylabel=f"{name} (ms)", title=f"{name} vs prompt length")
+        _ticks(ax, rows, "prompt_len")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     fig.suptitle(title)
