@@ -35,7 +35,7 @@ GRAPHS = _graphs()
 def test_every_working_op_lands_in_exactly_one_fused_op(name: str) -> None:
     graph = GRAPHS[name]
     ops = fuse(graph)
-    placed = [n.name for op in ops for n in op.nodes]
+    placed = [n.name for op in ops for n in [*op.prologue, *op.nodes]]
     assert len(placed) == len(set(placed))
     skipped = {n.name for n in graph.nodes} - set(placed)
     for value in skipped:  # views, memory-resident values, immediates and fetch-time casts only

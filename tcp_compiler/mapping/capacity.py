@@ -16,7 +16,7 @@ CHIP_COUNTS = (1, 2, 4, 8)  # the multi-chip topologies RNGD supports
 class Capacity:
     weights: int
     kv_cache: int
-    activations: int  # intermediates too big for DM, spilled to HBM
+    activations: int  # the peak of intermediates too big for DM, spilled to HBM at once
     available: int
 
     @property
@@ -42,14 +42,36 @@ def model_capacity(model, machine: Machine) -> Capacity:
 
 
 def capacity(graph: Graph, machine: Machine, weights: int, kv_cache: int) -> Capacity:
+    return Capacity(weights, kv_cache, peak_spill(graph, machine), machine.hbm_capacity)
+
+
+def peak_spill(graph: Graph, machine: Machine) -> int:
+    """The most HBM that intermediates spilled out of DM hold at any one time: each lives from
+    the op that makes it to its last reader (views share their root's bytes)."""
     where = residency(graph, machine)
     outputs = set(graph.outputs)
-    spilled = sum(
-        n.type.nbytes
+    root: dict[str, str] = {}
+    for n in graph.nodes:
+        root[n.name] = root[n.operands[0]] if n.kind == "reshape" else n.name
+    last_use = {}
+    for i, n in enumerate(graph.nodes):
+        for o in n.operands:
+            last_use[root[o]] = i
+    spilled = {
+        n.name: n.type.nbytes
         for n in graph.nodes
         if where[n.name] == HBM and n.kind not in ("input", "param", "reshape") and n.name not in outputs
-    )
-    return Capacity(weights, kv_cache, spilled, machine.hbm_capacity)
+    }
+    live = peak = 0
+    ends: dict[int, int] = {}
+    for i, n in enumerate(graph.nodes):
+        if n.name in spilled:
+            live += spilled[n.name]
+            end = last_use.get(n.name, i)
+            ends[end] = ends.get(end, 0) + spilled[n.name]
+        peak = max(peak, live)
+        live -= ends.pop(i, 0)
+    return peak
 
 
 def check_capacity(cap: Capacity, what: str, machine: Machine, chips: int) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ir import Graph, Node
+from ir.ops.elementwise import BINARY, UNARY
 
 STAGES = ("contraction", "vector", "cast", "transpose")
 FREE = {"reshape", "input", "param", "const"}  # views, values in memory, immediates: no work
@@ -38,6 +39,7 @@ class FusedOp:
     nodes: list[Node] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)  # values read from memory
     outputs: list[str] = field(default_factory=list)  # values written to memory
+    prologue: list[Node] = field(default_factory=list)  # weight transforms done as the pass fetches
     stage: int = 0  # the furthest pipeline stage used so far
     open: bool = True  # False once a reduction ended the pass
 
@@ -65,10 +67,11 @@ def fuse(graph: Graph) -> list[FusedOp]:
     einsum; otherwise it starts a pass of its own.
     """
     aliases = view_roots(graph)
+    fly = on_the_fly(graph, aliases)
     ops: list[FusedOp] = []
     owner: dict[str, FusedOp] = {}  # value root -> the op that computes it
     for node in graph.nodes:
-        if node.name in aliases and aliases[node.name] != node.name or node.kind in FREE:
+        if node.name in aliases and aliases[node.name] != node.name or node.kind in FREE or node.name in fly:
             continue
         producers = [owner[aliases[o]] for o in node.operands if aliases[o] in owner]
         if node.kind in DMA or node.kind in COLLECTIVE:
@@ -85,8 +88,38 @@ def fuse(graph: Graph) -> list[FusedOp]:
             op.stage = stage
             op.open = node.kind not in ("reduce", "topk")  # a reduction ends the pass
         owner[node.name] = op
-    _wire(graph, ops, owner, aliases)
+    _wire(graph, ops, owner, aliases, fly)
     return ops
+
+
+ELEMENTWISE = set(UNARY) | set(BINARY) | {"cast"}
+
+
+def on_the_fly(graph: Graph, aliases: dict[str, str]) -> dict[str, tuple[tuple[str, ...], tuple[Node, ...]]]:
+    """Element-wise transforms of weights alone (dequantise codes x scales, Gemma's 1 + w, casts):
+    value -> (the params it reads, the transform's nodes). They are computed as the consuming pass
+    fetches its weights, so the transformed weights never exist in DM or HBM."""
+    fly: dict[str, tuple[tuple[str, ...], tuple[Node, ...]]] = {}
+    for n in graph.nodes:
+        if n.kind not in ELEMENTWISE and n.kind != "reshape":
+            continue
+        params: list[str] = []
+        chain: list[Node] = []
+        for o in n.operands:
+            r = aliases[o]
+            if graph[r].kind in ("param", "const"):
+                params += [r] if graph[r].kind == "param" else []
+            elif r in fly:
+                params += fly[r][0]
+                chain += fly[r][1]
+            else:
+                break
+        else:
+            if params:
+                own = () if n.kind == "reshape" or aliases[n.name] != n.name else (n,)
+                nodes = {c.name: c for c in [*chain, *own]}  # Nodes are not hashable; dedupe by name
+                fly[n.name] = (tuple(dict.fromkeys(params)), tuple(nodes.values()))
+    return fly
 
 
 def _can_join(op: FusedOp, node: Node, stage: int) -> bool:
@@ -112,15 +145,25 @@ def view_roots(graph: Graph) -> dict[str, str]:
     return roots
 
 
-def _wire(graph: Graph, ops: list[FusedOp], owner: dict[str, FusedOp], aliases: dict[str, str]) -> None:
-    """Fills each op's memory inputs and outputs (values crossing its boundary)."""
+def _wire(graph: Graph, ops: list[FusedOp], owner: dict[str, FusedOp], aliases: dict[str, str], fly) -> None:
+    """Fills each op's memory inputs and outputs (values crossing its boundary). A transform of
+    weights is charged to the first pass that reads it; later readers fetch and transform again,
+    but its work is counted once, so the program carries exactly the graph's FLOPs."""
     used_outside: set[str] = {aliases[o] for o in graph.outputs}
+    charged: set[str] = set()
     for op in ops:
         inside = {n.name for n in op.nodes}
         for n in op.nodes:
             for o in n.operands:
                 r = aliases[o]
-                if r not in inside:
+                if r in fly:
+                    params, chain = fly[r]
+                    for p in params:
+                        if p not in op.inputs:
+                            op.inputs.append(p)
+                    op.prologue += [c for c in chain if c.name not in charged]
+                    charged.update(c.name for c in chain)
+                elif r not in inside:
                     if r not in op.inputs:
                         op.inputs.append(r)
                     used_outside.add(r)

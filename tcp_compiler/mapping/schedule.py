@@ -86,7 +86,7 @@ class Recipe:
 def op_view(graph: Graph, op: FusedOp, where: Mapping[str, str]) -> OpView:
     nodes = tuple(
         NodeView(n.kind, tuple(n.attrs.items()), n.type, tuple(graph[o].type for o in n.operands))
-        for n in op.nodes
+        for n in [*op.prologue, *op.nodes]  # weight transforms first: they happen as the pass fetches
     )
     inputs = tuple((graph[v].type, where.get(v, HBM), graph[v].kind) for v in op.inputs)
     outputs = tuple((graph[v].type, where[v]) for v in op.outputs)
