@@ -58,14 +58,11 @@ def plot(results: dict, path: Path) -> None:
     ax = fig.add_subplot(1, 2, 1)
     for dtype in DTYPES:
         xs = [c for c in CHIPS if isinstance(results[c, dtype], dict)]
-        ax.plot(xs, [results[c, dtype]["tpot"] * 1e3 for c in xs], marker="o", label=f"{dtype} simulated")
-        ax.plot(
-            xs,
-            [results[c, dtype]["roofline"] * 1e3 for c in xs],
-            ls="--",
-            alpha=0.6,
-            label=f"{dtype} roofline",
+        (line,) = ax.plot(
+            xs, [results[c, dtype]["tpot"] * 1e3 for c in xs], marker="o", label=f"{dtype} simulated"
         )
+        roof = [results[c, dtype]["roofline"] * 1e3 for c in xs]
+        ax.plot(xs, roof, ls="--", color=line.get_color(), alpha=0.6, label=f"{dtype} roofline")
     ax.set(xscale="log", xlabel="chips", ylabel="TPOT (ms)", title="TPOT vs chips (batch 1, 2k context)")
     ax.set_xticks(CHIPS, [str(c) for c in CHIPS])
     ax.minorticks_off()
