@@ -86,8 +86,8 @@ def main() -> None:
             gap = 100 * (best["tokens_per_s"] - published) / published
             lines.append(
                 f"The simulation does not reach the published figure: its best is {best['tokens_per_s']:,.0f}"
-                f" tokens/s at batch {best_batch} ({gap:+.1f} %), where decode is {best['bound']}-bound; larger"
-                " batches do not fit one chip, because every sequence's KV cache (bf16, all"
+                f" tokens/s at batch {best_batch} ({gap:+.1f} %), where decode is {best['bound']}-bound;"
+                " larger batches do not fit one chip, because every sequence's KV cache (bf16, all"
                 f" {prompt + gen - 1} positions) is held at once. A serving system with continuous batching"
                 " (sequences at different lengths, so a smaller average cache) or an fp8 KV cache fits more"
                 " sequences; neither is modelled, and either would explain the gap."
