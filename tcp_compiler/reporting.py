@@ -151,6 +151,7 @@ def build_report(sim: Simulation, top: int | None = 20) -> dict:
         "units": {"prefill": _units(sim.prefill_ops, sim.prefill.cycles, sim)},
         "layers": {"prefill": _layers(sim.prefill_ops, 1, sim)},
         "ops": {"prefill": _ops(sim.prefill_ops, 1, sim, top)},
+        "attention": {"prefill": sim.attention},
         "memory": {
             "hbm_capacity_bytes": cap.available, "weights_bytes": cap.weights, "kv_cache_bytes": cap.kv_cache,
             "kv_cache_bytes_per_token": kv_per_token, "activations_bytes": cap.activations,

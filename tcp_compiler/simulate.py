@@ -21,7 +21,9 @@ from simulator.report import OpTotals, op_totals
 from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
+from tcp_compiler.mapping.attention import choose_attention
 from tcp_compiler.mapping.capacity import Capacity, check_capacity, model_capacity
+from tcp_compiler.mapping.capacity import capacity as capacity_of
 from tcp_compiler.mapping.machine import Machine, machine_from
 from tcp_compiler.mapping.schedule import schedule
 from tcp_compiler.mapping.steps import DecodeSteps
@@ -59,6 +61,7 @@ class Simulation:
     decode_hbm: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     decode_ops: OpTotals | None = None  # summed over every step
     traced_steps: list[Run] = field(default_factory=list)  # the first few steps, for traces
+    attention: list[dict] = field(default_factory=list)  # the prefill's attention form per layer, and why
 
 
 def simulate_generation(
@@ -77,14 +80,21 @@ def simulate_generation(
     chips = chips or hardware.chips
     final_past = prompt_len + max(gen_len - 1, 0)
     built_prefill = build_prefill(config, precision, batch, prompt_len, chips=chips)
-    check_capacity(
-        _capacity_at(config, precision, batch, final_past, chips, machine), config.name, machine, chips
+    prefill_graph, attention = choose_attention(run_passes(built_prefill.graph), machine)
+    # Both phases must fit: the decode step with the cache at its final length, and the prefill
+    # as it will run, whose spilled activations can be the larger.
+    weights = sum(built_prefill.graph[n].type.nbytes for n in built_prefill.bindings)
+    prefill_kv = sum(prefill_graph[o].type.nbytes for o in prefill_graph.outputs if o != "logits")
+    capacity = max(
+        _capacity_at(config, precision, batch, final_past, chips, machine),
+        capacity_of(prefill_graph, machine, weights, prefill_kv),
+        key=lambda c: c.needed,
     )
-    prefill = _run("prefill", schedule(run_passes(built_prefill.graph), machine), machine)
+    check_capacity(capacity, config.name, machine, chips)
+    prefill = _run("prefill", schedule(prefill_graph, machine), machine)
     result = Simulation(
         config, hardware, machine, precision, chips, batch, prompt_len, gen_len, prefill,
-        op_totals(prefill.program, prefill.timeline),
-        _capacity_at(config, precision, batch, final_past, chips, machine),
+        op_totals(prefill.program, prefill.timeline), capacity, attention=attention,
     )  # fmt: skip
     steps = max(gen_len - 1, 0)
     if steps == 0:

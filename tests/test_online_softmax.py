@@ -1,0 +1,88 @@
+"""Online-softmax attention equals the plain form, and the mapper picks it when scores would spill."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ir
+from simulator.hardware import load_hardware
+from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.config import RawConfig
+from tcp_compiler.frontend.families import read_model_config
+from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.mapping.attention import choose_attention
+from tcp_compiler.mapping.machine import machine_from
+from tcp_compiler.passes.online_softmax import find_attention, online_softmax
+
+TINY = {
+    "model_type": "gemma3_text", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+    "sliding_window": 3, "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+}  # fmt: skip
+
+
+def _params(built, rng) -> dict:
+    params = {
+        p.name: (0.3 * rng.standard_normal(p.type.shape)).astype(np.float32)
+        for p in built.graph.of_kind("param")
+    }
+    params.update({n: b.make(None, 0) for n, b in built.bindings.items() if not b.sources})  # RoPE tables
+    return params
+
+
+def _compare(built, feeds: dict, block: int, rng) -> float:
+    params = _params(built, rng)
+    plain = ir.interpret(built.graph, feeds, params)
+    online = online_softmax(built.graph, block)
+    assert len(find_attention(built.graph)) == 3 and not find_attention(online)
+    blocked = ir.interpret(online, feeds, params)
+    for name in plain:
+        assert not np.isnan(blocked[name]).any()
+        np.testing.assert_allclose(blocked[name], plain[name], atol=1e-5, rtol=0, err_msg=name)
+    return max(float(np.abs(blocked[k] - plain[k]).max()) for k in plain)
+
+
+@pytest.mark.parametrize("block", [2, 4, 8])
+def test_prefill_with_padding_and_sliding_windows(block: int) -> None:
+    rng = np.random.default_rng(block)
+    cfg = read_model_config(RawConfig(TINY, "tiny.json"), "tiny")
+    built = build_prefill(cfg, PRECISIONS["f32"], 2, 16, padded=True)
+    feeds = {"ids": rng.integers(0, 64, (2, 16)), "lengths": np.array([16, 5])}
+    _compare(built, feeds, block, rng)
+
+
+def test_decode_with_fully_masked_blocks() -> None:
+    """Sequence 1 sits at position 3 of a 16-slot cache: blocks 1-3 hold no visible key."""
+    rng = np.random.default_rng(7)
+    cfg = read_model_config(RawConfig(TINY, "tiny.json"), "tiny")
+    built = build_decode(cfg, PRECISIONS["f32"], 2, 15)
+    feeds = {"ids": rng.integers(0, 64, (2, 1)), "pos": np.array([15, 3])}
+    for n in built.graph.of_kind("input"):
+        if n.name.endswith("_in"):
+            feeds[n.name] = rng.standard_normal(n.type.shape).astype(np.float32)
+    _compare(built, feeds, 4, rng)
+
+
+def test_the_mapper_uses_online_softmax_only_where_scores_spill() -> None:
+    machine = machine_from(load_hardware("rngd"))
+    cfg = load_model("llama-3.1-8b").config
+    short, notes = choose_attention(build_prefill(cfg, PRECISIONS["bf16"], 1, 256).graph, machine)
+    assert {n["form"] for n in notes} == {"plain"} and find_attention(short)
+    long, notes = choose_attention(build_prefill(cfg, PRECISIONS["bf16"], 1, 2048).graph, machine)
+    assert {n["form"] for n in notes} == {"online"} and not find_attention(long)
+    assert all("exceed DM" in n["reason"] and n["block"] < 2048 for n in notes)
+
+
+def test_simulate_reports_the_attention_form() -> None:
+    from tcp_compiler.reporting import build_report
+    from tcp_compiler.simulate import simulate_generation
+
+    sim = simulate_generation(
+        load_model("llama-3.2-1b").config, load_hardware("rngd"), PRECISIONS["bf16"], 1, 4096, 2
+    )
+    report = build_report(sim, top=3)
+    forms = {a["form"] for a in report["attention"]["prefill"]}
+    assert forms == {"online"} and len(report["attention"]["prefill"]) == 16
+    assert report["prefill"]["seconds"] >= report["prefill"]["roofline_seconds"]
