@@ -85,10 +85,13 @@ def simulate_generation(
     # as it will run, whose spilled activations can be the larger.
     weights = sum(built_prefill.graph[n].type.nbytes for n in built_prefill.bindings)
     prefill_kv = sum(prefill_graph[o].type.nbytes for o in prefill_graph.outputs if o != "logits")
-    capacity = max(
-        _capacity_at(config, precision, batch, final_past, chips, machine),
-        capacity_of(prefill_graph, machine, weights, prefill_kv),
-        key=lambda c: c.needed,
+    decode_cap = _capacity_at(config, precision, batch, final_past, chips, machine)
+    prefill_cap = capacity_of(prefill_graph, machine, weights, prefill_kv)
+    capacity = Capacity(  # the final KV cache with the larger phase's spills: conservative
+        decode_cap.weights,
+        max(decode_cap.kv_cache, prefill_cap.kv_cache),
+        max(decode_cap.activations, prefill_cap.activations),
+        decode_cap.available,
     )
     check_capacity(capacity, config.name, machine, chips)
     prefill = _run("prefill", schedule(prefill_graph, machine), machine)
