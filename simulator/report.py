@@ -64,14 +64,13 @@ def op_totals(program: Program, timeline: Timeline) -> OpTotals:
     last = np.maximum.reduceat(timeline.end, starts)
     busy = per(program.busy)
     layers = np.array([o.layer for o in program.ops])
-    layer_ids = np.unique(layers)
-    command_layer = layers[program.op]
-    spans = np.array(
-        [
-            timeline.end[command_layer == lid].max() - timeline.start[command_layer == lid].min()
-            for lid in layer_ids
-        ]
-    )
+    layer_ids, of_layer = np.unique(layers, return_inverse=True)
+    # A layer spans from its ops' earliest start to their latest end (per-op first/last above).
+    starts_by_layer = np.full(len(layer_ids), np.inf)
+    ends_by_layer = np.full(len(layer_ids), -np.inf)
+    np.minimum.at(starts_by_layer, of_layer, first)
+    np.maximum.at(ends_by_layer, of_layer, last)
+    spans = ends_by_layer - starts_by_layer
     return OpTotals(
         names=[o.name for o in program.ops],
         kinds=[o.kind for o in program.ops],

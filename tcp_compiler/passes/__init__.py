@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ir import Graph
+from ir import Graph, verify
 from tcp_compiler.passes.decompose import RULES, decompose
-from tcp_compiler.passes.simplify import cse, dce, fold_constants, simplify
+from tcp_compiler.passes.simplify import cse, dce, fold_constants, simplify, verified_once
 
 Pass = Callable[[Graph], Graph]
 
@@ -19,9 +19,13 @@ PIPELINE: list[Pass] = [decompose, simplify]
 
 
 def run_passes(g: Graph, passes: Sequence[Pass] = PIPELINE) -> Graph:
-    """Applies `passes` in order (an empty list gives back `g` itself)."""
-    for p in passes:
-        g = p(g)
+    """Applies `passes` in order, verifying the result once (an empty list gives back `g` itself)."""
+    if not passes:
+        return g
+    with verified_once():
+        for p in passes:
+            g = p(g)
+    verify(g)
     return g
 
 

@@ -111,7 +111,7 @@ def online_softmax(graph: Graph, block: int, only: set[str] | None = None) -> Gr
     if not matches:
         return graph
     skip = set().union(*(m.nodes for m in matches.values()))
-    out = new_graph(graph)
+    out = new_graph(graph)  # new nodes are type-checked as they are added; finish verifies the whole
     for n in graph.nodes:
         if n.name in matches:
             _rewrite(out, graph, matches[n.name], block)
