@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ir import Graph, TensorType
 from ir.ops import REGISTRY, OpCall
@@ -112,22 +112,24 @@ def build_recipe(view: OpView, machine: Machine) -> Recipe:
 
 
 @dataclass
-class _Wiring:
-    builder: ProgramBuilder
-    done: dict[str, int]  # value -> the command after which it is in memory
-    mains: list[int]  # every main-context command so far, in order
+class Wiring:
+    """The program being built, and what the next op's commands wait for."""
+
+    builder: ProgramBuilder = field(default_factory=ProgramBuilder)
+    done: dict[str, int] = field(default_factory=dict)  # value -> the command after which it is in memory
+    mains: list[int] = field(default_factory=list)  # every main-context command so far, in order
 
 
 def schedule(graph: Graph, machine: Machine, chip: int = 0) -> Program:
     """The Program of one chip running `graph` (an SPMD graph's collectives use the links)."""
     where = residency(graph, machine)
-    wiring = _Wiring(ProgramBuilder(), {}, [])
+    wiring = Wiring()
     for op in fuse(graph):
         emit(wiring, op, recipe(op_view(graph, op, where), machine), where, chip)
     return wiring.builder.build()
 
 
-def emit(wiring: _Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip: int) -> None:
+def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip: int) -> None:
     """Appends one op's recipe to the program, wired to its producers."""
     b = wiring.builder
     index = b.op(OpInfo(op.name, r.kind, op.layer, tuple(n.name for n in op.nodes), r.placement))

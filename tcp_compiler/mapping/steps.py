@@ -22,7 +22,7 @@ from tcp_compiler.mapping.schedule import (
     NodeView,
     OpView,
     Recipe,
-    _Wiring,
+    Wiring,
     build_recipe,
     emit,
     op_view,
@@ -71,7 +71,7 @@ class DecodeSteps:
         for k, v in enumerate(self.views):
             if _mentions(v, KV_AXES):
                 self.dynamic.setdefault((v, self.fixed_in[k], self.fixed_out[k]), []).append(k)
-        wiring = _Wiring(_builder(), {}, [])
+        wiring = Wiring()
         self.recipes: list[Recipe] = []
         for op, view in zip(self.ops, self.views, strict=True):
             r = recipe(view, self.machine)
@@ -134,12 +134,6 @@ def _mentions(view: OpView, axes: tuple[str, ...]) -> bool:
     types = [n.type for n in view.nodes] + [t for n in view.nodes for t in n.operands]
     types += [t for t, _, _ in view.inputs] + [t for t, _ in view.outputs]
     return any(a.name in axes for t in types for a in t.axes)
-
-
-def _builder():
-    from simulator.program import ProgramBuilder
-
-    return ProgramBuilder()
 
 
 def _patched(program: Program, patches) -> Program:
