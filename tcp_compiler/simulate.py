@@ -23,7 +23,7 @@ from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.mapping.attention import choose_attention
 from tcp_compiler.mapping.capacity import Capacity, check_capacity, model_capacity
-from tcp_compiler.mapping.capacity import capacity as capacity_of
+from tcp_compiler.mapping.capacity import capacity as capacity_of  # the name `capacity` is taken below
 from tcp_compiler.mapping.machine import Machine, machine_from
 from tcp_compiler.mapping.schedule import schedule
 from tcp_compiler.mapping.steps import DecodeSteps

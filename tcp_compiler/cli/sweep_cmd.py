@@ -14,7 +14,7 @@ from simulator.hardware import load_hardware
 from tcp_compiler.cli.output import write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.sweep import COLUMNS, csv_text, grid, run_sweep
+from tcp_compiler.sweep import csv_text, grid, run_sweep
 
 
 def _ints(flag: str):
@@ -112,6 +112,3 @@ def _print(rows: list[dict]) -> None:
         cells = [fmt(r[column]) if r[column] != "" else "-" for column, _, fmt in SHOWN]
         table.add_row(*cells, "ok" if r["status"] == "ok" else f"failed: {r['error'].split(' (')[0]}")
     Console().print(table)
-
-
-assert set(COLUMNS) >= {"hash", "status", "error"}
