@@ -19,7 +19,7 @@ the type after the colon is the value's type, checked by the verifier against th
 ```
 graph NAME {
   %value = op(%operand, ...) {attribute = value, ...} : dtype[Axis=size, ...]
-  ...
+  # one such line per value, in order
   return %value, ...
 }
 ```

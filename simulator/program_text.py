@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
+from simulator.numbers import si
 from simulator.program import CONTEXTS, Program
-
-
-def _si(value: float, unit: str = "") -> str:
-    for prefix in ("", "K", "M", "G", "T"):
-        if abs(value) < 1000:
-            return f"{value:.3g} {prefix}{unit}".rstrip()
-        value /= 1000
-    return f"{value:.3g} P{unit}"
 
 
 def format_program(program: Program, title: str = "program") -> str:
@@ -38,7 +31,7 @@ def format_program(program: Program, title: str = "program") -> str:
             ):
                 value = int(getattr(program, name)[i])
                 if value:
-                    parts.append(_si(value, unit))
+                    parts.append(si(value, unit))
             deps = program.deps(i)
             parts.append("after " + ", ".join(f"#{d}" for d in deps) if len(deps) else "no deps")
             lines.append("  ".join(parts))

@@ -1,10 +1,11 @@
-"""Writing output files whole or not at all, and formatting numbers for people."""
+"""Writing output files whole or not at all; `si` formats numbers for people."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from simulator.files import atomic_output
+from simulator.numbers import si
 from tcp_compiler.errors import CliError
 
 
@@ -21,14 +22,4 @@ def write_atomically_bytes(path: str | Path, data: bytes) -> None:
         raise CliError(f"{path}: cannot write: {e.strerror}") from None
 
 
-_PREFIXES = ["", "K", "M", "G", "T", "P", "E"]
-
-
-def si(value: float, unit: str = "") -> str:
-    """1.5e9 -> '1.50 G'; keeps three significant digits so columns stay readable."""
-    magnitude = 0
-    while abs(value) >= 1000 and magnitude < len(_PREFIXES) - 1:
-        value /= 1000
-        magnitude += 1
-    text = f"{value:.0f}" if magnitude == 0 and float(value).is_integer() else f"{value:.3g}"
-    return f"{text} {_PREFIXES[magnitude]}{unit}".rstrip()
+__all__ = ["si", "write_atomically", "write_atomically_bytes"]

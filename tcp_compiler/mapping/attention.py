@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from ir import Graph
 from tcp_compiler.mapping.machine import Machine
+from tcp_compiler.mapping.residency import dm_budget
 from tcp_compiler.passes.online_softmax import find_attention, online_softmax
-
-SCORE_BUDGET_DIVISOR = 4  # the rule residency uses: a value stays in DM up to a quarter of it
 
 
 def choose_attention(graph: Graph, machine: Machine) -> tuple[Graph, list[dict]]:
     """The graph with online softmax where the plain scores would spill, and one note per attention."""
-    budget = machine.dm_bytes // SCORE_BUDGET_DIVISOR
+    budget = dm_budget(machine)  # scores above it would spill (tcp_compiler.mapping.residency)
     notes, blocks = [], {}
     for m in find_attention(graph):
         scores = m.maximum.operands[0]

@@ -13,9 +13,21 @@ from tcp_compiler.mapping.machine import Machine
 HBM, DM = "hbm", "dm"
 
 
+DM_SHARE = 4  # an intermediate may take up to 1/DM_SHARE of the chip's DM
+
+
+def dm_budget(machine: Machine) -> int:
+    """The most bytes one intermediate may occupy in DM before it spills to HBM."""
+    return machine.dm_bytes // DM_SHARE
+
+
+def placed(nbytes: int, machine: Machine) -> str:
+    """Where an intermediate of `nbytes` lives: DM if it fits the budget, else HBM."""
+    return DM if nbytes <= dm_budget(machine) else HBM
+
+
 def residency(graph: Graph, machine: Machine) -> dict[str, str]:
     outputs = set(graph.outputs)
-    budget = machine.dm_bytes // 4
     where: dict[str, str] = {}
     for node in graph.nodes:
         if node.kind in ("input", "param") or node.name in outputs:
@@ -23,5 +35,5 @@ def residency(graph: Graph, machine: Machine) -> dict[str, str]:
         elif node.kind == "reshape":
             where[node.name] = where[node.operands[0]]
         else:
-            where[node.name] = DM if node.type.nbytes <= budget else HBM
+            where[node.name] = placed(node.type.nbytes, machine)
     return where

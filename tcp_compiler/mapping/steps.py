@@ -17,7 +17,7 @@ from ir import Axis, Graph, Node, TensorType
 from simulator.program import UNITS, Program
 from tcp_compiler.mapping.fusion import fuse
 from tcp_compiler.mapping.machine import Machine
-from tcp_compiler.mapping.residency import DM, HBM, residency
+from tcp_compiler.mapping.residency import placed, residency
 from tcp_compiler.mapping.schedule import (
     NodeView,
     OpView,
@@ -97,7 +97,6 @@ class DecodeSteps:
 
     def _resized(self, k: int, sizes: dict[str, int]) -> OpView:
         view = self.views[k]
-        budget = self.machine.dm_bytes // 4
         nodes = tuple(
             NodeView(
                 n.kind, n.attrs, resize_type(n.type, sizes), tuple(resize_type(t, sizes) for t in n.operands)
@@ -105,11 +104,11 @@ class DecodeSteps:
             for n in view.nodes
         )
         inputs = tuple(
-            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, budget), kind)
+            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, self.machine), kind)
             for (t, w, kind), fixed in zip(view.inputs, self.fixed_in[k], strict=True)
         )
         outputs = tuple(
-            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, budget))
+            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, self.machine))
             for (t, w), fixed in zip(view.outputs, self.fixed_out[k], strict=True)
         )
         return replace(view, nodes=nodes, inputs=inputs, outputs=outputs)
@@ -123,11 +122,10 @@ def graph_kv_length(graph: Graph) -> int:
     raise ValueError(f"graph {graph.name} has no KV axis ({', '.join(KV_AXES)})")
 
 
-def _where(t: TensorType, was: str, fixed: bool, budget: int) -> str:
-    """Residency of a resized value, by the same rule as tcp_compiler.mapping.residency."""
-    if fixed:
-        return was
-    return DM if t.nbytes <= budget else HBM
+def _where(t: TensorType, was: str, fixed: bool, machine: Machine) -> str:
+    """Residency of a resized value: inputs, params and outputs stay put; intermediates follow
+    tcp_compiler.mapping.residency's rule."""
+    return was if fixed else placed(t.nbytes, machine)
 
 
 def _mentions(view: OpView, axes: tuple[str, ...]) -> bool:
