@@ -67,6 +67,9 @@ class TensorType:
     def size(self, name: str) -> int:
         return self.sizes[name]
 
+    def axis(self, name: str) -> Axis:
+        return self.axes[self.index(name)]
+
     def with_dtype(self, dtype: DType) -> TensorType:
         return TensorType(dtype, self.axes)
 

@@ -36,7 +36,7 @@ def _compare(built, feeds: dict, block: int, rng) -> float:
     params = _params(built, rng)
     plain = ir.interpret(built.graph, feeds, params)
     online = online_softmax(built.graph, block)
-    assert len(find_attention(built.graph)) == 3 and not find_attention(online)
+    assert len(find_attention(built.graph)) == len(built.config.layers) and not find_attention(online)
     blocked = ir.interpret(online, feeds, params)
     for name in plain:
         assert not np.isnan(blocked[name]).any()
@@ -44,7 +44,7 @@ def _compare(built, feeds: dict, block: int, rng) -> float:
     return max(float(np.abs(blocked[k] - plain[k]).max()) for k in plain)
 
 
-@pytest.mark.parametrize("block", [2, 4, 8])
+@pytest.mark.parametrize("block", [2, 4, 8, 5])  # 5: three blocks of 5 keys and a last one of 1
 def test_prefill_with_padding_and_sliding_windows(block: int) -> None:
     rng = np.random.default_rng(block)
     cfg = read_model_config(RawConfig(TINY, "tiny.json"), "tiny")
@@ -75,6 +75,15 @@ def test_the_mapper_uses_online_softmax_only_where_scores_spill() -> None:
     assert all("exceed DM" in n["reason"] and n["block"] < 2048 for n in notes)
 
 
+def test_odd_prompt_lengths_get_power_of_two_blocks() -> None:
+    machine = machine_from(load_hardware("rngd"))
+    cfg = load_model("llama-3.1-8b").config
+    graph, notes = choose_attention(build_prefill(cfg, PRECISIONS["bf16"], 1, 2047).graph, machine)
+    assert {n["form"] for n in notes} == {"online"} and not find_attention(graph)
+    (block,) = {n["block"] for n in notes}
+    assert block & (block - 1) == 0 and 2047 % block and f"l0.attn.blk{2047 // block}.scores" in graph
+
+
 def test_simulate_reports_the_attention_form() -> None:
     from tcp_compiler.reporting import build_report
     from tcp_compiler.simulate import simulate_generation
@@ -86,3 +95,41 @@ def test_simulate_reports_the_attention_form() -> None:
     forms = {a["form"] for a in report["attention"]["prefill"]}
     assert forms == {"online"} and len(report["attention"]["prefill"]) == 16
     assert report["prefill"]["seconds"] >= report["prefill"]["roofline_seconds"]
+
+
+BLOOM = {"model_type": "bloom", "vocab_size": 64, "hidden_size": 32, "n_layer": 2, "n_head": 4}
+
+
+def test_alibi_bias_is_sliced_with_its_key_block() -> None:
+    """ALiBi adds a [heads, Sk] bias between the scale and the mask: each block takes its slice."""
+    rng = np.random.default_rng(3)
+    cfg = read_model_config(RawConfig(BLOOM, "bloom.json"), "tiny-bloom")
+    built = build_prefill(cfg, PRECISIONS["f32"], 2, 16, padded=True)
+    (match, _) = find_attention(built.graph)
+    assert [m.kind for m in match.modifiers] == ["mul", "add"]
+    online = online_softmax(built.graph, 4)
+    assert "alibi.bias.Sk4" in online and online["l0.attn.blk1.biased"].operands[1] == "alibi.bias.Sk4"
+    _compare(built, {"ids": rng.integers(0, 64, (2, 16)), "lengths": np.array([16, 5])}, 4, rng)
+
+
+@pytest.mark.parametrize("block", [2, 8])
+def test_log_sum_exp_output_equals_the_plain_scores_logsumexp(block: int) -> None:
+    rng = np.random.default_rng(block)
+    cfg = read_model_config(RawConfig(TINY, "tiny.json"), "tiny")
+    built = build_decode(cfg, PRECISIONS["f32"], 2, 15)
+    feeds = {"ids": rng.integers(0, 64, (2, 1)), "pos": np.array([15, 3])}
+    for n in built.graph.of_kind("input"):
+        if n.name.endswith("_in"):
+            feeds[n.name] = rng.standard_normal(n.type.shape).astype(np.float32)
+    params = _params(built, rng)
+    probe = ir.parse(ir.print_graph(built.graph))
+    probe.set_outputs(*built.graph.outputs, "l0.masked", "l1.masked")
+    plain = ir.interpret(probe, feeds, params)
+    online = online_softmax(built.graph, block, lse=True)
+    assert list(online.outputs[-3:]) == ["l0.attn.lse", "l1.attn.lse", "l2.attn.lse"]
+    got = ir.interpret(online, feeds, params)
+    for i in (0, 1):
+        masked = plain[f"l{i}.masked"].astype(np.float64)  # [B, Hkv, G, Sq, Sk]
+        top = masked.max(axis=-1, keepdims=True)
+        expected = (top + np.log(np.exp(masked - top).sum(axis=-1, keepdims=True)))[..., 0]
+        np.testing.assert_allclose(got[f"l{i}.attn.lse"], expected, atol=1e-5, rtol=0)

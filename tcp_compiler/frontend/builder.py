@@ -30,6 +30,7 @@ from ir import F32, I32, Axis, DType, Graph, Node, TensorType
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.masks import DecodeMasks, PrefillMasks
+from tcp_compiler.frontend.positions import alibi_slopes, sinusoidal_table
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.quantize import group_split, quantise
 
@@ -107,6 +108,14 @@ class Sharding:
         return _cut(1, self.chips)
 
     @property
+    def row_bias(self) -> Cut:
+        """A row-parallel projection's bias: whole on rank 0, zeros elsewhere, so that the sum over
+        the chips (the all_reduce that follows) adds it exactly once."""
+        if self.chips == 1:
+            return _whole
+        return lambda w, rank: w if rank == 0 else np.zeros_like(w)
+
+    @property
     def kv(self) -> Cut:
         """K/V projection rows: this rank's KV heads, or the one shared by `kv_replicas` ranks."""
         replicas = self.kv_replicas
@@ -147,25 +156,50 @@ class ModelGraph:
 
 
 def build_prefill(
-    cfg: ModelConfig, precision: Precision, batch: int, seq: int, padded: bool = False, chips: int = 1
+    cfg: ModelConfig,
+    precision: Precision,
+    batch: int,
+    seq: int,
+    padded: bool = False,
+    chips: int = 1,
+    documents: int = 0,
 ) -> ModelGraph:
     """Prompt processing: logits at each sequence's last real token, and every layer's KV cache.
 
     With `padded`, sequences are right-padded to `seq` and an input `lengths` [B] gives their
     real lengths; keys past a sequence's length are masked out. `chips`: see the module docstring.
+
+    With `documents` = N, each row packs N documents one after another (seed 002's packed
+    sequences): inputs `segment` [B, S] give each token's document id, `position` [B, S] its
+    position within its document and `ends` [B, N] the index of each document's last token. A
+    token attends causally within its own document only, and the logits are [B, N, V], one row
+    per document's last token, as if each document had been run on its own.
     """
     _check_sizes(batch=batch, seq=seq, chips=chips)
+    if documents and padded:
+        raise FrontendError(
+            "a packed prefill takes no padding: give trailing tokens a segment id of their own"
+        )
     b = _Builder(cfg, precision, f"{cfg.name}.prefill", batch, seq, positions=seq, chips=chips)
     ids = b.g.input("ids", TensorType.of(I32, B=batch, S=seq))
     lengths = b.g.input("lengths", TensorType.of(I32, B=batch)) if padded else None
-    pos = b.g.add("iota", name="pos", type=TensorType.of(I32, S=seq), axis="S")
-    masks = PrefillMasks(b.g, b.const, b.seq, lengths)
-    h = b.embed(ids)
+    segment = None
+    if documents:
+        b.packed = True
+        segment = b.g.input("segment", TensorType.of(I32, B=batch, S=seq))
+        pos = b.g.input("position", TensorType.of(I32, B=batch, S=seq))
+        ends = b.g.input("ends", TensorType.of(I32, B=batch, N=documents))
+    else:
+        pos = b.g.add("iota", name="pos", type=TensorType.of(I32, S=seq), axis="S")
+    masks = PrefillMasks(b.g, b.const, b.seq, lengths, segment)
+    h = b.embed(ids, pos)
     outputs = []
     for i, layer in enumerate(cfg.layers):
         h, k, v = b.layer(i, layer, h, pos, masks, past=None)
         outputs += [k, v]
-    if lengths is None:
+    if documents:
+        last = b.g.add("gather", h, ends, name="h_last", axis="S")
+    elif lengths is None:
         last = b.g.add("slice", h, name="h_last.s", axis="S", start=seq - 1, stop=seq)
         last = b.g.add("reshape", last, name="h_last", type=TensorType.of(F32, B=batch, D=cfg.hidden))
     else:
@@ -188,7 +222,7 @@ def build_decode(cfg: ModelConfig, precision: Precision, batch: int, past: int, 
     ids = b.g.input("ids", TensorType.of(I32, B=batch, S=1))
     pos = b.g.input("pos", TensorType.of(I32, B=batch))
     masks = DecodeMasks(b.g, b.const, b.positions, pos)
-    h = b.embed(ids)
+    h = b.embed(ids, pos)
     outputs = []
     for i, layer in enumerate(cfg.layers):
         h, k, v = b.layer(i, layer, h, pos, masks, past=past + 1)
@@ -221,6 +255,7 @@ class _Builder:
         self.batch, self.seq, self.positions = batch, seq, positions
         self.bindings: dict[str, Binding] = {}
         self._ropes: dict[str, Node] = {}
+        self.packed = False  # positions are per token [B, S] (packed documents), not an iota
 
     def done(self, phase: str, padded: bool) -> ModelGraph:
         past = self.positions - 1 if phase == "decode" else 0
@@ -259,11 +294,14 @@ class _Builder:
     def tensor(
         self, name: str, dtype: DType, axes: dict[str, int], cut: Cut = _whole, source: str | None = None
     ) -> Node:
-        """A checkpoint tensor (`source`, by default `name`) as a param: this rank's `cut` of its HF
-        layout, reshaped to `axes`."""
-        shape, source = tuple(axes.values()), source or name
+        """A checkpoint tensor (canonical name `source`, by default `name`) as a param: this rank's
+        `cut` of it in the canonical layout, reshaped to `axes`."""
+        shape, found = tuple(axes.values()), self.cfg.tensors.source(source or name)
         return self.param(
-            name, dtype, axes, Binding((source,), lambda get, rank: cut(get(source), rank).reshape(shape))
+            name,
+            dtype,
+            axes,
+            Binding(found.tensors, lambda get, rank: cut(found.load(get), rank).reshape(shape)),
         )
 
     def all_reduce(self, x: Node, name: str) -> Node:
@@ -296,8 +334,11 @@ class _Builder:
         boundary falls inside one contracted axis A, which splits into `Ag` x `Ai`; `split` is
         (A, size of Ai) so the caller splits the activation the same way.
         """
+        if make is None:
+            found, shape = self.cfg.tensors.source(name), tuple(axes.values())
+            sources = found.tensors
+            make = lambda get, rank: cut(found.load(get), rank).reshape(shape)  # noqa: E731
         sources = tuple(sources or (name,))
-        make = make or (lambda get, rank: cut(get(name), rank).reshape(tuple(axes.values())))
         p = self.p
         select = select or (lambda node, suffix: node)
         if not p.quantised:
@@ -349,24 +390,64 @@ class _Builder:
         out: Sequence[str],
         label: str,
         cut: Cut = _whole,
+        bias: Cut | None = None,
     ) -> Node:
+        """x times the weight `name`; with `bias` (its cut), plus the `.bias` twin of the weight over
+        the weight's output axes."""
         w, _, split = self.weight(name, axes, contract, cut=cut)
         x = self.to(self.split_groups(x, split), w.type.dtype)
         eq = f"{' '.join(x.type.names)}, {' '.join(w.type.names)} -> {' '.join(out)}"
-        return self.einsum(x, w, name=label, eq=eq)
+        y = self.einsum(x, w, name=label, eq=eq)
+        if bias is None:
+            return y
+        bias_axes = {a: n for a, n in axes.items() if a not in contract}
+        b = self.tensor(name.removesuffix(".weight") + ".bias", self.p.table, bias_axes, bias)
+        return self.g.add("add", y, self.to(b, F32), name=f"{label}_b")
 
     # -- layers --------------------------------------------------------------------------------
-    def embed(self, ids: Node) -> Node:
-        cfg = self.cfg
+    def embed(self, ids: Node, pos: Node) -> Node:
+        """Token embedding, plus absolute positions (learned or sinusoidal), then the embedding norm."""
+        cfg, g = self.cfg, self.g
         table = self.tensor("model.embed_tokens.weight", self.p.table, {"V": cfg.vocab, "D": cfg.hidden})
-        x = self.to(self.g.add("gather", table, ids, name="embed", axis="V"), F32)
+        x = self.to(g.add("gather", table, ids, name="embed", axis="V"), F32)
         if cfg.embed_scale is not None:
-            x = self.g.add("mul", x, self.const(float(np.float32(cfg.embed_scale))), name="embed.scaled")
+            x = g.add("mul", x, self.const(float(np.float32(cfg.embed_scale))), name="embed.scaled")
+        if cfg.position in ("learned", "sinusoidal"):
+            where = g.add("gather", self.position_table(), pos, name="embed.position", axis="P")
+            x = g.add("add", x, self.to(where, F32), name="embed.positioned")
+        if cfg.embed_norm:
+            x = self.norm(x, "D", "model.embed_norm", "embed_norm")
         return x
 
-    def rms_norm(self, x: Node, axis: str, weight: str, label: str) -> Node:
+    def position_table(self) -> Node:
+        """[P, D] absolute position embeddings: the checkpoint's (learned) or computed (sinusoidal)."""
+        cfg, positions = self.cfg, self.positions
+        if cfg.position == "sinusoidal":
+            axes = {"P": positions, "D": cfg.hidden}
+            dim = cfg.hidden
+            return self.param(
+                "sinusoidal.table",
+                self.p.table,
+                axes,
+                Binding((), lambda get, rank: sinusoidal_table(positions, dim)),
+            )
+        if positions > cfg.max_positions:
+            raise FrontendError(
+                f"{cfg.name}: {positions} positions exceed its {cfg.max_positions} learned position "
+                f"embeddings (max_position_embeddings)"
+            )
+        axes = {"P": cfg.max_positions, "D": cfg.hidden}
+        return self.tensor("model.embed_positions.weight", self.p.table, axes)
+
+    def norm(self, x: Node, axis: str, prefix: str, label: str, kind: str | None = None) -> Node:
+        """The model's norm (or `kind`) over `axis`, with weight `{prefix}.weight` (and `.bias`)."""
         cfg, g = self.cfg, self.g
         n = x.type.size(axis)
+        kind = kind or cfg.norm
+        if kind == "layer":
+            total = g.add("reduce", x, name=f"{label}.total", op="sum", axes=[axis])
+            mean = g.add("mul", total, self.const(1.0 / n), name=f"{label}.avg")
+            x = g.add("sub", x, mean, name=f"{label}.centred")
         sq = g.add("mul", x, x, name=f"{label}.sq")
         total = g.add("reduce", sq, name=f"{label}.sum", op="sum", axes=[axis])
         mean = g.add("mul", total, self.const(1.0 / n), name=f"{label}.mean")
@@ -374,16 +455,28 @@ class _Builder:
             "rsqrt", g.add("add", mean, self.const(cfg.norm_eps), name=f"{label}.var"), name=f"{label}.rstd"
         )
         unit = g.add("mul", x, rstd, name=f"{label}.unit")
-        w = self.to(self.tensor(weight, self.p.table, {axis: n}), F32)
+        w = self.to(self.tensor(f"{prefix}.weight", self.p.table, {axis: n}), F32)
         if cfg.norm_offset:
-            w = g.add("add", w, self.const(cfg.norm_offset), name=f"{weight}.plus1")
-        return g.add("mul", unit, w, name=label)
+            w = g.add("add", w, self.const(cfg.norm_offset), name=f"{prefix}.weight.plus1")
+        if kind != "layer":
+            return g.add("mul", unit, w, name=label)
+        b = self.to(self.tensor(f"{prefix}.bias", self.p.table, {axis: n}), F32)
+        return g.add("add", g.add("mul", unit, w, name=f"{label}.scaled"), b, name=label)
+
+    def residual(self, x: Node, f: Node, name: str) -> Node:
+        """x + f(x), with x scaled by DeepNet's alpha when the model sets one."""
+        if self.cfg.residual_scale != 1.0:
+            x = self.g.add(
+                "mul", x, self.const(float(np.float32(self.cfg.residual_scale))), name=f"{name}.alpha"
+            )
+        return self.g.add("add", x, f, name=name)
 
     def rope_table(self, layer: Layer, pos: Node) -> Node:
         """The rotations for this graph's positions, gathered once per RoPE variant."""
         if layer.rope_name not in self._ropes:
-            k = self.cfg.head_dim
+            k = self.cfg.rotary
             rope, positions = layer.rope, self.positions
+            assert rope is not None
             axes = {"P": positions, "Kp": k // 2, "R": 2, "T": 2}
             table = self.param(
                 f"{layer.rope_name}.table",
@@ -396,9 +489,34 @@ class _Builder:
             )
         return self._ropes[layer.rope_name]
 
+    def heads_first(self, x: Node, heads: str, label: str) -> Node:
+        """[B, S, heads, K] -> [B, heads, S, K]."""
+        axes = [x.type.axis(n) for n in ("B", heads, "S", "K")]
+        return self.g.add("transpose", x, name=label, type=x.type.with_axes(axes))
+
+    def position_heads(self, x: Node, heads: str, layer: Layer, pos: Node, label: str) -> Node:
+        """[B, S, heads, K] -> [B, heads, S, ...K] with RoPE applied to its first `rotary` dims."""
+        cfg, g = self.cfg, self.g
+        rd, k = cfg.rotary, cfg.head_dim
+        if rd == 0:
+            return self.heads_first(x, heads, f"{label}.heads")
+        rot = self.rope_table(layer, pos)
+        if rd == k:
+            return self.rotate(x, heads, rot, label)
+        part = g.add("slice", x, name=f"{label}.rotary", axis="K", start=0, stop=rd)
+        rest = g.add("slice", x, name=f"{label}.pass", axis="K", start=rd, stop=k)
+        rotated = g.add(
+            "reshape",
+            self.rotate(part, heads, rot, label),
+            name=f"{label}.rot_heads",
+            type=part.type.with_axes([part.type.axis(n) for n in ("B", heads, "S", "K")]),
+        )
+        return g.add("concat", rotated, self.heads_first(rest, heads, f"{label}.pass_heads"),
+                     name=f"{label}.positioned", axis="K")  # fmt: skip
+
     def rotate(self, x: Node, heads: str, rot: Node, label: str) -> Node:
         """x [B, S, heads, K] -> [B, heads, S, T, Kp] rotated (T, Kp: the halves of K again)."""
-        kp = self.cfg.head_dim // 2
+        kp = x.type.size("K") // 2
         axes = [a for a in x.type.axes if a.name != "K"] + [Axis("R", 2), Axis("Kp", kp)]
         pairs = self.g.add("reshape", x, name=f"{label}.pairs", type=x.type.with_axes(axes))
         pairs = self.to(pairs, rot.type.dtype)  # the contraction engine takes bf16, not f32
@@ -406,78 +524,71 @@ class _Builder:
         return self.einsum(pairs, rot, name=f"{label}.rot", eq=eq)
 
     def layer(self, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
+        """One block: pre-norm (optionally with Gemma's sandwich norms), post-norm or parallel."""
         cfg, g = self.cfg, self.g
         pre = f"model.layers.{i}"
-        n = self.rms_norm(h, "D", f"{pre}.input_layernorm.weight", f"l{i}.attn_norm")
+        attn_norm, mlp_norm = f"{pre}.input_layernorm", f"{pre}.post_attention_layernorm"
+        if cfg.block == "post":
+            a, k_cache, v_cache = self.attention(i, layer, h, pos, masks, past)
+            h = self.norm(self.residual(h, a, f"l{i}.h_attn"), "D", attn_norm, f"l{i}.attn_norm")
+            m = self.feed_forward(i, layer, h)
+            return self.norm(self.residual(h, m, f"l{i}.h_mlp"), "D", mlp_norm, f"l{i}.out"), k_cache, v_cache
+        n = self.norm(h, "D", attn_norm, f"l{i}.attn_norm")
+        if cfg.block == "parallel":
+            a, k_cache, v_cache = self.attention(i, layer, n, pos, masks, past, reduce=False)
+            n2 = n if cfg.parallel_norms == 1 else self.norm(h, "D", mlp_norm, f"l{i}.mlp_norm")
+            m = self.feed_forward(i, layer, n2, reduce=False)
+            both = self.all_reduce(g.add("add", a, m, name=f"l{i}.parallel"), f"l{i}.parallel.sum")
+            return self.residual(h, both, f"l{i}.out"), k_cache, v_cache
         a, k_cache, v_cache = self.attention(i, layer, n, pos, masks, past)
         if cfg.sandwich_norms:
-            a = self.rms_norm(a, "D", f"{pre}.post_attention_layernorm.weight", f"l{i}.attn_out_norm")
-        h = g.add("add", h, a, name=f"l{i}.h_attn")
-        mlp_norm = "pre_feedforward_layernorm" if cfg.sandwich_norms else "post_attention_layernorm"
-        n = self.rms_norm(h, "D", f"{pre}.{mlp_norm}.weight", f"l{i}.mlp_norm")
-        m = self.moe(i, n) if layer.moe else self.mlp(i, n)
+            a = self.norm(a, "D", f"{pre}.post_attention_layernorm", f"l{i}.attn_out_norm")
+            mlp_norm = f"{pre}.pre_feedforward_layernorm"
+        h = self.residual(n if cfg.residual_from_norm else h, a, f"l{i}.h_attn")
+        n = self.norm(h, "D", mlp_norm, f"l{i}.mlp_norm")
+        m = self.feed_forward(i, layer, n)
         if cfg.sandwich_norms:
-            m = self.rms_norm(m, "D", f"{pre}.post_feedforward_layernorm.weight", f"l{i}.mlp_out_norm")
-        return g.add("add", h, m, name=f"l{i}.out"), k_cache, v_cache
+            m = self.norm(m, "D", f"{pre}.post_feedforward_layernorm", f"l{i}.mlp_out_norm")
+        return self.residual(n if cfg.residual_from_norm else h, m, f"l{i}.out"), k_cache, v_cache
 
-    def attention(self, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None):
-        """This chip's heads: column-parallel Q/K/V, row-parallel o_proj summed over the chips."""
+    def feed_forward(self, i: int, layer: Layer, x: Node, reduce: bool = True) -> Node:
+        return self.moe(i, x, reduce) if layer.moe else self.mlp(i, x, reduce)
+
+    def attention(
+        self, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None, reduce: bool = True
+    ):
+        """This chip's heads: column-parallel Q/K/V, row-parallel o_proj summed over the chips
+        (by the caller when `reduce` is False, as a parallel block sums attention and MLP first)."""
         cfg, g, p, sh = self.cfg, self.g, self.p, self.sh
         pre = f"model.layers.{i}.self_attn"
         D, H, Hkv, K, G = cfg.hidden, sh.heads, sh.kv_heads, cfg.head_dim, sh.groups
         B, S = self.batch, self.seq
-        q = self.linear(
-            x,
-            f"{pre}.q_proj.weight",
-            {"H": H, "K": K, "D": D},
-            ["D"],
-            ["B", "S", "H", "K"],
-            f"l{i}.q",
-            sh.column,
-        )
-        k = self.linear(
-            x,
-            f"{pre}.k_proj.weight",
-            {"Hkv": Hkv, "K": K, "D": D},
-            ["D"],
-            ["B", "S", "Hkv", "K"],
-            f"l{i}.k",
-            sh.kv,
-        )
-        v = self.linear(
-            x,
-            f"{pre}.v_proj.weight",
-            {"Hkv": Hkv, "K": K, "D": D},
-            ["D"],
-            ["B", "Hkv", "S", "K"],
-            f"l{i}.v",
-            sh.kv,
-        )
-        if cfg.qkv_bias:
-            biases = [(q, "q", {"H": H, "K": K}, sh.column)]
-            biases += [(k, "k", {"Hkv": Hkv, "K": K}, sh.kv), (v, "v", {"Hkv": Hkv, "K": K}, sh.kv)]
-            q, k, v = (
-                g.add(
-                    "add",
-                    y,
-                    self.to(self.tensor(f"{pre}.{n}_proj.bias", p.table, axes, cut), F32),
-                    name=f"l{i}.{n}_b",
-                )
-                for y, n, axes, cut in biases
+        heads = {"q": ("H", H, sh.column), "k": ("Hkv", Hkv, sh.kv), "v": ("Hkv", Hkv, sh.kv)}
+        q, k, v = (
+            self.linear(
+                x,
+                f"{pre}.{n}_proj.weight",
+                {axis: size, "K": K, "D": D},
+                ["D"],
+                ["B", "S", axis, "K"],
+                f"l{i}.{n}",
+                cut,
+                cut if cfg.qkv_bias else None,
             )
+            for n, (axis, size, cut) in heads.items()
+        )
         if cfg.qk_norm:
-            q = self.rms_norm(q, "K", f"{pre}.q_norm.weight", f"l{i}.q_norm")
-            k = self.rms_norm(k, "K", f"{pre}.k_norm.weight", f"l{i}.k_norm")
-        rot = self.rope_table(layer, pos)
-        q_rot = self.rotate(q, "H", rot, f"l{i}.q")
-        k_rot = self.rotate(k, "Hkv", rot, f"l{i}.k")
+            q = self.norm(q, "K", f"{pre}.q_norm", f"l{i}.q_norm", kind="rms")
+            k = self.norm(k, "K", f"{pre}.k_norm", f"l{i}.k_norm", kind="rms")
+        q_pos = self.position_heads(q, "H", layer, pos, f"l{i}.q")
+        k_pos = self.position_heads(k, "Hkv", layer, pos, f"l{i}.k")
         q5 = g.add(
-            "reshape", q_rot, name=f"l{i}.q_heads", type=TensorType.of(F32, B=B, Hkv=Hkv, G=G, Sq=S, K=K)
+            "reshape", q_pos, name=f"l{i}.q_heads", type=TensorType.of(F32, B=B, Hkv=Hkv, G=G, Sq=S, K=K)
         )
         k_new = self.to(
-            g.add("reshape", k_rot, name=f"l{i}.k_new", type=TensorType.of(F32, B=B, Hkv=Hkv, S=S, K=K)), p.kv
+            g.add("reshape", k_pos, name=f"l{i}.k_new", type=TensorType.of(F32, B=B, Hkv=Hkv, S=S, K=K)), p.kv
         )
-        v_new = self.to(v, p.kv)
+        v_new = self.to(self.heads_first(v, "Hkv", f"l{i}.v_heads"), p.kv)
         if past is None:  # prefill: this layer's cache is what was just computed
             cache_type = TensorType.of(p.kv, B=B, Hkv=Hkv, P=S, K=K)
             k_cache = g.add("reshape", k_new, name=f"l{i}.k_cache", type=cache_type)
@@ -496,23 +607,18 @@ class _Builder:
         keys_type = TensorType.of(p.kv, B=B, Hkv=Hkv, Sk=k_cache.type.size("P"), K=K)
         keys = g.add("reshape", k_cache, name=f"l{i}.keys", type=keys_type)
         values = g.add("reshape", v_cache, name=f"l{i}.values", type=keys_type)
-        out = self.attend(i, self.to(q5, p.kv), keys, values, masks(layer.sliding_window))
-        o = self.linear(
-            out,
-            f"{pre}.o_proj.weight",
-            {"D": D, "H": H, "K": K},
-            ["H", "K"],
-            ["B", "S", "D"],
-            f"l{i}.o",
-            sh.row,
-        )
-        return self.all_reduce(o, f"l{i}.o.sum"), k_cache, v_cache
+        out = self.attend(i, self.to(q5, p.kv), keys, values, masks(layer.sliding_window), pos)
+        o = self.linear(out, f"{pre}.o_proj.weight", {"D": D, "H": H, "K": K}, ["H", "K"], ["B", "S", "D"],
+                        f"l{i}.o", sh.row, sh.row_bias if cfg.out_bias else None)  # fmt: skip
+        return (self.all_reduce(o, f"l{i}.o.sum") if reduce else o), k_cache, v_cache
 
-    def attend(self, i: int, q: Node, keys: Node, values: Node, mask: Node) -> Node:
-        """Softmax(q k^T * scale, masked) v with K/V broadcast over the group axis G."""
+    def attend(self, i: int, q: Node, keys: Node, values: Node, mask: Node, pos: Node) -> Node:
+        """Softmax(q k^T * scale [+ ALiBi], masked) v with K/V broadcast over the group axis G."""
         cfg, g, p = self.cfg, self.g, self.p
         s = self.einsum(q, keys, name=f"l{i}.scores", eq="B Hkv G Sq K, B Hkv Sk K -> B Hkv G Sq Sk")
         s = g.add("mul", self.to(s, F32), self.const(cfg.scale), name=f"l{i}.scaled")
+        if cfg.position == "alibi":
+            s = g.add("add", s, self.alibi(keys.type.size("Sk"), pos), name=f"l{i}.biased")
         s = g.add("where", mask, s, self.const(-float("inf")), name=f"l{i}.masked")
         top = g.add("reduce", s, name=f"l{i}.max", op="max", axes=["Sk"])
         e = g.add("exp", g.add("sub", s, top, name=f"l{i}.shifted"), name=f"l{i}.exp")
@@ -529,27 +635,57 @@ class _Builder:
             "reshape", self.to(out, F32), name=f"l{i}.attn_heads", type=TensorType.of(F32, B=B, H=H, S=S, K=K)
         )
 
+    def alibi(self, keys: int, pos: Node) -> Node:
+        """ALiBi's bias slope[h] * position of key k, [Hkv, G, Sk] (or [B, Hkv, G, Sk] for packed
+        rows, whose positions restart per document); built once, shared by every layer. The
+        query's own position would only shift each softmax row by a constant, so it is left out."""
+        g = self.g
+        if "alibi.bias" in g:
+            return g["alibi.bias"]
+        sh, heads = self.sh, self.cfg.heads
+        axes = {"Hkv": sh.kv_heads, "G": sh.groups}
+        column = sh.column
+        slopes = self.param(
+            "alibi.slopes",
+            F32,
+            axes,
+            Binding((), lambda get, rank: column(alibi_slopes(heads), rank).reshape(tuple(axes.values()))),
+        )
+        if self.packed:
+            where = g.add(
+                "reshape",
+                pos,
+                name="alibi.k",
+                type=pos.type.with_axes([pos.type.axis("B"), Axis("Sk", keys)]),
+            )
+        else:
+            where = g.add("iota", name="alibi.k", type=TensorType.of(I32, Sk=keys), axis="Sk")
+        return g.add("mul", slopes, g.add("cast", where, name="alibi.k.f32", type=where.type.with_dtype(F32)),
+                     name="alibi.bias")  # fmt: skip
+
     def activate(self, gate: Node, label: str) -> Node:
         return self.g.add(self.cfg.activation, gate, name=label)
 
-    def mlp(self, i: int, x: Node) -> Node:
-        """Gated MLP over this chip's F columns; the down projection's partial sums join over chips."""
+    def mlp(self, i: int, x: Node, reduce: bool = True) -> Node:
+        """Gated (act(gate) * up) or plain (act(up)) MLP over this chip's F columns; the down
+        projection's partial sums join over chips."""
         cfg, g, sh = self.cfg, self.g, self.sh
         pre = f"model.layers.{i}.mlp"
         D, F = cfg.hidden, sh.intermediate
-        gate = self.linear(
-            x, f"{pre}.gate_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], f"l{i}.gate", sh.column
-        )
-        up = self.linear(
-            x, f"{pre}.up_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], f"l{i}.up", sh.column
-        )
-        act = g.add("mul", self.activate(gate, f"l{i}.act"), up, name=f"l{i}.glu")
-        down = self.linear(
-            act, f"{pre}.down_proj.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], f"l{i}.down", sh.row
-        )
-        return self.all_reduce(down, f"l{i}.down.sum")
+        bias = sh.column if cfg.mlp_bias else None
+        up = self.linear(x, f"{pre}.up_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], f"l{i}.up",
+                         sh.column, bias)  # fmt: skip
+        if cfg.mlp == "gated":
+            gate = self.linear(x, f"{pre}.gate_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"],
+                               f"l{i}.gate", sh.column, bias)  # fmt: skip
+            act = g.add("mul", self.activate(gate, f"l{i}.act"), up, name=f"l{i}.glu")
+        else:
+            act = self.activate(up, f"l{i}.act")
+        down = self.linear(act, f"{pre}.down_proj.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"],
+                           f"l{i}.down", sh.row, sh.row_bias if cfg.mlp_bias else None)  # fmt: skip
+        return self.all_reduce(down, f"l{i}.down.sum") if reduce else down
 
-    def moe(self, i: int, x: Node) -> Node:
+    def moe(self, i: int, x: Node, reduce: bool = True) -> Node:
         """Router softmax, top-k (renormalised where the family does), experts gathered per routed slot.
 
         Each token's k slots gather their expert's weights, so the expert einsums cost exactly
@@ -583,7 +719,7 @@ class _Builder:
         down = self.expert(i, act, idx, 2, {"E": E, "D": D, "F": F}, "F", f"l{i}.expert_down", row)
         weighted = g.add("mul", down, weights, name=f"l{i}.expert_weighted")
         out = g.add("reduce", weighted, name=f"l{i}.moe", op="sum", axes=["Kk"])
-        return self.all_reduce(out, f"l{i}.moe.sum")
+        return self.all_reduce(out, f"l{i}.moe.sum") if reduce else out
 
     def expert(
         self,
@@ -616,26 +752,28 @@ class _Builder:
         return self.einsum(x, w, name=label, eq=eq)
 
     def head(self, x: Node) -> Node:
-        """Final norm and LM head on [B, D]; tied models reuse the embedding table.
+        """Final norm and LM head on [B, (N,) D]; tied models reuse the embedding table.
 
         Vocab-parallel over chips: each chip computes its V / chips rows (a tied head gets its own
         param cut from the embedding, which stays whole for the lookup) and an all_gather joins them.
         """
         cfg, sh = self.cfg, self.sh
-        x = self.rms_norm(x, "D", "model.norm.weight", "final_norm")
+        if cfg.final_norm:
+            x = self.norm(x, "D", "model.norm", "final_norm")
         axes = {"V": sh.vocab, "D": cfg.hidden}
         parallel = sh.vocab != cfg.vocab
         cut = sh.column if parallel else _whole
+        lead = [a for a in x.type.names if a != "D"]
         if cfg.tie_embeddings:
             table = self.g["model.embed_tokens.weight"]
             if parallel:
                 table = self.tensor("lm_head.weight", self.p.table, axes, cut, source=table.name)
-            logits = self.einsum(self.to(x, table.type.dtype), table, name="logits.raw", eq="B D, V D -> B V")
+            eq = f"{' '.join(lead)} D, V D -> {' '.join(lead)} V"
+            logits = self.einsum(self.to(x, table.type.dtype), table, name="logits.raw", eq=eq)
         else:
-            logits = self.linear(x, "lm_head.weight", axes, ["D"], ["B", "V"], "logits.raw", cut)
+            logits = self.linear(x, "lm_head.weight", axes, ["D"], [*lead, "V"], "logits.raw", cut)
         logits = self.to(logits, F32)
         if parallel:
             logits = self.g.add("all_gather", logits, name="logits.gather", axis="V", chips=sh.chips)
-        return self.g.add(
-            "reshape", logits, name="logits", type=TensorType.of(F32, B=self.batch, V=cfg.vocab)
-        )
+        full = [x.type.axis(a) for a in lead] + [Axis("V", cfg.vocab)]
+        return self.g.add("reshape", logits, name="logits", type=TensorType(F32, tuple(full)))

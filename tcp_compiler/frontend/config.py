@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.layout import IDENTITY, TensorMap
 
 
 @dataclass(frozen=True)
@@ -81,10 +82,11 @@ class Moe:
 
 @dataclass(frozen=True)
 class Layer:
-    """What varies from layer to layer: the attention window, its RoPE, dense or MoE MLP."""
+    """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
+    MoE MLP."""
 
     sliding_window: int | None
-    rope: Rope
+    rope: Rope | None
     rope_name: str
     moe: bool
 
@@ -101,9 +103,21 @@ class ModelConfig:
     intermediate: int
     layers: tuple[Layer, ...]
     norm_eps: float
-    activation: str  # "silu" or "gelu_tanh"
+    activation: str  # an IR unary op: "silu", "gelu_tanh", "gelu", "relu"
+    norm: str = "rms"  # "rms" (RMSNorm, weight) or "layer" (LayerNorm, weight and bias)
     norm_offset: float = 0.0  # Gemma's RMSNorm scales by (1 + w)
+    block: str = "pre"  # "pre": x + f(norm(x)); "post": norm(x + f(x)); "parallel": x + attn + mlp
+    parallel_norms: int = 2  # parallel blocks: 2 norms (GPT-NeoX) or 1 shared (Falcon-7B)
+    residual_scale: float = 1.0  # DeepNet's alpha: alpha * x + f(x)
+    residual_from_norm: bool = False  # BLOOM's apply_residual_connection_post_layernorm
+    embed_norm: bool = False  # BLOOM: LayerNorm right after the embedding
+    final_norm: bool = True  # OPT's post-LN models have none
+    position: str = "rope"  # "rope", "learned", "alibi", "sinusoidal" or "none"
+    rotary_dim: int | None = None  # RoPE on the first rotary_dim of each head (GPT-NeoX); None: all
+    mlp: str = "gated"  # "gated": down(act(gate) * up); "plain": down(act(up))
     qkv_bias: bool = False
+    out_bias: bool = False  # bias on the attention output projection
+    mlp_bias: bool = False
     qk_norm: bool = False
     sandwich_norms: bool = False  # Gemma: norms after attention and MLP as well as before
     embed_scale: float | None = None
@@ -112,7 +126,7 @@ class ModelConfig:
     moe: Moe | None = None
     max_positions: int = 0
     dtype: str = "bfloat16"
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    tensors: TensorMap = IDENTITY  # where the canonical weight names live in the checkpoint
 
     @property
     def groups(self) -> int:
@@ -121,6 +135,13 @@ class ModelConfig:
     @property
     def scale(self) -> float:
         return self.attn_scale if self.attn_scale is not None else self.head_dim**-0.5
+
+    @property
+    def rotary(self) -> int:
+        """Head dims RoPE rotates: head_dim, fewer for partial rotary, 0 without RoPE."""
+        if self.position != "rope":
+            return 0
+        return self.rotary_dim if self.rotary_dim is not None else self.head_dim
 
 
 class RawConfig:

@@ -10,11 +10,28 @@ Const = Callable[[float | int, DType], Node]
 
 
 class PrefillMasks:
-    """Causal (and sliding-window, and key-padding) masks over [Sq, Sk], built once per window."""
+    """Causal (and sliding-window, key-padding, same-document) masks over [Sq, Sk], one per window."""
 
-    def __init__(self, g: Graph, const: Const, seq: int, lengths: Node | None) -> None:
-        self.g, self.const, self.seq, self.lengths = g, const, seq, lengths
+    def __init__(
+        self, g: Graph, const: Const, seq: int, lengths: Node | None, segment: Node | None = None
+    ) -> None:
+        self.g, self.const, self.seq, self.lengths, self.segment = g, const, seq, lengths, segment
         self.cache: dict[int | None, Node] = {}
+
+    def same_document(self) -> Node:
+        """[B, Sq, Sk]: query and key belong to the same packed document (segment id)."""
+        g, seg = self.g, self.segment
+        assert seg is not None
+        if "mask.document" not in g:
+            b = seg.type.axis("B")
+            rows = g.add(
+                "reshape", seg, name="mask.segment_q", type=TensorType.of(I32, B=b.size, Sq=self.seq)
+            )
+            cols = g.add(
+                "reshape", seg, name="mask.segment_k", type=TensorType.of(I32, B=b.size, Sk=self.seq)
+            )
+            g.add("eq", rows, cols, name="mask.document")
+        return g["mask.document"]
 
     def valid(self) -> Node:
         """Keys inside each sequence's length, plus the query's own position.
@@ -45,6 +62,8 @@ class PrefillMasks:
             mask = g.add("and", mask, inside, name=f"mask.sliding{_suffix(window)}")
         if self.lengths is not None:
             mask = g.add("and", mask, self.valid(), name=f"mask{_suffix(window)}")
+        if self.segment is not None:
+            mask = g.add("and", mask, self.same_document(), name=f"mask.packed{_suffix(window)}")
         self.cache[window] = mask
         return mask
 

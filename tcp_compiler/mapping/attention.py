@@ -22,8 +22,8 @@ def choose_attention(graph: Graph, machine: Machine) -> tuple[Graph, list[dict]]
                 {"op": m.out.name, "form": "plain", "reason": f"scores {nbytes:,} B fit DM ({budget:,} B)"}
             )
             continue
-        block = size
-        while block > 1 and (block % 2 == 0) and nbytes * block // size > budget // 2:
+        block = 1 << (size.bit_length() - 1)  # a power of two; the last block may be shorter
+        while block > 1 and nbytes * block // size > budget // 2:
             block //= 2
         blocks.setdefault(block, set()).add(m.out.name)
         notes.append({

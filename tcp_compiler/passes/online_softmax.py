@@ -1,15 +1,20 @@
 """Online-softmax attention: a rewrite of decomposed softmax attention into key blocks.
 
-    scores = einsum(q, K) [* c] ; masked = where(mask, scores, -inf)
+    scores = einsum(q, K) [* c] [+ bias ...] ; masked = where(mask, scores, -inf)
     out = einsum(softmax_over_A(masked) [cast], V)           (A: the key axis, e.g. Sk)
 
 becomes, for key blocks j of `block` positions, a running max m, running sum l and a rescaled
-accumulator (the flash-attention recurrence), so no tensor spans the whole key axis:
+accumulator (the flash-attention recurrence), so no tensor spans the whole key axis (the last
+block may be shorter):
 
     m_j = max(m, max_A masked_j)       safe = m_j, or 0 where m_j is -inf (a fully masked block)
     a   = exp(m - safe)                p_j = exp(masked_j - safe)
     l   = l * a + sum_A p_j            acc = acc * a + einsum(p_j, V_j)
-    out = acc / l                       (and lse = safe + log l for whoever needs it)
+    out = acc / l                       lse = safe + log l   (optional output)
+
+The score modifiers between the einsum and the mask (a scale, ALiBi's bias, ...) are any chain of
+element-wise mul/add with a side operand; a side operand spanning the key axis is sliced per block.
+The log-sum-exp per query row is what split-K decoding needs to merge partial results.
 
 Interpreted, it equals the plain form to float rounding; the mapper uses it when a head's
 scores do not fit on chip.
@@ -30,7 +35,7 @@ class Attention:
 
     axis: str
     scores: Node  # einsum(q, K)
-    scale: Node | None  # mul(scores, c)
+    modifiers: tuple[Node, ...]  # mul / add of the scores with a side operand, in order
     masked: Node | None  # where(mask, ., -inf)
     maximum: Node
     shifted: Node
@@ -42,7 +47,7 @@ class Attention:
 
     @property
     def nodes(self) -> set[str]:
-        parts = (self.scores, self.scale, self.masked, self.maximum, self.shifted, self.exp, self.total,
+        parts = (self.scores, *self.modifiers, self.masked, self.maximum, self.shifted, self.exp, self.total,
                  self.probs, self.cast, self.out)  # fmt: skip
         return {n.name for n in parts if n is not None}
 
@@ -90,34 +95,44 @@ def _match(graph: Graph, users, out: Node) -> Attention | None:
         return None
     masked = x if x.kind == "where" else None
     y = graph[x.operands[1]] if masked else x
-    scale = y if y.kind == "mul" else None
-    scores = graph[y.operands[0]] if scale else y
+    modifiers: list[Node] = []
+    while y.kind in ("mul", "add") and graph[y.operands[0]].kind in ("mul", "add", "einsum"):
+        modifiers.insert(0, y)
+        y = graph[y.operands[0]]
+    scores = y
     if scores.kind != "einsum" or axis in out.type.names or axis not in graph[out.operands[1]].type.names:
         return None
     if masked is not None and graph[masked.operands[2]].type.rank != 0:
         return None  # the fill must be a scalar (-inf)
     # Every intermediate must feed only the next step, or the rewrite would change other readers.
-    chain = [n for n in (scores, scale, masked, probs, cast) if n is not None and n is not x]
+    chain = [n for n in (scores, *modifiers, masked, probs, cast) if n is not None and n is not x]
     if any(len(users[n.name]) != 1 for n in chain) or len(users[x.name]) != 2 or len(users[e.name]) != 2:
         return None
     if len(users[maximum.name]) != 1 or len(users[shifted.name]) != 1 or len(users[total.name]) != 1:
         return None
-    return Attention(axis, scores, scale, masked, maximum, shifted, e, total, probs, cast, out)
+    return Attention(axis, scores, tuple(modifiers), masked, maximum, shifted, e, total, probs, cast, out)
 
 
-def online_softmax(graph: Graph, block: int, only: set[str] | None = None) -> Graph:
-    """The graph with each matched attention (or those whose output is in `only`) in key blocks."""
+def online_softmax(graph: Graph, block: int, only: set[str] | None = None, lse: bool = False) -> Graph:
+    """The graph with each matched attention (or those whose output is in `only`) in key blocks.
+
+    With `lse`, each rewritten attention's log-sum-exp over the key axis, `{out}.lse`, is added to
+    the graph's outputs (rows with no visible key get -inf)."""
     matches = {m.out.name: m for m in find_attention(graph) if only is None or m.out.name in only}
     if not matches:
         return graph
     skip = set().union(*(m.nodes for m in matches.values()))
     out = new_graph(graph)  # new nodes are type-checked as they are added; finish verifies the whole
+    extra = []
     for n in graph.nodes:
         if n.name in matches:
-            _rewrite(out, graph, matches[n.name], block)
+            extra.append(_rewrite(out, graph, matches[n.name], block))
         elif n.name not in skip:
             out.append(clone(n))
-    return finish(graph, out, "online_softmax")
+    done = finish(graph, out, "online_softmax")
+    if lse:
+        done.set_outputs(*graph.outputs, *extra)
+    return done
 
 
 def _slice(g: Graph, source: Node, axis: str, start: int, stop: int, name: str) -> Node:
@@ -128,25 +143,26 @@ def _slice(g: Graph, source: Node, axis: str, start: int, stop: int, name: str) 
     return g.add("slice", source, name=name, axis=axis, start=start, stop=stop)
 
 
-def _rewrite(g: Graph, old: Graph, m: Attention, block: int) -> None:
+def _rewrite(g: Graph, old: Graph, m: Attention, block: int) -> str:
+    """Adds the blocked form of `m` to g; returns the name of its log-sum-exp node."""
     size = m.scores.type.size(m.axis)
-    if size % block:
-        raise ValueError(f"key axis {m.axis}={size} is not a multiple of the block {block}")
     f32 = m.maximum.type.dtype
     neg_inf = g.add("const", name=f"{m.out.name}.neg_inf", type=TensorType.of(f32), value=-float("inf"))
     zero = g.add("const", name=f"{m.out.name}.zero", type=TensorType.of(f32), value=0.0)
     q_name, k_name = m.scores.operands
     v_name = m.out.operands[1]
     running = total = acc = None
-    for j in range(size // block):
-        lo, hi = j * block, (j + 1) * block
+    for j, lo in enumerate(range(0, size, block)):  # the last block takes what is left
+        hi = min(lo + block, size)
         tag = f"{m.out.name}.blk{j}"
         k = _slice(g, g[k_name], m.axis, lo, hi, f"{k_name}.{m.axis}{lo}")
         v = _slice(g, g[v_name], m.axis, lo, hi, f"{v_name}.{m.axis}{lo}")
         s = g.add("einsum", g[q_name], k, name=f"{tag}.scores", eq=m.scores.attrs["eq"],
-                  type=_resized(m.scores.type, m.axis, block))  # fmt: skip
-        if m.scale is not None:
-            s = g.add("mul", s, g[m.scale.operands[1]], name=f"{tag}.scaled")
+                  type=_resized(m.scores.type, m.axis, hi - lo))  # fmt: skip
+        for mod in m.modifiers:
+            side = g[mod.operands[1]]
+            side = _slice(g, side, m.axis, lo, hi, f"{side.name}.{m.axis}{lo}")
+            s = g.add(mod.kind, s, side, name=f"{tag}.{mod.name.rsplit('.', 1)[-1]}")
         if m.masked is not None:
             mask = g[m.masked.operands[0]]
             mask = _slice(g, mask, m.axis, lo, hi, f"{mask.name}.{m.axis}{lo}")
@@ -172,6 +188,8 @@ def _rewrite(g: Graph, old: Graph, m: Attention, block: int) -> None:
     result = g.add("div", acc, total, name=f"{m.out.name}.online" if m.out.type.dtype != f32 else m.out.name)
     if m.out.type.dtype != f32:
         g.add("cast", result, name=m.out.name, type=m.out.type)
+    log_total = g.add("log", total, name=f"{m.out.name}.log_l")
+    return g.add("add", safe, log_total, name=f"{m.out.name}.lse").name
 
 
 def _resized(t: TensorType, axis: str, size: int) -> TensorType:

@@ -23,12 +23,15 @@ from tcp_compiler.frontend.precision import PRECISIONS, Precision, precision
 from tcp_compiler.runtime.generate import Generation, generate
 from tests.oracle.tiny_models import build, save
 
-FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe"]  # plain, q/k/v biases, windows + tied + (1+w), MoE
+# plain, q/k/v biases, windows + tied + (1+w), MoE, parallel block + fused QKV + partial RoPE + biases,
+# ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm
+FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon"]
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
 STEPS = 3
 VOCAB = 96
 F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
+ROW_BIAS = re.compile(r"\.(o_proj|down_proj)\.bias$")
 REPLICATED = re.compile(r"embed_tokens|norm|\.gate\.weight$")  # embedding, norms, MoE router
 TINY = ModelConfig(
     name="tiny", family="llama", vocab=96, hidden=32, heads=4, kv_heads=2, head_dim=8, intermediate=48,
@@ -97,10 +100,13 @@ def test_one_collective_where_each_partial_result_joins(tiny, chips: int) -> Non
         assert built.chips == chips
         expected = {}
         for i, layer in enumerate(cfg.layers):
-            expected[f"l{i}.o.sum"] = f"l{i}.o"
-            expected[f"l{i}.moe.sum" if layer.moe else f"l{i}.down.sum"] = (
-                f"l{i}.moe" if layer.moe else f"l{i}.down"
-            )
+            if cfg.block == "parallel":  # attention and MLP partial sums add up before one all_reduce
+                expected[f"l{i}.parallel.sum"] = f"l{i}.parallel"
+            else:
+                expected[f"l{i}.o.sum"] = f"l{i}.o_b" if cfg.out_bias else f"l{i}.o"
+                expected[f"l{i}.moe.sum" if layer.moe else f"l{i}.down.sum"] = (
+                    f"l{i}.moe" if layer.moe else f"l{i}.down_b" if cfg.mlp_bias else f"l{i}.down"
+                )
             assert f"model.layers.{i}.self_attn.o_proj.weight" in g[f"l{i}.o"].operands
         reduces = g.of_kind("all_reduce")
         assert {n.name: n.operands[0] for n in reduces} == expected, name
@@ -134,8 +140,14 @@ def test_each_chip_holds_its_share_of_the_weights(tiny, chips: int) -> None:
     for p in whole.checkpoint_params():
         whole_type, chip_type = p.type, sharded.graph[p.name].type
         parts = [r[p.name] for r in ranks]
-        if chip_type == whole_type:
-            assert REPLICATED.search(p.name), f"{p.name} is replicated"
+        if ROW_BIAS.search(p.name):  # added once: by rank 0, zeros elsewhere, before the all_reduce
+            assert chip_type == whole_type and np.array_equal(parts[0], full[p.name])
+            assert not any(x.any() for x in parts[1:]), p.name
+            replicated += whole_type.nbytes
+            continue
+        if chip_type == whole_type:  # replicated: embedding, norms, router, or the only KV head
+            one_kv_head = cfg.kv_heads == 1 and re.search(r"\.[kv]_proj\.", p.name)
+            assert REPLICATED.search(p.name) or one_kv_head, f"{p.name} is replicated"
             assert all(np.array_equal(x, full[p.name]) for x in parts)
             replicated += whole_type.nbytes
             continue
@@ -150,7 +162,8 @@ def test_each_chip_holds_its_share_of_the_weights(tiny, chips: int) -> None:
         kv_whole += whole_type.nbytes if is_kv else 0
     for extra in tied_head:  # a vocab-parallel tied head is cut from the (whole) embedding
         np.testing.assert_array_equal(
-            np.concatenate([r[extra] for r in ranks]), get("model.embed_tokens.weight")
+            np.concatenate([r[extra] for r in ranks]),
+            cfg.tensors.source("model.embed_tokens.weight").load(get),
         )
     chip_bytes = sum(p.type.nbytes for p in sharded.checkpoint_params()) - replicated
     head_bytes = sum(sharded.graph[n].type.nbytes for n in tied_head) * chips
@@ -242,7 +255,8 @@ def test_every_bundled_model_builds_sharded(name: str, chips: int) -> None:
     for built in (build_prefill(cfg, BF16, 2, 4, chips=chips), build_decode(cfg, BF16, 2, 4, chips=chips)):
         ir.verify(built.graph)
         g = built.graph
-        assert len(g.of_kind("all_reduce")) == 2 * len(cfg.layers)
+        per_layer = 1 if cfg.block == "parallel" else 2
+        assert len(g.of_kind("all_reduce")) == per_layer * len(cfg.layers)
         assert len(g.of_kind("all_gather")) == (cfg.vocab % chips == 0)
         assert g["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
         assert g["l0.q_heads"].type.size("Hkv") * g["l0.q_heads"].type.size("G") == cfg.heads // chips

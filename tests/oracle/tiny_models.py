@@ -74,24 +74,86 @@ FAMILIES = {
         dict(head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, norm_topk_prob=True),
     ),
 }
-DENSE = ["llama", "mistral", "qwen2", "qwen3", "gemma3"]
+
+# Families whose configs spell sizes their own way: full kwargs, COMMON is not merged in.
+TINY = dict(vocab_size=97, num_hidden_layers=3, tie_word_embeddings=True)
+OPT = dict(
+    TINY,
+    hidden_size=32,
+    ffn_dim=48,
+    num_attention_heads=4,
+    max_position_embeddings=64,
+    word_embed_proj_dim=32,
+)
+FALCON = dict(
+    TINY, hidden_size=32, num_attention_heads=4, max_position_embeddings=64, bias=False, alibi=False
+)
+OWN_SIZES = {
+    "gpt2": (
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        dict(TINY, n_embd=32, n_layer=3, n_head=4, n_positions=64, n_inner=48),
+    ),
+    "opt": ("OPTConfig", "OPTForCausalLM", dict(OPT, do_layer_norm_before=True)),
+    "opt_post_ln": ("OPTConfig", "OPTForCausalLM", dict(OPT, do_layer_norm_before=False)),
+    "bloom": ("BloomConfig", "BloomForCausalLM", dict(TINY, hidden_size=32, n_layer=3, n_head=4)),
+    "bloom_residual_post_ln": (
+        "BloomConfig",
+        "BloomForCausalLM",
+        dict(TINY, hidden_size=32, n_layer=3, n_head=4, apply_residual_connection_post_layernorm=True),
+    ),
+    "gpt_neox": (
+        "GPTNeoXConfig",
+        "GPTNeoXForCausalLM",
+        dict(
+            TINY,
+            hidden_size=64,
+            num_attention_heads=4,
+            intermediate_size=48,
+            max_position_embeddings=64,
+            rotary_pct=0.25,
+            use_parallel_residual=True,
+            tie_word_embeddings=False,
+        ),
+    ),
+    "falcon": ("FalconConfig", "FalconForCausalLM", dict(FALCON, multi_query=True, parallel_attn=True)),
+    "falcon_grouped": (
+        "FalconConfig",
+        "FalconForCausalLM",
+        dict(FALCON, new_decoder_architecture=True, num_kv_heads=2, tie_word_embeddings=False),
+    ),
+}
+FAMILIES.update(OWN_SIZES)
+DENSE = ["llama", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES]
 MOE = ["mixtral", "qwen3_moe"]
 
 
 def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
     """The family's tiny model; `overrides` change config fields (e.g. vocab_size)."""
     config_cls, model_cls, extra = FAMILIES[family]
-    config = getattr(transformers, config_cls)(**{**COMMON, **extra, **overrides})
+    base = {} if family in OWN_SIZES else COMMON
+    config = getattr(transformers, config_cls)(**{**base, **extra, **overrides})
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config).eval().to(torch.float32)
     centre = 0.0 if family == "gemma3" else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
-            p.copy_(0.1 * torch.randn_like(p) + (centre if "norm" in name else 0.0))
+            p.copy_(0.1 * torch.randn_like(p) + (centre if _is_norm_weight(name) else 0.0))
     return model
 
 
 def save(model: transformers.PreTrainedModel, directory: Path) -> Path:
     model.save_pretrained(directory)
     return directory
+
+
+def _is_norm_weight(name: str) -> bool:
+    """Norm scales (not LayerNorm biases), under every family's naming (ln_1, *_layernorm, q_norm...)."""
+    last = name.split(".")
+    return last[-1] == "weight" and any("norm" in part or part.startswith("ln_") for part in last[-2:-1])
+
+
+def model_type(family: str) -> str:
+    """The transformers model_type of a tiny family (variants like opt_post_ln share one)."""
+    return getattr(transformers, FAMILIES[family][0]).model_type

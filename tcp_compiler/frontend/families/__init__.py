@@ -9,10 +9,40 @@ from types import ModuleType
 
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.config import ModelConfig, RawConfig
-from tcp_compiler.frontend.families import gemma3, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe
+from tcp_compiler.frontend.families import (
+    bloom,
+    falcon,
+    gemma3,
+    gpt2,
+    gpt_neox,
+    llama,
+    mistral,
+    mixtral,
+    opt,
+    qwen2,
+    qwen3,
+    qwen3_moe,
+    tcpc_decoder,
+)
 
 FAMILIES: dict[str, ModuleType] = {
-    t: m for m in (llama, mistral, qwen2, qwen3, gemma3, mixtral, qwen3_moe) for t in m.MODEL_TYPES
+    t: m
+    for m in (
+        llama,
+        mistral,
+        qwen2,
+        qwen3,
+        gemma3,
+        mixtral,
+        qwen3_moe,
+        gpt2,
+        opt,
+        bloom,
+        gpt_neox,
+        falcon,
+        tcpc_decoder,
+    )
+    for t in m.MODEL_TYPES
 }
 
 

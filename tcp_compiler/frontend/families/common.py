@@ -6,7 +6,15 @@ from typing import Any
 
 from tcp_compiler.frontend.config import Layer, ModelConfig, RawConfig, Rope, read_rope
 
-ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
+ACTIVATIONS = {
+    "silu": "silu",
+    "swish": "silu",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_tanh": "gelu_tanh",
+    "gelu_new": "gelu_tanh",
+    "gelu": "gelu",
+    "relu": "relu",
+}
 
 
 def activation(raw: RawConfig, default: str, *keys: str) -> str:
@@ -113,3 +121,21 @@ def dense(raw: RawConfig, family: str, name: str, **overrides: Any) -> ModelConf
             raw, types, raw.get("sliding_window", kind=int), {"default": read_rope(raw)}
         )
     return ModelConfig(name=name, family=family, **fields)
+
+
+def first(raw: RawConfig, *keys: str, default: Any = None, kind: type | tuple[type, ...] = int) -> Any:
+    """The first of `keys` the config has (families spell one field several ways, e.g. n_embd,
+    n_embed, hidden_size); `default` when none is there, an error naming them all when no default."""
+    for key in keys:
+        if raw.has(key):
+            return raw.get(key, kind=kind)
+    if default is None:
+        raise raw.fail(
+            f"missing field '{keys[0]}' (or {', '.join(keys[1:])}; needed for {raw.family} models)"
+        )
+    return default
+
+
+def without_rope(n: int) -> tuple[Layer, ...]:
+    """n full-attention layers for models whose positions are not rotary."""
+    return tuple(Layer(None, None, "rope", False) for _ in range(n))

@@ -1,0 +1,61 @@
+"""BLOOM: ALiBi position biases (no position embeddings), a LayerNorm right after the embedding,
+pre-LayerNorm blocks, plain GELU (tanh) MLP 4x wide, fused per-head QKV, biases everywhere, tied
+embeddings. `apply_residual_connection_post_layernorm` takes the residual from the norm's output."""
+
+from tcp_compiler.frontend.config import ModelConfig, RawConfig
+from tcp_compiler.frontend.families.common import first, without_rope
+from tcp_compiler.frontend.layout import FusedQkv, Rename, TensorMap
+
+MODEL_TYPES = ("bloom",)
+
+LAYER = r"model\.layers\.(\d+)\."
+PREFIX = r"transformer.h.\1."
+
+
+def read(raw: RawConfig, name: str) -> ModelConfig:
+    hidden = first(raw, "hidden_size", "n_embed")
+    heads = first(raw, "n_head", "num_attention_heads")
+    if hidden % heads:
+        raise raw.fail(f"hidden_size ({hidden}) must be a multiple of n_head ({heads})")
+    head_dim = hidden // heads
+    tensors = TensorMap(
+        (
+            (r"model\.embed_tokens\.weight", Rename("transformer.word_embeddings.weight")),
+            (r"model\.embed_norm\.(weight|bias)", Rename(r"transformer.word_embeddings_layernorm.\1")),
+            (LAYER + r"(input_layernorm|post_attention_layernorm)\.(weight|bias)", Rename(PREFIX + r"\2.\3")),
+            (
+                LAYER + r"self_attn\.([qkv])_proj\.(weight|bias)",
+                FusedQkv(
+                    PREFIX + r"self_attention.query_key_value.\3", r"\2", "per_head", heads, heads, head_dim
+                ),
+            ),
+            (LAYER + r"self_attn\.o_proj\.(weight|bias)", Rename(PREFIX + r"self_attention.dense.\2")),
+            (LAYER + r"mlp\.up_proj\.(weight|bias)", Rename(PREFIX + r"mlp.dense_h_to_4h.\2")),
+            (LAYER + r"mlp\.down_proj\.(weight|bias)", Rename(PREFIX + r"mlp.dense_4h_to_h.\2")),
+            (r"model\.norm\.(weight|bias)", Rename(r"transformer.ln_f.\1")),
+        )
+    )
+    return ModelConfig(
+        name=name,
+        family="bloom",
+        vocab=raw.require("vocab_size"),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=head_dim,
+        intermediate=4 * hidden,
+        layers=without_rope(first(raw, "n_layer", "num_hidden_layers")),
+        norm_eps=float(raw.get("layer_norm_epsilon", 1e-5, kind=(int, float))),
+        activation="gelu_tanh",  # bloom_gelu_forward: the tanh approximation, no config field
+        norm="layer",
+        residual_from_norm=bool(raw.get("apply_residual_connection_post_layernorm", False, kind=bool)),
+        embed_norm=True,
+        position="alibi",
+        mlp="plain",
+        qkv_bias=True,
+        out_bias=True,
+        mlp_bias=True,
+        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        dtype=raw.get("torch_dtype") or raw.get("dtype") or "bfloat16",
+        tensors=tensors,
+    )

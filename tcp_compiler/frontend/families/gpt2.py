@@ -1,0 +1,63 @@
+"""GPT-2: learned absolute positions, pre-LayerNorm blocks, plain GELU (tanh) MLP, biases on every
+projection, tied embeddings. Its Conv1D layers store weights [in, out] and fuse q, k and v in one
+`c_attn`, so the tensor map transposes and splits them."""
+
+from tcp_compiler.frontend.config import ModelConfig, RawConfig
+from tcp_compiler.frontend.families.common import activation, first, without_rope
+from tcp_compiler.frontend.layout import FusedQkv, Rename, TensorMap
+
+MODEL_TYPES = ("gpt2",)
+
+LAYER = r"model\.layers\.(\d+)\."
+PREFIX = r"transformer.h.\1."
+
+
+def read(raw: RawConfig, name: str) -> ModelConfig:
+    if raw.get("scale_attn_by_inverse_layer_idx", False, kind=bool):
+        raise raw.fail("field 'scale_attn_by_inverse_layer_idx' = true is not supported")
+    if raw.get("add_cross_attention", False, kind=bool):
+        raise raw.fail("field 'add_cross_attention' = true is not supported (decoder-only models)")
+    hidden, heads = first(raw, "n_embd", "hidden_size"), first(raw, "n_head", "num_attention_heads")
+    if hidden % heads:
+        raise raw.fail(f"n_embd ({hidden}) must be a multiple of n_head ({heads})")
+    head_dim = hidden // heads
+    tensors = TensorMap(
+        (
+            (r"model\.embed_tokens\.weight", Rename("transformer.wte.weight")),
+            (r"model\.embed_positions\.weight", Rename("transformer.wpe.weight")),
+            (LAYER + r"input_layernorm\.(weight|bias)", Rename(PREFIX + r"ln_1.\2")),
+            (LAYER + r"post_attention_layernorm\.(weight|bias)", Rename(PREFIX + r"ln_2.\2")),
+            (
+                LAYER + r"self_attn\.([qkv])_proj\.(weight|bias)",
+                FusedQkv(PREFIX + r"attn.c_attn.\3", r"\2", "blocks", heads, heads, head_dim, transpose=True),
+            ),
+            (LAYER + r"self_attn\.o_proj\.(weight|bias)", Rename(PREFIX + r"attn.c_proj.\2", transpose=True)),
+            (LAYER + r"mlp\.up_proj\.(weight|bias)", Rename(PREFIX + r"mlp.c_fc.\2", transpose=True)),
+            (LAYER + r"mlp\.down_proj\.(weight|bias)", Rename(PREFIX + r"mlp.c_proj.\2", transpose=True)),
+            (r"model\.norm\.(weight|bias)", Rename(r"transformer.ln_f.\1")),
+        )
+    )
+    return ModelConfig(
+        name=name,
+        family="gpt2",
+        vocab=raw.require("vocab_size"),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=head_dim,
+        intermediate=raw.get("n_inner", 4 * hidden, kind=int),
+        layers=without_rope(first(raw, "n_layer", "num_hidden_layers")),
+        norm_eps=float(raw.get("layer_norm_epsilon", 1e-5, kind=(int, float))),
+        activation=activation(raw, "gelu_new", "activation_function"),
+        norm="layer",
+        position="learned",
+        mlp="plain",
+        qkv_bias=True,
+        out_bias=True,
+        mlp_bias=True,
+        attn_scale=None if raw.get("scale_attn_weights", True, kind=bool) else 1.0,
+        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        max_positions=first(raw, "n_positions", "max_position_embeddings"),
+        dtype=raw.get("torch_dtype") or raw.get("dtype") or "float32",
+        tensors=tensors,
+    )

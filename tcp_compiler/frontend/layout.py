@@ -1,0 +1,129 @@
+"""Where each weight the graph builder asks for lives in a family's checkpoint, and in what layout.
+
+The builder names weights in one canonical scheme: Llama's Hugging Face names and [out, in]
+layouts (`model.layers.{i}.self_attn.q_proj.weight`, `...mlp.up_proj.weight`, ...), `.bias`
+twins of each, `model.embed_positions.weight` for learned positions and `model.embed_norm.*`
+for a norm after the embedding. A family whose checkpoint differs lists rules that find each
+tensor: renamed, transposed from GPT-2's Conv1D [in, out], cut out of a fused QKV projection, or
+with leading rows dropped (OPT's position table starts at row 2). The builder stays family-blind.
+
+Rules are small picklable records (a model config crosses process boundaries in sweeps).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+Getter = Callable[[str], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Source:
+    """The checkpoint tensors a canonical weight is made from, and how to make it from them."""
+
+    tensors: tuple[str, ...]
+    load: Callable[[Getter], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Rename:
+    """The tensor `target` (a regex template: \\1 is the pattern's first group), as it is."""
+
+    target: str
+    transpose: bool = False  # GPT-2's Conv1D stores [in, out]
+    skip_rows: int = 0
+
+    def source(self, match: re.Match[str]) -> Source:
+        name = match.expand(self.target)
+
+        def load(get: Getter) -> np.ndarray:
+            w = get(name)
+            w = w.T if self.transpose else w
+            return w[self.skip_rows :] if self.skip_rows else w
+
+        return Source((name,), load)
+
+
+@dataclass(frozen=True)
+class FusedQkv:
+    """Part `part` (q, k or v; a template like `target`) of a fused QKV projection (weight or bias),
+    rows ordered by `order`:
+
+    - "blocks": all q rows, then all k rows, then all v rows (GPT-2, Falcon multi-query);
+    - "per_head": per head its q, k and v rows, (H, 3, K) (BLOOM, GPT-NeoX; needs H == Hkv);
+    - "grouped": per KV head its G query heads, then its k and v rows, (Hkv, G + 2, K)
+      (Falcon's new decoder architecture).
+    """
+
+    target: str
+    part: str
+    order: str
+    heads: int
+    kv_heads: int
+    head_dim: int
+    transpose: bool = False
+
+    def source(self, match: re.Match[str]) -> Source:
+        name, part = match.expand(self.target), "qkv".index(match.expand(self.part))
+
+        def load(get: Getter) -> np.ndarray:
+            w = get(name)
+            return split_qkv(
+                w.T if self.transpose else w, self.order, self.heads, self.kv_heads, self.head_dim
+            )[part]
+
+        return Source((name,), load)
+
+
+Rule = Rename | FusedQkv
+
+
+def split_qkv(
+    w: np.ndarray, order: str, heads: int, kv_heads: int, head_dim: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q [H*K, ...], k and v [Hkv*K, ...] from a fused projection's leading axis laid out by `order`."""
+    H, Hkv, K, rest = heads, kv_heads, head_dim, w.shape[1:]
+    if w.shape[0] != (H + 2 * Hkv) * K:
+        raise ValueError(f"fused QKV has {w.shape[0]} rows, expected (H + 2 Hkv) K = {(H + 2 * Hkv) * K}")
+    if order == "blocks":
+        return w[: H * K], w[H * K : (H + Hkv) * K], w[(H + Hkv) * K :]
+    if order == "per_head":
+        x = w.reshape(H, 3, K, *rest)
+        return tuple(x[:, i].reshape(H * K, *rest) for i in range(3))  # type: ignore[return-value]
+    if order == "grouped":
+        G = H // Hkv
+        x = w.reshape(Hkv, G + 2, K, *rest)
+        return (
+            x[:, :G].reshape(H * K, *rest),
+            x[:, G].reshape(Hkv * K, *rest),
+            x[:, G + 1].reshape(Hkv * K, *rest),
+        )
+    raise ValueError(f"unknown fused QKV order {order!r}")
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """Canonical weight name -> checkpoint source, by the first rule whose pattern matches the whole
+    name; names no rule matches are read as they are (the Llama-style families need no rules)."""
+
+    rules: tuple[tuple[str, Rule], ...] = ()
+
+    def source(self, name: str) -> Source:
+        for pattern, rule in self.rules:
+            match = _compiled(pattern).fullmatch(name)
+            if match is not None:
+                return rule.source(match)
+        return Source((name,), lambda get: get(name))
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+IDENTITY = TensorMap()
