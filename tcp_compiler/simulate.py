@@ -80,12 +80,14 @@ def simulate_generation(
     chips = chips or hardware.chips
     final_past = prompt_len + max(gen_len - 1, 0)
     built_prefill = build_prefill(config, precision, batch, prompt_len, chips=chips)
-    prefill_graph, attention = choose_attention(run_passes(built_prefill.graph), machine)
     # Both phases must fit: the decode step with the cache at its final length, and the prefill
-    # as it will run, whose spilled activations can be the larger.
+    # as it will run, whose spilled activations can be the larger. The decode step is checked
+    # first: it is cheap, and a prompt too long for HBM should not first be cut into key blocks.
+    decode_cap = _capacity_at(config, precision, batch, final_past, chips, machine)
+    check_capacity(decode_cap, config.name, machine, chips)
+    prefill_graph, attention = choose_attention(run_passes(built_prefill.graph), machine)
     weights = sum(built_prefill.graph[n].type.nbytes for n in built_prefill.bindings)
     prefill_kv = sum(prefill_graph[o].type.nbytes for o in prefill_graph.outputs if o != "logits")
-    decode_cap = _capacity_at(config, precision, batch, final_past, chips, machine)
     prefill_cap = capacity_of(prefill_graph, machine, weights, prefill_kv)
     capacity = Capacity(  # the final KV cache with the larger phase's spills: conservative
         decode_cap.weights,

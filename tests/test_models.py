@@ -105,6 +105,20 @@ LLAMA = json.loads((EXAMPLES / "llama-3.2-1b.json").read_text())
         ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "missing field 'low_freq_factor'"),
         ({"hidden_act": "relu2"}, "field 'hidden_act' = 'relu2' is not supported"),
         ({"vocab_size": 0}, "field 'vocab_size' must be positive, got 0"),
+        (
+            {"model_type": "opt", "ffn_dim": 8192, "word_embed_proj_dim": 512},
+            "word_embed_proj_dim (512) differs from hidden_size (2048)",
+        ),
+        ({"model_type": "falcon", "alibi": True}, "field 'alibi' = true is not supported for falcon models"),
+        ({"model_type": "gpt_neox", "rotary_pct": 0.001}, "rotary_pct 0.001 gives 0 rotary dims of 64"),
+        (
+            {"model_type": "gpt2", "hidden_size": None},
+            "missing field 'n_embd' (or hidden_size; needed for gpt2",
+        ),
+        (
+            {"model_type": "bloom", "num_attention_heads": 30},
+            "hidden_size (2048) must be a multiple of n_head (30)",
+        ),
     ],
 )
 def test_bad_config_is_one_line_exit_2(change: dict, expected: str, tmp_path: Path, capsys) -> None:
@@ -163,3 +177,20 @@ def test_compile_emits_ir_that_parses_back(tmp_path: Path, capsys) -> None:
     assert graph["l0.experts"].kind == "topk"
     assert main(["compile", "llama-3.2-1b", "--seq", "3"]) == 0
     assert capsys.readouterr().out.startswith('graph "llama-3.2-1b.prefill" {')
+
+
+def test_compile_packed_prefill_and_its_bad_options(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "packed.tir"
+    assert main(["compile", "gpt2", "--seq", "16", "--documents", "3", "-o", str(out)]) == 0
+    graph = ir.parse(out.read_text())
+    assert graph["ends"].type == ir.TensorType.of(ir.I32, B=1, N=3)
+    assert graph["logits"].type == ir.TensorType.of(ir.F32, B=1, N=3, V=50257)
+    capsys.readouterr()
+    for args, message in (
+        (["--phase", "decode", "--documents", "2"], "--documents applies to --phase prefill"),
+        (["--documents", "-1"], "--documents must be at least 0, got -1"),
+    ):
+        bad = tmp_path / "bad.tir"
+        assert main(["compile", "gpt2", "--seq", "8", *args, "-o", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and not bad.exists()

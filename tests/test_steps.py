@@ -32,7 +32,10 @@ def _same(a, b) -> bool:
     )
 
 
-@pytest.mark.parametrize("model", ["llama-3.2-1b", "gemma-3-1b", "qwen3-30b-a3b"])
+# bloom: ALiBi's bias spans the keys; pythia: partial RoPE and a parallel block
+@pytest.mark.parametrize(
+    "model", ["llama-3.2-1b", "gemma-3-1b", "qwen3-30b-a3b", "bloom-560m", "pythia-1.4b"]
+)
 def test_patched_steps_equal_fresh_schedules(model: str) -> None:
     cfg = load_model(model).config
     steps = DecodeSteps(_step(cfg, 40), MACHINE)
@@ -40,8 +43,9 @@ def test_patched_steps_equal_fresh_schedules(model: str) -> None:
         assert _same(steps.at(past + 1), schedule(_step(cfg, past), MACHINE)), (model, past)
 
 
-def test_resized_graph_is_the_graph_built_at_that_length() -> None:
-    cfg = load_model("llama-3.2-1b").config
+@pytest.mark.parametrize("model", ["llama-3.2-1b", "bloom-560m", "gpt2"])
+def test_resized_graph_is_the_graph_built_at_that_length(model: str) -> None:
+    cfg = load_model(model).config
     assert print_graph(resize_graph(_step(cfg, 40), {"P": 91, "Sk": 91})) == print_graph(_step(cfg, 90))
 
 

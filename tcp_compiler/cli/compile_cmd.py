@@ -9,6 +9,7 @@ import ir
 from simulator.hardware import load_hardware
 from simulator.program_text import format_program
 from tcp_compiler.cli.output import si, write_atomically
+from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
@@ -42,6 +43,13 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--past", type=int, default=2048, metavar="P", help="decode: tokens already cached (default 2048)"
     )
+    p.add_argument(
+        "--documents",
+        type=int,
+        default=0,
+        metavar="N",
+        help="prefill: pack N documents per row (inputs segment, position, ends; logits per document)",
+    )
     add_model_arguments(p)
     p.add_argument(
         "--emit",
@@ -56,8 +64,12 @@ def add_parser(subparsers) -> None:
 def build(args: argparse.Namespace, chips: int) -> ModelGraph:
     model = load_model(args.model)
     prec = precision(args.dtype, args.group_size)
+    if args.documents < 0:
+        raise CliError(f"--documents must be at least 0, got {args.documents}")
     if args.phase == "prefill":
-        return build_prefill(model.config, prec, args.batch, args.seq, chips=chips)
+        return build_prefill(model.config, prec, args.batch, args.seq, chips=chips, documents=args.documents)
+    if args.documents:
+        raise CliError("--documents applies to --phase prefill (a packed row has no decode)")
     return build_decode(model.config, prec, args.batch, args.past, chips=chips)
 
 

@@ -413,7 +413,8 @@ class _Builder:
         if cfg.embed_scale is not None:
             x = g.add("mul", x, self.const(float(np.float32(cfg.embed_scale))), name="embed.scaled")
         if cfg.position in ("learned", "sinusoidal"):
-            where = g.add("gather", self.position_table(), pos, name="embed.position", axis="P")
+            table = self.position_table()
+            where = g.add("gather", table, pos, name="embed.position", axis=table.type.names[0])
             x = g.add("add", x, self.to(where, F32), name="embed.positioned")
         if cfg.embed_norm:
             x = self.norm(x, "D", "model.embed_norm", "embed_norm")
@@ -436,7 +437,7 @@ class _Builder:
                 f"{cfg.name}: {positions} positions exceed its {cfg.max_positions} learned position "
                 f"embeddings (max_position_embeddings)"
             )
-        axes = {"P": cfg.max_positions, "D": cfg.hidden}
+        axes = {"Pos": cfg.max_positions, "D": cfg.hidden}  # not P: that is the KV length
         return self.tensor("model.embed_positions.weight", self.p.table, axes)
 
     def norm(self, x: Node, axis: str, prefix: str, label: str, kind: str | None = None) -> Node:
@@ -489,33 +490,25 @@ class _Builder:
             )
         return self._ropes[layer.rope_name]
 
-    def heads_first(self, x: Node, heads: str, label: str) -> Node:
-        """[B, S, heads, K] -> [B, heads, S, K]."""
-        axes = [x.type.axis(n) for n in ("B", heads, "S", "K")]
-        return self.g.add("transpose", x, name=label, type=x.type.with_axes(axes))
-
     def position_heads(self, x: Node, heads: str, layer: Layer, pos: Node, label: str) -> Node:
-        """[B, S, heads, K] -> [B, heads, S, ...K] with RoPE applied to its first `rotary` dims."""
+        """Q or K with RoPE on its first `rotary` dims -> [B, heads, S, ...]. x comes as [B, S, heads, K]
+        when RoPE rotates whole heads, else already as [B, heads, S, K] (see `attention`)."""
         cfg, g = self.cfg, self.g
         rd, k = cfg.rotary, cfg.head_dim
         if rd == 0:
-            return self.heads_first(x, heads, f"{label}.heads")
+            return x
         rot = self.rope_table(layer, pos)
         if rd == k:
             return self.rotate(x, heads, rot, label)
         part = g.add("slice", x, name=f"{label}.rotary", axis="K", start=0, stop=rd)
         rest = g.add("slice", x, name=f"{label}.pass", axis="K", start=rd, stop=k)
         rotated = g.add(
-            "reshape",
-            self.rotate(part, heads, rot, label),
-            name=f"{label}.rot_heads",
-            type=part.type.with_axes([part.type.axis(n) for n in ("B", heads, "S", "K")]),
+            "reshape", self.rotate(part, heads, rot, label), name=f"{label}.rot_heads", type=part.type
         )
-        return g.add("concat", rotated, self.heads_first(rest, heads, f"{label}.pass_heads"),
-                     name=f"{label}.positioned", axis="K")  # fmt: skip
+        return g.add("concat", rotated, rest, name=f"{label}.positioned", axis="K")
 
     def rotate(self, x: Node, heads: str, rot: Node, label: str) -> Node:
-        """x [B, S, heads, K] -> [B, heads, S, T, Kp] rotated (T, Kp: the halves of K again)."""
+        """x [B, S, heads, K] (any order) -> [B, heads, S, T, Kp] rotated (T, Kp: the halves of K again)."""
         kp = x.type.size("K") // 2
         axes = [a for a in x.type.axes if a.name != "K"] + [Axis("R", 2), Axis("Kp", kp)]
         pairs = self.g.add("reshape", x, name=f"{label}.pairs", type=x.type.with_axes(axes))
@@ -563,19 +556,25 @@ class _Builder:
         pre = f"model.layers.{i}.self_attn"
         D, H, Hkv, K, G = cfg.hidden, sh.heads, sh.kv_heads, cfg.head_dim, sh.groups
         B, S = self.batch, self.seq
-        heads = {"q": ("H", H, sh.column), "k": ("Hkv", Hkv, sh.kv), "v": ("Hkv", Hkv, sh.kv)}
+        # Q and K come out as RoPE's rotation reads them; otherwise heads-first, as attention reads them.
+        qk = "B S {} K" if cfg.rotary == K else "B {} S K"
+        heads = {
+            "q": ("H", H, sh.column, qk),
+            "k": ("Hkv", Hkv, sh.kv, qk),
+            "v": ("Hkv", Hkv, sh.kv, "B {} S K"),
+        }
         q, k, v = (
             self.linear(
                 x,
                 f"{pre}.{n}_proj.weight",
                 {axis: size, "K": K, "D": D},
                 ["D"],
-                ["B", "S", axis, "K"],
+                order.format(axis).split(),
                 f"l{i}.{n}",
                 cut,
                 cut if cfg.qkv_bias else None,
             )
-            for n, (axis, size, cut) in heads.items()
+            for n, (axis, size, cut, order) in heads.items()
         )
         if cfg.qk_norm:
             q = self.norm(q, "K", f"{pre}.q_norm", f"l{i}.q_norm", kind="rms")
@@ -588,7 +587,7 @@ class _Builder:
         k_new = self.to(
             g.add("reshape", k_pos, name=f"l{i}.k_new", type=TensorType.of(F32, B=B, Hkv=Hkv, S=S, K=K)), p.kv
         )
-        v_new = self.to(self.heads_first(v, "Hkv", f"l{i}.v_heads"), p.kv)
+        v_new = self.to(v, p.kv)
         if past is None:  # prefill: this layer's cache is what was just computed
             cache_type = TensorType.of(p.kv, B=B, Hkv=Hkv, P=S, K=K)
             k_cache = g.add("reshape", k_new, name=f"l{i}.k_cache", type=cache_type)
@@ -652,16 +651,11 @@ class _Builder:
             Binding((), lambda get, rank: column(alibi_slopes(heads), rank).reshape(tuple(axes.values()))),
         )
         if self.packed:
-            where = g.add(
-                "reshape",
-                pos,
-                name="alibi.k",
-                type=pos.type.with_axes([pos.type.axis("B"), Axis("Sk", keys)]),
-            )
-        else:
-            where = g.add("iota", name="alibi.k", type=TensorType.of(I32, Sk=keys), axis="Sk")
-        return g.add("mul", slopes, g.add("cast", where, name="alibi.k.f32", type=where.type.with_dtype(F32)),
-                     name="alibi.bias")  # fmt: skip
+            where = g.add("reshape", pos, name="alibi.k", type=TensorType.of(I32, B=self.batch, Sk=keys))
+            where = g.add("cast", where, name="alibi.k.f32", type=where.type.with_dtype(F32))
+        else:  # an f32 iota, which stays an iota (a cast of it would fold into a const of fixed length)
+            where = g.add("iota", name="alibi.k", type=TensorType.of(F32, Sk=keys), axis="Sk")
+        return g.add("mul", slopes, where, name="alibi.bias")
 
     def activate(self, gate: Node, label: str) -> Node:
         return self.g.add(self.cfg.activation, gate, name=label)

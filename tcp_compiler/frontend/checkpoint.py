@@ -105,10 +105,15 @@ class Checkpoint:
         return f"Checkpoint({str(self.directory)!r}, {len(self)} tensors, {self.total_bytes} bytes)"
 
     def info(self, name: str) -> TensorInfo:
-        try:
+        """The tensor `name`, or, when the checkpoint was saved from the bare base model (GPT-2's
+        hub files: `h.0.attn.c_attn.weight`), `name` without its base-model prefix
+        (`transformer.`, `model.`, ...)."""
+        if name in self._tensors:
             return self._tensors[name]
-        except KeyError:
-            raise CheckpointError(self._no_such_tensor(name)) from None
+        _, dot, bare = name.partition(".")
+        if dot and bare in self._tensors:
+            return self._tensors[bare]
+        raise CheckpointError(self._no_such_tensor(name))
 
     def load(self, name: str) -> np.ndarray:
         """The tensor's values: floats as float32 (exact from bf16 / f16 / fp8; F64 is rounded), ints and

@@ -145,3 +145,19 @@ def test_tcpc_run_writes_the_logits_transformers_computes(tmp_path: Path) -> Non
     ours = [saved["prefill"]] + [saved[f"decode_{k}"] for k in range(3)]
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-4, rtol=0)
+
+
+def test_checkpoint_saved_from_the_bare_base_model_loads(tmp_path: Path) -> None:
+    """GPT-2's hub files hold `h.0.attn.c_attn.weight`, not `transformer.h.0...`: the base model
+    alone was saved. Names resolve without the base-model prefix, and the tied head still works."""
+    from safetensors import safe_open
+
+    model = build("gpt2", seed=5)
+    model.transformer.save_pretrained(tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "np") as f:
+        names = list(f.keys())  # noqa: SIM118 (safe_open is not a dict)
+    assert "h.0.attn.c_attn.weight" in names and not any(k.startswith("transformer.") for k in names)
+    loaded = load_model(tmp_path)
+    result = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, 1)
+    theirs = reference_logits(model, PROMPT, [])
+    np.testing.assert_allclose(result.prefill_logits[0], theirs[0], atol=1e-4, rtol=0)

@@ -41,6 +41,7 @@ FAMILIES = {
             }
         ),
     ),
+    "llama_bias": ("LlamaConfig", "LlamaForCausalLM", dict(attention_bias=True, mlp_bias=True)),
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=3, head_dim=8)),
     "qwen2": (
         "Qwen2Config",
@@ -124,7 +125,7 @@ OWN_SIZES = {
     ),
 }
 FAMILIES.update(OWN_SIZES)
-DENSE = ["llama", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES]
+DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES]
 MOE = ["mixtral", "qwen3_moe"]
 
 

@@ -1,4 +1,5 @@
-"""Llama 2 / 3 / 3.1 / 3.2: the reference family (llama3 RoPE scaling included)."""
+"""Llama 2 / 3 / 3.1 / 3.2: the reference family (llama3 RoPE scaling included); attention_bias
+puts biases on q, k, v and o, mlp_bias on the MLP's three projections."""
 
 from tcp_compiler.frontend.config import ModelConfig, RawConfig
 from tcp_compiler.frontend.families.common import dense
@@ -7,6 +8,7 @@ MODEL_TYPES = ("llama",)
 
 
 def read(raw: RawConfig, name: str) -> ModelConfig:
-    if raw.get("attention_bias", False) or raw.get("mlp_bias", False):
-        raise raw.fail("attention_bias / mlp_bias = true is not supported for llama models")
-    return dense(raw, "llama", name)
+    bias = bool(raw.get("attention_bias", False, kind=bool))
+    return dense(
+        raw, "llama", name, qkv_bias=bias, out_bias=bias, mlp_bias=bool(raw.get("mlp_bias", False, kind=bool))
+    )
