@@ -32,10 +32,10 @@ def _params(built, rng) -> dict:
     return params
 
 
-def _compare(built, feeds: dict, block: int, rng) -> float:
+def _compare(built, feeds: dict, block: int, rng, rows: tuple[str, int] | None = None) -> float:
     params = _params(built, rng)
     plain = ir.interpret(built.graph, feeds, params)
-    online = online_softmax(built.graph, block)
+    online = online_softmax(built.graph, block, rows=rows)
     assert len(find_attention(built.graph)) == len(built.config.layers) and not find_attention(online)
     blocked = ir.interpret(online, feeds, params)
     for name in plain:
@@ -45,12 +45,13 @@ def _compare(built, feeds: dict, block: int, rng) -> float:
 
 
 @pytest.mark.parametrize("block", [2, 4, 8, 5])  # 5: three blocks of 5 keys and a last one of 1
-def test_prefill_with_padding_and_sliding_windows(block: int) -> None:
+@pytest.mark.parametrize("rows", [None, 4, 6])  # query tiles too; 6: two of 6 rows and one of 4
+def test_prefill_with_padding_and_sliding_windows(block: int, rows: int | None) -> None:
     rng = np.random.default_rng(block)
     cfg = read_model_config(RawConfig(TINY, "tiny.json"), "tiny")
     built = build_prefill(cfg, PRECISIONS["f32"], 2, 16, padded=True)
     feeds = {"ids": rng.integers(0, 64, (2, 16)), "lengths": np.array([16, 5])}
-    _compare(built, feeds, block, rng)
+    _compare(built, feeds, block, rng, rows and ("Sq", rows))
 
 
 def test_decode_with_fully_masked_blocks() -> None:
@@ -80,8 +81,9 @@ def test_odd_prompt_lengths_get_power_of_two_blocks() -> None:
     cfg = load_model("llama-3.1-8b").config
     graph, notes = choose_attention(build_prefill(cfg, PRECISIONS["bf16"], 1, 2047).graph, machine)
     assert {n["form"] for n in notes} == {"online"} and not find_attention(graph)
-    (block,) = {n["block"] for n in notes}
-    assert block & (block - 1) == 0 and 2047 % block and f"l0.attn.blk{2047 // block}.scores" in graph
+    ((block, rows),) = {(n["block"], n["rows"]) for n in notes}
+    assert block & (block - 1) == 0 and rows & (rows - 1) == 0 and 2047 % block and 2047 % rows
+    assert f"l0.attn.Sq{2047 // rows * rows}.blk{2047 // block}.scores" in graph  # the short last tile
 
 
 def test_simulate_reports_the_attention_form() -> None:
@@ -112,12 +114,20 @@ def test_alibi_bias_is_sliced_with_its_key_block() -> None:
     _compare(built, {"ids": rng.integers(0, 64, (2, 16)), "lengths": np.array([16, 5])}, 4, rng)
 
 
-@pytest.mark.parametrize("block", [2, 8])
-def test_log_sum_exp_output_equals_the_plain_scores_logsumexp(block: int) -> None:
+@pytest.mark.parametrize(
+    ("phase", "block", "rows"), [("decode", 2, None), ("decode", 8, None), ("prefill", 4, 4)]
+)
+def test_log_sum_exp_output_equals_the_plain_scores_logsumexp(
+    phase: str, block: int, rows: int | None
+) -> None:
     rng = np.random.default_rng(block)
     cfg = read_model_config(RawConfig(TINY, "tiny.json"), "tiny")
-    built = build_decode(cfg, PRECISIONS["f32"], 2, 15)
-    feeds = {"ids": rng.integers(0, 64, (2, 1)), "pos": np.array([15, 3])}
+    if phase == "decode":
+        built = build_decode(cfg, PRECISIONS["f32"], 2, 15)
+        feeds = {"ids": rng.integers(0, 64, (2, 1)), "pos": np.array([15, 3])}
+    else:
+        built = build_prefill(cfg, PRECISIONS["f32"], 2, 16, padded=True)
+        feeds = {"ids": rng.integers(0, 64, (2, 16)), "lengths": np.array([16, 5])}
     for n in built.graph.of_kind("input"):
         if n.name.endswith("_in"):
             feeds[n.name] = rng.standard_normal(n.type.shape).astype(np.float32)
@@ -125,7 +135,7 @@ def test_log_sum_exp_output_equals_the_plain_scores_logsumexp(block: int) -> Non
     probe = ir.parse(ir.print_graph(built.graph))
     probe.set_outputs(*built.graph.outputs, "l0.masked", "l1.masked")
     plain = ir.interpret(probe, feeds, params)
-    online = online_softmax(built.graph, block, lse=True)
+    online = online_softmax(built.graph, block, lse=True, rows=rows and ("Sq", rows))
     assert list(online.outputs[-3:]) == ["l0.attn.lse", "l1.attn.lse", "l2.attn.lse"]
     got = ir.interpret(online, feeds, params)
     for i in (0, 1):

@@ -1,36 +1,60 @@
-"""Which attention form each layer uses: plain softmax when a head's scores fit on chip, else the
-online-softmax rewrite over key blocks small enough that each block's scores do."""
+"""Which attention form each layer uses: plain softmax when a layer's scores fit on chip, else the
+online-softmax rewrite over tiles of queries x keys small enough that each tile's scores, and its
+query rows' accumulator, do."""
 
 from __future__ import annotations
 
 from ir import Graph
 from tcp_compiler.mapping.machine import Machine
 from tcp_compiler.mapping.residency import dm_budget
-from tcp_compiler.passes.online_softmax import find_attention, online_softmax
+from tcp_compiler.passes.online_softmax import Attention, find_attention, online_softmax
 
 
 def choose_attention(graph: Graph, machine: Machine) -> tuple[Graph, list[dict]]:
     """The graph with online softmax where the plain scores would spill, and one note per attention."""
     budget = dm_budget(machine)  # scores above it would spill (tcp_compiler.mapping.residency)
-    notes, blocks = [], {}
+    notes, tiles = [], {}
     for m in find_attention(graph):
-        scores = m.maximum.operands[0]
-        nbytes = graph[scores].type.nbytes
-        size = graph[scores].type.size(m.axis)
+        scores = graph[m.maximum.operands[0]].type
+        nbytes = scores.nbytes
         if nbytes <= budget:
             notes.append(
                 {"op": m.out.name, "form": "plain", "reason": f"scores {nbytes:,} B fit DM ({budget:,} B)"}
             )
             continue
-        block = 1 << (size.bit_length() - 1)  # a power of two; the last block may be shorter
-        while block > 1 and nbytes * block // size > budget // 2:
-            block //= 2
-        blocks.setdefault(block, set()).add(m.out.name)
+        rows_axis = _query_axis(graph, m)
+        queries = scores.size(rows_axis) if rows_axis else 1
+        keys = scores.size(m.axis)
+        rows, block, held = _tile(
+            nbytes // (queries * keys), 4 * m.out.type.numel // queries, queries, keys, budget
+        )
+        tiles.setdefault((rows_axis or "", rows, block), set()).add(m.out.name)
         notes.append({
-            "op": m.out.name, "form": "online", "block": block,
-            "reason": f"scores {nbytes:,} B exceed DM ({budget:,} B); blocks of {block} keys hold "
-                      f"{nbytes * block // size:,} B",
+            "op": m.out.name, "form": "online", "block": block, "rows": rows,
+            "reason": f"scores {nbytes:,} B exceed DM ({budget:,} B); tiles of {rows} queries x {block} keys "
+                      f"hold {held:,} B",
         })  # fmt: skip
-    for block, names in sorted(blocks.items()):
-        graph = online_softmax(graph, block, only=names)
+    for (axis, rows, block), names in sorted(tiles.items()):
+        graph = online_softmax(graph, block, only=names, rows=(axis, rows) if axis else None)
     return graph, notes
+
+
+def _tile(per_score: int, per_row: int, queries: int, keys: int, budget: int) -> tuple[int, int, int]:
+    """(query rows, keys, score bytes) of the largest power-of-two tile whose scores and f32
+    accumulator each fit half the DM budget: the longer side halves first (keys on a tie)."""
+    rows, block = 1 << (queries.bit_length() - 1), 1 << (keys.bit_length() - 1)
+    while (rows * block * per_score > budget // 2 or rows * per_row > budget // 2) and rows * block > 1:
+        if block >= rows and block > 1:
+            block //= 2
+        else:
+            rows //= 2
+    return rows, block, rows * block * per_score
+
+
+def _query_axis(graph: Graph, m: Attention) -> str | None:
+    """The query axis: the one the mask shares with the output besides the key axis (None when the
+    mask has no such axis, as in decode, or there is no mask)."""
+    if m.masked is None:
+        return None
+    mask = graph[m.masked.operands[0]].type.names
+    return next((a for a in mask if a != m.axis and a in m.out.type.names), None)

@@ -113,11 +113,20 @@ def _match(graph: Graph, users, out: Node) -> Attention | None:
     return Attention(axis, scores, tuple(modifiers), masked, maximum, shifted, e, total, probs, cast, out)
 
 
-def online_softmax(graph: Graph, block: int, only: set[str] | None = None, lse: bool = False) -> Graph:
+def online_softmax(
+    graph: Graph,
+    block: int,
+    only: set[str] | None = None,
+    lse: bool = False,
+    rows: tuple[str, int] | None = None,
+) -> Graph:
     """The graph with each matched attention (or those whose output is in `only`) in key blocks.
 
-    With `lse`, each rewritten attention's log-sum-exp over the key axis, `{out}.lse`, is added to
-    the graph's outputs (rows with no visible key get -inf)."""
+    With `rows` = (axis, size), the query axis is cut into tiles of `size` rows as well, each with
+    its own running max, sum and accumulator over the key blocks (flash attention's loop order:
+    query tiles outside, key blocks inside), so the accumulator too stays tile-sized; the tiles'
+    results are joined along the axis. With `lse`, each rewritten attention's log-sum-exp over the
+    key axis, `{out}.lse`, is added to the graph's outputs (rows with no visible key get -inf)."""
     matches = {m.out.name: m for m in find_attention(graph) if only is None or m.out.name in only}
     if not matches:
         return graph
@@ -126,7 +135,7 @@ def online_softmax(graph: Graph, block: int, only: set[str] | None = None, lse: 
     extra = []
     for n in graph.nodes:
         if n.name in matches:
-            extra.append(_rewrite(out, graph, matches[n.name], block))
+            extra.append(_rewrite(out, matches[n.name], block, rows))
         elif n.name not in skip:
             out.append(clone(n))
     done = finish(graph, out, "online_softmax")
@@ -135,62 +144,92 @@ def online_softmax(graph: Graph, block: int, only: set[str] | None = None, lse: 
     return done
 
 
-def _slice(g: Graph, source: Node, axis: str, start: int, stop: int, name: str) -> Node:
-    if axis not in source.type.names:
-        return source
-    if name in g:
-        return g[name]
-    return g.add("slice", source, name=name, axis=axis, start=start, stop=stop)
+def _cut(g: Graph, source: Node, spans: dict[str, tuple[int, int]]) -> Node:
+    """source sliced to `spans` (axis -> [start, stop)) along the axes it has, once per span."""
+    for axis, (start, stop) in spans.items():
+        if axis not in source.type.names or (start, stop) == (0, source.type.size(axis)):
+            continue
+        name = f"{source.name}.{axis}{start}"
+        source = (
+            g[name] if name in g else g.add("slice", source, name=name, axis=axis, start=start, stop=stop)
+        )
+    return source
 
 
-def _rewrite(g: Graph, old: Graph, m: Attention, block: int) -> str:
+def _rewrite(g: Graph, m: Attention, block: int, rows: tuple[str, int] | None) -> str:
     """Adds the blocked form of `m` to g; returns the name of its log-sum-exp node."""
-    size = m.scores.type.size(m.axis)
     f32 = m.maximum.type.dtype
-    neg_inf = g.add("const", name=f"{m.out.name}.neg_inf", type=TensorType.of(f32), value=-float("inf"))
-    zero = g.add("const", name=f"{m.out.name}.zero", type=TensorType.of(f32), value=0.0)
+    consts = (
+        g.add("const", name=f"{m.out.name}.neg_inf", type=TensorType.of(f32), value=-float("inf")),
+        g.add("const", name=f"{m.out.name}.zero", type=TensorType.of(f32), value=0.0),
+    )
+    axis, size = (rows[0], m.out.type.size(rows[0])) if rows and rows[0] in m.out.type.names else (None, 0)
+    if axis is None or rows[1] >= size:
+        result, lse = _tile(g, m, block, {}, m.out.name, consts)
+    else:
+        tiles = [
+            _tile(g, m, block, {axis: (lo, min(lo + rows[1], size))}, f"{m.out.name}.{axis}{lo}", consts)
+            for lo in range(0, size, rows[1])
+        ]
+        result = g.add("concat", *(t[0] for t in tiles), name=f"{m.out.name}.joined", axis=axis)
+        lse = g.add("concat", *(t[1] for t in tiles), name=f"{m.out.name}.lse", axis=axis)
+    if m.out.type.dtype != f32:
+        result = g.add("cast", result, name=m.out.name, type=m.out.type)
+    elif result.name != m.out.name:
+        result = g.add("reshape", result, name=m.out.name, type=m.out.type)
+    return lse.name
+
+
+def _tile(
+    g: Graph, m: Attention, block: int, rows: dict[str, tuple[int, int]], tag: str, consts: tuple[Node, Node]
+) -> tuple[Node, Node]:
+    """One query tile (`rows`, or every row) over all key blocks: (its output in f32, its lse)."""
+    neg_inf, zero = consts
+    f32 = m.maximum.type.dtype
+    size = m.scores.type.size(m.axis)
     q_name, k_name = m.scores.operands
-    v_name = m.out.operands[1]
-    running = total = acc = None
+    q = _cut(g, g[q_name], rows)
+    running = total = acc = safe = None
     for j, lo in enumerate(range(0, size, block)):  # the last block takes what is left
-        hi = min(lo + block, size)
-        tag = f"{m.out.name}.blk{j}"
-        k = _slice(g, g[k_name], m.axis, lo, hi, f"{k_name}.{m.axis}{lo}")
-        v = _slice(g, g[v_name], m.axis, lo, hi, f"{v_name}.{m.axis}{lo}")
-        s = g.add("einsum", g[q_name], k, name=f"{tag}.scores", eq=m.scores.attrs["eq"],
-                  type=_resized(m.scores.type, m.axis, hi - lo))  # fmt: skip
+        keys = {m.axis: (lo, min(lo + block, size))}
+        spans = {**rows, **keys}
+        blk = f"{tag}.blk{j}"
+        k, v = _cut(g, g[k_name], keys), _cut(g, g[m.out.operands[1]], keys)
+        s = g.add("einsum", q, k, name=f"{blk}.scores", eq=m.scores.attrs["eq"],
+                  type=_resized(m.scores.type, spans))  # fmt: skip
         for mod in m.modifiers:
-            side = g[mod.operands[1]]
-            side = _slice(g, side, m.axis, lo, hi, f"{side.name}.{m.axis}{lo}")
-            s = g.add(mod.kind, s, side, name=f"{tag}.{mod.name.rsplit('.', 1)[-1]}")
+            s = g.add(
+                mod.kind, s, _cut(g, g[mod.operands[1]], spans), name=f"{blk}.{mod.name.rsplit('.', 1)[-1]}"
+            )
         if m.masked is not None:
-            mask = g[m.masked.operands[0]]
-            mask = _slice(g, mask, m.axis, lo, hi, f"{mask.name}.{m.axis}{lo}")
-            s = g.add("where", mask, s, g[m.masked.operands[2]], name=f"{tag}.masked")
-        block_max = g.add("reduce", s, name=f"{tag}.max", op="max", axes=[m.axis])
-        new_max = block_max if running is None else g.add("max", running, block_max, name=f"{tag}.m")
-        empty = g.add("eq", new_max, neg_inf, name=f"{tag}.empty")
-        safe = g.add("where", empty, zero, new_max, name=f"{tag}.safe")
-        p = g.add("exp", g.add("sub", s, safe, name=f"{tag}.shifted"), name=f"{tag}.p")
-        block_sum = g.add("reduce", p, name=f"{tag}.sum", op="sum", axes=[m.axis])
+            mask = _cut(g, g[m.masked.operands[0]], spans)
+            s = g.add("where", mask, s, g[m.masked.operands[2]], name=f"{blk}.masked")
+        block_max = g.add("reduce", s, name=f"{blk}.max", op="max", axes=[m.axis])
+        new_max = block_max if running is None else g.add("max", running, block_max, name=f"{blk}.m")
+        empty = g.add("eq", new_max, neg_inf, name=f"{blk}.empty")
+        safe = g.add("where", empty, zero, new_max, name=f"{blk}.safe")
+        p = g.add("exp", g.add("sub", s, safe, name=f"{blk}.shifted"), name=f"{blk}.p")
+        block_sum = g.add("reduce", p, name=f"{blk}.sum", op="sum", axes=[m.axis])
         if m.cast is not None:
-            p = g.add("cast", p, name=f"{tag}.p_cast", type=p.type.with_dtype(m.cast.type.dtype))
-        part = g.add("einsum", p, v, name=f"{tag}.out", eq=m.out.attrs["eq"], type=m.out.type.with_dtype(f32))
+            p = g.add("cast", p, name=f"{blk}.p_cast", type=p.type.with_dtype(m.cast.type.dtype))
+        part = g.add("einsum", p, v, name=f"{blk}.out", eq=m.out.attrs["eq"],
+                     type=_resized(m.out.type, rows).with_dtype(f32))  # fmt: skip
         if running is None:
             total, acc = block_sum, part
         else:
-            rescale = g.add("exp", g.add("sub", running, safe, name=f"{tag}.dm"), name=f"{tag}.alpha")
+            rescale = g.add("exp", g.add("sub", running, safe, name=f"{blk}.dm"), name=f"{blk}.alpha")
             total = g.add(
-                "add", g.add("mul", total, rescale, name=f"{tag}.l_old"), block_sum, name=f"{tag}.l"
+                "add", g.add("mul", total, rescale, name=f"{blk}.l_old"), block_sum, name=f"{blk}.l"
             )
-            acc = g.add("add", g.add("mul", acc, rescale, name=f"{tag}.acc_old"), part, name=f"{tag}.acc")
+            acc = g.add("add", g.add("mul", acc, rescale, name=f"{blk}.acc_old"), part, name=f"{blk}.acc")
         running = new_max
-    result = g.add("div", acc, total, name=f"{m.out.name}.online" if m.out.type.dtype != f32 else m.out.name)
-    if m.out.type.dtype != f32:
-        g.add("cast", result, name=m.out.name, type=m.out.type)
-    log_total = g.add("log", total, name=f"{m.out.name}.log_l")
-    return g.add("add", safe, log_total, name=f"{m.out.name}.lse").name
+    final = tag if not rows and m.out.type.dtype == f32 else f"{tag}.online"
+    result = g.add("div", acc, total, name=final)
+    lse = g.add("add", safe, g.add("log", total, name=f"{tag}.log_l"), name=f"{tag}.lse")
+    return result, lse
 
 
-def _resized(t: TensorType, axis: str, size: int) -> TensorType:
-    return t.with_axes(Axis(a.name, size) if a.name == axis else a for a in t.axes)
+def _resized(t: TensorType, spans: dict[str, tuple[int, int]]) -> TensorType:
+    return t.with_axes(
+        Axis(a.name, spans[a.name][1] - spans[a.name][0]) if a.name in spans else a for a in t.axes
+    )
