@@ -20,6 +20,12 @@ CASES = {
     "qwen3-30b-a3b fp8": ("qwen3-30b-a3b", "rngd", PRECISIONS["fp8"], 1),
     "gemma-3-1b w4": ("gemma-3-1b", "rngd", precision("w4", 64), 1),
     "llama-3.1-8b on 2 chips": ("llama-3.1-8b", "rngd-2", PRECISIONS["bf16"], 4),
+    # the non-Llama layer and position variants (issue 7)
+    "gpt2 bf16": ("gpt2", "rngd", PRECISIONS["bf16"], 2),
+    "opt-1.3b fp8": ("opt-1.3b", "rngd", PRECISIONS["fp8"], 1),
+    "bloom-560m bf16": ("bloom-560m", "rngd", PRECISIONS["bf16"], 1),
+    "pythia-1.4b on 2 chips": ("pythia-1.4b", "rngd-2", PRECISIONS["bf16"], 2),
+    "falcon-7b bf16": ("falcon-7b", "rngd", PRECISIONS["bf16"], 1),
 }
 
 
