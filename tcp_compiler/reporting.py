@@ -176,6 +176,22 @@ def _plain(value):
     return value
 
 
+def attention_lines(report: dict) -> list[str]:
+    """One line per attention form the prefill used: form, tile, how many layers, and why (the
+    first such layer's reason)."""
+    groups: dict[tuple, list[dict]] = {}
+    for note in report["attention"]["prefill"]:
+        groups.setdefault((note["form"], note.get("rows"), note.get("block")), []).append(note)
+    total = len(report["attention"]["prefill"])
+    lines = []
+    for (form, rows, block), notes in groups.items():
+        what = (
+            "plain softmax" if form == "plain" else f"online softmax, tiles of {rows} queries x {block} keys"
+        )
+        lines.append(f"prefill attention: {what} in {len(notes)} of {total} layers ({notes[0]['reason']})")
+    return lines
+
+
 def render_markdown(report: dict) -> str:
     """The report as Markdown: summary, units, top ops per phase, memory."""
     hw, pre, dec = report["hardware"], report["prefill"], report["decode"]
@@ -195,6 +211,7 @@ def render_markdown(report: dict) -> str:
             f"{dec['roofline_seconds_mean']:.6f} | {dec['bound']} |"
         )
     lines += ["", f"Throughput: {report['throughput_tokens_per_s']:.2f} tokens/s end to end.", ""]
+    lines += [f"- {line}" for line in attention_lines(report)] + [""]
     for phase, units in report["units"].items():
         lines += [f"## Units, {phase}", "", "| unit | busy cycles | utilisation |", "|---|---:|---:|"]
         lines += [f"| {u['unit']} | {u['busy_cycles']:.0f} | {100 * u['utilisation']:.1f} % |" for u in units]

@@ -119,6 +119,8 @@ def test_cli_writes_json_markdown_trace_and_plots(tmp_path: Path, capsys) -> Non
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "prefill = TTFT" in out and "decode = mean TPOT" in out and "TPOT first" in out
+    assert "prefill attention: plain softmax in 16 of 16 layers (scores" in " ".join(out.split())
+    assert "- prefill attention: plain softmax in 16 of 16 layers" in (tmp_path / "r.md").read_text()
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["model"] == "llama-3.2-1b" and report["decode"]["steps"] == 2
     assert (tmp_path / "r.md").read_text().startswith("# llama-3.2-1b on rngd")

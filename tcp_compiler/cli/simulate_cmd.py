@@ -15,7 +15,7 @@ from tcp_compiler.cli.output import si, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
-from tcp_compiler.reporting import build_report, render_markdown
+from tcp_compiler.reporting import attention_lines, build_report, render_markdown
 from tcp_compiler.simulate import Simulation, simulate_generation
 
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -171,6 +171,8 @@ def _print(report: dict) -> None:
             f"TPOT first {_ms(dec['tpot_seconds_first'])}, last {_ms(dec['tpot_seconds_last'])}; "
             f"decode {decode_rate:.1f} tokens/s, end to end {overall:.1f} tokens/s"
         )
+    for line in attention_lines(report):
+        console.print(line)
     for phase, units in report["units"].items():
         table = Table(title=f"units, {phase}", title_justify="left")
         for column in ("unit", "busy cycles", "utilisation"):

@@ -81,6 +81,11 @@ def fuse(graph: Graph) -> list[FusedOp]:
             stage = STAGES.index(stage_of(node))
             latest = max(producers, key=lambda p: p.index, default=None)
             op = latest if latest is not None and _can_join(latest, node, stage) else None
+            if op is None and node.kind == "cast" and latest is not None and _fetch_converts(graph, node):
+                # Its operand is written to memory by a finished pass: readers convert it as they
+                # fetch it (Fetch Adapter) instead of a pass of its own reading and rewriting it.
+                aliases[node.name] = aliases[node.operands[0]]
+                continue
             if op is None:
                 op = FusedOp(len(ops), "pass", [])
                 ops.append(op)
@@ -93,6 +98,15 @@ def fuse(graph: Graph) -> list[FusedOp]:
 
 
 ELEMENTWISE = set(UNARY) | set(BINARY) | {"cast"}
+# Conversions the Fetch Adapter does as a pass reads its operands (tcp-hardware.md, Fetch Adapter).
+FETCH_CASTS = {(f, t) for f in ("fp8e4m3", "fp8e5m2") for t in ("bf16", "f32")} | {
+    ("bf16", "f32"),
+    ("f32", "bf16"),
+}
+
+
+def _fetch_converts(graph: Graph, cast: Node) -> bool:
+    return (graph[cast.operands[0]].type.dtype.name, cast.type.dtype.name) in FETCH_CASTS
 
 
 def on_the_fly(graph: Graph, aliases: dict[str, str]) -> dict[str, tuple[tuple[str, ...], tuple[Node, ...]]]:

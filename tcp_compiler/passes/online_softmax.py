@@ -194,15 +194,15 @@ def _tile(
         keys = {m.axis: (lo, min(lo + block, size))}
         spans = {**rows, **keys}
         blk = f"{tag}.blk{j}"
+        # Every slice first, so the score einsum's pass can take the element-wise work after it.
         k, v = _cut(g, g[k_name], keys), _cut(g, g[m.out.operands[1]], keys)
+        sides = [_cut(g, g[mod.operands[1]], spans) for mod in m.modifiers]
+        mask = _cut(g, g[m.masked.operands[0]], spans) if m.masked is not None else None
         s = g.add("einsum", q, k, name=f"{blk}.scores", eq=m.scores.attrs["eq"],
                   type=_resized(m.scores.type, spans))  # fmt: skip
-        for mod in m.modifiers:
-            s = g.add(
-                mod.kind, s, _cut(g, g[mod.operands[1]], spans), name=f"{blk}.{mod.name.rsplit('.', 1)[-1]}"
-            )
-        if m.masked is not None:
-            mask = _cut(g, g[m.masked.operands[0]], spans)
+        for mod, side in zip(m.modifiers, sides, strict=True):
+            s = g.add(mod.kind, s, side, name=f"{blk}.{mod.name.rsplit('.', 1)[-1]}")
+        if mask is not None:
             s = g.add("where", mask, s, g[m.masked.operands[2]], name=f"{blk}.masked")
         block_max = g.add("reduce", s, name=f"{blk}.max", op="max", axes=[m.axis])
         new_max = block_max if running is None else g.add("max", running, block_max, name=f"{blk}.m")
