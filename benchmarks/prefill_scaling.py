@@ -32,14 +32,13 @@ import dataclasses
 import re
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 from simulator.files import atomic_output
 from simulator.hardware import load_hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.reporting import build_report
+from tcp_compiler.reporting import attention_lines, build_report
 from tcp_compiler.simulate import simulate_generation
 
 MODEL, HARDWARE, DTYPE, BATCH = "llama-3.1-8b", "rngd", "bf16", 1
@@ -96,7 +95,8 @@ def measure(prompt: int, layers: int | None) -> Point:
         prompt, pre["seconds"], pre["roofline_seconds"], pre["flops"] / peak, pre["bound"], pre["flops"],
         sum(op["flops"] for op in ops if SCORE_OPS.fullmatch(op["name"])),
         sum(op["flops"] for op in ops if SQUARE_OPS.fullmatch(op["name"])),
-        pre["hbm_bytes"], peak, forms(report["attention"]["prefill"]), by_kind(ops), wall,
+        pre["hbm_bytes"], peak, [n.removeprefix("prefill attention: ") for n in attention_lines(report)],
+        by_kind(ops), wall,
     )  # fmt: skip
 
 
@@ -110,25 +110,6 @@ def by_kind(ops: list[dict]) -> list[Kind]:
         kind.flops += op["flops"]
         kind.hbm_bytes += op["hbm_bytes"]
     return sorted(kinds.values(), key=lambda k: -k.tensor_unit)
-
-
-def forms(notes: list[dict]) -> list[str]:
-    """Each attention form used, with how many layers use it and the reason of its first layer."""
-    key = lambda n: (n["form"], n.get("rows"), n.get("block"))  # noqa: E731
-    counts = Counter(key(n) for n in notes)
-    first: dict[tuple, str] = {}
-    for n in notes:
-        first.setdefault(key(n), n["reason"])
-    lines = []
-    for (form, rows, block), count in counts.items():
-        if form == "plain":
-            name = "plain softmax"
-        elif rows:
-            name = f"online softmax, tiles of {rows} queries x {block} keys"
-        else:
-            name = f"online softmax, blocks of {block} keys"
-        lines.append(f"{name} in {count} of {len(notes)} layers ({first[form, rows, block]})")
-    return lines
 
 
 def render(points: list[Point], layers: int | None, command: str, top: int = 8) -> list[str]:
