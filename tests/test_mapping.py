@@ -155,3 +155,18 @@ def test_flops_are_conserved_through_the_passes_too(name: str) -> None:
 
     graph = run_passes(GRAPHS[name])
     assert int(schedule(graph, MACHINE).flops.sum()) == ir.analyze(graph).total.flops
+
+
+@pytest.mark.parametrize(("tokens", "passes"), [(8192, 1), (16384, 2), (32768, 4)])
+def test_long_projections_sweep_n_in_passes_to_stay_compute_bound(tokens: int, passes: int) -> None:
+    """Llama-3.1-8B's gate projection: past 8192 tokens no slice split keeps <= 16 stationary rows
+    per slice (the accumulators then hold too few streamed rows per TRF load), so the stationary
+    rows are swept in sequential passes, each streaming the tokens again."""
+    shape = EinsumShape.of(
+        "B S D, F D -> B S F",
+        (ir.TensorType.of(ir.BF16, B=1, S=tokens, D=4096), ir.TensorType.of(ir.BF16, F=14336, D=4096)),
+        ir.TensorType.of(ir.F32, B=1, S=tokens, F=14336),
+    )
+    p = place(shape, MACHINE)
+    assert p.n_passes == passes and p.bound == "contraction"
+    assert p.reload_cycles <= p.compute_cycles and (passes == 1) == ("N-passes" not in p.describe(MACHINE))

@@ -8,8 +8,10 @@ Axes play one of four roles, seen from the operand held stationary in the TRF:
      broadcast to the 8 lanes and reused over N's time steps);
   B  in both operands and the result (batch, heads): Slices, then Time, each with its own
      stationary tile.
-Candidates differ in which operand is stationary and how the chip's slices split among N, M
-and B; the cost model keeps the cheapest. Every limit comes from the Machine (hardware spec).
+Candidates differ in which operand is stationary, how the chip's slices split among N, M and B,
+and in how many sequential N passes the stationary rows are swept (each pass streams all of M
+again, but holds fewer stationary rows per slice, so more streamed rows share each TRF load);
+the cost model keeps the cheapest. Every limit comes from the Machine (hardware spec).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class Placement:
     trf_resident: bool  # the stationary tile stays in the TRF across M tiles
     dm_tile_bytes: int  # DM bytes per slice per tile (operands + result)
     tiles: int  # outer tiles the pass is cut into so one fits half of each slice's DM
+    n_passes: int  # sequential sweeps over N, each streaming all of M
     compute_cycles: int
     supply_cycles: int
     reload_cycles: int
@@ -124,6 +127,8 @@ class Placement:
         parts.append(f"Packet[K:{'.'.join(roles['K']) or '-'}]={self.packet}")
         parts.append("Time[" + ", ".join(f"{r}={n}" for r, n in self.time if n > 1) + "]")
         parts.append(f"tiles={self.tiles}")
+        if self.n_passes > 1:
+            parts.append(f"N-passes={self.n_passes}")
         return " ".join(parts)
 
 
@@ -137,12 +142,14 @@ def _ceil(a, b):
 
 
 def _candidates(machine: Machine, n: int, m: int, b: int, dtype) -> np.ndarray:
-    """Every split of the slices among N, B and M (powers of two), as rows (s_n, s_m, s_b)."""
+    """Every split of the slices among N, B and M (powers of two) with every power-of-two count of
+    sequential N passes that leaves each a full lane group per slice, as rows (s_n, s_m, s_b, p)."""
     rows = [
-        (s_n, s_m, s_b)
+        (s_n, s_m, s_b, p)
         for s_n in _powers_of_two(min(machine.slices, n))
         for s_b in _powers_of_two(min(machine.slices // s_n, b))
         for s_m in _powers_of_two(min(machine.slices // (s_n * s_b), m))
+        for p in _powers_of_two(max(1, n // (s_n * machine.lanes)))
     ]
     return np.array(rows, dtype=dtype)
 
@@ -168,8 +175,8 @@ def place(shape: EinsumShape, machine: Machine) -> Placement:
         splits = _candidates(machine, sizes[1], sizes[2], sizes[3], _int_type(shape))
         terms = _costs(shape, machine, sizes, splits)
         cycles = np.maximum.reduce(terms["bounds"]) + terms["latency"]
-        used = splits.prod(axis=1)
-        pick = int(np.lexsort((used, cycles))[0])
+        used = splits[:, :3].prod(axis=1)
+        pick = int(np.lexsort((splits[:, 3], used, cycles))[0])  # ties: fewer slices, then fewer passes
         key = (int(cycles[pick]), int(used[pick]))
         if best_key is None or key < best_key:
             best, best_key = (stationary, named, sizes, tuple(int(v) for v in splits[pick])), key
@@ -180,24 +187,25 @@ def place(shape: EinsumShape, machine: Machine) -> Placement:
 def _costs(shape: EinsumShape, machine: Machine, sizes, splits: np.ndarray) -> dict:
     """The cost terms of every candidate split (arrays over candidates)."""
     k, n, m, b = sizes
-    s_n, s_m, s_b = splits[:, 0], splits[:, 1], splits[:, 2]
+    s_n, s_m, s_b, passes = splits[:, 0], splits[:, 1], splits[:, 2], splits[:, 3]
     bits, out_bits = shape.dtype.bits, shape.out_dtype.bits
-    n_s, m_s, b_s = _ceil(n, s_n), _ceil(m, s_m), _ceil(b, s_b)
+    n_s, m_s, b_s = _ceil(_ceil(n, passes), s_n), _ceil(m, s_m), _ceil(b, s_b)  # n_s: rows per slice per pass
     per_packet = machine.packet_elements(shape.dtype)
     k_packets = _ceil(k, per_packet)
     lane_groups = _ceil(n_s, machine.lanes)
     half_trf = machine.trf_bytes_per_slice // 2  # half-file mode: load the next tile while using one
     # One cycle: one streamed packet (K elements of one M row) against 8 stationary rows.
-    compute = b_s * m_s * lane_groups * k_packets
-    # Fetch delivers `stream_supply_bytes` per cycle; each streamed packet serves lane_groups cycles.
-    supply = _ceil(b_s * m_s * k_packets * machine.packet_bytes, machine.stream_supply_bytes)
+    compute = passes * b_s * m_s * lane_groups * k_packets
+    # Fetch delivers `stream_supply_bytes` per cycle; each streamed packet serves lane_groups cycles
+    # and is fetched once per N pass.
+    supply = _ceil(passes * b_s * m_s * k_packets * machine.packet_bytes, machine.stream_supply_bytes)
     tile_bytes = _ceil(n_s * k * bits, 8)
     m_tile = np.maximum(1, np.minimum(m_s, machine.accumulators // np.maximum(1, n_s)))
     resident = tile_bytes <= half_trf
-    loads = b_s * np.where(resident, 1, _ceil(m_s, m_tile))
+    loads = passes * b_s * np.where(resident, 1, _ceil(m_s, m_tile))
     reload = np.where((loads > 1) | ~resident, _ceil(loads * tile_bytes, machine.fetch_sub), 0)
     first_load = _ceil(np.minimum(tile_bytes, half_trf), machine.fetch_sub)
-    commit = _ceil(b_s * m_s * n_s * out_bits, 8 * machine.commit_main)
+    commit = _ceil(passes * b_s * m_s * n_s * out_bits, 8 * machine.commit_main)
     used = s_n * s_m * s_b
     latency = (
         first_load + machine.latency(shape.dtype) + machine.hop_cycles * np.minimum(used, machine.ring_slices)
@@ -216,7 +224,7 @@ def _costs(shape: EinsumShape, machine: Machine, sizes, splits: np.ndarray) -> d
 
 def _placement(shape: EinsumShape, machine: Machine, stationary, named, sizes, split) -> Placement:
     """The winning candidate as a Placement."""
-    s_n, s_m, s_b = split
+    s_n, s_m, s_b, passes = split
     costs = _costs(shape, machine, sizes, np.array([split], dtype=_int_type(shape)))
     t = {key: int(np.asarray(v).reshape(-1)[0]) for key, v in costs.items() if key != "bounds"}
     half_trf = machine.trf_bytes_per_slice // 2
@@ -226,13 +234,14 @@ def _placement(shape: EinsumShape, machine: Machine, stationary, named, sizes, s
         slices=(("N", s_n), ("M", s_m), ("B", s_b)),
         lanes=min(machine.lanes, t["n_s"]),
         packet=min(machine.packet_elements(shape.dtype), sizes[0]),
-        time=(("B", t["b_s"]), ("M", t["m_s"]), ("N", t["lane_groups"]), ("K", t["k_packets"])),
+        time=(("B", t["b_s"]), ("M", t["m_s"]), ("N", t["lane_groups"] * passes), ("K", t["k_packets"])),
         m_tile=t["m_tile"],
         accumulators=t["m_tile"] * min(t["n_s"], machine.accumulators),
         trf_tile_bytes=t["tile_bytes"] if t["resident"] else min(t["tile_bytes"], half_trf),
         trf_resident=bool(t["resident"]),
         dm_tile_bytes=_ceil(t["dm_tile"], t["tiles"]),
         tiles=t["tiles"],
+        n_passes=passes,
         compute_cycles=t["compute"],
         supply_cycles=t["supply"],
         reload_cycles=t["reload"],
