@@ -18,7 +18,7 @@ DMA = CONTEXTS.index("dma")
 
 
 SUMMED = (
-    "main_cycles", "span_cycles", "flops", "hbm_bytes", "dm_bytes", "link_bytes", "unit_busy", "dma_cycles",
+    "main_cycles", "span_cycles", "flops", "hbm_bytes", "dm_bytes", "link_bytes", "unit_busy", "dma_bytes",
     "layer_span_cycles",
 )  # fmt: skip
 
@@ -38,7 +38,7 @@ class OpTotals:
     dm_bytes: np.ndarray
     link_bytes: np.ndarray
     unit_busy: np.ndarray  # [ops, units]
-    dma_cycles: np.ndarray  # summed durations of its DMA commands
+    dma_bytes: np.ndarray  # bytes its DMA commands move (a pass's own DM traffic is not a DMA move)
     layer_ids: np.ndarray  # the distinct layers, ascending
     layer_span_cycles: np.ndarray  # per layer: first command's start to last command's end
 
@@ -83,7 +83,7 @@ def op_totals(program: Program, timeline: Timeline) -> OpTotals:
         dm_bytes=per(program.dm_bytes.astype(np.float64)),
         link_bytes=per(program.link_bytes.astype(np.float64)),
         unit_busy=busy,
-        dma_cycles=per(np.where(program.context == DMA, duration, 0.0)),
+        dma_bytes=per(np.where(program.context == DMA, program.moved, 0)),
         layer_ids=layer_ids,
         layer_span_cycles=spans,
     )

@@ -92,10 +92,9 @@ def _units(totals: OpTotals, cycles: float, sim: Simulation) -> list[dict]:
     busy = totals.unit_busy.sum(axis=0)
     rows = []
     for u, unit in enumerate(UNITS):
-        if unit == "tensor_dma":
-            moved = (totals.hbm_bytes + totals.dm_bytes).sum() / 2  # each move touches two ends
-            utilisation = moved / (cycles * rates["dma_bytes_per_cycle"])
-            cycles_busy = float(totals.dma_cycles.sum())
+        if unit == "tensor_dma":  # the cycles its moves would take at the engines' full rate
+            cycles_busy = float(totals.dma_bytes.sum()) / rates["dma_bytes_per_cycle"]
+            utilisation = cycles_busy / cycles
         elif unit == "chip_link":
             utilisation = totals.link_bytes.sum() / (cycles / clock * rates["link_bytes_per_s"])
             cycles_busy = float(busy[u])

@@ -50,6 +50,9 @@ def test_no_phase_or_op_beats_its_roofline(name: str) -> None:
     for phase, layers in r["layers"].items():
         for layer in layers:
             assert layer["seconds"] >= layer["roofline_seconds"] * (1 - 1e-9), (phase, layer["layer"])
+    prefill_cycles = r["prefill"]["cycles"]
+    for u in r["units"]["prefill"]:  # no unit is busy longer than the phase lasts
+        assert u["busy_cycles"] <= prefill_cycles and 0 <= u["utilisation"] <= 1, u
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
