@@ -3,7 +3,7 @@ pre-LayerNorm blocks, plain GELU (tanh) MLP 4x wide, fused per-head QKV, biases 
 embeddings. `apply_residual_connection_post_layernorm` takes the residual from the norm's output."""
 
 from tcp_compiler.frontend.config import ModelConfig, RawConfig
-from tcp_compiler.frontend.families.common import first, without_rope
+from tcp_compiler.frontend.families.common import first, head_size, saved_dtype, without_rope
 from tcp_compiler.frontend.layout import FusedQkv, Rename, TensorMap
 
 MODEL_TYPES = ("bloom",)
@@ -15,9 +15,7 @@ PREFIX = r"transformer.h.\1."
 def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden = first(raw, "hidden_size", "n_embed")
     heads = first(raw, "n_head", "num_attention_heads")
-    if hidden % heads:
-        raise raw.fail(f"hidden_size ({hidden}) must be a multiple of n_head ({heads})")
-    head_dim = hidden // heads
+    head_dim = head_size(raw, hidden, heads, "hidden_size", "n_head")
     tensors = TensorMap(
         (
             (r"model\.embed_tokens\.weight", Rename("transformer.word_embeddings.weight")),
@@ -56,6 +54,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         out_bias=True,
         mlp_bias=True,
         tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
-        dtype=raw.get("torch_dtype") or raw.get("dtype") or "bfloat16",
+        dtype=saved_dtype(raw, "bfloat16"),
         tensors=tensors,
     )

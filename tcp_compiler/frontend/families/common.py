@@ -56,7 +56,7 @@ def sizes(raw: RawConfig, head_dim_default: int | None = None) -> dict[str, Any]
         "intermediate": raw.require("intermediate_size"),
         "norm_eps": float(raw.get("rms_norm_eps", 1e-6, kind=(int, float))),
         "max_positions": raw.get("max_position_embeddings", 0, kind=int),
-        "dtype": raw.get("torch_dtype") or raw.get("dtype") or "bfloat16",
+        "dtype": saved_dtype(raw, "bfloat16"),
     }
 
 
@@ -139,3 +139,21 @@ def first(raw: RawConfig, *keys: str, default: Any = None, kind: type | tuple[ty
 def without_rope(n: int) -> tuple[Layer, ...]:
     """n full-attention layers for models whose positions are not rotary."""
     return tuple(Layer(None, None, "rope", False) for _ in range(n))
+
+
+def saved_dtype(raw: RawConfig, default: str) -> str:
+    """The dtype the checkpoint was saved in (`torch_dtype`, or transformers 5's `dtype`)."""
+    return raw.get("torch_dtype") or raw.get("dtype") or default
+
+
+def head_size(
+    raw: RawConfig,
+    hidden: int,
+    heads: int,
+    hidden_key: str = "hidden_size",
+    heads_key: str = "num_attention_heads",
+) -> int:
+    """hidden / heads for families without a head_dim field, named by the family's own field names."""
+    if hidden % heads:
+        raise raw.fail(f"{hidden_key} ({hidden}) must be a multiple of {heads_key} ({heads})")
+    return hidden // heads

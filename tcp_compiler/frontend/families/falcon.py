@@ -9,7 +9,7 @@ reference to check a lowering against.
 """
 
 from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import activation, first, layers
+from tcp_compiler.frontend.families.common import activation, first, head_size, layers, saved_dtype
 from tcp_compiler.frontend.layout import FusedQkv, Rename, TensorMap
 
 MODEL_TYPES = ("falcon",)
@@ -25,9 +25,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         )
     hidden = raw.require("hidden_size")
     heads = first(raw, "num_attention_heads", "n_head")
-    if hidden % heads:
-        raise raw.fail(f"hidden_size ({hidden}) must be a multiple of num_attention_heads ({heads})")
-    head_dim = hidden // heads
+    head_dim = head_size(raw, hidden, heads)
     new_arch = bool(raw.get("new_decoder_architecture", False, kind=bool))
     multi_query = bool(raw.get("multi_query", True, kind=bool))
     if new_arch:
@@ -82,6 +80,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         mlp_bias=bias,
         tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
         max_positions=raw.get("max_position_embeddings", 0, kind=int),
-        dtype=raw.get("torch_dtype") or raw.get("dtype") or "bfloat16",
+        dtype=saved_dtype(raw, "bfloat16"),
         tensors=tensors,
     )

@@ -3,7 +3,7 @@ projection, tied embeddings. Its Conv1D layers store weights [in, out] and fuse 
 `c_attn`, so the tensor map transposes and splits them."""
 
 from tcp_compiler.frontend.config import ModelConfig, RawConfig
-from tcp_compiler.frontend.families.common import activation, first, without_rope
+from tcp_compiler.frontend.families.common import activation, first, head_size, saved_dtype, without_rope
 from tcp_compiler.frontend.layout import FusedQkv, Rename, TensorMap
 
 MODEL_TYPES = ("gpt2",)
@@ -18,9 +18,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     if raw.get("add_cross_attention", False, kind=bool):
         raise raw.fail("field 'add_cross_attention' = true is not supported (decoder-only models)")
     hidden, heads = first(raw, "n_embd", "hidden_size"), first(raw, "n_head", "num_attention_heads")
-    if hidden % heads:
-        raise raw.fail(f"n_embd ({hidden}) must be a multiple of n_head ({heads})")
-    head_dim = hidden // heads
+    head_dim = head_size(raw, hidden, heads, "n_embd", "n_head")
     tensors = TensorMap(
         (
             (r"model\.embed_tokens\.weight", Rename("transformer.wte.weight")),
@@ -58,6 +56,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         attn_scale=None if raw.get("scale_attn_weights", True, kind=bool) else 1.0,
         tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
         max_positions=first(raw, "n_positions", "max_position_embeddings"),
-        dtype=raw.get("torch_dtype") or raw.get("dtype") or "float32",
+        dtype=saved_dtype(raw, "float32"),
         tensors=tensors,
     )

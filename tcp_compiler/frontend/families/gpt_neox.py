@@ -3,7 +3,7 @@ and MLP residual (use_parallel_residual) with a LayerNorm each, plain GELU MLP, 
 biases, untied LM head (`embed_out`)."""
 
 from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import activation, layers
+from tcp_compiler.frontend.families.common import activation, head_size, layers, saved_dtype
 from tcp_compiler.frontend.layout import FusedQkv, Rename, TensorMap
 
 MODEL_TYPES = ("gpt_neox",)
@@ -14,9 +14,7 @@ PREFIX = r"gpt_neox.layers.\1."
 
 def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden, heads = raw.require("hidden_size"), raw.require("num_attention_heads")
-    if hidden % heads:
-        raise raw.fail(f"hidden_size ({hidden}) must be a multiple of num_attention_heads ({heads})")
-    head_dim = hidden // heads
+    head_dim = head_size(raw, hidden, heads)
     params = raw.get("rope_parameters", {}, kind=dict)
     fraction = params.get("partial_rotary_factor", raw.get("rotary_pct", 0.25, kind=(int, float)))
     rotary = int(head_dim * fraction)
@@ -63,6 +61,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         mlp_bias=True,
         tie_embeddings=bool(raw.get("tie_word_embeddings", False, kind=bool)),
         max_positions=raw.get("max_position_embeddings", 0, kind=int),
-        dtype=raw.get("torch_dtype") or raw.get("dtype") or "float16",
+        dtype=saved_dtype(raw, "float16"),
         tensors=tensors,
     )

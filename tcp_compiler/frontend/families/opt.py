@@ -3,7 +3,7 @@ LayerNorm before (do_layer_norm_before, most sizes) or after (post-LN, e.g. OPT-
 plain ReLU MLP, biases everywhere, tied embeddings."""
 
 from tcp_compiler.frontend.config import ModelConfig, RawConfig
-from tcp_compiler.frontend.families.common import activation, without_rope
+from tcp_compiler.frontend.families.common import activation, head_size, saved_dtype, without_rope
 from tcp_compiler.frontend.layout import Rename, TensorMap
 
 MODEL_TYPES = ("opt",)
@@ -22,8 +22,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         )
     if raw.get("layer_norm_elementwise_affine", True, kind=bool) is False:
         raise raw.fail("field 'layer_norm_elementwise_affine' = false is not supported")
-    if hidden % heads:
-        raise raw.fail(f"hidden_size ({hidden}) must be a multiple of num_attention_heads ({heads})")
+    head_dim = head_size(raw, hidden, heads)
     before = bool(raw.get("do_layer_norm_before", True, kind=bool))
     bias = bool(raw.get("enable_bias", True, kind=bool))
     tensors = TensorMap(
@@ -49,7 +48,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         hidden=hidden,
         heads=heads,
         kv_heads=heads,
-        head_dim=hidden // heads,
+        head_dim=head_dim,
         intermediate=raw.require("ffn_dim"),
         layers=without_rope(raw.require("num_hidden_layers")),
         norm_eps=1e-5,  # nn.LayerNorm's default; OPT configs have no field for it
@@ -64,6 +63,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         mlp_bias=bias,
         tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
         max_positions=raw.require("max_position_embeddings"),
-        dtype=raw.get("torch_dtype") or raw.get("dtype") or "float16",
+        dtype=saved_dtype(raw, "float16"),
         tensors=tensors,
     )
