@@ -7,7 +7,7 @@ so a graph built through `add` is well typed by construction.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -35,12 +35,36 @@ class Node:
         return f"%{self.name} = {self.kind}"
 
 
+@dataclass
+class GraphMeta:
+    """What a model graph says about itself beyond its ops, so later stages never parse names:
+    which decoder layer each value belongs to, which outputs are the KV cache, and which axes
+    have the KV length. The text form does not carry it; passes keep it (see `derive`)."""
+
+    layers: dict[str, int] = field(default_factory=dict)  # value -> decoder layer, -1: none
+    kv_outputs: tuple[str, ...] = ()  # outputs that hold the KV cache
+    kv_axes: tuple[str, ...] = ()  # axis names whose size is the KV length (cached positions)
+
+    def layer_of(self, name: str) -> int:
+        return self.layers.get(name, -1)
+
+    def derive(self, names: Iterable[str], source: str) -> None:
+        """Values a pass made in place of (or from) `source` belong to its layer."""
+        layer = self.layer_of(source)
+        for name in names:
+            self.layers.setdefault(name, layer)
+
+    def copy(self) -> GraphMeta:
+        return GraphMeta(dict(self.layers), self.kv_outputs, self.kv_axes)
+
+
 class Graph:
     def __init__(self, name: str) -> None:
         self.name = name
         self.nodes: list[Node] = []
         self.outputs: list[str] = []
         self.param_values: dict[str, np.ndarray] = {}
+        self.meta = GraphMeta()
         self._by_name: dict[str, Node] = {}
         self._counter = 0
 

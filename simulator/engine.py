@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from simulator.program import CONTEXTS, ORDERED, Program
-from simulator.reference_engine import EPS, Timeline
+from simulator.timeline import EPS, Timeline
 
 _ORDERED = np.array([c in ORDERED for c in CONTEXTS])
 

@@ -12,9 +12,9 @@ import difflib
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from simulator.errors import HardwareError
 
@@ -26,6 +26,16 @@ _SOURCE_RE = re.compile(r"^(published|derived|assumed):\s*\S")
 # Operand dtypes the contraction engine tables are keyed by, and IR dtype names that map onto them.
 DTYPES = ("bf16", "f16", "fp8", "i8", "i4", "f32")
 _DTYPE_ALIASES = {"fp8e4m3": "fp8", "fp8e5m2": "fp8", "f8e4m3": "fp8", "f8e5m2": "fp8"}
+
+
+
+class NamedDType(Protocol):
+    """An IR dtype (ir.DType) as the spec sees it: by name, so simulator/ does not import ir/."""
+
+    name: str
+
+
+DTypeName = str | NamedDType
 
 # Top-level keys that are not parameter tables.
 _META_KEYS = ("extends", "description")
@@ -177,9 +187,14 @@ class Hardware:
     dma_max_packet_bytes: int
     # dotted key (e.g. "hbm.peak_bytes_per_cycle", "contraction.macs_per_lane_cycle.bf16") -> source
     sources: dict[str, str]
+    # Cost caches are keyed by the spec: hashing every value on each lookup would dominate them.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.name, *(self.value(k) for k in LEAF_KEYS))))
 
     def __hash__(self) -> int:
-        return hash((self.name, *(self.value(k) for k in LEAF_KEYS)))
+        return self._hash
 
     # --- lookup -------------------------------------------------------------------------------
 
@@ -201,8 +216,9 @@ class Hardware:
         """The dotted keys whose values are assumptions, for the 'assumptions' line of a report."""
         return [k for k in LEAF_KEYS if self.is_assumed(k)]
 
-    def dtype_key(self, dtype: str) -> str:
-        """Maps an IR dtype (fp8e4m3, bf16, ...) onto the contraction tables' key, or raises."""
+    def dtype_key(self, dtype: DTypeName) -> str:
+        """Maps an IR dtype (fp8e4m3, bf16, ... or its DType) onto the contraction tables' key, or raises."""
+        dtype = dtype if isinstance(dtype, str) else dtype.name
         key = _DTYPE_ALIASES.get(dtype, dtype)
         if key not in self.macs_per_lane_cycle:
             raise HardwareError(
@@ -228,11 +244,19 @@ class Hardware:
         """PEs per chip (the unit SR-IOV and the vendor compiler count in)."""
         return self.clusters * self.pes_per_cluster
 
-    def macs_per_cycle(self, dtype: str) -> int:
-        """Peak MACs per cycle per chip: every lane of every slice consuming one full packet."""
-        return self.slices * self.lanes_per_slice * self.macs_per_lane_cycle[self.dtype_key(dtype)]
+    def packet_elements(self, dtype: DTypeName) -> int:
+        """Operand elements one lane reduces per cycle (one 64 B packet of bf16 = 32)."""
+        return self.macs_per_lane_cycle[self.dtype_key(dtype)]
 
-    def flops_per_second(self, dtype: str) -> float:
+    def reducer_latency(self, dtype: DTypeName) -> int:
+        """Packet reducer latency in cycles for operands of `dtype`."""
+        return self.packet_reducer_latency[self.dtype_key(dtype)]
+
+    def macs_per_cycle(self, dtype: DTypeName) -> int:
+        """Peak MACs per cycle per chip: every lane of every slice consuming one full packet."""
+        return self.slices * self.lanes_per_slice * self.packet_elements(dtype)
+
+    def flops_per_second(self, dtype: DTypeName) -> float:
         """Peak FLOP/s per chip (a MAC is two FLOPs), the compute roof of the roofline."""
         return 2.0 * self.macs_per_cycle(dtype) * self.clock_hz
 
@@ -246,7 +270,7 @@ class Hardware:
         """Peak HBM bandwidth per chip as published; an upper bound no phase may beat."""
         return self.hbm_peak_bytes_per_cycle * self.clock_hz
 
-    def ridge_flops_per_byte(self, dtype: str) -> float:
+    def ridge_flops_per_byte(self, dtype: DTypeName) -> float:
         """Arithmetic intensity where compute and sustained HBM bandwidth balance; below it, memory-bound."""
         return self.flops_per_second(dtype) / self.hbm_bytes_per_second
 
@@ -264,6 +288,16 @@ class Hardware:
     def vrf_bytes(self) -> int:
         """Vector register file per chip (vector engine operands)."""
         return self.slices * self.vrf_bytes_per_slice
+
+    @property
+    def dma_bytes_per_cycle(self) -> float:
+        """Aggregate TensorDMA bandwidth per chip: every engine at its full rate."""
+        return self.dma_engines * self.dma_bytes_per_cycle_each
+
+    @property
+    def link_latency_cycles(self) -> int:
+        """One chip-to-chip transfer's fixed latency in whole cycles."""
+        return int(round(self.link_latency_s * self.clock_hz))
 
     @property
     def link_bytes_per_cycle(self) -> float:
@@ -507,10 +541,10 @@ def _entry(path: Path, dotted: str, param: Param, item: Any) -> _Entry:
         raise HardwareError(
             f'{path}: {dotted}: expected {{ value = ..., source = "..." }}, got {_describe(item)}'
         )
-    for field in item:
-        if field not in ("value", "source"):
+    for name in item:
+        if name not in ("value", "source"):
             raise HardwareError(
-                f"{path}: {dotted}.{field}: unknown field; an entry has only value and source"
+                f"{path}: {dotted}.{name}: unknown field; an entry has only value and source"
             )
     if "value" not in item:
         raise HardwareError(f"{path}: {dotted}: missing value")
@@ -571,5 +605,5 @@ def _suggest(word: str, choices: Any) -> str:
 
 
 # The schema and the dataclass must list the same attributes; checked once at import.
-_FIELDS = {f for f in Hardware.__dataclass_fields__} - {"name", "path", "description", "extends", "sources"}
+_FIELDS = set(Hardware.__dataclass_fields__) - {"name", "path", "description", "extends", "sources", "_hash"}
 assert {p.attr for p in PARAMS} == _FIELDS, _FIELDS ^ {p.attr for p in PARAMS}

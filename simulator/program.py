@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from simulator.units import UNIT_NAMES
+
 CONTEXTS = ("main", "sub", "dma", "link")
 ORDERED = ("main", "sub", "link")  # commands of these run in order per chip; DMA descriptors do not
 # The per-command columns, in the order ProgramBuilder.command records them.
@@ -27,17 +29,7 @@ COLUMNS = (
     ("link_bytes", np.int64),
     ("op", np.int32),
 )
-UNITS = (
-    "tensor_dma",
-    "contraction",
-    "reducer",
-    "vector",
-    "fetch",
-    "switch",
-    "commit",
-    "trf_load",
-    "chip_link",
-)
+UNITS = UNIT_NAMES  # the busy columns, one per unit (simulator.units)
 
 
 @dataclass
@@ -87,6 +79,20 @@ class Program:
         assert np.all((self.latency >= 0) & (self.latency <= self.cycles))
 
 
+def command_timing(cycles: int, latency: int | None) -> tuple[int, int]:
+    """A command's (cycles, latency) as stored: at least one cycle; no latency given = all of it."""
+    cycles = max(1, int(cycles))
+    return cycles, cycles if latency is None else int(latency)
+
+
+def busy_row(busy: dict[str, int] | None) -> np.ndarray:
+    """Busy cycles per unit as one row of Program.busy."""
+    row = np.zeros(len(UNITS), np.int64)
+    for unit, value in (busy or {}).items():
+        row[UNITS.index(unit)] = value
+    return row
+
+
 class ProgramBuilder:
     """Appends commands; turns them into the Program's flat arrays at the end."""
 
@@ -116,15 +122,13 @@ class ProgramBuilder:
         link_bytes: int = 0,
         busy: dict[str, int] | None = None,
     ) -> int:
-        row = np.zeros(len(UNITS), np.int64)
-        for unit, value in (busy or {}).items():
-            row[UNITS.index(unit)] = value
+        cycles, latency = command_timing(cycles, latency)
         self.rows.append(
             (
                 CONTEXTS.index(context),
                 chip,
-                max(1, int(cycles)),
-                max(1, int(cycles)) if latency is None else int(latency),
+                cycles,
+                latency,
                 moved,
                 flops,
                 hbm_bytes,
@@ -133,7 +137,7 @@ class ProgramBuilder:
                 op,
             )
         )
-        self.busy.append(row)
+        self.busy.append(busy_row(busy))
         self.deps.append(sorted({d for d in deps if d is not None}))
         return len(self.rows) - 1
 

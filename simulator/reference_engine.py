@@ -14,23 +14,11 @@ in the order the commands started, so both engines add the same floats in the sa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from simulator.program import CONTEXTS, ORDERED, Program
-
-EPS = 1e-9
-
-
-@dataclass
-class Timeline:
-    start: np.ndarray  # float64 cycles
-    end: np.ndarray
-
-    @property
-    def cycles(self) -> int:
-        return int(math.ceil(self.end.max() - EPS)) if len(self.end) else 0
+from simulator.timeline import EPS, Timeline
 
 
 def queue_ids(program: Program) -> np.ndarray:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.program import CONTEXTS, Program
-from simulator.reference_engine import Timeline
+from simulator.timeline import Timeline
 
 MAIN = CONTEXTS.index("main")
 DMA = CONTEXTS.index("dma")

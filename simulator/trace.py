@@ -20,7 +20,7 @@ import numpy as np
 
 from simulator.files import atomic_output
 from simulator.program import CONTEXTS, Program
-from simulator.reference_engine import Timeline
+from simulator.timeline import Timeline
 
 # Thread ids inside each chip's process; DMA lanes follow at DMA_TID + k.
 PHASES_TID = 1

@@ -10,7 +10,8 @@ import ir
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.fusion import FREE, STAGES, fuse, stage_of, view_roots
+from tcp_compiler.mapping.fusion import fuse, view_roots
+from tcp_compiler.mapping.traits import STAGES, traits
 from tcp_compiler.passes import run_passes
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "ir"
@@ -40,7 +41,7 @@ def test_every_working_op_lands_in_exactly_one_fused_op(name: str) -> None:
     skipped = {n.name for n in graph.nodes} - set(placed)
     for value in skipped:  # views, memory-resident values, immediates and fetch-time casts only
         node = graph[value]
-        assert node.kind in FREE or node.kind == "cast", node
+        assert traits(node.kind).work == "free" or node.kind == "cast", node
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))
@@ -49,7 +50,7 @@ def test_passes_follow_the_pipeline_order(name: str) -> None:
         if op.kind != "pass":
             assert len(op.nodes) == 1 and op.nodes[0].kind not in ("einsum", "reduce")
             continue
-        stages = [STAGES.index(stage_of(n)) for n in op.nodes]
+        stages = [STAGES.index(traits(n.kind).stage) for n in op.nodes]
         assert stages == sorted(stages), [n.kind for n in op.nodes]
         assert sum(n.kind == "einsum" for n in op.nodes) <= 1
         reductions = [i for i, n in enumerate(op.nodes) if n.kind in ("reduce", "topk")]

@@ -16,12 +16,16 @@ from simulator.reference_engine import simulate_reference
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.machine import machine_from
 from tcp_compiler.mapping.placement import EinsumShape, place
 from tcp_compiler.mapping.schedule import schedule
 
-MACHINE = machine_from(load_hardware("rngd"))
+MACHINE = load_hardware("rngd")
 EXAMPLES = Path(__file__).parents[1] / "examples" / "ir"
+
+
+def _reference(program):
+    """The plain-Python engine's timeline at the spec's bandwidths."""
+    return simulate_reference(program, MACHINE.hbm_sustained_bytes_per_cycle, MACHINE.dma_bytes_per_cycle)
 
 
 def _gemm(m: int, n: int, k: int, dtype=ir.BF16) -> ir.Graph:
@@ -53,12 +57,12 @@ GRAPHS = _graphs()
 def _roofline(program, i: int) -> float:
     """The fewest cycles physics allows command i: FLOPs at the fastest contraction rate, bytes at
     peak HBM, DM, DMA and link bandwidth."""
-    peak_flops = 2 * MACHINE.slices * MACHINE.lanes * max(v for _, v in MACHINE.macs_per_lane)
+    peak_flops = 2 * MACHINE.slices * MACHINE.lanes_per_slice * max(MACHINE.macs_per_lane_cycle.values())
     hw = load_hardware("rngd")
     return max(
         program.flops[i] / peak_flops,
         program.hbm_bytes[i] / hw.hbm_peak_bytes_per_cycle,
-        program.dm_bytes[i] / (MACHINE.slices * MACHINE.dm_bytes_per_cycle_per_slice),
+        program.dm_bytes[i] / (MACHINE.slices * int(MACHINE.dm_bytes_per_cycle_per_slice)),
         program.moved[i] / MACHINE.dma_bytes_per_cycle,
         program.link_bytes[i] / MACHINE.link_bytes_per_cycle,
     )
@@ -67,7 +71,7 @@ def _roofline(program, i: int) -> float:
 @pytest.mark.parametrize("name", sorted(GRAPHS))
 def test_every_command_respects_its_roofline(name: str) -> None:
     program = schedule(GRAPHS[name], MACHINE)
-    timeline = simulate_reference(program, MACHINE.hbm_bytes_per_cycle, MACHINE.dma_bytes_per_cycle)
+    timeline = _reference(program)
     for i in range(len(program)):
         floor = _roofline(program, i)
         assert program.cycles[i] >= floor - 1e-6, (name, i, program.ops[program.op[i]].name)
@@ -84,23 +88,23 @@ def test_commands_carry_exactly_the_ir_flops(name: str) -> None:
 def test_same_input_same_cycles(name: str) -> None:
     a = schedule(GRAPHS[name], MACHINE)
     b = schedule(GRAPHS[name], MACHINE)
-    ta = simulate_reference(a, MACHINE.hbm_bytes_per_cycle, MACHINE.dma_bytes_per_cycle)
-    tb = simulate_reference(b, MACHINE.hbm_bytes_per_cycle, MACHINE.dma_bytes_per_cycle)
+    ta = _reference(a)
+    tb = _reference(b)
     assert (a.cycles == b.cycles).all() and ta.cycles == tb.cycles
 
 
 def test_large_bf16_gemm_reaches_80_percent_of_contraction_peak() -> None:
     program = schedule(_gemm(4096, 4096, 4096), MACHINE)
-    cycles = simulate_reference(program, MACHINE.hbm_bytes_per_cycle, MACHINE.dma_bytes_per_cycle).cycles
-    ideal = 4096**3 / MACHINE.macs(ir.BF16)
+    cycles = _reference(program).cycles
+    ideal = 4096**3 / MACHINE.macs_per_cycle(ir.BF16)
     assert ideal / cycles >= 0.80, ideal / cycles
 
 
 def test_gemv_is_bound_by_hbm_bandwidth() -> None:
     program = schedule(_gemm(1, 4096, 4096), MACHINE)
-    cycles = simulate_reference(program, MACHINE.hbm_bytes_per_cycle, MACHINE.dma_bytes_per_cycle).cycles
-    hbm = program.hbm_bytes.sum() / MACHINE.hbm_bytes_per_cycle
-    compute = 4096 * 4096 / MACHINE.macs(ir.BF16)
+    cycles = _reference(program).cycles
+    hbm = program.hbm_bytes.sum() / MACHINE.hbm_sustained_bytes_per_cycle
+    compute = 4096 * 4096 / MACHINE.macs_per_cycle(ir.BF16)
     assert hbm > 10 * compute  # memory, not compute, sets the floor
     assert hbm <= cycles <= 1.25 * hbm, cycles / hbm
 
@@ -123,9 +127,9 @@ def test_random_einsum_placements_respect_every_limit(dtype, ks, ns, ms, bs, swa
     ebytes = dtype.bits / 8
     assert p.slices_used <= MACHINE.slices
     assert p.clusters(MACHINE) <= MACHINE.clusters
-    assert p.lanes <= MACHINE.lanes
+    assert p.lanes <= MACHINE.lanes_per_slice
     assert p.packet * ebytes <= MACHINE.packet_bytes
-    assert p.accumulators <= MACHINE.accumulators
+    assert p.accumulators <= MACHINE.accumulators_per_slice
     assert p.trf_tile_bytes <= MACHINE.trf_bytes_per_slice
     assert p.dm_tile_bytes <= MACHINE.dm_bytes_per_slice
     # Every axis is covered by its slices x (lanes | packets) x time steps.
@@ -134,11 +138,11 @@ def test_random_einsum_placements_respect_every_limit(dtype, ks, ns, ms, bs, swa
     total = {r: math.prod(sizes[a] for a in roles[r]) for r in "KNMB"}
     assert slices["B"] * time["B"] >= total["B"]
     assert slices["M"] * time["M"] >= total["M"]
-    assert slices["N"] * time["N"] * MACHINE.lanes >= total["N"]
+    assert slices["N"] * time["N"] * MACHINE.lanes_per_slice >= total["N"]
     assert time["K"] * MACHINE.packet_elements(dtype) >= total["K"]
     # Never faster than the contraction engine at peak on the slices it uses.
     macs = math.prod(sizes.values())
-    assert p.compute_cycles * p.slices_used * MACHINE.lanes * MACHINE.packet_elements(dtype) >= macs
+    assert p.compute_cycles * p.slices_used * MACHINE.lanes_per_slice * MACHINE.packet_elements(dtype) >= macs
 
 
 def test_placement_is_cached_by_shape() -> None:

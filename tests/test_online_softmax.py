@@ -13,7 +13,6 @@ from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.attention import choose_attention
-from tcp_compiler.mapping.machine import machine_from
 from tcp_compiler.passes.online_softmax import find_attention, online_softmax
 
 TINY = {
@@ -67,7 +66,7 @@ def test_decode_with_fully_masked_blocks() -> None:
 
 
 def test_the_mapper_uses_online_softmax_only_where_scores_spill() -> None:
-    machine = machine_from(load_hardware("rngd"))
+    machine = load_hardware("rngd")
     cfg = load_model("llama-3.1-8b").config
     short, notes = choose_attention(build_prefill(cfg, PRECISIONS["bf16"], 1, 256).graph, machine)
     assert {n["form"] for n in notes} == {"plain"} and find_attention(short)
@@ -77,7 +76,7 @@ def test_the_mapper_uses_online_softmax_only_where_scores_spill() -> None:
 
 
 def test_odd_prompt_lengths_get_power_of_two_blocks() -> None:
-    machine = machine_from(load_hardware("rngd"))
+    machine = load_hardware("rngd")
     cfg = load_model("llama-3.1-8b").config
     graph, notes = choose_attention(build_prefill(cfg, PRECISIONS["bf16"], 1, 2047).graph, machine)
     assert {n["form"] for n in notes} == {"online"} and not find_attention(graph)
@@ -94,9 +93,9 @@ def test_simulate_reports_the_attention_form() -> None:
         load_model("llama-3.2-1b").config, load_hardware("rngd"), PRECISIONS["bf16"], 1, 4096, 2
     )
     report = build_report(sim, top=3)
-    forms = {a["form"] for a in report["attention"]["prefill"]}
-    assert forms == {"online"} and len(report["attention"]["prefill"]) == 16
-    assert report["prefill"]["seconds"] >= report["prefill"]["roofline_seconds"]
+    forms = {a.form for a in report.attention.prefill}
+    assert forms == {"online"} and len(report.attention.prefill) == 16
+    assert report.prefill.seconds >= report.prefill.roofline_seconds
 
 
 BLOOM = {"model_type": "bloom", "vocab_size": 64, "hidden_size": 32, "n_layer": 2, "n_head": 4}

@@ -11,12 +11,11 @@ from simulator.program import COLUMNS
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.machine import machine_from
 from tcp_compiler.mapping.schedule import schedule
 from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.passes import run_passes
 
-MACHINE = machine_from(load_hardware("rngd"))
+MACHINE = load_hardware("rngd")
 
 
 def _step(cfg, past: int, chips: int = 1):
@@ -51,6 +50,6 @@ def test_resized_graph_is_the_graph_built_at_that_length(model: str) -> None:
 
 def test_sharded_decode_steps_too() -> None:
     cfg = load_model("llama-3.1-8b").config
-    machine = machine_from(load_hardware("rngd-4"))
+    machine = load_hardware("rngd-4")
     steps = DecodeSteps(_step(cfg, 64, chips=4), machine)
     assert _same(steps.at(700), schedule(_step(cfg, 699, chips=4), machine))

@@ -6,17 +6,16 @@ import argparse
 import sys
 
 import ir
-from simulator.hardware import load_hardware
+from simulator.hardware import Hardware, load_hardware
+from simulator.program import Program
 from simulator.program_text import format_program
 from tcp_compiler.cli.output import si, write_atomically
 from tcp_compiler.errors import CliError
-from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
+from tcp_compiler.frontend.builder import ModelGraph
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
-from tcp_compiler.mapping.capacity import check_capacity, model_capacity
-from tcp_compiler.mapping.machine import machine_from
-from tcp_compiler.mapping.schedule import schedule
-from tcp_compiler.passes import run_passes
+from tcp_compiler.pipeline import CompileOptions, build, compile_phase
+from tcp_compiler.pipeline import run as run_program
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,45 +52,56 @@ def add_parser(subparsers) -> None:
     add_model_arguments(p)
     p.add_argument(
         "--emit",
-        choices=("ir", "program"),
+        choices=("ir", "ir-final", "program"),
         default="ir",
-        help="the IR graph, or the mapped Program (default ir)",
+        help="ir: the graph as built; ir-final: the graph after the passes and the attention choice, "
+        "as it is scheduled; program: the mapped Program with a totals line (default ir)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.set_defaults(run=run)
 
 
-def build(args: argparse.Namespace, chips: int) -> ModelGraph:
-    model = load_model(args.model)
-    prec = precision(args.dtype, args.group_size)
+def run(args: argparse.Namespace) -> int:
     if args.documents < 0:
         raise CliError(f"--documents must be at least 0, got {args.documents}")
-    if args.phase == "prefill":
-        return build_prefill(model.config, prec, args.batch, args.seq, chips=chips, documents=args.documents)
-    if args.documents:
+    if args.documents and args.phase == "decode":
         raise CliError("--documents applies to --phase prefill (a packed row has no decode)")
-    return build_decode(model.config, prec, args.batch, args.past, chips=chips)
-
-
-def run(args: argparse.Namespace) -> int:
+    model = load_model(args.model)
     hw = load_hardware(args.hw)
-    chips = args.chips or hw.chips
-    built = build(args, chips)
-    if args.emit == "program":
-        machine = machine_from(hw)
-        check_capacity(model_capacity(built, machine), built.graph.name, machine, chips)
-        title = f"program {built.graph.name} on {hw.name} (one of {chips} chips)"
-        text = format_program(schedule(run_passes(built.graph), machine), title)
+    prec = precision(args.dtype, args.group_size)
+    options = CompileOptions(batch=args.batch, chips=args.chips, documents=args.documents)
+    length = args.seq if args.phase == "prefill" else args.past
+    if args.emit == "ir":
+        built = build(model.config, prec, args.phase, length, options, options.chips_on(hw))
+        return _write(args.output, ir.print_graph(built.graph), built)
+    compiled = compile_phase(model.config, hw, prec, args.phase, length, options)
+    if args.emit == "ir-final":
+        text = ir.print_graph(compiled.graph)
     else:
-        text = ir.print_graph(built.graph)
-    if args.output is None:
+        title = f"program {compiled.graph.name} on {hw.name} (one of {options.chips_on(hw)} chips)"
+        text = format_program(compiled.program, title) + totals_line(compiled.program, hw) + "\n"
+    return _write(args.output, text, compiled.model)
+
+
+def totals_line(program: Program, hw: Hardware) -> str:
+    """The program's totals as `tcpc simulate` reports them for the same phase (engine cycles)."""
+    cycles = run_program(program, hw).cycles
+    return (
+        f"total: {len(program):,} commands, {cycles:,} cycles, {int(program.flops.sum()):,} FLOPs, "
+        f"{int(program.hbm_bytes.sum()):,} HBM bytes"
+    )
+
+
+def _write(output: str | None, text: str, built: ModelGraph) -> int:
+    """The text on standard output, or into `output` with a one-line summary of the model."""
+    if output is None:
         sys.stdout.write(text)
         return 0
-    write_atomically(args.output, text)
+    write_atomically(output, text)
     flops = ir.analyze(built.graph).total.flops
     weights = sum(p.type.nbytes for p in built.checkpoint_params())
     print(
-        f"wrote {args.output}: {built.graph.name}, {len(built.graph)} ops, "
+        f"wrote {output}: {built.graph.name}, {len(built.graph)} ops, "
         f"{si(flops, 'FLOP')}, {si(weights, 'B')} of weights"
     )
     return 0

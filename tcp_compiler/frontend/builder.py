@@ -207,7 +207,7 @@ def build_prefill(
         index = b.g.add("sub", lengths, one, name="last_index")
         last = b.g.add("gather", h, index, name="h_last", axis="S")
     b.g.set_outputs(b.head(last), *outputs)
-    return b.done("prefill", padded)
+    return b.done("prefill", padded, outputs)
 
 
 def build_decode(cfg: ModelConfig, precision: Precision, batch: int, past: int, chips: int = 1) -> ModelGraph:
@@ -229,7 +229,12 @@ def build_decode(cfg: ModelConfig, precision: Precision, batch: int, past: int, 
         outputs += [k, v]
     last = b.g.add("reshape", h, name="h_last", type=TensorType.of(F32, B=batch, D=cfg.hidden))
     b.g.set_outputs(b.head(last), *outputs)
-    return b.done("decode", False)
+    return b.done("decode", False, outputs)
+
+
+def _layer_of_name(name: str) -> int:
+    head = name.split(".")[0]
+    return int(head[1:]) if head.startswith("l") and head[1:].isdigit() else -1
 
 
 def _check_sizes(**sizes: int) -> None:
@@ -257,8 +262,15 @@ class _Builder:
         self._ropes: dict[str, Node] = {}
         self.packed = False  # positions are per token [B, S] (packed documents), not an iota
 
-    def done(self, phase: str, padded: bool) -> ModelGraph:
+    def done(self, phase: str, padded: bool, kv: list[Node]) -> ModelGraph:
+        """The finished model graph, with its metadata: the KV outputs, the axes of the KV length
+        (this builder names cached positions P and attended keys Sk), and each value's decoder
+        layer (it names layer i's values `l{i}.*`; the map makes that explicit, so nothing
+        downstream parses names)."""
         past = self.positions - 1 if phase == "decode" else 0
+        self.g.meta.kv_outputs = tuple(n.name for n in kv)
+        self.g.meta.kv_axes = ("P", "Sk")
+        self.g.meta.layers = {n.name: _layer_of_name(n.name) for n in self.g.nodes}
         return ModelGraph(
             self.g, self.cfg, self.p, phase, self.batch, self.seq, past, padded, self.sh.chips, self.bindings
         )

@@ -5,14 +5,17 @@ query rows' accumulator, do."""
 from __future__ import annotations
 
 from ir import Graph
-from tcp_compiler.mapping.machine import Machine
+from simulator.hardware import Hardware
+from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import dm_budget
 from tcp_compiler.passes.online_softmax import Attention, find_attention, online_softmax
 
 
-def choose_attention(graph: Graph, machine: Machine) -> tuple[Graph, list[dict]]:
+def choose_attention(
+    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
+) -> tuple[Graph, list[dict]]:
     """The graph with online softmax where the plain scores would spill, and one note per attention."""
-    budget = dm_budget(machine)  # scores above it would spill (tcp_compiler.mapping.residency)
+    budget = dm_budget(hw, policy)  # scores above it would spill (tcp_compiler.mapping.residency)
     notes, tiles = [], {}
     for m in find_attention(graph):
         scores = graph[m.maximum.operands[0]].type
@@ -26,8 +29,9 @@ def choose_attention(graph: Graph, machine: Machine) -> tuple[Graph, list[dict]]
         queries = scores.size(rows_axis) if rows_axis else 1
         keys = scores.size(m.axis)
         rows, block, held = _tile(
-            nbytes // (queries * keys), 4 * m.out.type.numel // queries, queries, keys, budget
-        )
+            nbytes // (queries * keys), 4 * m.out.type.numel // queries, queries, keys,
+            budget // policy.attention_share,
+        )  # fmt: skip
         tiles.setdefault((rows_axis or "", rows, block), set()).add(m.out.name)
         notes.append({
             "op": m.out.name, "form": "online", "block": block, "rows": rows,
@@ -41,9 +45,9 @@ def choose_attention(graph: Graph, machine: Machine) -> tuple[Graph, list[dict]]
 
 def _tile(per_score: int, per_row: int, queries: int, keys: int, budget: int) -> tuple[int, int, int]:
     """(query rows, keys, score bytes) of the largest power-of-two tile whose scores and f32
-    accumulator each fit half the DM budget: the longer side halves first (keys on a tie)."""
+    accumulator each fit `budget`: the longer side halves first (keys on a tie)."""
     rows, block = 1 << (queries.bit_length() - 1), 1 << (keys.bit_length() - 1)
-    while (rows * block * per_score > budget // 2 or rows * per_row > budget // 2) and rows * block > 1:
+    while (rows * block * per_score > budget or rows * per_row > budget) and rows * block > 1:
         if block >= rows and block > 1:
             block //= 2
         else:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ir import Graph
+from simulator.hardware import Hardware
 from tcp_compiler.errors import TcpcError
-from tcp_compiler.mapping.machine import Machine
+from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import HBM, residency
+from tcp_compiler.mapping.traits import traits
 
 CHIP_COUNTS = (1, 2, 4, 8)  # the multi-chip topologies RNGD supports
 
@@ -33,26 +35,23 @@ class Capacity:
         return next((n for n in CHIP_COUNTS if total / n <= self.available), None)
 
 
-def model_capacity(model, machine: Machine) -> Capacity:
-    """Capacity of one chip running a built model graph (tcp_compiler.frontend ModelGraph)."""
-    graph = model.graph
-    weights = sum(graph[n].type.nbytes for n in model.bindings)
-    kv_cache = sum(graph[o].type.nbytes for o in graph.outputs if o != "logits")
-    return capacity(graph, machine, weights, kv_cache)
+def capacity(
+    graph: Graph, weights: int, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
+) -> Capacity:
+    """HBM use of one chip running `graph` (weights given: a pass may have rewritten how they are
+    read): the weights, the KV cache outputs the graph declares, and its peak of spilled values."""
+    kv_cache = sum(graph[o].type.nbytes for o in graph.meta.kv_outputs)
+    return Capacity(weights, kv_cache, peak_spill(graph, hw, policy), hw.hbm_capacity_bytes)
 
 
-def capacity(graph: Graph, machine: Machine, weights: int, kv_cache: int) -> Capacity:
-    return Capacity(weights, kv_cache, peak_spill(graph, machine), machine.hbm_capacity)
-
-
-def peak_spill(graph: Graph, machine: Machine) -> int:
+def peak_spill(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> int:
     """The most HBM that intermediates spilled out of DM hold at any one time: each lives from
     the op that makes it to its last reader (views share their root's bytes)."""
-    where = residency(graph, machine)
+    where = residency(graph, hw, policy)
     outputs = set(graph.outputs)
     root: dict[str, str] = {}
     for n in graph.nodes:
-        root[n.name] = root[n.operands[0]] if n.kind == "reshape" else n.name
+        root[n.name] = root[n.operands[0]] if traits(n.kind).view else n.name
     last_use = {}
     for i, n in enumerate(graph.nodes):
         for o in n.operands:
@@ -60,7 +59,9 @@ def peak_spill(graph: Graph, machine: Machine) -> int:
     spilled = {
         n.name: n.type.nbytes
         for n in graph.nodes
-        if where[n.name] == HBM and n.kind not in ("input", "param", "reshape") and n.name not in outputs
+        if where[n.name] == HBM
+        and not (traits(n.kind).in_memory or traits(n.kind).view)
+        and n.name not in outputs
     }
     live = peak = 0
     ends: dict[int, int] = {}
@@ -74,12 +75,12 @@ def peak_spill(graph: Graph, machine: Machine) -> int:
     return peak
 
 
-def check_capacity(cap: Capacity, what: str, machine: Machine, chips: int) -> None:
+def check_capacity(cap: Capacity, what: str, hw: Hardware, chips: int) -> None:
     if cap.needed <= cap.available:
         return
     fits = cap.chips_needed(chips)
     advice = f"it would fit on {fits} chips" if fits else f"it does not fit even on {CHIP_COUNTS[-1]} chips"
     raise TcpcError(
         f"{what} needs {cap.needed:,} bytes of HBM per chip ({cap.weights:,} weights, {cap.kv_cache:,} KV "
-        f"cache, {cap.activations:,} activations) but '{machine.name}' has {cap.available:,}; {advice}"
+        f"cache, {cap.activations:,} activations) but '{hw.name}' has {cap.available:,}; {advice}"
     )

@@ -12,22 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ir import Graph, Node
-from ir.ops.elementwise import BINARY, UNARY
-
-STAGES = ("contraction", "vector", "cast", "transpose")
-FREE = {"reshape", "input", "param", "const"}  # views, values in memory, immediates: no work
-DMA = {"gather", "scatter", "concat", "slice"}  # TensorDMA moves
-COLLECTIVE = {"all_reduce", "reduce_scatter", "all_gather"}
-
-
-def stage_of(node: Node) -> str:
-    if node.kind == "einsum":
-        return "contraction"
-    if node.kind == "cast":
-        return "cast"
-    if node.kind == "transpose":
-        return "transpose"
-    return "vector"
+from tcp_compiler.mapping.traits import STAGES, traits
 
 
 @dataclass
@@ -42,6 +27,7 @@ class FusedOp:
     prologue: list[Node] = field(default_factory=list)  # weight transforms done as the pass fetches
     stage: int = 0  # the furthest pipeline stage used so far
     open: bool = True  # False once a reduction ended the pass
+    layer: int = -1  # the decoder layer of the op's anchor (graph.meta), -1 for none
 
     @property
     def name(self) -> str:
@@ -50,13 +36,7 @@ class FusedOp:
 
     @property
     def contraction(self) -> Node | None:
-        return next((n for n in self.nodes if n.kind == "einsum"), None)
-
-    @property
-    def layer(self) -> int:
-        """The decoder layer the op belongs to (names l{i}.*), or -1."""
-        head = self.name.split(".")[0]
-        return int(head[1:]) if head.startswith("l") and head[1:].isdigit() else -1
+        return next((n for n in self.nodes if traits(n.kind).stage == "contraction"), None)
 
 
 def fuse(graph: Graph) -> list[FusedOp]:
@@ -71,17 +51,18 @@ def fuse(graph: Graph) -> list[FusedOp]:
     ops: list[FusedOp] = []
     owner: dict[str, FusedOp] = {}  # value root -> the op that computes it
     for node in graph.nodes:
-        if node.name in aliases and aliases[node.name] != node.name or node.kind in FREE or node.name in fly:
+        t = traits(node.kind)
+        if node.name in aliases and aliases[node.name] != node.name or t.work == "free" or node.name in fly:
             continue
         producers = [owner[aliases[o]] for o in node.operands if aliases[o] in owner]
-        if node.kind in DMA or node.kind in COLLECTIVE:
-            op = FusedOp(len(ops), "dma" if node.kind in DMA else "collective", [node])
+        if t.work != "pass":
+            op = FusedOp(len(ops), t.work, [node])
             ops.append(op)
         else:
-            stage = STAGES.index(stage_of(node))
+            stage = STAGES.index(t.stage)
             latest = max(producers, key=lambda p: p.index, default=None)
             op = latest if latest is not None and _can_join(latest, node, stage) else None
-            if op is None and node.kind == "cast" and latest is not None and _fetch_converts(graph, node):
+            if op is None and t.stage == "cast" and latest is not None and _fetch_converts(graph, node):
                 # Its operand is written to memory by a finished pass: readers convert it as they
                 # fetch it (Fetch Adapter) instead of a pass of its own reading and rewriting it.
                 aliases[node.name] = aliases[node.operands[0]]
@@ -91,13 +72,14 @@ def fuse(graph: Graph) -> list[FusedOp]:
                 ops.append(op)
             op.nodes.append(node)
             op.stage = stage
-            op.open = node.kind not in ("reduce", "topk")  # a reduction ends the pass
+            op.open = not t.ends_pass
         owner[node.name] = op
     _wire(graph, ops, owner, aliases, fly)
+    for op in ops:
+        op.layer = graph.meta.layer_of(op.name)
     return ops
 
 
-ELEMENTWISE = set(UNARY) | set(BINARY) | {"cast"}
 # Conversions the Fetch Adapter does as a pass reads its operands (tcp-hardware.md, Fetch Adapter).
 FETCH_CASTS = {(f, t) for f in ("fp8e4m3", "fp8e5m2") for t in ("bf16", "f32")} | {
     ("bf16", "f32"),
@@ -115,14 +97,15 @@ def on_the_fly(graph: Graph, aliases: dict[str, str]) -> dict[str, tuple[tuple[s
     fetches its weights, so the transformed weights never exist in DM or HBM."""
     fly: dict[str, tuple[tuple[str, ...], tuple[Node, ...]]] = {}
     for n in graph.nodes:
-        if n.kind not in ELEMENTWISE and n.kind != "reshape":
+        if not (traits(n.kind).elementwise or traits(n.kind).view):
             continue
         params: list[str] = []
         chain: list[Node] = []
         for o in n.operands:
             r = aliases[o]
-            if graph[r].kind in ("param", "const"):
-                params += [r] if graph[r].kind == "param" else []
+            source = traits(graph[r].kind)
+            if source.weight or source.immediate:
+                params += [r] if source.weight else []
             elif r in fly:
                 params += fly[r][0]
                 chain += fly[r][1]
@@ -130,7 +113,7 @@ def on_the_fly(graph: Graph, aliases: dict[str, str]) -> dict[str, tuple[tuple[s
                 break
         else:
             if params:
-                own = () if n.kind == "reshape" or aliases[n.name] != n.name else (n,)
+                own = () if traits(n.kind).view or aliases[n.name] != n.name else (n,)
                 nodes = {c.name: c for c in [*chain, *own]}  # Nodes are not hashable; dedupe by name
                 fly[n.name] = (tuple(dict.fromkeys(params)), tuple(nodes.values()))
     return fly
@@ -141,7 +124,7 @@ def _can_join(op: FusedOp, node: Node, stage: int) -> bool:
         op.kind == "pass"
         and op.open
         and stage >= op.stage
-        and not (node.kind == "einsum" and op.contraction is not None)
+        and not (traits(node.kind).stage == "contraction" and op.contraction is not None)
     )
 
 
@@ -150,9 +133,10 @@ def view_roots(graph: Graph) -> dict[str, str]:
     const is an immediate, and a cast of a value in memory happens in the Fetch Adapter of the
     pass that reads it (bf16 -> f32, fp8 -> bf16, int4 -> int32)."""
     roots: dict[str, str] = {}
-    memory = {n.name for n in graph.nodes if n.kind in ("input", "param")}
+    memory = {n.name for n in graph.nodes if traits(n.kind).in_memory}
     for n in graph.nodes:
-        if n.kind == "reshape" or (n.kind == "cast" and roots[n.operands[0]] in memory):
+        t = traits(n.kind)
+        if t.view or (t.stage == "cast" and roots[n.operands[0]] in memory):
             roots[n.name] = roots[n.operands[0]]
         else:
             roots[n.name] = n.name

@@ -11,7 +11,7 @@ Axes play one of four roles, seen from the operand held stationary in the TRF:
 Candidates differ in which operand is stationary, how the chip's slices split among N, M and B,
 and in how many sequential N passes the stationary rows are swept (each pass streams all of M
 again, but holds fewer stationary rows per slice, so more streamed rows share each TRF load);
-the cost model keeps the cheapest. Every limit comes from the Machine (hardware spec).
+the cost model keeps the cheapest. Every limit comes from the Hardware (hardware spec).
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ import numpy as np
 
 from ir import DType, TensorType
 from ir.ops.einsum import parse_equation
-from tcp_compiler.mapping.machine import Machine
+from simulator import units
+from simulator.hardware import Hardware
+from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 
 
 @dataclass(frozen=True)
@@ -113,13 +115,13 @@ class Placement:
     def slices_used(self) -> int:
         return math.prod(n for _, n in self.slices)
 
-    def clusters(self, machine: Machine) -> int:
+    def clusters(self, hw: Hardware) -> int:
         """Clusters the pass spans: its slices fill one cluster's ring before using the next."""
-        return math.ceil(self.slices_used / machine.slices_per_cluster)
+        return math.ceil(self.slices_used / hw.slices_per_cluster)
 
-    def describe(self, machine: Machine) -> str:
+    def describe(self, hw: Hardware) -> str:
         roles = dict(self.roles)
-        parts = [f"TRF<-op{self.stationary}", f"Cluster={self.clusters(machine)}"]
+        parts = [f"TRF<-op{self.stationary}", f"Cluster={self.clusters(hw)}"]
         for role, n in self.slices:
             if n > 1:
                 parts.append(f"Slice[{role}:{'.'.join(roles[role])}]={n}")
@@ -141,15 +143,15 @@ def _ceil(a, b):
     return -(-a // b)
 
 
-def _candidates(machine: Machine, n: int, m: int, b: int, dtype) -> np.ndarray:
+def _candidates(hw: Hardware, n: int, m: int, b: int, dtype) -> np.ndarray:
     """Every split of the slices among N, B and M (powers of two) with every power-of-two count of
     sequential N passes that leaves each a full lane group per slice, as rows (s_n, s_m, s_b, p)."""
     rows = [
         (s_n, s_m, s_b, p)
-        for s_n in _powers_of_two(min(machine.slices, n))
-        for s_b in _powers_of_two(min(machine.slices // s_n, b))
-        for s_m in _powers_of_two(min(machine.slices // (s_n * s_b), m))
-        for p in _powers_of_two(max(1, n // (s_n * machine.lanes)))
+        for s_n in _powers_of_two(min(hw.slices, n))
+        for s_b in _powers_of_two(min(hw.slices // s_n, b))
+        for s_m in _powers_of_two(min(hw.slices // (s_n * s_b), m))
+        for p in _powers_of_two(max(1, n // (s_n * hw.lanes_per_slice)))
     ]
     return np.array(rows, dtype=dtype)
 
@@ -161,8 +163,8 @@ def _int_type(shape: EinsumShape):
 
 
 @lru_cache(maxsize=4096)
-def place(shape: EinsumShape, machine: Machine) -> Placement:
-    """The cheapest placement of the einsum on one chip (cached by shape and machine).
+def place(shape: EinsumShape, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> Placement:
+    """The cheapest placement of the einsum on one chip (cached by shape and hw).
 
     All candidates are costed at once with integer arithmetic; ties go to fewer slices, then to
     the first candidate (operand 0 stationary first, then N, B, M splits in increasing order).
@@ -172,8 +174,8 @@ def place(shape: EinsumShape, machine: Machine) -> Placement:
         roles = shape.roles(stationary)
         named = tuple((r, tuple(roles[r])) for r in "KNMB")
         sizes = tuple(shape.size(roles[r]) for r in "KNMB")
-        splits = _candidates(machine, sizes[1], sizes[2], sizes[3], _int_type(shape))
-        terms = _costs(shape, machine, sizes, splits)
+        splits = _candidates(hw, sizes[1], sizes[2], sizes[3], _int_type(shape))
+        terms = _costs(shape, hw, policy, sizes, splits)
         cycles = np.maximum.reduce(terms["bounds"]) + terms["latency"]
         used = splits[:, :3].prod(axis=1)
         pick = int(np.lexsort((splits[:, 3], used, cycles))[0])  # ties: fewer slices, then fewer passes
@@ -181,38 +183,37 @@ def place(shape: EinsumShape, machine: Machine) -> Placement:
         if best_key is None or key < best_key:
             best, best_key = (stationary, named, sizes, tuple(int(v) for v in splits[pick])), key
     assert best is not None
-    return _placement(shape, machine, *best)
+    return _placement(shape, hw, policy, *best)
 
 
-def _costs(shape: EinsumShape, machine: Machine, sizes, splits: np.ndarray) -> dict:
+def _costs(shape: EinsumShape, hw: Hardware, policy: MappingPolicy, sizes, splits: np.ndarray) -> dict:
     """The cost terms of every candidate split (arrays over candidates)."""
     k, n, m, b = sizes
     s_n, s_m, s_b, passes = splits[:, 0], splits[:, 1], splits[:, 2], splits[:, 3]
     bits, out_bits = shape.dtype.bits, shape.out_dtype.bits
     n_s, m_s, b_s = _ceil(_ceil(n, passes), s_n), _ceil(m, s_m), _ceil(b, s_b)  # n_s: rows per slice per pass
-    per_packet = machine.packet_elements(shape.dtype)
+    per_packet = hw.packet_elements(shape.dtype)
     k_packets = _ceil(k, per_packet)
-    lane_groups = _ceil(n_s, machine.lanes)
-    half_trf = machine.trf_bytes_per_slice // 2  # half-file mode: load the next tile while using one
-    # One cycle: one streamed packet (K elements of one M row) against 8 stationary rows.
-    compute = passes * b_s * m_s * lane_groups * k_packets
-    # Fetch delivers `stream_supply_bytes` per cycle; each streamed packet serves lane_groups cycles
-    # and is fetched once per N pass.
-    supply = _ceil(passes * b_s * m_s * k_packets * machine.packet_bytes, machine.stream_supply_bytes)
+    lane_groups = _ceil(n_s, hw.lanes_per_slice)
+    trf_budget = hw.trf_bytes_per_slice // policy.trf_share
+    compute = units.contraction_cycles(hw, passes, b_s, m_s, lane_groups, k_packets)
+    supply = units.switch_cycles(hw, passes, b_s, m_s, k_packets)
     tile_bytes = _ceil(n_s * k * bits, 8)
-    m_tile = np.maximum(1, np.minimum(m_s, machine.accumulators // np.maximum(1, n_s)))
-    resident = tile_bytes <= half_trf
+    m_tile = np.maximum(1, np.minimum(m_s, hw.accumulators_per_slice // np.maximum(1, n_s)))
+    resident = tile_bytes <= trf_budget
     loads = passes * b_s * np.where(resident, 1, _ceil(m_s, m_tile))
-    reload = np.where((loads > 1) | ~resident, _ceil(loads * tile_bytes, machine.fetch_sub), 0)
-    first_load = _ceil(np.minimum(tile_bytes, half_trf), machine.fetch_sub)
-    commit = _ceil(passes * b_s * m_s * n_s * out_bits, 8 * machine.commit_main)
+    reload = units.trf_load_cycles(hw, loads, tile_bytes, resident)
+    first_load = units.first_trf_load_cycles(hw, tile_bytes, trf_budget)
+    commit = units.commit_cycles(hw, passes * b_s * m_s * n_s, out_bits)
     used = s_n * s_m * s_b
     latency = (
-        first_load + machine.latency(shape.dtype) + machine.hop_cycles * np.minimum(used, machine.ring_slices)
+        first_load
+        + hw.reducer_latency(shape.dtype)
+        + hw.switch_hop_cycles * np.minimum(used, hw.switch_ring_slices)
     )
     # Operands and result spread over the slices in use (a broadcast operand is stored once).
     dm_tile = _ceil((b * m * k + b * n * k) * bits + b * m * n * out_bits, 8 * used)
-    tiles = np.maximum(1, _ceil(dm_tile, machine.dm_bytes_per_slice // 2))
+    tiles = np.maximum(1, _ceil(dm_tile, hw.dm_bytes_per_slice // policy.einsum_dm_share))
     return {
         "bounds": (compute, supply, reload, commit),
         "latency": latency,
@@ -222,22 +223,24 @@ def _costs(shape: EinsumShape, machine: Machine, sizes, splits: np.ndarray) -> d
     }  # fmt: skip
 
 
-def _placement(shape: EinsumShape, machine: Machine, stationary, named, sizes, split) -> Placement:
+def _placement(
+    shape: EinsumShape, hw: Hardware, policy: MappingPolicy, stationary, named, sizes, split
+) -> Placement:
     """The winning candidate as a Placement."""
     s_n, s_m, s_b, passes = split
-    costs = _costs(shape, machine, sizes, np.array([split], dtype=_int_type(shape)))
+    costs = _costs(shape, hw, policy, sizes, np.array([split], dtype=_int_type(shape)))
     t = {key: int(np.asarray(v).reshape(-1)[0]) for key, v in costs.items() if key != "bounds"}
-    half_trf = machine.trf_bytes_per_slice // 2
+    trf_budget = hw.trf_bytes_per_slice // policy.trf_share
     return Placement(
         stationary=stationary,
         roles=named,
         slices=(("N", s_n), ("M", s_m), ("B", s_b)),
-        lanes=min(machine.lanes, t["n_s"]),
-        packet=min(machine.packet_elements(shape.dtype), sizes[0]),
+        lanes=min(hw.lanes_per_slice, t["n_s"]),
+        packet=min(hw.packet_elements(shape.dtype), sizes[0]),
         time=(("B", t["b_s"]), ("M", t["m_s"]), ("N", t["lane_groups"] * passes), ("K", t["k_packets"])),
         m_tile=t["m_tile"],
-        accumulators=t["m_tile"] * min(t["n_s"], machine.accumulators),
-        trf_tile_bytes=t["tile_bytes"] if t["resident"] else min(t["tile_bytes"], half_trf),
+        accumulators=t["m_tile"] * min(t["n_s"], hw.accumulators_per_slice),
+        trf_tile_bytes=t["tile_bytes"] if t["resident"] else min(t["tile_bytes"], trf_budget),
         trf_resident=bool(t["resident"]),
         dm_tile_bytes=_ceil(t["dm_tile"], t["tiles"]),
         tiles=t["tiles"],

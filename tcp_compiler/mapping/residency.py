@@ -1,39 +1,39 @@
 """Where values live: weights, graph inputs and outputs in HBM; intermediates in DM when they fit.
 
 The rule is explicit per value (no global efficiency knob): an intermediate stays in DM if it
-fits in a quarter of the chip's DM (the rest holds double-buffered tiles of the passes that
-produce and read it), and spills to HBM otherwise.
+fits its share of the chip's DM (MappingPolicy.dm_share: the rest holds double-buffered tiles of
+the passes that produce and read it), and spills to HBM otherwise.
 """
 
 from __future__ import annotations
 
 from ir import Graph
-from tcp_compiler.mapping.machine import Machine
+from simulator.hardware import Hardware
+from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from tcp_compiler.mapping.traits import traits
 
 HBM, DM = "hbm", "dm"
 
 
-DM_SHARE = 4  # an intermediate may take up to 1/DM_SHARE of the chip's DM
-
-
-def dm_budget(machine: Machine) -> int:
+def dm_budget(hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> int:
     """The most bytes one intermediate may occupy in DM before it spills to HBM."""
-    return machine.dm_bytes // DM_SHARE
+    return hw.dm_bytes // policy.dm_share
 
 
-def placed(nbytes: int, machine: Machine) -> str:
+def placed(nbytes: int, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> str:
     """Where an intermediate of `nbytes` lives: DM if it fits the budget, else HBM."""
-    return DM if nbytes <= dm_budget(machine) else HBM
+    return DM if nbytes <= dm_budget(hw, policy) else HBM
 
 
-def residency(graph: Graph, machine: Machine) -> dict[str, str]:
+def residency(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> dict[str, str]:
     outputs = set(graph.outputs)
     where: dict[str, str] = {}
     for node in graph.nodes:
-        if node.kind in ("input", "param") or node.name in outputs:
+        t = traits(node.kind)
+        if t.in_memory or node.name in outputs:
             where[node.name] = HBM
-        elif node.kind == "reshape":
+        elif t.view:
             where[node.name] = where[node.operands[0]]
         else:
-            where[node.name] = placed(node.type.nbytes, machine)
+            where[node.name] = placed(node.type.nbytes, hw, policy)
     return where

@@ -19,17 +19,15 @@ from dataclasses import dataclass, field
 
 from ir import Graph, TensorType
 from ir.ops import REGISTRY, OpCall
+from simulator import units
+from simulator.hardware import Hardware
 from simulator.program import OpInfo, Program, ProgramBuilder
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.mapping.fusion import FusedOp, fuse
-from tcp_compiler.mapping.machine import Machine
 from tcp_compiler.mapping.placement import EinsumShape, place
+from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import HBM, residency
-
-# A pass's HBM inputs stream in tiles of DM / TILE_DIVISOR bytes (16 MiB on RNGD): large enough
-# that DMA start-ups cost a few per cent, small enough that the tiles in flight use a fraction of DM.
-TILE_DIVISOR = 16
-MAX_TILES = 16
+from tcp_compiler.mapping.traits import traits
 
 
 @dataclass(frozen=True)
@@ -93,22 +91,22 @@ def op_view(graph: Graph, op: FusedOp, where: Mapping[str, str]) -> OpView:
     return OpView(op.kind, nodes, inputs, outputs)
 
 
-_RECIPES: dict[tuple[OpView, Machine], Recipe] = {}
+_RECIPES: dict[tuple[OpView, Hardware, MappingPolicy], Recipe] = {}
 
 
-def recipe(view: OpView, machine: Machine) -> Recipe:
-    """The commands of one fused op (cached by view and machine)."""
-    key = (view, machine)
+def recipe(view: OpView, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> Recipe:
+    """The commands of one fused op (cached by view, hardware and policy)."""
+    key = (view, hw, policy)
     if key not in _RECIPES:
         if len(_RECIPES) > 200_000:
             _RECIPES.clear()
-        _RECIPES[key] = build_recipe(view, machine)
+        _RECIPES[key] = build_recipe(view, hw, policy)
     return _RECIPES[key]
 
 
-def build_recipe(view: OpView, machine: Machine) -> Recipe:
+def build_recipe(view: OpView, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> Recipe:
     """The commands of one fused op, computed (no cache)."""
-    return {"pass": _pass, "dma": _dma, "collective": _collective}[view.kind](view, machine)
+    return {"pass": _pass, "dma": _dma, "collective": _collective}[view.kind](view, hw, policy)
 
 
 @dataclass
@@ -120,12 +118,12 @@ class Wiring:
     mains: list[int] = field(default_factory=list)  # every main-context command so far, in order
 
 
-def schedule(graph: Graph, machine: Machine, chip: int = 0) -> Program:
+def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0) -> Program:
     """The Program of one chip running `graph` (an SPMD graph's collectives use the links)."""
-    where = residency(graph, machine)
+    where = residency(graph, hw, policy)
     wiring = Wiring()
     for op in fuse(graph):
-        emit(wiring, op, recipe(op_view(graph, op, where), machine), where, chip)
+        emit(wiring, op, recipe(op_view(graph, op, where), hw, policy), where, chip)
     return wiring.builder.build()
 
 
@@ -166,55 +164,49 @@ def _split(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-def _transfer(role: str, nbytes: int, machine: Machine, hbm_sides: int) -> Step:
+def _transfer(role: str, nbytes: int, hw: Hardware, hbm_sides: int) -> Step:
     """One TensorDMA move of `nbytes`; `hbm_sides`: how many of its ends (source, destination) are
-    in HBM. Uncontended it runs at the DMA engines' aggregate rate after its start-up; the
-    simulator shares DMA and HBM bandwidth among the moves in flight."""
-    rate = machine.dma_bytes_per_cycle
-    if hbm_sides:  # HBM serves each end it holds: a move can go no faster than that
-        rate = min(rate, machine.hbm_bytes_per_cycle / hbm_sides)
-    cycles = machine.dma_startup + math.ceil(nbytes / rate)
+    in HBM. The simulator shares DMA and HBM bandwidth among the moves in flight."""
+    cycles = units.dma_cycles(hw, nbytes, hbm_sides)
     return Step(
-        role, "dma", cycles, latency=machine.dma_startup, moved=nbytes, hbm_bytes=nbytes * hbm_sides,
+        role, "dma", cycles, latency=hw.dma_startup_cycles, moved=nbytes, hbm_bytes=nbytes * hbm_sides,
         dm_bytes=nbytes * (2 - hbm_sides), busy=(("tensor_dma", cycles),),
     )  # fmt: skip
 
 
-def _vector_cycles(view: OpView, machine: Machine, slices: int) -> tuple[int, int]:
+def _vector_cycles(view: OpView, hw: Hardware, slices: int) -> tuple[int, int]:
     """(throughput cycles, latency) of the pass's element-wise and reduction work on the VE."""
-    vector = [n for n in view.nodes if n.kind != "einsum"]
+    vector = [n for n in view.nodes if traits(n.kind).stage != "contraction"]
     if not vector:
         return 0, 0
     elements = max(max(t.numel for t in n.operands) if n.operands else n.type.numel for n in vector)
-    ways = machine.float_ways if any(n.type.dtype.is_float for n in vector) else machine.int_ways
-    throughput = math.ceil(elements / (slices * ways))
-    latency = machine.alu_latency * len(vector)
-    if any(n.kind in ("reduce", "topk") for n in vector):
-        latency += machine.reduce_hop_cycles * min(slices, machine.ring_slices)
-    return throughput, latency
+    return units.vector_cycles(
+        hw, elements, any(n.type.dtype.is_float for n in vector), len(vector),
+        any(traits(n.kind).ends_pass for n in vector), slices,
+    )  # fmt: skip
 
 
-def _pass(view: OpView, machine: Machine) -> Recipe:
+def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     flops = sum(n.cost().flops for n in view.nodes)
-    hbm_in = sum(t.nbytes for t, w, kind in view.inputs if w == HBM and kind != "const")
-    dm_bytes = sum(t.nbytes for t, w, kind in view.inputs if w != HBM and kind != "const")
+    hbm_in = sum(t.nbytes for t, w, kind in view.inputs if w == HBM and not traits(kind).immediate)
+    dm_bytes = sum(t.nbytes for t, w, kind in view.inputs if w != HBM and not traits(kind).immediate)
     hbm_out = sum(t.nbytes for t, w in view.outputs if w == HBM)
     dm_bytes += sum(t.nbytes for t, w in view.outputs if w != HBM)
     placement = None
-    einsum = next((n for n in view.nodes if n.kind == "einsum"), None)
+    einsum = next((n for n in view.nodes if traits(n.kind).stage == "contraction"), None)
     if einsum is not None:
         shape = EinsumShape.of(dict(einsum.attrs)["eq"], einsum.operands, einsum.type)
-        placement = place(shape, machine)
+        placement = place(shape, hw, policy)
         slices = placement.slices_used
         compute, latency = placement.cycles - placement.latency, placement.latency
     else:
-        slices, compute, latency = machine.slices, 0, 0
-    vector, vector_latency = _vector_cycles(view, machine, slices)
-    fetch = math.ceil(dm_bytes / (slices * machine.fetch_main))
+        slices, compute, latency = hw.slices, 0, 0
+    vector, vector_latency = _vector_cycles(view, hw, slices)
+    fetch = units.fetch_cycles(hw, dm_bytes, slices)
     main_cycles = max(compute, vector, fetch, 1) + latency + vector_latency
     tiles = max(
         placement.tiles if placement else 1,
-        min(MAX_TILES, math.ceil(hbm_in / (machine.dm_bytes // TILE_DIVISOR))),
+        min(policy.max_tiles, math.ceil(hbm_in / (hw.dm_bytes // policy.tile_divisor))),
     )
     steps = []
     for f, lin, lout, dm, cyc in zip(
@@ -226,7 +218,7 @@ def _pass(view: OpView, machine: Machine) -> Recipe:
         strict=True,
     ):
         if lin:
-            steps.append(_transfer("load", lin, machine, 1))
+            steps.append(_transfer("load", lin, hw, 1))
         busy = {"fetch": math.ceil(cyc * fetch / main_cycles), "vector": math.ceil(vector / tiles)}
         if placement is not None:
             busy["contraction"] = busy["reducer"] = math.ceil(placement.compute_cycles / tiles)
@@ -235,29 +227,29 @@ def _pass(view: OpView, machine: Machine) -> Recipe:
             busy["trf_load"] = math.ceil(placement.reload_cycles / tiles)
         steps.append(Step("main", "main", cyc, flops=f, dm_bytes=dm, busy=tuple(busy.items())))
         if lout:
-            steps.append(_transfer("store", lout, machine, 1))
-    return Recipe("pass", placement.describe(machine) if placement else "", tuple(steps))
+            steps.append(_transfer("store", lout, hw, 1))
+    return Recipe("pass", placement.describe(hw) if placement else "", tuple(steps))
 
 
-def _dma(view: OpView, machine: Machine) -> Recipe:
+def _dma(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     (node,) = view.nodes
     moved = node.cost().bytes_written  # TensorDMA moves what it writes; it reads the same bytes
     sides = int(any(w == HBM for _, w, _ in view.inputs)) + int(view.outputs[0][1] == HBM)
-    return Recipe(node.kind, "", (_transfer("move", moved, machine, sides),))
+    return Recipe(node.kind, "", (_transfer("move", moved, hw, sides),))
 
 
-def _collective(view: OpView, machine: Machine) -> Recipe:
+def _collective(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     (node,) = view.nodes
     chips = dict(node.attrs)["chips"]
-    if chips > machine.chips:
+    if chips > hw.chips:
         raise TcpcError(
-            f"a {node.kind} spans {chips} chips but hardware '{machine.name}' has {machine.chips}"
+            f"a {node.kind} spans {chips} chips but hardware '{hw.name}' has {hw.chips}"
         )
     cost = node.cost()
-    link = machine.link_latency_cycles + math.ceil(cost.link_bytes / machine.link_bytes_per_cycle)
+    link = units.link_cycles(hw, cost.link_bytes)
     steps = [Step("link", "link", link, link_bytes=cost.link_bytes, busy=(("chip_link", link),))]
     if cost.flops:
-        vector = math.ceil(node.type.numel / (machine.slices * machine.float_ways))
+        vector, _ = units.vector_cycles(hw, node.type.numel, True, 0, False, hw.slices)
         steps.append(
             Step("after", "main", vector, flops=cost.flops, dm_bytes=cost.bytes, busy=(("vector", vector),))
         )

@@ -14,9 +14,10 @@ from dataclasses import replace
 import numpy as np
 
 from ir import Axis, Graph, Node, TensorType
-from simulator.program import UNITS, Program
+from simulator.hardware import Hardware
+from simulator.program import Program, busy_row, command_timing
 from tcp_compiler.mapping.fusion import fuse
-from tcp_compiler.mapping.machine import Machine
+from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import placed, residency
 from tcp_compiler.mapping.schedule import (
     NodeView,
@@ -28,8 +29,8 @@ from tcp_compiler.mapping.schedule import (
     op_view,
     recipe,
 )
+from tcp_compiler.mapping.traits import traits
 
-KV_AXES = ("P", "Sk")
 PATCHED = ("cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link_bytes")
 
 
@@ -47,34 +48,37 @@ def resize_graph(graph: Graph, sizes: dict[str, int]) -> Graph:
         out.append(n if t is n.type else Node(n.name, n.kind, n.operands, n.attrs, t, n.line))
     out.outputs = list(graph.outputs)
     out.param_values = graph.param_values
+    out.meta = graph.meta
     return out
 
 
 class DecodeSteps:
     """Programs of a decode graph at any KV length, from one compiled template."""
 
-    def __init__(self, graph: Graph, machine: Machine, chip: int = 0) -> None:
-        self.machine, self.chip = machine, chip
+    def __init__(
+        self, graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0
+    ) -> None:
+        self.hw, self.policy, self.chip = hw, policy, chip
         self._compile(graph)
 
     def _compile(self, graph: Graph) -> None:
         self.graph = graph
         self.length = graph_kv_length(graph)
-        where = residency(graph, self.machine)
+        where = residency(graph, self.hw, self.policy)
         self.ops = fuse(graph)
         self.views = [op_view(graph, op, where) for op in self.ops]
-        fixed = {n.name for n in graph.nodes if n.kind in ("input", "param")} | set(graph.outputs)
+        fixed = {n.name for n in graph.nodes if traits(n.kind).in_memory} | set(graph.outputs)
         self.fixed_in = [tuple(v in fixed for v in op.inputs) for op in self.ops]
         self.fixed_out = [tuple(v in fixed for v in op.outputs) for op in self.ops]
         # Ops whose shapes follow the KV length, grouped by identical view (one per layer kind).
         self.dynamic: dict[tuple, list[int]] = {}
         for k, v in enumerate(self.views):
-            if _mentions(v, KV_AXES):
+            if _mentions(v, graph.meta.kv_axes):
                 self.dynamic.setdefault((v, self.fixed_in[k], self.fixed_out[k]), []).append(k)
         wiring = Wiring()
         self.recipes: list[Recipe] = []
         for op, view in zip(self.ops, self.views, strict=True):
-            r = recipe(view, self.machine)
+            r = recipe(view, self.hw, self.policy)
             self.recipes.append(r)
             emit(wiring, op, r, where, self.chip)
         self.program = wiring.builder.build()
@@ -84,11 +88,11 @@ class DecodeSteps:
 
     def at(self, length: int) -> Program:
         """The program of the step whose KV cache holds `length` positions (past + 1)."""
-        sizes = dict.fromkeys(KV_AXES, length)
+        sizes = dict.fromkeys(self.graph.meta.kv_axes, length)
         patches = []
         for key, ks in self.dynamic.items():
             # Each length is new: build the recipe directly instead of through the shared cache.
-            r = build_recipe(self._resized(ks[0], sizes), self.machine)
+            r = build_recipe(self._resized(ks[0], sizes), self.hw, self.policy)
             if [s.role for s in r.steps] != [s.role for s in self.recipes[ks[0]].steps]:
                 self._compile(resize_graph(self.graph, sizes))  # the structure changed
                 return self.program
@@ -104,11 +108,11 @@ class DecodeSteps:
             for n in view.nodes
         )
         inputs = tuple(
-            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, self.machine), kind)
+            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, self.hw, self.policy), kind)
             for (t, w, kind), fixed in zip(view.inputs, self.fixed_in[k], strict=True)
         )
         outputs = tuple(
-            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, self.machine))
+            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, self.hw, self.policy))
             for (t, w), fixed in zip(view.outputs, self.fixed_out[k], strict=True)
         )
         return replace(view, nodes=nodes, inputs=inputs, outputs=outputs)
@@ -117,15 +121,16 @@ class DecodeSteps:
 def graph_kv_length(graph: Graph) -> int:
     for n in graph.nodes:
         for a in n.type.axes:
-            if a.name in KV_AXES:
+            if a.name in graph.meta.kv_axes:
                 return a.size
-    raise ValueError(f"graph {graph.name} has no KV axis ({', '.join(KV_AXES)})")
+    axes = ", ".join(graph.meta.kv_axes) or "none declared"
+    raise ValueError(f"graph {graph.name} has no KV axis ({axes})")
 
 
-def _where(t: TensorType, was: str, fixed: bool, machine: Machine) -> str:
+def _where(t: TensorType, was: str, fixed: bool, hw: Hardware, policy: MappingPolicy) -> str:
     """Residency of a resized value: inputs, params and outputs stay put; intermediates follow
     tcp_compiler.mapping.residency's rule."""
-    return was if fixed else placed(t.nbytes, machine)
+    return was if fixed else placed(t.nbytes, hw, policy)
 
 
 def _mentions(view: OpView, axes: tuple[str, ...]) -> bool:
@@ -141,16 +146,13 @@ def _patched(program: Program, patches) -> Program:
     for starts, r in patches:
         for j, s in enumerate(r.steps):
             rows = starts + j
-            cycles = max(1, s.cycles)
+            cycles, latency = command_timing(s.cycles, s.latency)
             columns["cycles"][rows] = cycles
-            columns["latency"][rows] = cycles if s.latency is None else s.latency
+            columns["latency"][rows] = latency
             columns["moved"][rows] = s.moved
             columns["flops"][rows] = s.flops
             columns["hbm_bytes"][rows] = s.hbm_bytes
             columns["dm_bytes"][rows] = s.dm_bytes
             columns["link_bytes"][rows] = s.link_bytes
-            unit_row = np.zeros(len(UNITS), np.int64)
-            for unit, value in s.busy:
-                unit_row[UNITS.index(unit)] = value
-            busy[rows] = unit_row
+            busy[rows] = busy_row(dict(s.busy))
     return replace(program, **columns, busy=busy)

@@ -62,6 +62,7 @@ class Emitter:
         nodes[-1] = replace(result, name=self.node.name)
         for node in nodes:
             self.out.append(node)
+        self.out.meta.derive((n.name for n in nodes), self.node.name)
 
     def _fresh(self, base: str) -> str:
         name, k = base, 1

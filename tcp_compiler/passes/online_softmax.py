@@ -135,7 +135,9 @@ def online_softmax(
     extra = []
     for n in graph.nodes:
         if n.name in matches:
+            first = len(out.nodes)
             extra.append(_rewrite(out, matches[n.name], block, rows))
+            out.meta.derive((m.name for m in out.nodes[first:]), n.name)
         elif n.name not in skip:
             out.append(clone(n))
     done = finish(graph, out, "online_softmax")
@@ -150,9 +152,10 @@ def _cut(g: Graph, source: Node, spans: dict[str, tuple[int, int]]) -> Node:
         if axis not in source.type.names or (start, stop) == (0, source.type.size(axis)):
             continue
         name = f"{source.name}.{axis}{start}"
-        source = (
-            g[name] if name in g else g.add("slice", source, name=name, axis=axis, start=start, stop=stop)
-        )
+        if name not in g:
+            g.add("slice", source, name=name, axis=axis, start=start, stop=stop)
+            g.meta.derive([name], source.name)  # a slice of a shared value (a mask) stays shared
+        source = g[name]
     return source
 
 

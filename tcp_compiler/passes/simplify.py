@@ -29,9 +29,10 @@ _MAX_ROUNDS = 64
 
 # -- shared by every pass -----------------------------------------------------------------------
 def new_graph(g: Graph) -> Graph:
-    """An empty graph with g's name and (shared, never mutated) weight values."""
+    """An empty graph with g's name, (shared, never mutated) weight values and metadata."""
     out = Graph(g.name)
     out.param_values = dict(g.param_values)
+    out.meta = g.meta.copy()
     return out
 
 

@@ -1,0 +1,128 @@
+"""The hardware units: each one's name, the execution context its commands occupy, the spec keys
+its cost formula reads, and the formula itself. Everything that names a unit (the Program's busy
+columns, the mapping's cost model, reports and plots) takes it from here, so adding a unit is one
+definition below plus its spec fields.
+
+The formulas are integer arithmetic that works on Python ints and numpy arrays alike, so the
+mapping can cost every candidate placement at once with the same code it uses for one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.hardware import Hardware
+
+
+@dataclass(frozen=True)
+class Unit:
+    name: str
+    context: str  # where its commands run: main (Tensor Unit pipeline), dma, link
+    reads: tuple[str, ...]  # spec keys its cost formula reads
+    measure: str  # "cycles": utilisation = busy cycles / phase; "bytes": bytes moved / its bandwidth
+    doc: str
+
+
+UNITS: tuple[Unit, ...] = (
+    Unit("tensor_dma", "dma", ("dma.engines", "dma.bytes_per_cycle_each", "dma.startup_cycles",
+                               "hbm.sustained_bytes_per_cycle"), "bytes",
+         "TensorDMA engines: HBM <-> DM moves, gathers, scatters, slices"),
+    Unit("contraction", "main", ("chip.lanes_per_slice", "contraction.macs_per_lane_cycle"), "cycles",
+         "Contraction Engine: one streamed packet against the lanes' stationary rows per cycle"),
+    Unit("reducer", "main", ("contraction.packet_reducer_latency",), "cycles",
+         "packet reducers: sum each packet's products; busy while the contraction runs"),
+    Unit("vector", "main", ("vector.float_ways", "vector.int_ways", "vector.alu_latency",
+                            "vector.inter_slice_reduce_hop_cycles"), "cycles",
+         "Vector Engine: element-wise work and reductions after the contraction"),
+    Unit("fetch", "main", ("memory.fetch_main_bytes_per_cycle",), "cycles",
+         "Fetch Engine: DM -> pipeline operand stream"),
+    Unit("switch", "main", ("contraction.stream_supply_bytes", "chip.packet_bytes"), "cycles",
+         "switch network: delivers streamed packets to the slices"),
+    Unit("commit", "main", ("memory.commit_main_bytes_per_cycle",), "cycles",
+         "Commit Engine: pipeline -> DM results"),
+    Unit("trf_load", "main", ("memory.trf_bytes_per_slice", "memory.fetch_sub_bytes_per_cycle"), "cycles",
+         "TRF loads of the stationary operand (sub fetch path)"),
+    Unit("chip_link", "link", ("system.link_bytes_per_s", "system.link_latency_s"), "bytes",
+         "chip-to-chip links: collectives"),
+)  # fmt: skip
+UNIT_NAMES: tuple[str, ...] = tuple(u.name for u in UNITS)
+BY_NAME: dict[str, Unit] = {u.name: u for u in UNITS}
+
+
+def _ceil(a, b):
+    """Integer ceiling division, exact for numpy arrays and Python ints alike."""
+    return -(-a // b)
+
+
+# --- tensor_dma ---------------------------------------------------------------------------------
+
+
+def dma_cycles(hw: Hardware, nbytes: int, hbm_sides: int) -> int:
+    """One TensorDMA move of `nbytes` uncontended: start-up, then the engines' aggregate rate, no
+    faster than HBM serves each of its `hbm_sides` ends (source, destination) in HBM."""
+    rate = hw.dma_bytes_per_cycle
+    if hbm_sides:
+        rate = min(rate, hw.hbm_sustained_bytes_per_cycle / hbm_sides)
+    return hw.dma_startup_cycles + math.ceil(nbytes / rate)
+
+
+# --- chip_link ----------------------------------------------------------------------------------
+
+
+def link_cycles(hw: Hardware, nbytes: int) -> int:
+    """One chip-link transfer: its latency, then the bytes at the per-direction bandwidth."""
+    return hw.link_latency_cycles + math.ceil(nbytes / hw.link_bytes_per_cycle)
+
+
+# --- vector -------------------------------------------------------------------------------------
+
+
+def vector_cycles(hw: Hardware, elements: int, is_float: bool, ops: int, reduces: bool, slices: int):
+    """(throughput cycles, latency) of `ops` element-wise ops over at most `elements` per op on
+    `slices` slices; a reduction adds the inter-slice hops of one ring."""
+    ways = hw.vector_float_ways if is_float else hw.vector_int_ways
+    throughput = math.ceil(elements / (slices * ways))
+    latency = hw.vector_alu_latency * ops
+    if reduces:
+        latency += hw.vector_inter_slice_reduce_hop_cycles * min(slices, hw.switch_ring_slices)
+    return throughput, latency
+
+
+# --- fetch --------------------------------------------------------------------------------------
+
+
+def fetch_cycles(hw: Hardware, nbytes: int, slices: int) -> int:
+    """Cycles the Fetch Engines of `slices` slices take to stream `nbytes` from DM."""
+    return math.ceil(nbytes / (slices * hw.fetch_main_bytes_per_cycle))
+
+
+# --- contraction, switch, trf_load, commit (vectorised over candidate placements) ----------------
+
+
+def contraction_cycles(hw: Hardware, passes, b_s, m_s, lane_groups, k_packets):
+    """One streamed packet (K elements of one M row) against `lanes` stationary rows per cycle."""
+    return passes * b_s * m_s * lane_groups * k_packets
+
+
+def switch_cycles(hw: Hardware, passes, b_s, m_s, k_packets):
+    """Streamed packets, each fetched once per N pass, at the switch's supply rate."""
+    return _ceil(passes * b_s * m_s * k_packets * hw.packet_bytes, hw.stream_supply_bytes)
+
+
+def trf_load_cycles(hw: Hardware, loads, tile_bytes, resident):
+    """Loading the stationary tile `loads` times over the sub fetch path; a tile that stays
+    resident and is loaded once overlaps (its first load is latency, see first_trf_load_cycles)."""
+    return np.where((loads > 1) | ~resident, _ceil(loads * tile_bytes, hw.fetch_sub_bytes_per_cycle), 0)
+
+
+def first_trf_load_cycles(hw: Hardware, tile_bytes, trf_budget: int):
+    """The first stationary tile's load (at most the TRF share it may use), before any contraction."""
+    return _ceil(np.minimum(tile_bytes, trf_budget), hw.fetch_sub_bytes_per_cycle)
+
+
+def commit_cycles(hw: Hardware, outputs, out_bits):
+    """Results written back through the Commit Engine."""
+    return _ceil(outputs * out_bits, 8 * hw.commit_main_bytes_per_cycle)

@@ -1,0 +1,66 @@
+"""What the mapping needs to know about each IR op kind, in one table every mapping step queries.
+
+Ops are grouped once (as tinygrad's GroupOp does): where an op's work runs (a Tensor Unit pass, a
+TensorDMA move, the chip links, or nowhere), which pipeline stage of a pass it uses, whether it ends
+its pass (a reduction), and whether it is a value already in memory, a view or an immediate. Every
+registered op kind must belong to a group: adding an op to ir/ makes this module fail at import
+until its traits are said.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ir.ops import REGISTRY
+from ir.ops.elementwise import BINARY, UNARY
+
+# Pipeline stages of a Tensor Unit pass, in the order data flows through them (Fetch -> Switch ->
+# Collect -> Contraction -> Vector -> Cast -> Transpose -> Commit).
+STAGES = ("contraction", "vector", "cast", "transpose")
+
+MEMORY = frozenset({"input", "param"})  # values that live in HBM before the program starts
+IMMEDIATE = frozenset({"const"})  # scalars carried in the command, no memory
+VIEW = frozenset({"reshape"})  # the same bytes under new axes
+DMA = frozenset({"gather", "scatter", "concat", "slice"})  # TensorDMA moves
+COLLECTIVE = frozenset({"all_reduce", "reduce_scatter", "all_gather"})  # chip-link transfers
+REDUCTION = frozenset({"reduce", "topk"})  # Vector Engine work that ends its pass
+STAGE_OF = {"einsum": "contraction", "cast": "cast", "transpose": "transpose"}
+VECTOR = frozenset(UNARY) | frozenset(BINARY) | REDUCTION | {"where", "iota"}
+ELEMENTWISE = frozenset(UNARY) | frozenset(BINARY) | {"cast"}  # may transform weights as they are fetched
+
+
+@dataclass(frozen=True)
+class OpTraits:
+    work: str  # "pass" (Tensor Unit), "dma" (TensorDMA), "collective" (chip links), "free" (no work)
+    stage: str | None = None  # the pass's pipeline stage (STAGES) for work == "pass"
+    ends_pass: bool = False  # a reduction: readers of its result run in the next pass
+    in_memory: bool = False  # an input or param: in HBM from the start
+    weight: bool = False  # a param: a weight, fixed for the program's life
+    immediate: bool = False  # a scalar constant, carried in the command
+    view: bool = False  # a reshape: its root's bytes
+    elementwise: bool = False  # element-wise, so it can transform weights on the fly
+
+
+def _traits(kind: str) -> OpTraits:
+    elementwise = kind in ELEMENTWISE
+    if kind in MEMORY | IMMEDIATE | VIEW:
+        memory = kind in MEMORY
+        return OpTraits(
+            "free", in_memory=memory, weight=kind == "param", immediate=kind in IMMEDIATE, view=kind in VIEW
+        )
+    if kind in DMA:
+        return OpTraits("dma")
+    if kind in COLLECTIVE:
+        return OpTraits("collective")
+    if kind in STAGE_OF:
+        return OpTraits("pass", STAGE_OF[kind], elementwise=elementwise)
+    if kind in VECTOR:
+        return OpTraits("pass", "vector", ends_pass=kind in REDUCTION, elementwise=elementwise)
+    raise TypeError(f"op kind '{kind}' has no mapping traits: add it to a group in {__name__}")
+
+
+TRAITS: dict[str, OpTraits] = {kind: _traits(kind) for kind in REGISTRY}
+
+
+def traits(kind: str) -> OpTraits:
+    return TRAITS[kind]

@@ -1,0 +1,116 @@
+"""The compile pipeline, assembled once: config -> graph -> passes -> attention form -> capacity ->
+Program. `tcpc compile`, `tcpc simulate`, sweeps and benchmarks all call it, so the program that
+`tcpc compile --emit program` prints is the one `tcpc simulate` times.
+
+The lowering is one named sequence of steps (LOWERING); `lower` runs them and keeps what each
+decided (the attention notes, the capacity), `compile_phase` adds the capacity check and the
+schedule, and `run` times a Program on the engine with the spec's bandwidths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ir import Graph
+from simulator.engine import simulate as run_engine
+from simulator.hardware import Hardware
+from simulator.program import Program
+from simulator.timeline import Timeline
+from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
+from tcp_compiler.frontend.config import ModelConfig
+from tcp_compiler.frontend.precision import Precision
+from tcp_compiler.mapping.attention import choose_attention
+from tcp_compiler.mapping.capacity import Capacity, capacity, check_capacity
+from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from tcp_compiler.mapping.schedule import schedule
+from tcp_compiler.passes import run_passes
+
+PHASES = ("prefill", "decode")
+# What happens to a built graph before it is scheduled, in order.
+LOWERING = ("passes (decompose, simplify)", "attention form (prefill: online softmax where scores spill)",
+            "capacity")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How to compile, beyond the model, hardware, precision and phase."""
+
+    batch: int = 1
+    chips: int | None = None  # tensor-parallel chips; None: the spec's
+    documents: int = 0  # prefill only: documents packed per row
+    policy: MappingPolicy = DEFAULT_POLICY
+
+    def chips_on(self, hw: Hardware) -> int:
+        return self.chips or hw.chips
+
+
+@dataclass
+class Lowered:
+    """A phase's graph as it will be scheduled, and what the lowering decided on the way."""
+
+    phase: str
+    model: ModelGraph  # as built (names, bindings, config)
+    graph: Graph  # after the passes and the attention choice
+    attention: list[dict]  # per attention: its form and why
+    capacity: Capacity  # HBM per chip for this phase alone
+    options: CompileOptions = field(default_factory=CompileOptions)
+
+    @property
+    def weights(self) -> int:
+        return self.capacity.weights
+
+
+@dataclass
+class Compiled(Lowered):
+    program: Program | None = None
+
+
+def build(config: ModelConfig, precision: Precision, phase: str, length: int, options: CompileOptions,
+          chips: int) -> ModelGraph:  # fmt: skip
+    """The model graph of one phase: `length` is the prompt (prefill) or the cached tokens (decode)."""
+    if phase == "prefill":
+        return build_prefill(
+            config, precision, options.batch, length, chips=chips, documents=options.documents
+        )
+    return build_decode(config, precision, options.batch, length, chips=chips)
+
+
+def lower(config: ModelConfig, hw: Hardware, precision: Precision, phase: str, length: int,
+          options: CompileOptions = CompileOptions()) -> Lowered:  # fmt: skip
+    """The LOWERING steps on one phase's graph (no capacity check, no schedule)."""
+    model = build(config, precision, phase, length, options, options.chips_on(hw))
+    graph = run_passes(model.graph)
+    attention: list[dict] = []
+    if phase == "prefill":
+        graph, attention = choose_attention(graph, hw, options.policy)
+    weights = sum(model.graph[n].type.nbytes for n in model.bindings)
+    return Lowered(phase, model, graph, attention, capacity(graph, weights, hw, options.policy), options)
+
+
+def compile_phase(
+    config: ModelConfig,
+    hw: Hardware,
+    precision: Precision,
+    phase: str,
+    length: int,
+    options: CompileOptions = CompileOptions(),
+    fits_with: Capacity | None = None,
+) -> Compiled:
+    """Lowered, checked against HBM (with `fits_with`, another phase's use: the larger of each
+    part must fit), and scheduled into the Program of one chip."""
+    lowered = lower(config, hw, precision, phase, length, options)
+    cap = lowered.capacity if fits_with is None else larger(lowered.capacity, fits_with)
+    check_capacity(cap, config.name, hw, options.chips_on(hw))
+    program = schedule(lowered.graph, hw, options.policy)
+    return Compiled(**{f: getattr(lowered, f) for f in Lowered.__dataclass_fields__}, program=program)
+
+
+def larger(a: Capacity, b: Capacity) -> Capacity:
+    """Each part at the larger of two phases' use: conservative, as both must fit one after another."""
+    return Capacity(max(a.weights, b.weights), max(a.kv_cache, b.kv_cache),
+                    max(a.activations, b.activations), a.available)  # fmt: skip
+
+
+def run(program: Program, hw: Hardware) -> Timeline:
+    """The Program's timeline on the engine, at the spec's sustained HBM and aggregate DMA rates."""
+    return run_engine(program, hw.hbm_sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)
