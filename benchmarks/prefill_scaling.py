@@ -32,12 +32,14 @@ import dataclasses
 import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from simulator.files import atomic_output
 from simulator.hardware import load_hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.report_types import OpRow
 from tcp_compiler.reporting import attention_lines, build_report
 from tcp_compiler.simulate import simulate_generation
 
@@ -90,25 +92,25 @@ def measure(prompt: int, layers: int | None) -> Point:
     sim = simulate_generation(config, load_hardware(HARDWARE), PRECISIONS[DTYPE], BATCH, prompt, 1)
     report = build_report(sim, top=None)
     wall = time.perf_counter() - start
-    pre, ops, peak = report["prefill"], report["ops"]["prefill"], report["hardware"]["peak_flops_per_s"]
+    pre, ops, peak = report.prefill, report.ops.prefill, report.hardware.peak_flops_per_s
     return Point(
-        prompt, pre["seconds"], pre["roofline_seconds"], pre["flops"] / peak, pre["bound"], pre["flops"],
-        sum(op["flops"] for op in ops if SCORE_OPS.fullmatch(op["name"])),
-        sum(op["flops"] for op in ops if SQUARE_OPS.fullmatch(op["name"])),
-        pre["hbm_bytes"], peak, [n.removeprefix("prefill attention: ") for n in attention_lines(report)],
+        prompt, pre.seconds, pre.roofline_seconds, pre.flops / peak, pre.bound, pre.flops,
+        sum(op.flops for op in ops if SCORE_OPS.fullmatch(op.name)),
+        sum(op.flops for op in ops if SQUARE_OPS.fullmatch(op.name)),
+        pre.hbm_bytes, peak, [n.removeprefix("prefill attention: ") for n in attention_lines(report)],
         by_kind(ops), wall,
     )  # fmt: skip
 
 
-def by_kind(ops: list[dict]) -> list[Kind]:
+def by_kind(ops: Sequence[OpRow]) -> list[Kind]:
     kinds: dict[str, Kind] = {}
     for op in ops:
-        name = TILE_INDEX.sub(r".\1*", re.sub(r"^l\d+\.", "l*.", op["name"]))
+        name = TILE_INDEX.sub(r".\1*", re.sub(r"^l\d+\.", "l*.", op.name))
         kind = kinds.setdefault(name, Kind(name))
         kind.count += 1
-        kind.tensor_unit += op["tensor_unit_seconds"]
-        kind.flops += op["flops"]
-        kind.hbm_bytes += op["hbm_bytes"]
+        kind.tensor_unit += op.tensor_unit_seconds
+        kind.flops += op.flops
+        kind.hbm_bytes += op.hbm_bytes
     return sorted(kinds.values(), key=lambda k: -k.tensor_unit)
 
 

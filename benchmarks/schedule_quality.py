@@ -6,9 +6,12 @@ bounds each of them. Run: python benchmarks/schedule_quality.py
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from simulator.hardware import load_hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.report_types import OpRow
 from tcp_compiler.reporting import build_report
 from tcp_compiler.simulate import simulate_generation
 
@@ -27,24 +30,22 @@ TARGETS = [  # (what, model, hardware, prompt, gen, phase, target ratio)
 ]
 
 
-def _by_kind(ops: list[dict]) -> dict[str, list[float]]:
+def _by_kind(ops: Sequence[OpRow]) -> dict[str, list[float]]:
     """Per kind of op (the same op of every layer together): Tensor Unit time, HBM time at full
     bandwidth, and how many there are."""
     groups: dict[str, list[float]] = {}
     for op in ops:
-        name = op["name"].split(".", 1)[1] if op["layer"] >= 0 else op["name"]
+        name = op.name.split(".", 1)[1] if op.layer >= 0 else op.name
         entry = groups.setdefault(name, [0.0, 0.0, 0])
-        entry[0] += op["tensor_unit_seconds"]
-        entry[1] += op["hbm_bytes"]
+        entry[0] += op.tensor_unit_seconds
+        entry[1] += op.hbm_bytes
         entry[2] += 1
     return groups
 
 
-def _explain(report: dict, phase: str, seconds: float) -> None:
+def _explain(ops: Sequence[OpRow], hbm_rate: float, seconds: float) -> None:
     """Where the phase's time goes: is the Tensor Unit busy, and if not, what is HBM moving?"""
-    ops = report["ops"][phase]
-    busy = sum(op["tensor_unit_seconds"] for op in ops)
-    hbm_rate = report["hardware"]["hbm_bytes_per_s"]
+    busy = sum(op.tensor_unit_seconds for op in ops)
     print(
         f"  the Tensor Unit is busy {busy * 1e3:.3f} ms of {seconds * 1e3:.3f} ms; the rest it waits for HBM."
     )
@@ -62,19 +63,17 @@ def main() -> None:
             load_model(model).config, load_hardware(hw), PRECISIONS["bf16"], 1, prompt, gen
         )
         report = build_report(sim, top=None)
+        pre, dec = report.prefill, report.decode
         if phase == "decode":
-            seconds, roofline = (
-                report["decode"]["tpot_seconds_mean"],
-                report["decode"]["roofline_seconds_mean"],
-            )
+            seconds, roofline, ops = dec.tpot_seconds_mean, dec.roofline_seconds_mean, report.ops.decode
         else:
-            seconds, roofline = report["prefill"]["seconds"], report["prefill"]["roofline_seconds"]
+            seconds, roofline, ops = pre.seconds, pre.roofline_seconds, report.ops.prefill
         ratio = seconds / roofline
         verdict = "meets" if ratio <= target else "MISSES"
         print(f"{what}: {seconds * 1e3:.3f} ms, roofline {roofline * 1e3:.3f} ms, "
               f"ratio {ratio:.3f} ({verdict} target {target})")  # fmt: skip
         if ratio > target:
-            _explain(report, phase, seconds)
+            _explain(ops, report.hardware.hbm_bytes_per_s, seconds)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ DOCS = Path(__file__).parents[1] / "docs"
 CHIPS = (1, 2, 4, 8)
 DTYPES = ("bf16", "fp8", "w4")
 PROMPT, GEN, BATCH = 2048, 33, 1
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
 
 def run(chips: int, dtype: str) -> dict | str:
@@ -33,23 +34,21 @@ def run(chips: int, dtype: str) -> dict | str:
     except TcpcError as e:
         return str(e)
     report = build_report(sim, top=None)
-    decode = report["decode"]
-    ops = report["ops"]["decode"]
-    link_rate = hw.link_bytes_per_s
-    collectives = [op for op in ops if op["kind"] in ("all_reduce", "all_gather", "reduce_scatter")]
+    decode, link_rate = report.decode, hw.link_bytes_per_s
+    collectives = [op for op in report.ops.decode if op.kind in COLLECTIVES]
     return {
-        "tpot": decode["tpot_seconds_mean"],
-        "roofline": decode["roofline_seconds_mean"],
-        "bound": decode["bound"],
-        "hbm_seconds": decode["hbm_bytes_per_step_mean"] / report["hardware"]["hbm_bytes_per_s"],
-        "link_seconds": sum(op["seconds"] for op in collectives),
-        "link_bytes": sum(op["link_bytes"] for op in collectives),
-        "link_wire_seconds": sum(op["link_bytes"] for op in collectives) / link_rate,
+        "tpot": decode.tpot_seconds_mean,
+        "roofline": decode.roofline_seconds_mean,
+        "bound": decode.bound,
+        "hbm_seconds": decode.hbm_bytes_per_step_mean / report.hardware.hbm_bytes_per_s,
+        "link_seconds": sum(op.seconds for op in collectives),
+        "link_bytes": sum(op.link_bytes for op in collectives),
+        "link_wire_seconds": sum(op.link_bytes for op in collectives) / link_rate,
         "collectives": len(collectives),
-        "weights": report["memory"]["weights_bytes"],
-        "kv": report["memory"]["kv_cache_bytes"],
-        "units": {u["unit"]: u["utilisation"] for u in report["units"]["decode"]},
-        "ttft": report["ttft_seconds"],
+        "weights": report.memory.weights_bytes,
+        "kv": report.memory.kv_cache_bytes,
+        "units": {u.unit: u.utilisation for u in report.units.decode},
+        "ttft": report.ttft_seconds,
     }
 
 

@@ -37,8 +37,8 @@ def throughput(dtype: str, batch: int, prompt: int, gen: int) -> dict | str:
     except TcpcError as e:
         return str(e)
     r = build_report(sim, top=1)
-    return {"tokens_per_s": r["throughput_tokens_per_s"], "tpot": r["decode"]["tpot_seconds_mean"],
-            "ttft": r["ttft_seconds"], "bound": r["decode"]["bound"]}  # fmt: skip
+    return {"tokens_per_s": r.throughput_tokens_per_s, "tpot": r.decode.tpot_seconds_mean,
+            "ttft": r.ttft_seconds, "bound": r.decode.bound}  # fmt: skip
 
 
 def crossing(points: list[tuple[int, float]], target: float) -> float | None:

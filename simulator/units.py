@@ -22,30 +22,36 @@ class Unit:
     name: str
     context: str  # where its commands run: main (Tensor Unit pipeline), dma, link
     reads: tuple[str, ...]  # spec keys its cost formula reads
-    measure: str  # "cycles": utilisation = busy cycles / phase; "bytes": bytes moved / its bandwidth
+    # How busy it was: None -> its busy cycles in the Program; a per-op byte count (an OpTotals
+    # field) -> those bytes at the unit's full bandwidth, since moves in flight share it.
+    moves: str | None
     doc: str
+
+    def bandwidth(self, hw: Hardware) -> float:
+        """Bytes per cycle of a unit measured by the bytes it moves."""
+        return {"dma": hw.dma_bytes_per_cycle, "link": hw.link_bytes_per_cycle}[self.context]
 
 
 UNITS: tuple[Unit, ...] = (
     Unit("tensor_dma", "dma", ("dma.engines", "dma.bytes_per_cycle_each", "dma.startup_cycles",
-                               "hbm.sustained_bytes_per_cycle"), "bytes",
+                               "hbm.sustained_bytes_per_cycle"), "dma_bytes",
          "TensorDMA engines: HBM <-> DM moves, gathers, scatters, slices"),
-    Unit("contraction", "main", ("chip.lanes_per_slice", "contraction.macs_per_lane_cycle"), "cycles",
+    Unit("contraction", "main", ("chip.lanes_per_slice", "contraction.macs_per_lane_cycle"), None,
          "Contraction Engine: one streamed packet against the lanes' stationary rows per cycle"),
-    Unit("reducer", "main", ("contraction.packet_reducer_latency",), "cycles",
+    Unit("reducer", "main", ("contraction.packet_reducer_latency",), None,
          "packet reducers: sum each packet's products; busy while the contraction runs"),
     Unit("vector", "main", ("vector.float_ways", "vector.int_ways", "vector.alu_latency",
-                            "vector.inter_slice_reduce_hop_cycles"), "cycles",
+                            "vector.inter_slice_reduce_hop_cycles"), None,
          "Vector Engine: element-wise work and reductions after the contraction"),
-    Unit("fetch", "main", ("memory.fetch_main_bytes_per_cycle",), "cycles",
+    Unit("fetch", "main", ("memory.fetch_main_bytes_per_cycle",), None,
          "Fetch Engine: DM -> pipeline operand stream"),
-    Unit("switch", "main", ("contraction.stream_supply_bytes", "chip.packet_bytes"), "cycles",
+    Unit("switch", "main", ("contraction.stream_supply_bytes", "chip.packet_bytes"), None,
          "switch network: delivers streamed packets to the slices"),
-    Unit("commit", "main", ("memory.commit_main_bytes_per_cycle",), "cycles",
+    Unit("commit", "main", ("memory.commit_main_bytes_per_cycle",), None,
          "Commit Engine: pipeline -> DM results"),
-    Unit("trf_load", "main", ("memory.trf_bytes_per_slice", "memory.fetch_sub_bytes_per_cycle"), "cycles",
+    Unit("trf_load", "main", ("memory.trf_bytes_per_slice", "memory.fetch_sub_bytes_per_cycle"), None,
          "TRF loads of the stationary operand (sub fetch path)"),
-    Unit("chip_link", "link", ("system.link_bytes_per_s", "system.link_latency_s"), "bytes",
+    Unit("chip_link", "link", ("system.link_bytes_per_s", "system.link_latency_s"), "link_bytes",
          "chip-to-chip links: collectives"),
 )  # fmt: skip
 UNIT_NAMES: tuple[str, ...] = tuple(u.name for u in UNITS)

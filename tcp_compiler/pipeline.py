@@ -56,8 +56,9 @@ class Lowered:
     options: CompileOptions = field(default_factory=CompileOptions)
 
     @property
-    def weights(self) -> int:
-        return self.capacity.weights
+    def weight_names(self) -> tuple[str, ...]:
+        """The params that hold weights (checkpoint tensors and computed tables)."""
+        return tuple(self.model.bindings)
 
 
 @dataclass
@@ -83,8 +84,8 @@ def lower(config: ModelConfig, hw: Hardware, precision: Precision, phase: str, l
     attention: list[dict] = []
     if phase == "prefill":
         graph, attention = choose_attention(graph, hw, options.policy)
-    weights = sum(model.graph[n].type.nbytes for n in model.bindings)
-    return Lowered(phase, model, graph, attention, capacity(graph, weights, hw, options.policy), options)
+    cap = capacity(graph, tuple(model.bindings), hw, options.policy)
+    return Lowered(phase, model, graph, attention, cap, options)
 
 
 def compile_phase(

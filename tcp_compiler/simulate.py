@@ -80,7 +80,7 @@ def simulate_generation(
     decode = lower(config, hardware, precision, "decode", prompt_len, options)
     final_positions = prompt_len + steps + 1  # the last step's cache: past tokens + its own
     final = resize_graph(decode.graph, dict.fromkeys(decode.graph.meta.kv_axes, final_positions))
-    decode_cap = capacity(final, decode.weights, hardware, options.policy)
+    decode_cap = capacity(final, decode.weight_names, hardware, options.policy)
     check_capacity(decode_cap, config.name, hardware, chips)
     prefill = compile_phase(config, hardware, precision, "prefill", prompt_len, options, fits_with=decode_cap)
     cap = larger(prefill.capacity, decode_cap)

@@ -73,20 +73,23 @@ def run_point(point: Point) -> dict:
     except (TirError, TcpcError, SimulatorError) as e:
         row.update(status="failed", error=str(e))
         return {c: row.get(c, "") for c in COLUMNS}
-    decode = report["decode"]
+    decode, memory = report.decode, report.memory
     row.update(
-        ttft_seconds=report["ttft_seconds"],
-        tpot_seconds_mean=decode.get("tpot_seconds_mean", ""),
-        tpot_seconds_first=decode.get("tpot_seconds_first", ""),
-        tpot_seconds_last=decode.get("tpot_seconds_last", ""),
-        throughput_tokens_per_s=report["throughput_tokens_per_s"],
-        decode_tokens_per_s=report["decode_tokens_per_s"],
-        prefill_bound=report["prefill"]["bound"],
-        decode_bound=decode.get("bound", ""),
-        weights_bytes=report["memory"]["weights_bytes"],
-        kv_cache_bytes=report["memory"]["kv_cache_bytes"],
-        free_bytes=report["memory"]["free_bytes"],
+        ttft_seconds=report.ttft_seconds,
+        throughput_tokens_per_s=report.throughput_tokens_per_s,
+        decode_tokens_per_s=report.decode_tokens_per_s,
+        prefill_bound=report.prefill.bound,
+        weights_bytes=memory.weights_bytes,
+        kv_cache_bytes=memory.kv_cache_bytes,
+        free_bytes=memory.free_bytes,
     )
+    if decode.steps:
+        row.update(
+            tpot_seconds_mean=decode.tpot_seconds_mean,
+            tpot_seconds_first=decode.tpot_seconds_first,
+            tpot_seconds_last=decode.tpot_seconds_last,
+            decode_bound=decode.bound,
+        )
     return {c: row.get(c, "") for c in COLUMNS}
 
 

@@ -62,3 +62,49 @@ def test_sharded_model_fits_on_four_chips(capsys) -> None:
     out = capsys.readouterr().out
     assert "on rngd-4 (one of 4 chips)" in out
     assert "[all_reduce]" in out and " link chip 0" in out
+
+
+def _totals(args: list[str], capsys) -> dict[str, int]:
+    assert main(["compile", "llama-3.2-1b", *args, "--emit", "program"]) == 0
+    last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
+    assert last.startswith("total: ")
+    parts = [p.split() for p in last.removeprefix("total: ").split(", ")]
+    return {" ".join(p[1:]): int(p[0].replace(",", "")) for p in parts}
+
+
+def _simulated(prompt: int, gen: int):
+    from simulator.hardware import load_hardware
+    from tcp_compiler.frontend.model import load_model
+    from tcp_compiler.frontend.precision import precision
+    from tcp_compiler.simulate import simulate_generation
+
+    return simulate_generation(load_model("llama-3.2-1b").config, load_hardware("rngd"), precision("bf16"), 1,
+                               prompt, gen, trace_steps=1)  # fmt: skip
+
+
+def _figures(run) -> dict[str, int]:
+    p = run.program
+    flops, hbm = int(p.flops.sum()), int(p.hbm_bytes.sum())
+    return {"commands": len(p), "cycles": run.cycles, "FLOPs": flops, "HBM bytes": hbm}
+
+
+def test_emitted_prefill_program_is_the_one_simulate_times(capsys) -> None:
+    """2048 tokens: the scores spill, so both must run the online-softmax form (compile once skipped it)."""
+    totals = _totals(["--seq", "2048"], capsys)
+    sim = _simulated(2048, 1)
+    assert totals == _figures(sim.prefill)
+    assert all(note["form"] == "online" for note in sim.attention)
+
+
+def test_emitted_decode_program_is_simulates_first_step(capsys) -> None:
+    totals = _totals(["--phase", "decode", "--past", "96"], capsys)
+    assert totals == _figures(_simulated(96, 2).traced_steps[0])
+
+
+def test_emit_ir_final_prints_the_graph_after_passes_and_attention_choice(capsys) -> None:
+    assert main(["compile", "llama-3.2-1b", "--seq", "2048", "--emit", "ir-final"]) == 0
+    final = capsys.readouterr().out
+    assert main(["compile", "llama-3.2-1b", "--seq", "2048", "--emit", "ir"]) == 0
+    built = capsys.readouterr().out
+    assert "blk" in final and "blk" not in built  # online-softmax key blocks exist only after lowering
+    assert "silu" in built and "= silu(" not in final  # decomposed by the passes

@@ -17,14 +17,14 @@ from simulator.hardware import load_hardware
 from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.machine import machine_from
 from tcp_compiler.mapping.residency import dm_budget
 from tcp_compiler.passes import run_passes
+from tcp_compiler.report_types import Report
 from tcp_compiler.reporting import build_report
 from tcp_compiler.simulate import simulate_generation
 
 HARDWARE = load_hardware("rngd")
-BUDGET = dm_budget(machine_from(HARDWARE))
+BUDGET = dm_budget(HARDWARE)
 CONFIG = load_model("llama-3.1-8b").config
 BF16 = PRECISIONS["bf16"]
 # A compute-bound prefill's simulated / roofline factor moves by about 10 % with the tile shapes
@@ -46,7 +46,7 @@ def test_attention_form_follows_the_dm_budget(prompt: int, monkeypatch) -> None:
 
     monkeypatch.setattr(attention, "online_softmax", record)
     graph = run_passes(build_prefill(CONFIG, BF16, 1, prompt).graph)
-    _, notes = attention.choose_attention(graph, machine_from(HARDWARE))
+    _, notes = attention.choose_attention(graph, HARDWARE)
     per_score = CONFIG.heads * 4  # f32 bytes of one query-key pair over every head (batch 1)
     per_row = CONFIG.heads * CONFIG.head_dim * 4  # f32 accumulator bytes of one query
     scores = prompt * prompt * per_score
@@ -73,32 +73,32 @@ def test_attention_form_follows_the_dm_budget(prompt: int, monkeypatch) -> None:
     assert (got_block, got_rows, names) == (block, rows, {n["op"] for n in notes}) and axis == "Sq"
 
 
-def _prefill(prompt: int, layers: int | None = None) -> dict:
+def _prefill(prompt: int, layers: int | None = None) -> Report:
     config = dataclasses.replace(CONFIG, layers=CONFIG.layers[:layers]) if layers else CONFIG
     return build_report(simulate_generation(config, HARDWARE, BF16, 1, prompt, 1), top=None)
 
 
-def _check_scaling(short: dict, long: dict) -> None:
+def _check_scaling(short: Report, long: Report) -> None:
     for r in (short, long):
-        assert r["decode"]["steps"] == 0  # the prefill alone
-        assert {a["form"] for a in r["attention"]["prefill"]} == {"online"}
-        assert r["prefill"]["seconds"] >= r["prefill"]["roofline_seconds"]
-        assert r["prefill"]["seconds"] >= r["prefill"]["flops"] / r["hardware"]["peak_flops_per_s"]
-    time_ratio = long["prefill"]["seconds"] / short["prefill"]["seconds"]
-    flop_ratio = long["prefill"]["flops"] / short["prefill"]["flops"]
-    assert flop_ratio > long["prompt_len"] / short["prompt_len"]  # the S x S attention grows faster
+        assert r.decode.steps == 0  # the prefill alone
+        assert {a.form for a in r.attention.prefill} == {"online"}
+        assert r.prefill.seconds >= r.prefill.roofline_seconds
+        assert r.prefill.seconds >= r.prefill.flops / r.hardware.peak_flops_per_s
+    time_ratio = long.prefill.seconds / short.prefill.seconds
+    flop_ratio = long.prefill.flops / short.prefill.flops
+    assert flop_ratio > long.prompt_len / short.prompt_len  # the S x S attention grows faster
     assert abs(time_ratio / flop_ratio - 1) <= TOLERANCE, (time_ratio, flop_ratio)
 
 
 def test_8b_prefill_time_tracks_its_flops_from_2048_to_4096() -> None:
     short, long = _prefill(2048), _prefill(4096)
-    assert len(long["attention"]["prefill"]) == 32 and long["prefill"]["bound"] == "compute"
+    assert len(long.attention.prefill) == 32 and long.prefill.bound == "compute"
     _check_scaling(short, long)
 
 
 def test_8b_layer_prefill_time_tracks_its_flops_from_4096_to_8192() -> None:
     short, long = _prefill(4096, layers=1), _prefill(8192, layers=1)
-    assert any(".blk" in op["name"] for op in long["ops"]["prefill"])  # the tiled form ran
+    assert any(".blk" in op.name for op in long.ops.prefill)  # the tiled form ran
     _check_scaling(short, long)
 
 

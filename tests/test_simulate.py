@@ -11,6 +11,7 @@ from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
+from tcp_compiler.report_types import Report
 from tcp_compiler.reporting import build_report
 from tcp_compiler.simulate import simulate_generation
 
@@ -29,7 +30,7 @@ CASES = {
 }
 
 
-def _report(model: str, hw: str, prec, batch: int, prompt: int = 128, gen: int = 6, hardware=None) -> dict:
+def _report(model: str, hw: str, prec, batch: int, prompt: int = 128, gen: int = 6, hardware=None) -> Report:
     sim = simulate_generation(
         load_model(model).config, hardware or load_hardware(hw), prec, batch, prompt, gen
     )
@@ -42,22 +43,22 @@ REPORTS = {name: _report(*case) for name, case in CASES.items()}
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_no_phase_or_op_beats_its_roofline(name: str) -> None:
     r = REPORTS[name]
-    assert r["prefill"]["seconds"] >= r["prefill"]["roofline_seconds"]
-    assert r["decode"]["tpot_seconds_mean"] >= r["decode"]["roofline_seconds_mean"]
-    for phase, ops in r["ops"].items():
+    assert r.prefill.seconds >= r.prefill.roofline_seconds
+    assert r.decode.tpot_seconds_mean >= r.decode.roofline_seconds_mean
+    for phase, ops in r.ops.items():
         for op in ops:
-            assert op["seconds"] >= op["roofline_seconds"] * (1 - 1e-9), (phase, op["name"])
-    for phase, layers in r["layers"].items():
+            assert op.seconds >= op.roofline_seconds * (1 - 1e-9), (phase, op.name)
+    for phase, layers in r.layers.items():
         for layer in layers:
-            assert layer["seconds"] >= layer["roofline_seconds"] * (1 - 1e-9), (phase, layer["layer"])
-    prefill_cycles = r["prefill"]["cycles"]
-    for u in r["units"]["prefill"]:  # no unit is busy longer than the phase lasts
-        assert u["busy_cycles"] <= prefill_cycles and 0 <= u["utilisation"] <= 1, u
+            assert layer.seconds >= layer.roofline_seconds * (1 - 1e-9), (phase, layer.layer)
+    prefill_cycles = r.prefill.cycles
+    for u in r.units.prefill:  # no unit is busy longer than the phase lasts
+        assert u.busy_cycles <= prefill_cycles and 0 <= u.utilisation <= 1, u
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_report_has_the_documented_keys(name: str) -> None:
-    r = REPORTS[name]
+    r = REPORTS[name].to_dict()
     for key in ("model", "hardware", "batch", "prompt_len", "gen_len", "prefill", "decode", "ttft_seconds",
                 "throughput_tokens_per_s", "units", "ops", "memory"):  # fmt: skip
         assert key in r
@@ -75,7 +76,9 @@ def test_report_has_the_documented_keys(name: str) -> None:
 
 def test_same_input_same_cycles() -> None:
     again = _report(*CASES["llama-3.2-1b bf16"])
-    assert json.dumps(again, sort_keys=True) == json.dumps(REPORTS["llama-3.2-1b bf16"], sort_keys=True)
+    assert json.dumps(again.to_dict(), sort_keys=True) == json.dumps(
+        REPORTS["llama-3.2-1b bf16"].to_dict(), sort_keys=True
+    )
 
 
 def test_more_hbm_bandwidth_is_never_slower() -> None:
@@ -84,8 +87,8 @@ def test_more_hbm_bandwidth_is_never_slower() -> None:
         model, hw, prec, batch = CASES[name]
         fast = _report(model, hw, prec, batch, hardware=fast_hw)
         slow = REPORTS[name]
-        assert fast["ttft_seconds"] <= slow["ttft_seconds"]
-        assert fast["decode"]["tpot_seconds_mean"] <= slow["decode"]["tpot_seconds_mean"]
+        assert fast.ttft_seconds <= slow.ttft_seconds
+        assert fast.decode.tpot_seconds_mean <= slow.decode.tpot_seconds_mean
 
 
 def test_a_longer_prompt_is_never_faster() -> None:
@@ -94,8 +97,8 @@ def test_a_longer_prompt_is_never_faster() -> None:
     for prompt in (64, 128, 256, 512):
         r = _report(model, hw, prec, batch, prompt=prompt, gen=3)
         if previous is not None:
-            assert r["ttft_seconds"] >= previous["ttft_seconds"]
-            assert r["decode"]["tpot_seconds_mean"] >= previous["decode"]["tpot_seconds_mean"]
+            assert r.ttft_seconds >= previous.ttft_seconds
+            assert r.decode.tpot_seconds_mean >= previous.decode.tpot_seconds_mean
         previous = r
 
 
@@ -111,8 +114,8 @@ def test_more_chips_never_need_more_weight_bytes_per_chip() -> None:
 
 def test_decode_steps_grow_with_the_kv_cache() -> None:
     r = REPORTS["llama-3.1-8b on 2 chips"]
-    assert r["decode"]["tpot_seconds_last"] >= r["decode"]["tpot_seconds_first"]
-    assert any(u["unit"] == "chip_link" and u["busy_cycles"] > 0 for u in r["units"]["decode"])
+    assert r.decode.tpot_seconds_last >= r.decode.tpot_seconds_first
+    assert any(u.unit == "chip_link" and u.busy_cycles > 0 for u in r.units.decode)
 
 
 def test_cli_writes_json_markdown_trace_and_plots(tmp_path: Path, capsys) -> None:

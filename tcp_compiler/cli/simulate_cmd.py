@@ -9,17 +9,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ir import BF16, FP8E4M3
 from simulator.hardware import load_hardware
 from tcp_compiler.cli.output import si, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
+from tcp_compiler.report_types import Report
 from tcp_compiler.reporting import attention_lines, build_report, render_markdown
 from tcp_compiler.simulate import Simulation, simulate_generation
 
 DEFAULT_MODEL = "llama-3.1-8b"
-PEAK_DTYPES = (("bf16", BF16), ("fp8", FP8E4M3))  # the compute roofs drawn on the roofline plot
+PEAK_DTYPES = ("bf16", "fp8")  # the compute roofs drawn on the roofline plot
 
 
 def add_parser(subparsers) -> None:
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(sim, top=args.top)
     _print(report)
     if args.json:
-        write_atomically(args.json, json.dumps(report, indent=2) + "\n")
+        write_atomically(args.json, json.dumps(report.to_dict(), indent=2) + "\n")
     if args.markdown:
         write_atomically(args.markdown, render_markdown(report))
     if args.trace:
@@ -113,7 +113,7 @@ def _trace(sim: Simulation, path: str) -> None:
     write_trace(path, runs, sim.hardware.clock_hz)
 
 
-def _plots(sim: Simulation, report: dict, directory: str) -> None:
+def _plots(sim: Simulation, report: Report, directory: str) -> None:
     from pathlib import Path
 
     from simulator.plots import RooflinePoint, roofline_png, timeline_png
@@ -126,13 +126,13 @@ def _plots(sim: Simulation, report: dict, directory: str) -> None:
     except OSError as e:
         raise CliError(f"{out}: cannot create: {e.strerror}") from None
     points = [
-        RooflinePoint(op["name"], phase, op["flops"], op["hbm_bytes"], op["seconds"])
-        for phase, ops in report["ops"].items()
+        RooflinePoint(op.name, phase, op.flops, op.hbm_bytes, op.seconds)
+        for phase, ops in report.ops.items()
         for op in ops
     ]
-    peaks = {name: 2 * sim.machine.macs(dtype) * sim.hardware.clock_hz for name, dtype in PEAK_DTYPES}
+    peaks = {name: sim.hardware.flops_per_second(name) for name in PEAK_DTYPES}
     title = f"{sim.config.name} on {sim.hardware.name}"
-    roofline_png(out / "roofline.png", points, peaks, report["hardware"]["hbm_bytes_per_s"], title)
+    roofline_png(out / "roofline.png", points, peaks, report.hardware.hbm_bytes_per_s, title)
     runs, offset = [], 0.0
     for run in [sim.prefill, *sim.traced_steps]:
         runs.append(TraceRun(run.name, run.program, run.timeline, offset))
@@ -140,47 +140,46 @@ def _plots(sim: Simulation, report: dict, directory: str) -> None:
     timeline_png(out / "timeline.png", runs, UNITS, sim.hardware.clock_hz, title)
 
 
-def _print(report: dict) -> None:
+def _print(report: Report) -> None:
     console = Console()
-    hw = report["hardware"]
+    hw = report.hardware
     console.print(
-        f"[bold]{report['model']}[/bold] on [bold]{hw['name']}[/bold] ({hw['chips']} chip(s)), "
-        f"{report['dtype']}, batch {report['batch']}, prompt {report['prompt_len']}, gen {report['gen_len']}"
+        f"[bold]{report.model}[/bold] on [bold]{hw.name}[/bold] ({hw.chips} chip(s)), "
+        f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}"
     )
-    pre, dec = report["prefill"], report["decode"]
+    pre, dec = report.prefill, report.decode
     summary = Table(title="summary: prefill = TTFT, decode = mean TPOT", title_justify="left")
     for column in ("phase", "time", "roofline", "x roof", "bound", "FLOPs", "HBM"):
         left = column in ("phase", "bound")
         summary.add_column(column, justify="left" if left else "right", no_wrap=left)
-    ratio = pre["seconds"] / pre["roofline_seconds"]
+    ratio = pre.seconds / pre.roofline_seconds
     summary.add_row(
-        "prefill", _ms(pre["seconds"]), _ms(pre["roofline_seconds"]), f"{ratio:.2f}", pre["bound"],
-        si(pre["flops"]), si(pre["hbm_bytes"], "B"),
+        "prefill", _ms(pre.seconds), _ms(pre.roofline_seconds), f"{ratio:.2f}", pre.bound,
+        si(pre.flops), si(pre.hbm_bytes, "B"),
     )  # fmt: skip
-    if dec["steps"]:
-        ratio = dec["tpot_seconds_mean"] / dec["roofline_seconds_mean"]
+    if dec.steps:
+        ratio = dec.tpot_seconds_mean / dec.roofline_seconds_mean
         summary.add_row(
-            "decode", _ms(dec["tpot_seconds_mean"]),
-            _ms(dec["roofline_seconds_mean"]), f"{ratio:.2f}", dec["bound"], si(dec["flops_per_step_mean"]),
-            si(dec["hbm_bytes_per_step_mean"], "B"),
+            "decode", _ms(dec.tpot_seconds_mean), _ms(dec.roofline_seconds_mean), f"{ratio:.2f}", dec.bound,
+            si(dec.flops_per_step_mean), si(dec.hbm_bytes_per_step_mean, "B"),
         )  # fmt: skip
     console.print(summary)
-    if dec["steps"]:
-        decode_rate, overall = report["decode_tokens_per_s"], report["throughput_tokens_per_s"]
+    if dec.steps:
         console.print(
-            f"TPOT first {_ms(dec['tpot_seconds_first'])}, last {_ms(dec['tpot_seconds_last'])}; "
-            f"decode {decode_rate:.1f} tokens/s, end to end {overall:.1f} tokens/s"
+            f"TPOT first {_ms(dec.tpot_seconds_first)}, last {_ms(dec.tpot_seconds_last)}; "
+            f"decode {report.decode_tokens_per_s:.1f} tokens/s, end to end "
+            f"{report.throughput_tokens_per_s:.1f} tokens/s"
         )
     for line in attention_lines(report):
         console.print(line)
-    for phase, units in report["units"].items():
+    for phase, units in report.units.items():
         table = Table(title=f"units, {phase}", title_justify="left")
         for column in ("unit", "busy cycles", "utilisation"):
             table.add_column(column, justify="left" if column == "unit" else "right")
         for u in units:
-            table.add_row(u["unit"], f"{u['busy_cycles']:,.0f}", f"{100 * u['utilisation']:.1f} %")
+            table.add_row(u.unit, f"{u.busy_cycles:,.0f}", f"{100 * u.utilisation:.1f} %")
         console.print(table)
-    for phase, ops in report["ops"].items():
+    for phase, ops in report.ops.items():
         table = Table(
             title=f"top ops, {phase}" + (" (per step)" if phase == "decode" else ""), title_justify="left"
         )
@@ -189,20 +188,19 @@ def _print(report: dict) -> None:
                 column, justify="right" if column in ("layer", "time", "FLOPs", "HBM", "FLOP/B") else "left"
             )
         for op in ops:
-            layer = str(op["layer"]) if op["layer"] >= 0 else "-"
             table.add_row(
-                op["name"], layer, _ms(op["seconds"]), si(op["flops"]), si(op["hbm_bytes"], "B"),
-                f"{op['intensity']:.1f}", op["bound"],
+                op.name, str(op.layer) if op.layer >= 0 else "-", _ms(op.seconds), si(op.flops),
+                si(op.hbm_bytes, "B"), f"{op.intensity:.1f}", op.bound,
             )  # fmt: skip
         console.print(table)
-    mem = report["memory"]
+    mem = report.memory
     console.print(
-        f"HBM per chip: weights {si(mem['weights_bytes'], 'B')}, KV cache {si(mem['kv_cache_bytes'], 'B')} "
-        f"({si(mem['kv_cache_bytes_per_token'], 'B')}/token), free {si(mem['free_bytes'], 'B')} of "
-        f"{si(mem['hbm_capacity_bytes'], 'B')}"
+        f"HBM per chip: weights {si(mem.weights_bytes, 'B')}, KV cache {si(mem.kv_cache_bytes, 'B')} "
+        f"({si(mem.kv_cache_bytes_per_token, 'B')}/token), free {si(mem.free_bytes, 'B')} of "
+        f"{si(mem.hbm_capacity_bytes, 'B')}"
     )
-    if hw["assumed"]:
-        console.print(f"[dim]assumed spec values: {', '.join(hw['assumed'])}[/dim]")
+    if hw.assumed:
+        console.print(f"[dim]assumed spec values: {', '.join(hw.assumed)}[/dim]")
 
 
 def _ms(seconds: float) -> str:

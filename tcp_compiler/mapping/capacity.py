@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ir import Graph
@@ -36,10 +37,11 @@ class Capacity:
 
 
 def capacity(
-    graph: Graph, weights: int, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
+    graph: Graph, weights: Iterable[str], hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
 ) -> Capacity:
-    """HBM use of one chip running `graph` (weights given: a pass may have rewritten how they are
-    read): the weights, the KV cache outputs the graph declares, and its peak of spilled values."""
+    """HBM use of one chip running `graph`: its weights (the params named; tables sized by the
+    positions grow with the graph), the KV cache outputs it declares, and its peak of spilled values."""
+    weights = sum(graph[n].type.nbytes for n in weights)
     kv_cache = sum(graph[o].type.nbytes for o in graph.meta.kv_outputs)
     return Capacity(weights, kv_cache, peak_spill(graph, hw, policy), hw.hbm_capacity_bytes)
 

@@ -66,11 +66,6 @@ def find_attention(graph: Graph) -> list[Attention]:
     return found
 
 
-def _single(users, node: Node, kind: str) -> Node | None:
-    nxt = users[node.name]
-    return nxt[0] if len(nxt) == 1 and nxt[0].kind == kind else None
-
-
 def _match(graph: Graph, users, out: Node) -> Attention | None:
     if out.kind != "einsum" or len(out.operands) != 2:
         return None

@@ -1,0 +1,249 @@
+"""The simulation report's types: the schema in code. Each field carries its unit and meaning, from
+which docs/report-schema.md is generated (tcp_compiler.report_schema); `Report.to_dict()` is the
+`--json` output. A field that is None is absent from the JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+import numpy as np
+
+SCHEMA = "tcpc.report/1"
+
+Bound = Literal["compute", "memory", "communication", "overhead"]
+
+
+def doc(meaning: str, unit: str = "", **kwargs: Any) -> Any:
+    """A field with its meaning and unit, for the generated schema doc."""
+    return field(metadata={"doc": meaning, "unit": unit}, **kwargs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """Base of every report object: numpy scalars become Python numbers, so the report is plain JSON."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.generic):
+                object.__setattr__(self, f.name, value.item())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object, keys in field order, None fields left out."""
+        return {f.name: _json(v) for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, Record):
+        return value.to_dict()
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class HardwareSummary(Record):
+    """The hardware spec as the report used it."""
+
+    name: str = doc("spec name (`rngd`, `rngd-4`, or the file's)")
+    chips: int = doc("tensor-parallel chips; the report describes one chip of the SPMD program")
+    clock_hz: float = doc("chip clock", "Hz")
+    peak_flops_per_s: float = doc(
+        "contraction-engine peak per chip for this precision's operand dtype (int weights are "
+        "dequantised, so `w4` runs at the bf16 rate)",
+        "FLOP/s",
+    )
+    hbm_bytes_per_s: float = doc("sustained HBM bandwidth per chip (the rooflines use it)", "B/s")
+    assumed: tuple[str, ...] = doc("spec keys whose values are assumptions, not published facts")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefillPhase(Record):
+    """The prompt phase: one program over the whole prompt."""
+
+    cycles: int = doc("simulated cycles of the prefill program", "cycles")
+    seconds: float = doc("`cycles / clock_hz + launch_seconds`", "s")
+    launch_seconds: float = doc("the kernel launch overhead included (`system.kernel_launch_s`)", "s")
+    flops: int = doc("work of every command (equals the IR's FLOPs after the passes)", "FLOP")
+    hbm_bytes: int = doc("bytes read and written in HBM", "B")
+    roofline_seconds: float = doc(
+        "the largest of: FLOPs at `peak_flops_per_s`, HBM bytes at `hbm_bytes_per_s`, chip-link bytes "
+        "at the link bandwidth",
+        "s",
+    )
+    bound: Bound = doc("the largest roofline term, or `overhead` when the phase took more than twice it")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodePhase(Record):
+    """The decode phase: `gen_len - 1` steps, each at its own KV length; only `steps` when there are none."""
+
+    steps: int = doc("decode steps simulated (`gen_len - 1`)", "steps")
+    tpot_seconds_mean: float | None = doc("time per output token, mean over the steps", "s", default=None)
+    tpot_seconds_first: float | None = doc(
+        "time per output token of the first step (KV length `prompt_len + 1`)", "s", default=None
+    )
+    tpot_seconds_last: float | None = doc("time per output token of the last step", "s", default=None)
+    seconds_total: float | None = doc("all decode steps", "s", default=None)
+    flops_per_step_mean: float | None = doc("mean work of a step", "FLOP", default=None)
+    hbm_bytes_per_step_mean: float | None = doc("mean HBM traffic of a step", "B", default=None)
+    bound: Bound | None = doc("as for the prefill, for the mean step", default=None)
+    roofline_seconds_mean: float | None = doc("the roofline of the mean step", "s", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitRow(Record):
+    """One hardware unit over a phase (all steps for decode)."""
+
+    unit: str = doc(
+        "`tensor_dma`, `contraction`, `reducer`, `vector`, `fetch`, `switch`, `commit`, `trf_load`, "
+        "`chip_link`"
+    )
+    busy_cycles: float = doc(
+        "cycles the unit is busy; for `tensor_dma`, the bytes its moves carry over the engines' full rate",
+        "cycles",
+    )
+    utilisation: float = doc(
+        "`busy_cycles / phase cycles`; for `tensor_dma` likewise the bytes moved over what the engines "
+        "could move; for `chip_link` the bytes sent over what the link could carry",
+        "0..1",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerRow(Record):
+    """One decoder layer (`-1`: embedding, final norm, LM head), per step for decode."""
+
+    layer: int = doc("decoder layer index")
+    seconds: float = doc(
+        "from the layer's first command's start to its last command's end (the next layer's weight "
+        "prefetch overlaps it)",
+        "s",
+    )
+    tensor_unit_seconds: float = doc("time the layer's ops hold the Tensor Unit's main context", "s")
+    flops: float = doc("the layer's work", "FLOP")
+    hbm_bytes: float = doc("the layer's HBM traffic", "B")
+    intensity: float = doc("FLOPs per byte of HBM + DM traffic", "FLOP/B")
+    roofline_seconds: float = doc("as for the phases, for this layer", "s")
+    bound: Bound = doc("as for the phases, for this layer")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpRow(Record):
+    """One fused op (an einsum with the element-wise work after it, a DMA move, a collective), per
+    step for decode; heaviest first, the top `--top N`."""
+
+    name: str = doc("the IR value the op is named after (its einsum's, or its first node's)")
+    kind: str = doc("`pass` (a Tensor Unit pass), `gather`, `scatter`, `slice`, `concat`, `all_reduce`, ...")
+    layer: int = doc("decoder layer, `-1` outside the layers")
+    placement: str = doc(
+        "where the einsum's axes went: stationary operand, clusters, slices per role, lanes, packet, "
+        "time steps, tiles"
+    )
+    seconds: float = doc("from the op's first command's start to its last command's end", "s")
+    tensor_unit_seconds: float = doc("time on the Tensor Unit's main context", "s")
+    flops: float = doc("the op's work", "FLOP")
+    hbm_bytes: float = doc("the op's HBM traffic", "B")
+    dm_bytes: float = doc("the op's data-memory (SRAM) traffic", "B")
+    link_bytes: float = doc("the op's chip-link traffic", "B")
+    intensity: float = doc("FLOPs per byte of HBM + DM traffic", "FLOP/B")
+    roofline_seconds: float = doc("as for the phases, for this op", "s")
+    bound: Bound = doc("as for the phases, for this op")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionNote(Record):
+    """How one attention op of the prefill computes its softmax, and why."""
+
+    op: str = doc("the attention's output value")
+    form: Literal["plain", "online"] = doc("plain softmax, or online softmax over tiles")
+    block: int | None = doc("online only: keys per tile", "keys", default=None)
+    rows: int | None = doc("online only: queries per tile", "queries", default=None)
+    reason: str = doc("the scores' size against the DM budget that chose the form")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Memory(Record):
+    """HBM capacity per chip."""
+
+    hbm_capacity_bytes: int = doc("HBM on the chip", "B")
+    weights_bytes: int = doc(
+        "the chip's params (its shards under tensor parallelism), scales and RoPE tables included", "B"
+    )
+    kv_cache_bytes: int = doc(
+        "the KV cache at the end of the generation (`prompt_len + gen_len - 1` positions, all sequences, "
+        "the chip's KV heads)",
+        "B",
+    )
+    kv_cache_bytes_per_token: float = doc("`kv_cache_bytes` per cached token of one sequence", "B")
+    activations_bytes: int = doc("intermediates too large for DM, spilled to HBM", "B")
+    free_bytes: int = doc("what is left", "B")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ByPhase(Record):
+    """One list per phase; `decode` only when there are decode steps."""
+
+    def items(self) -> list[tuple[str, tuple]]:
+        """(phase, rows) for the phases present, prefill first."""
+        return [(f.name, rows) for f in fields(self) if (rows := getattr(self, f.name)) is not None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Units(ByPhase):
+    """Per hardware unit, one list per phase; `decode` only when there are decode steps."""
+
+    prefill: tuple[UnitRow, ...] = doc("the prefill's units")
+    decode: tuple[UnitRow, ...] | None = doc("the decode steps' units", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layers(ByPhase):
+    """Per decoder layer, one list per phase; `decode` only when there are decode steps."""
+
+    prefill: tuple[LayerRow, ...] = doc("the prefill's layers")
+    decode: tuple[LayerRow, ...] | None = doc("a decode step's layers", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ops(ByPhase):
+    """Per fused op, heaviest first, one list per phase; `decode` only when there are decode steps."""
+
+    prefill: tuple[OpRow, ...] = doc("the prefill's ops")
+    decode: tuple[OpRow, ...] | None = doc("a decode step's ops", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attention(ByPhase):
+    """The attention form of each layer; only the prefill chooses one."""
+
+    prefill: tuple[AttentionNote, ...] = doc("one note per attention op, in layer order")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report(Record):
+    """`tcpc simulate --json`: one generation of one model on one hardware spec."""
+
+    schema: Literal["tcpc.report/1"] = doc("the schema version", default=SCHEMA)
+    model: str = doc("model name (bundled name, checkpoint directory or config file stem)")
+    family: str = doc("the config's `model_type` (`llama`, `qwen3_moe`, `gpt2`, ...)")
+    hardware: HardwareSummary = doc("the spec")
+    batch: int = doc("sequences per batch", "sequences")
+    prompt_len: int = doc("prompt tokens per sequence", "tokens")
+    gen_len: int = doc("generated tokens per sequence (the prefill produces the first)", "tokens")
+    dtype: str = doc("precision mode: `bf16`, `fp8`, `w4`, `f16`, `f32`")
+    prefill: PrefillPhase = doc("the prompt phase")
+    decode: DecodePhase = doc("the decode phase")
+    ttft_seconds: float = doc("time to first token: the prefill's seconds", "s")
+    throughput_tokens_per_s: float = doc(
+        "`batch * gen_len / (ttft + every decode step)`, end to end", "tokens/s"
+    )
+    decode_tokens_per_s: float = doc(
+        "`batch / tpot_seconds_mean`, the steady decode rate; 0 without decode steps", "tokens/s"
+    )
+    units: Units = doc("per hardware unit")
+    layers: Layers = doc("per decoder layer")
+    ops: Ops = doc("per fused op, heaviest first (`--top N`)")
+    attention: Attention = doc("the prefill's attention form per layer")
+    memory: Memory = doc("HBM capacity per chip")

@@ -1,0 +1,94 @@
+"""docs/report-schema.md is generated from the report's types; it must be current, name every key a
+real report's JSON has, and the report must hold the types it declares."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+import pytest
+
+from simulator.hardware import load_hardware
+from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.report_schema import render_schema
+from tcp_compiler.report_types import Record, Report
+from tcp_compiler.reporting import build_report
+from tcp_compiler.simulate import simulate_generation
+
+DOC = Path(__file__).parents[1] / "docs" / "report-schema.md"
+
+
+def _report(gen_len: int) -> Report:
+    """One layer on two chips with a prompt long enough for online softmax: every optional key."""
+    config = load_model("llama-3.2-1b").config
+    config = dataclasses.replace(config, layers=config.layers[:1])
+    sim = simulate_generation(config, load_hardware("rngd-2"), PRECISIONS["bf16"], 1, 4096, gen_len)
+    return build_report(sim, top=3)
+
+
+@pytest.fixture(scope="module", params=[1, 3], ids=["prefill only", "with decode"])
+def report(request) -> Report:
+    return _report(request.param)
+
+
+def test_schema_doc_is_current() -> None:
+    expected = render_schema()
+    assert DOC.read_text() == expected, "run: python -m tcp_compiler.report_schema > docs/report-schema.md"
+
+
+def _documented(text: str) -> set[str]:
+    """Key paths the doc names: each section heading's paths joined with its table's keys."""
+    paths, documented = [""], set()
+    for line in text.splitlines():
+        if line.startswith("## "):
+            paths = re.findall(r"`([^`]+)`", line) or [""]
+        elif key := re.match(r"\| `(\w+)` \|", line):
+            documented |= {f"{p}.{key[1]}".lstrip(".") for p in paths}
+    return documented
+
+
+def _key_paths(value: Any, path: str = "") -> set[str]:
+    if isinstance(value, dict):
+        keys = [f"{path}.{k}".lstrip(".") for k in value]
+        return set(keys).union(*(_key_paths(v, key) for key, v in zip(keys, value.values(), strict=True)))
+    if isinstance(value, list):
+        return set().union(*(_key_paths(v, f"{path}[]") for v in value))
+    return set()
+
+
+def test_every_json_key_is_documented(report: Report) -> None:
+    keys = _key_paths(report.to_dict())
+    assert {"attention.prefill[].block", "units.prefill[].unit"} <= keys  # the walk reached the lists
+    assert keys <= _documented(DOC.read_text())
+
+
+def _check(value: Any, hint: Any, name: str) -> None:
+    """`value` is of type `hint` (None only where the field allows it), recursively."""
+    args = get_args(hint)
+    if type(None) in args:
+        if value is None:
+            return
+        (hint,) = [a for a in args if a is not type(None)]
+        args = get_args(hint)
+    if get_origin(hint) is tuple:
+        assert type(value) is tuple, name
+        for item in value:
+            _check(item, args[0], name)
+    elif get_origin(hint) is Literal:
+        assert value in args, (name, value)
+    else:
+        assert type(value) is hint, (name, type(value), hint)
+        if isinstance(value, Record):
+            hints = get_type_hints(hint)
+            for f in dataclasses.fields(value):
+                _check(getattr(value, f.name), hints[f.name], f"{name}.{f.name}")
+
+
+def test_report_holds_its_declared_types_and_is_plain_json(report: Report) -> None:
+    _check(report, Report, "report")
+    as_dict = report.to_dict()
+    assert json.loads(json.dumps(as_dict)) == as_dict
