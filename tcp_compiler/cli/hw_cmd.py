@@ -141,7 +141,7 @@ def _print_memory(console: Console, hw: Hardware) -> None:
         table.add_column(f"x {hw.chips} chips", justify="right", no_wrap=True)
     gbs = lambda bytes_per_s: f"{bytes_per_s / 1e9:,.0f} GB/s"
     gb = lambda n: f"{n / 1e9:,.0f} GB"
-    dma = hw.dma_engines * hw.dma_bytes_per_cycle_each * hw.clock_hz
+    dma = hw.dma_bytes_per_cycle * hw.clock_hz
     rows = [
         ("PEs", f"{hw.pes}", f"{hw.chips * hw.pes:,}"),
         ("slices", f"{hw.slices:,} ({hw.slices_per_cluster} per cluster)", f"{hw.chips * hw.slices:,}"),

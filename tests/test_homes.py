@@ -1,0 +1,77 @@
+"""The concepts the mapping relies on have one home each: op traits, units, graph metadata."""
+
+from __future__ import annotations
+
+import pytest
+
+from ir.ops import REGISTRY
+from simulator import units
+from simulator.hardware import PARAMS, load_hardware
+from simulator.program import UNITS
+from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.mapping import traits
+from tcp_compiler.mapping.fusion import fuse
+from tcp_compiler.mapping.steps import resize_graph
+from tcp_compiler.passes import run_passes
+from tcp_compiler.pipeline import lower
+
+LLAMA = load_model("llama-3.2-1b").config
+
+
+def test_every_registered_op_has_traits_and_an_unknown_one_is_refused() -> None:
+    assert set(traits.TRAITS) == set(REGISTRY)
+    for kind, t in traits.TRAITS.items():
+        assert (t.work == "pass") == (t.stage is not None), kind
+        assert t.stage is None or t.stage in traits.STAGES
+    with pytest.raises(TypeError, match="has no mapping traits"):
+        traits._traits("not_an_op")
+
+
+def test_units_are_defined_once_and_read_real_spec_keys() -> None:
+    assert tuple(u.name for u in units.UNITS) == UNITS
+    keys = {p.dotted for p in PARAMS}
+    for unit in units.UNITS:
+        assert unit.reads and set(unit.reads) <= keys, unit.name
+        assert unit.moves in (None, "dma_bytes", "link_bytes")
+    hw = load_hardware("rngd")
+    assert units.BY_NAME["tensor_dma"].bandwidth(hw) == hw.dma_engines * hw.dma_bytes_per_cycle_each
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_graph_metadata_survives_the_passes_and_names_are_not_parsed(phase: str) -> None:
+    build = build_prefill if phase == "prefill" else build_decode
+    built = build(LLAMA, PRECISIONS["bf16"], 1, 16)
+    meta = built.graph.meta
+    assert meta.kv_outputs == tuple(f"l{i}.{kv}_cache" for i in range(len(LLAMA.layers)) for kv in "kv")
+    assert meta.kv_axes == ("P", "Sk")
+    after = run_passes(built.graph)
+    assert after.meta.kv_outputs == meta.kv_outputs and after.meta.kv_axes == meta.kv_axes
+    # Every value the passes made belongs to a layer through the map, never through its name.
+    assert all(n.name in after.meta.layers for n in after.nodes)
+    layers = {op.layer for op in fuse(after)}
+    assert layers == {-1, *range(len(LLAMA.layers))}
+
+
+def test_layers_come_from_the_map_not_the_names() -> None:
+    graph = run_passes(build_decode(LLAMA, PRECISIONS["bf16"], 1, 16).graph)
+    graph.meta.layers = {name: 7 for name in graph.meta.layers}  # a model whose values all sit in layer 7
+    assert {op.layer for op in fuse(graph)} == {7}
+
+
+def test_online_softmax_tiles_keep_their_layer_and_shared_masks_stay_shared() -> None:
+    lowered = lower(LLAMA, load_hardware("rngd"), PRECISIONS["bf16"], "prefill", 2048)
+    assert all(note["form"] == "online" for note in lowered.attention)
+    meta = lowered.graph.meta
+    blocks = [n.name for n in lowered.graph.nodes if ".blk" in n.name]
+    assert blocks and all(meta.layer_of(b) == int(b.split(".")[0][1:]) for b in blocks)
+    masks = [n.name for n in lowered.graph.nodes if n.name.startswith("mask.")]
+    assert masks and all(meta.layer_of(m) == -1 for m in masks)
+
+
+def test_resizing_a_decode_graph_keeps_its_metadata() -> None:
+    graph = run_passes(build_decode(LLAMA, PRECISIONS["bf16"], 1, 16).graph)
+    bigger = resize_graph(graph, dict.fromkeys(graph.meta.kv_axes, 100))
+    assert bigger.meta is graph.meta
+    assert all(bigger[o].type.size("P") == 100 for o in bigger.meta.kv_outputs)
