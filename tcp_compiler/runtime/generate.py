@@ -61,13 +61,15 @@ def generate(
     history = [list(p) for p in prompts]
     stop = StopState(sampling, batch)
     token = _next(outs[0]["logits"], sampling, history, rng, result, stop)
+    source = prefill.graph  # the graph whose outputs hold the caches
     for step in range(decode_steps):
         if stop.all_finished:
             break
         past = seq + step
         decode = build_decode(config, precision, batch, past, chips=chips)
         shared = {"ids": token[:, None].astype(np.int32), "pos": (lengths + step).astype(np.int32)}
-        outs = _run(decode, [{**shared, **_grown_caches(out)} for out in outs], weights)
+        outs = _run(decode, [{**shared, **_grown_caches(source, out)} for out in outs], weights)
+        source = decode.graph
         result.decode_logits.append(outs[0]["logits"])
         token = _next(outs[0]["logits"], sampling, history, rng, result, stop)
     return result
@@ -92,13 +94,16 @@ def _next(logits, sampling, history, rng, result: Generation, stop: StopState) -
     return token
 
 
-def _grown_caches(out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """One rank's KV caches from the last step as the next decode's inputs, one slot longer."""
-    return {
-        f"{name}_in": np.pad(cache, [(0, 0), (0, 0), (0, 1), (0, 0)])
-        for name, cache in out.items()
-        if name != "logits"
-    }
+def _grown_caches(graph: ir.Graph, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One rank's KV caches from the last step (the outputs `graph` declares as its KV cache) as the
+    next decode's inputs (`{name}_in`), one slot longer along the KV axis."""
+    grown = {}
+    for name in graph.meta.kv_outputs:
+        names = graph[name].type.names
+        axis = next(i for i, a in enumerate(names) if a in graph.meta.kv_axes)
+        pad = [(0, 1) if i == axis else (0, 0) for i in range(len(names))]
+        grown[f"{name}_in"] = np.pad(out[name], pad)
+    return grown
 
 
 def _run(model: ModelGraph, feeds: list[dict], weights: _Memo) -> list[dict[str, np.ndarray]]:
