@@ -9,13 +9,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from ir.errors import VerifyError
 from ir.ops import REGISTRY, AttrValue, OpCall
 from ir.types import TensorType
+
+if TYPE_CHECKING:  # networkx costs ~0.1 s to import; only the graph view needs it
+    import networkx as nx
 
 NAME_RE = re.compile(r"[A-Za-z0-9_.]+")
 
@@ -171,6 +174,8 @@ class Graph:
 
     def to_networkx(self) -> nx.MultiDiGraph:
         """Values as nodes (with `kind`, `type`); one edge per operand use, tagged with its index."""
+        import networkx as nx
+
         g = nx.MultiDiGraph(name=self.name)
         for n in self.nodes:
             g.add_node(n.name, kind=n.kind, type=str(n.type))

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ir import Graph
-from simulator.engine import simulate as run_engine
 from simulator.hardware import Hardware
 from simulator.program import Program
 from simulator.timeline import Timeline
@@ -114,4 +113,6 @@ def larger(a: Capacity, b: Capacity) -> Capacity:
 
 def run(program: Program, hw: Hardware) -> Timeline:
     """The Program's timeline on the engine, at the spec's sustained HBM and aggregate DMA rates."""
+    from simulator.engine import simulate as run_engine  # numba: imported when a program runs, not for --help
+
     return run_engine(program, hw.hbm_sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)

@@ -78,7 +78,9 @@ def simulate_generation(
     # as it will run, whose spilled activations can be the larger. The decode step is checked
     # first: it is cheap, and a prompt too long for HBM should not first be cut into key blocks.
     decode = lower(config, hardware, precision, "decode", prompt_len, options)
-    final_positions = prompt_len + steps + 1  # the last step's cache: past tokens + its own
+    # The last step writes position prompt_len + steps - 1: its cache holds prompt_len + steps
+    # positions (the last generated token is sampled, never written back).
+    final_positions = prompt_len + steps
     final = resize_graph(decode.graph, dict.fromkeys(decode.graph.meta.kv_axes, final_positions))
     decode_cap = capacity(final, decode.weight_names, hardware, options.policy)
     check_capacity(decode_cap, config.name, hardware, chips)

@@ -151,3 +151,16 @@ def test_bad_arguments_are_one_line_exit_2(args: list[str], expected: str, capsy
     assert main(["simulate", "llama-3.2-1b", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tcpc: error: ") and err.count("\n") == 1 and expected in err, err
+
+
+@pytest.mark.parametrize("gen", [1, 5])
+def test_kv_cache_counts_the_positions_written_and_no_more(gen: int) -> None:
+    """The cache after a generation holds prompt + gen - 1 positions (the last token is sampled,
+    not written back): bytes per token equal the config's 2 x layers x KV heads x head_dim x 2 B."""
+    cfg = load_model("llama-3.1-8b").config
+    sim = simulate_generation(cfg, load_hardware("rngd"), PRECISIONS["bf16"], 2, 64, gen)
+    report = build_report(sim, top=1)
+    per_token = 2 * len(cfg.layers) * cfg.kv_heads * cfg.head_dim * 2
+    assert per_token == 131_072
+    assert report.memory.kv_cache_bytes_per_token == per_token
+    assert report.memory.kv_cache_bytes == per_token * 2 * (64 + gen - 1)

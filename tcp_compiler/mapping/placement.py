@@ -145,15 +145,29 @@ def _ceil(a, b):
 
 def _candidates(hw: Hardware, n: int, m: int, b: int, dtype) -> np.ndarray:
     """Every split of the slices among N, B and M (powers of two) with every power-of-two count of
-    sequential N passes that leaves each a full lane group per slice, as rows (s_n, s_m, s_b, p)."""
-    rows = [
-        (s_n, s_m, s_b, p)
-        for s_n in _powers_of_two(min(hw.slices, n))
-        for s_b in _powers_of_two(min(hw.slices // s_n, b))
-        for s_m in _powers_of_two(min(hw.slices // (s_n * s_b), m))
-        for p in _powers_of_two(max(1, n // (s_n * hw.lanes_per_slice)))
-    ]
-    return np.array(rows, dtype=dtype)
+    sequential N passes that leaves each a full lane group per slice, as rows (s_n, s_m, s_b, p),
+    in the order of nested loops over s_n, s_b, s_m, p (ties go to the first)."""
+    return _candidate_grid(hw.slices, hw.lanes_per_slice, n, m, b).astype(dtype)
+
+
+@lru_cache(maxsize=4096)
+def _candidate_grid(slices: int, lanes: int, n: int, m: int, b: int) -> np.ndarray:
+    """The candidates as one masked grid of exponents (no Python loop per candidate)."""
+    top = slices.bit_length()
+    passes_top = max(1, n // lanes).bit_length()
+    e_n, e_b, e_m, e_p = np.meshgrid(
+        np.arange(min(slices, n).bit_length()), np.arange(top), np.arange(top), np.arange(passes_top),
+        indexing="ij",
+    )  # fmt: skip
+    s_n, s_b, s_m, p = (np.left_shift(1, e).astype(np.int64) for e in (e_n, e_b, e_m, e_p))
+    keep = (
+        (s_n * s_b <= slices) & (s_b <= b)
+        & (s_n * s_b * s_m <= slices) & (s_m <= m)
+        & (p <= np.maximum(1, n // (s_n * lanes)))
+    )  # fmt: skip
+    grid = np.stack([s_n[keep], s_m[keep], s_b[keep], p[keep]], axis=1)
+    grid.setflags(write=False)
+    return grid
 
 
 def _int_type(shape: EinsumShape):
