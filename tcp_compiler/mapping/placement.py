@@ -147,7 +147,16 @@ def _candidates(hw: Hardware, n: int, m: int, b: int, dtype) -> np.ndarray:
     """Every split of the slices among N, B and M (powers of two) with every power-of-two count of
     sequential N passes that leaves each a full lane group per slice, as rows (s_n, s_m, s_b, p),
     in the order of nested loops over s_n, s_b, s_m, p (ties go to the first)."""
-    return _candidate_grid(hw.slices, hw.lanes_per_slice, n, m, b).astype(dtype)
+    lanes = hw.lanes_per_slice
+    # Only powers of two are compared with n, m and b (with power-of-two lanes, p * s_n * lanes is
+    # one too), so their largest powers of two below them give the same grid: decode steps whose
+    # KV length differs share it.
+    n = _floor_pow2(n) if lanes & (lanes - 1) == 0 else n
+    return _candidate_grid(hw.slices, lanes, n, _floor_pow2(m), _floor_pow2(b)).astype(dtype)
+
+
+def _floor_pow2(x: int) -> int:
+    return 1 << (x.bit_length() - 1) if x > 0 else x
 
 
 @lru_cache(maxsize=4096)
