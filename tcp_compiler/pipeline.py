@@ -23,6 +23,7 @@ from tcp_compiler.mapping.capacity import Capacity, capacity, check_capacity
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.schedule import schedule
 from tcp_compiler.passes import run_passes
+from tcp_compiler.passes.online_softmax import find_attention
 
 PHASES = ("prefill", "decode")
 # What happens to a built graph before it is scheduled, in order.
@@ -75,13 +76,28 @@ def build(config: ModelConfig, precision: Precision, phase: str, length: int, op
     return build_decode(config, precision, options.batch, length, chips=chips)
 
 
-def lower(config: ModelConfig, hw: Hardware, precision: Precision, phase: str, length: int,
-          options: CompileOptions = CompileOptions()) -> Lowered:  # fmt: skip
-    """The LOWERING steps on one phase's graph (no capacity check, no schedule)."""
+def lower(
+    config: ModelConfig,
+    hw: Hardware,
+    precision: Precision,
+    phase: str,
+    length: int,
+    options: CompileOptions = CompileOptions(),
+    check: bool = False,
+    fits_with: Capacity | None = None,
+) -> Lowered:
+    """The LOWERING steps on one phase's graph (no schedule). With `check`, a prefill that cannot
+    fit HBM (alone, or beside `fits_with`: another phase's use) is refused before the attention
+    rewrite, whose cost grows with the prompt: what it does not replace already spills that much."""
     model = build(config, precision, phase, length, options, options.chips_on(hw))
     graph = run_passes(model.graph)
     attention: list[dict] = []
     if phase == "prefill":
+        if check:
+            replaced = frozenset().union(*(m.nodes for m in find_attention(graph)))
+            bound = capacity(graph, tuple(model.bindings), hw, options.policy, ignore=replaced)
+            bound = bound if fits_with is None else larger(bound, fits_with)
+            check_capacity(bound, config.name, hw, options.chips_on(hw), at_least=True)
         graph, attention = choose_attention(graph, hw, options.policy)
     cap = capacity(graph, tuple(model.bindings), hw, options.policy)
     return Lowered(phase, model, graph, attention, cap, options)
@@ -98,7 +114,7 @@ def compile_phase(
 ) -> Compiled:
     """Lowered, checked against HBM (with `fits_with`, another phase's use: the larger of each
     part must fit), and scheduled into the Program of one chip."""
-    lowered = lower(config, hw, precision, phase, length, options)
+    lowered = lower(config, hw, precision, phase, length, options, check=True, fits_with=fits_with)
     cap = lowered.capacity if fits_with is None else larger(lowered.capacity, fits_with)
     check_capacity(cap, config.name, hw, options.chips_on(hw))
     program = schedule(lowered.graph, hw, options.policy)

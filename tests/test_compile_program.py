@@ -108,3 +108,16 @@ def test_emit_ir_final_prints_the_graph_after_passes_and_attention_choice(capsys
     built = capsys.readouterr().out
     assert "blk" in final and "blk" not in built  # online-softmax key blocks exist only after lowering
     assert "silu" in built and "= silu(" not in final  # decomposed by the passes
+
+
+def test_a_prefill_too_big_for_hbm_is_refused_before_the_attention_rewrite(capsys, monkeypatch) -> None:
+    """Batch 64 x 2048 tokens spills 32 GB besides attention: refused without building the tiles."""
+    import tcp_compiler.pipeline as pipeline
+
+    def never(*args, **kwargs):
+        raise AssertionError("the attention rewrite ran for a graph that cannot fit")
+
+    monkeypatch.setattr(pipeline, "choose_attention", never)
+    assert main(["compile", "llama-3.1-8b", "--batch", "64", "--seq", "2048", "--emit", "program"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs at least" in err and "it would fit on 2 chips" in err

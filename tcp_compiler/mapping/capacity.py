@@ -37,18 +37,25 @@ class Capacity:
 
 
 def capacity(
-    graph: Graph, weights: Iterable[str], hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
+    graph: Graph,
+    weights: Iterable[str],
+    hw: Hardware,
+    policy: MappingPolicy = DEFAULT_POLICY,
+    ignore: frozenset[str] = frozenset(),
 ) -> Capacity:
     """HBM use of one chip running `graph`: its weights (the params named; tables sized by the
     positions grow with the graph), the KV cache outputs it declares, and its peak of spilled values."""
     weights = sum(graph[n].type.nbytes for n in weights)
     kv_cache = sum(graph[o].type.nbytes for o in graph.meta.kv_outputs)
-    return Capacity(weights, kv_cache, peak_spill(graph, hw, policy), hw.hbm_capacity_bytes)
+    return Capacity(weights, kv_cache, peak_spill(graph, hw, policy, ignore), hw.hbm_capacity_bytes)
 
 
-def peak_spill(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> int:
+def peak_spill(
+    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, ignore: frozenset[str] = frozenset()
+) -> int:
     """The most HBM that intermediates spilled out of DM hold at any one time: each lives from
-    the op that makes it to its last reader (views share their root's bytes)."""
+    the op that makes it to its last reader (views share their root's bytes). Values in `ignore`
+    are not counted (a lower bound, for values a later rewrite will replace)."""
     where = residency(graph, hw, policy)
     outputs = set(graph.outputs)
     root: dict[str, str] = {}
@@ -64,6 +71,7 @@ def peak_spill(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLIC
         if where[n.name] == HBM
         and not (traits(n.kind).in_memory or traits(n.kind).view)
         and n.name not in outputs
+        and n.name not in ignore
     }
     live = peak = 0
     ends: dict[int, int] = {}
@@ -77,12 +85,15 @@ def peak_spill(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLIC
     return peak
 
 
-def check_capacity(cap: Capacity, what: str, hw: Hardware, chips: int) -> None:
+def check_capacity(cap: Capacity, what: str, hw: Hardware, chips: int, at_least: bool = False) -> None:
+    """Raises with the figures and the chip count that would fit; `at_least`: `cap` is a lower
+    bound (checked before a rewrite that can only add to it), and the message says so."""
     if cap.needed <= cap.available:
         return
     fits = cap.chips_needed(chips)
     advice = f"it would fit on {fits} chips" if fits else f"it does not fit even on {CHIP_COUNTS[-1]} chips"
+    needs = "needs at least" if at_least else "needs"
     raise TcpcError(
-        f"{what} needs {cap.needed:,} bytes of HBM per chip ({cap.weights:,} weights, {cap.kv_cache:,} KV "
-        f"cache, {cap.activations:,} activations) but '{hw.name}' has {cap.available:,}; {advice}"
+        f"{what} {needs} {cap.needed:,} bytes of HBM per chip ({cap.weights:,} weights, {cap.kv_cache:,} "
+        f"KV cache, {cap.activations:,} activations) but '{hw.name}' has {cap.available:,}; {advice}"
     )
