@@ -80,16 +80,12 @@ def _users(dep_ptr, dep_idx):
 
 
 @njit(cache=True)
-def _insert(buffer, size, value):
-    """Adds value to the sorted, duplicate-free buffer[:size]; returns the new size."""
-    pos = size
-    while pos > 0 and buffer[pos - 1] > value:
-        pos -= 1
-    if pos > 0 and buffer[pos - 1] == value:
+def _add_candidate(candidates, size, mark, stamp, value):
+    """Appends value once per event (mark[value] == stamp once added); returns the new size."""
+    if mark[value] == stamp:
         return size
-    for k in range(size, pos, -1):
-        buffer[k] = buffer[k - 1]
-    buffer[pos] = value
+    mark[value] = stamp
+    candidates[size] = value
     return size + 1
 
 
@@ -115,6 +111,8 @@ def _run(chip, cycles, latency, moved, hbm, dep_ptr, user_ptr, users, prev, foll
     hbm_demand = np.zeros(chips)
     scale = np.ones(chips)
     candidates = np.empty(n, np.int64)
+    mark = np.full(n, -1, np.int64)  # the event at which a command last became a candidate
+    stamp = 0
     count = 0
     now = 0.0
     finished = 0
@@ -151,6 +149,7 @@ def _run(chip, cycles, latency, moved, hbm, dep_ptr, user_ptr, users, prev, foll
             else:
                 step = min(step, start[i] + cycles[i] - now)
         now += step
+        stamp += 1
         n_cand = 0
         kept = 0
         for a in range(count):
@@ -167,13 +166,14 @@ def _run(chip, cycles, latency, moved, hbm, dep_ptr, user_ptr, users, prev, foll
             end[i] = now
             finished += 1
             if following[i] >= 0:
-                n_cand = _insert(candidates, n_cand, following[i])
+                n_cand = _add_candidate(candidates, n_cand, mark, stamp, following[i])
             for u in range(user_ptr[i], user_ptr[i + 1]):
                 waiting[users[u]] -= 1
-                n_cand = _insert(candidates, n_cand, users[u])
+                n_cand = _add_candidate(candidates, n_cand, mark, stamp, users[u])
         count = kept
-        for c in range(n_cand):  # ascending index, as the reference starts them
-            i = candidates[c]
+        ordered = np.sort(candidates[:n_cand])  # ascending index, as the reference starts them
+        for c in range(n_cand):
+            i = ordered[c]
             if start[i] < 0 and waiting[i] == 0 and (prev[i] < 0 or end[prev[i]] >= 0):
                 start[i] = now
                 active[count] = i
