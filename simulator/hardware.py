@@ -12,7 +12,7 @@ import difflib
 import math
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -312,6 +312,16 @@ class Hardware:
         """Chip clock cycles in a wall time (for the spec's latencies given in seconds)."""
         return seconds * self.clock_hz
 
+    def with_chips(self, chips: int | None) -> Hardware:
+        """The same chip in a system of `chips` (None: as specified), linked as the spec says: what
+        `--chips N` means, so `--chips 4` on rngd is rngd-4."""
+        if chips is None or chips == self.chips:
+            return self
+        if chips < 1:
+            raise HardwareError(f"--chips must be at least 1, got {chips}")
+        source = f"derived: --chips {chips} ({self.name}'s chip, {chips} of them)"
+        return replace(self, chips=chips, sources={**self.sources, "system.chips": source})
+
     # --- output -------------------------------------------------------------------------------
 
     def parameters(self) -> list[tuple[str, int | float, str, str]]:
@@ -377,8 +387,9 @@ def list_presets() -> list[str]:
     return sorted((p.stem for p in SPECS_DIR.glob("*.toml")), key=natural)
 
 
-def load_hardware(name_or_path: str | Path) -> Hardware:
-    """Loads a preset by name (`rngd`, `rngd-4`) or a spec file by path, applying `extends`."""
+def load_hardware(name_or_path: str | Path, chips: int | None = None) -> Hardware:
+    """Loads a preset by name (`rngd`, `rngd-4`) or a spec file by path, applying `extends`; with
+    `chips`, as a system of that many of its chips (Hardware.with_chips)."""
     path = _resolve(name_or_path)
     entries, meta = _load_entries(path, ())
     for key in LEAF_KEYS:
@@ -400,7 +411,7 @@ def load_hardware(name_or_path: str | Path) -> Hardware:
         **values,
     )
     _check_consistency(hw, entries)
-    return hw
+    return hw.with_chips(chips)
 
 
 def _resolve(name_or_path: str | Path) -> Path:

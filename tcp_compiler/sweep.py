@@ -47,7 +47,7 @@ def point_hash(point: Point) -> str:
     digest = hashlib.sha256()
     model = load_model(point.model)
     digest.update(model.source.read_bytes())
-    hw = load_hardware(point.hw)
+    hw = load_hardware(point.hw, point.chips)
     digest.update(json.dumps(hw.to_dict(), sort_keys=True, default=str).encode())
     digest.update(json.dumps(asdict(point), sort_keys=True).encode())
     return digest.hexdigest()[:16]
@@ -66,7 +66,7 @@ def run_point(point: Point) -> dict:
     try:
         row["hash"] = point_hash(point)
         config = load_model(point.model).config
-        hw = load_hardware(point.hw)
+        hw = load_hardware(point.hw, point.chips)
         sim = simulate_generation(config, hw, precision(point.dtype), point.batch, point.prompt_len,
                                   point.gen_len, point.chips)  # fmt: skip
         report = build_report(sim, top=1)

@@ -144,6 +144,7 @@ def test_cli_writes_json_markdown_trace_and_plots(tmp_path: Path, capsys) -> Non
         (["--batch", "0"], "--batch must be at least 1, got 0"),
         (["--hw", "nope"], "nope"),
         (["--chips", "3"], "do not split over 3 chips"),
+        (["--chips", "0"], "--chips must be at least 1, got 0"),
         (["--hw", "rngd", "--prompt-len", "2000000"], "bytes of HBM per chip"),
     ],
 )
@@ -164,3 +165,16 @@ def test_kv_cache_counts_the_positions_written_and_no_more(gen: int) -> None:
     assert per_token == 131_072
     assert report.memory.kv_cache_bytes_per_token == per_token
     assert report.memory.kv_cache_bytes == per_token * 2 * (64 + gen - 1)
+
+
+def test_chips_alone_means_that_many_chips_of_the_spec(tmp_path: Path) -> None:
+    """`--chips 2` on rngd is rngd-2: every figure equal but the hardware's name."""
+    reports = []
+    for args in (["--chips", "2"], ["--hw", "rngd-2"]):
+        out = tmp_path / f"{args[-1]}.json"
+        base = ["simulate", "llama-3.2-1b", "--prompt-len", "64", "--gen-len", "3"]
+        assert main([*base, *args, "--json", str(out)]) == 0
+        reports.append(json.loads(out.read_text()))
+    for r in reports:
+        r["hardware"].pop("name")
+    assert reports[0] == reports[1] and reports[0]["hardware"]["chips"] == 2

@@ -81,3 +81,9 @@ def test_bad_lists_are_usage_errors(capsys) -> None:
     except SystemExit as e:
         assert e.code == 2
     assert "--batch: expected comma-separated integers" in capsys.readouterr().err
+
+
+def test_a_sweep_over_chips_on_the_one_chip_spec_runs_each_count() -> None:
+    rows = [run_point(p) for p in grid("llama-3.2-1b", "rngd", [1, 2], [1], [32], [2], ["bf16"])]
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
+    assert rows[1]["weights_bytes"] < rows[0]["weights_bytes"]

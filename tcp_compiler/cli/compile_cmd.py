@@ -26,7 +26,10 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--group-size", type=int, metavar="N", help="w4 only: elements per scale (default 128)")
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
-    p.add_argument("--chips", type=int, metavar="N", help="tensor-parallel chips (default: the spec's)")
+    p.add_argument(
+        "--chips", type=int, metavar="N",
+        help="tensor-parallel chips of the spec's kind (default: its count; --chips 4 on rngd is rngd-4)",
+    )  # fmt: skip
 
 
 def add_parser(subparsers) -> None:
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if args.documents and args.phase == "decode":
         raise CliError("--documents applies to --phase prefill (a packed row has no decode)")
     model = load_model(args.model)
-    hw = load_hardware(args.hw)
+    hw = load_hardware(args.hw, args.chips)
     prec = precision(args.dtype, args.group_size)
     options = CompileOptions(batch=args.batch, chips=args.chips, documents=args.documents)
     length = args.seq if args.phase == "prefill" else args.past

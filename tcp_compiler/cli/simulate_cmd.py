@@ -33,7 +33,10 @@ def add_parser(subparsers) -> None:
         "model", nargs="?", default=DEFAULT_MODEL, help="config.json, checkpoint dir or bundled name"
     )
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
-    p.add_argument("--chips", type=int, metavar="N", help="tensor-parallel chips (default: the spec's)")
+    p.add_argument(
+        "--chips", type=int, metavar="N",
+        help="tensor-parallel chips of the spec's kind (default: its count; --chips 4 on rngd is rngd-4)",
+    )  # fmt: skip
     p.add_argument("--batch", type=int, default=1, metavar="B", help="sequences per batch (default 1)")
     p.add_argument("--prompt-len", type=int, default=2048, metavar="P", help="prompt tokens (default 2048)")
     p.add_argument("--gen-len", type=int, default=128, metavar="G", help="generated tokens (default 128)")
@@ -57,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) < 1:
             raise CliError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     model = load_model(args.model)
-    hw = load_hardware(args.hw)
+    hw = load_hardware(args.hw, args.chips)
     prec = precision(args.dtype, args.group_size)
     bar = _LazyProgress(enabled=args.gen_len >= 64)
     try:
