@@ -25,8 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ir import Graph, Node, TensorType
+from ir.errors import VerifyError
 from ir.types import Axis
-from tcp_compiler.passes.simplify import clone, finish, new_graph
+from tcp_compiler.passes.simplify import clone, finish, new_graph, verified_once
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,13 @@ def online_softmax(
             out.meta.derive((m.name for m in out.nodes[first:]), n.name)
         elif n.name not in skip:
             out.append(clone(n))
-    done = finish(graph, out, "online_softmax")
+    for name in matches:  # readers of each attention's output see the same type as before
+        if out[name].type != graph[name].type:
+            raise VerifyError(f"pass online_softmax changed %{name}: {graph[name].type} -> {out[name].type}")
+    # Every new node was type-checked as it was added; the others are the verified input's nodes,
+    # reading values whose types did not change: verifying the whole graph again would only repeat that.
+    with verified_once():
+        done = finish(graph, out, "online_softmax")
     if lse:
         done.set_outputs(*graph.outputs, *extra)
     return done
