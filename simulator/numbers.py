@@ -13,3 +13,8 @@ def si(value: float, unit: str = "") -> str:
         magnitude += 1
     text = f"{value:.0f}" if magnitude == 0 and float(value).is_integer() else f"{value:.3g}"
     return f"{text} {_PREFIXES[magnitude]}{unit}".rstrip()
+
+
+def plural(count: int, noun: str) -> str:
+    """'1 chip', '4 chips': a count with its noun, for report wording."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"

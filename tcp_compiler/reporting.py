@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ir import DType
+from simulator.numbers import plural
 from simulator.report import OpTotals, bound
 from simulator.units import UNITS
 from tcp_compiler.report_types import (
@@ -194,7 +195,7 @@ def render_markdown(report: Report) -> str:
     """The report as Markdown: summary, units, top ops per phase, memory."""
     hw, pre, dec = report.hardware, report.prefill, report.decode
     lines = [
-        f"# {report.model} on {hw.name} ({hw.chips} chip(s))",
+        f"# {report.model} on {hw.name} ({plural(hw.chips, 'chip')})",
         "",
         f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}.",
         "",

@@ -27,7 +27,7 @@ def test_emit_program_lists_ops_placements_and_commands(tmp_path: Path, capsys) 
         == 0
     )
     text = out.read_text()
-    assert text.startswith("program llama-3.2-1b.decode on rngd (one of 1 chips):")
+    assert text.startswith("program llama-3.2-1b.decode on rngd (one chip):")
     assert "op 3 %l0.q [pass] layer 0" in text  # the embedding is cast to f32 as the norm fetches it
     assert "placement: TRF<-op" in text and "Packet[K:D]=32" in text
     assert " dma  chip 0" in text and " main chip 0" in text and "MB HBM" in text

@@ -123,13 +123,16 @@ def test_cli_writes_json_markdown_trace_and_plots(tmp_path: Path, capsys) -> Non
     args += ["--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")]
     args += ["--trace", str(tmp_path / "t.json"), "--plot", str(tmp_path / "p")]
     assert main(args) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "prefill = TTFT" in out and "decode = mean TPOT" in out and "TPOT first" in out
+    assert "on rngd (1 chip)," in out and "chip(s)" not in out
+    for name in ("r.json", "r.md", "t.json", "p"):  # each output says where it went, on stderr
+        assert f"wrote {tmp_path / name} (" in err
     assert "prefill attention: plain softmax in 16 of 16 layers (scores" in " ".join(out.split())
     assert "- prefill attention: plain softmax in 16 of 16 layers" in (tmp_path / "r.md").read_text()
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["model"] == "llama-3.2-1b" and report["decode"]["steps"] == 2
-    assert (tmp_path / "r.md").read_text().startswith("# llama-3.2-1b on rngd")
+    assert (tmp_path / "r.md").read_text().startswith("# llama-3.2-1b on rngd (1 chip)")
     trace = json.loads((tmp_path / "t.json").read_text())
     for event in trace["traceEvents"]:
         assert {"name", "ph", "ts", "pid", "tid"} <= set(event)

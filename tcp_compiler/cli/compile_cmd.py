@@ -81,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
     if args.emit == "ir-final":
         text = ir.print_graph(compiled.graph)
     else:
-        title = f"program {compiled.graph.name} on {hw.name} (one of {options.chips_on(hw)} chips)"
+        chips = options.chips_on(hw)
+        where = "one chip" if chips == 1 else f"one of {chips} chips"
+        title = f"program {compiled.graph.name} on {hw.name} ({where})"
         text = format_program(compiled.program, title) + totals_line(compiled.program, hw) + "\n"
     return _write(args.output, text, compiled.model)
 

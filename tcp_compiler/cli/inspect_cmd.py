@@ -11,7 +11,7 @@ from rich.table import Table
 import ir
 from ir.analysis import GraphCost
 from ir.dot import to_dot
-from tcp_compiler.cli.output import si, write_atomically
+from tcp_compiler.cli.output import announce, si, write_atomically
 
 
 def add_parser(subparsers) -> None:
@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     cost = ir.analyze(graph)
     if args.dot:
         write_atomically(args.dot, to_dot(graph))
+        announce(args.dot, "Graphviz DOT")
     if args.json:
         print(json.dumps(cost.to_json(), indent=2))
     else:

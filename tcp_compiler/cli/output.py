@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from simulator.files import atomic_output
-from simulator.numbers import si
+from simulator.numbers import plural, si
 from tcp_compiler.errors import CliError
 
 
@@ -22,4 +23,9 @@ def write_atomically_bytes(path: str | Path, data: bytes) -> None:
         raise CliError(f"{path}: cannot write: {e.strerror}") from None
 
 
-__all__ = ["si", "write_atomically", "write_atomically_bytes"]
+def announce(path: str | Path, what: str) -> None:
+    """Says where an output went, on standard error so standard output stays the report or data."""
+    print(f"wrote {path} ({what})", file=sys.stderr)
+
+
+__all__ = ["announce", "plural", "si", "write_atomically", "write_atomically_bytes"]

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from simulator.hardware import load_hardware
-from tcp_compiler.cli.output import si, write_atomically
+from tcp_compiler.cli.output import announce, plural, si, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
@@ -74,12 +74,16 @@ def run(args: argparse.Namespace) -> int:
     _print(report)
     if args.json:
         write_atomically(args.json, json.dumps(report.to_dict(), indent=2) + "\n")
+        announce(args.json, "JSON report, docs/report-schema.md")
     if args.markdown:
         write_atomically(args.markdown, render_markdown(report))
+        announce(args.markdown, "Markdown report")
     if args.trace:
         _trace(sim, args.trace)
+        announce(args.trace, "Perfetto trace: open in ui.perfetto.dev")
     if args.plot:
         _plots(sim, report, args.plot)
+        announce(args.plot, "roofline.png, timeline.png")
     return 0
 
 
@@ -147,7 +151,7 @@ def _print(report: Report) -> None:
     console = Console()
     hw = report.hardware
     console.print(
-        f"[bold]{report.model}[/bold] on [bold]{hw.name}[/bold] ({hw.chips} chip(s)), "
+        f"[bold]{report.model}[/bold] on [bold]{hw.name}[/bold] ({plural(hw.chips, 'chip')}), "
         f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}"
     )
     pre, dec = report.prefill, report.decode

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from simulator.hardware import load_hardware
-from tcp_compiler.cli.output import write_atomically
+from tcp_compiler.cli.output import announce, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.sweep import csv_text, grid, run_sweep
@@ -79,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
     _print(rows)
     if args.csv:
         write_atomically(args.csv, csv_text(rows))
+        announce(args.csv, f"{len(rows)} rows")
     if args.json:
         write_atomically(args.json, json.dumps(rows, indent=2) + "\n")
+        announce(args.json, f"{len(rows)} rows")
     if args.plot:
         from pathlib import Path
 
@@ -90,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
             Path(args.plot).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise CliError(f"{args.plot}: cannot create: {e.strerror}") from None
-        sweep_plots(rows, args.plot, f"{args.model} on {hw.name}")
+        written = sweep_plots(rows, args.plot, f"{args.model} on {hw.name}")
+        announce(args.plot, ", ".join(p.name for p in written) or "no plots: no point succeeded")
     failed = sum(r["status"] != "ok" for r in rows)
     return 1 if failed == len(rows) else 0
 

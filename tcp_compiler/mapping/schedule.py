@@ -243,7 +243,7 @@ def _collective(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     chips = dict(node.attrs)["chips"]
     if chips > hw.chips:
         raise TcpcError(
-            f"a {node.kind} spans {chips} chips but hardware '{hw.name}' has {hw.chips}"
+            f"the {node.kind} spans {chips} chips but hardware '{hw.name}' has {hw.chips}"
         )
     cost = node.cost()
     link = units.link_cycles(hw, cost.link_bytes)
