@@ -17,6 +17,7 @@ from simulator.hardware import Hardware
 from simulator.program import Program
 from simulator.report import OpTotals, op_totals
 from simulator.timeline import Timeline
+from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.mapping.capacity import Capacity, capacity, check_capacity
@@ -81,6 +82,7 @@ def simulate_generation(
     # The last step writes position prompt_len + steps - 1: its cache holds prompt_len + steps
     # positions (the last generated token is sampled, never written back).
     final_positions = prompt_len + steps
+    check_positions(config, final_positions)  # the last step is costed by resizing, not building
     final = resize_graph(decode.graph, dict.fromkeys(decode.graph.meta.kv_axes, final_positions))
     decode_cap = capacity(final, decode.weight_names, hardware, options.policy)
     check_capacity(decode_cap, config.name, hardware, chips)

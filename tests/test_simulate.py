@@ -181,3 +181,24 @@ def test_chips_alone_means_that_many_chips_of_the_spec(tmp_path: Path) -> None:
     for r in reports:
         r["hardware"].pop("name")
     assert reports[0] == reports[1] and reports[0]["hardware"]["chips"] == 2
+
+
+def test_default_prompt_fits_the_models_positions_and_says_so(capsys) -> None:
+    """gpt2 has 1,024 learned positions: the default prompt shrinks so prompt + gen - 1 fit."""
+    assert main(["simulate", "gpt2", "--gen-len", "3", "--top", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "prompt 1022 (not 2048): gpt2 has 1,024 positions" in err and "prompt 1022, gen 3" in out
+
+
+@pytest.mark.parametrize(("prompt", "ok"), [(1022, True), (1023, False)])
+def test_a_generation_past_the_learned_positions_is_refused(prompt: int, ok: bool, capsys) -> None:
+    code = main(["simulate", "gpt2", "--prompt-len", str(prompt), "--gen-len", "3", "--top", "1"])
+    assert code == (0 if ok else 2)
+    assert ok or "1025 positions exceed its 1024 learned position embeddings" in capsys.readouterr().err
+
+
+def test_help_lists_the_bundled_models(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "gpt2" in out and "qwen3-30b-a3b" in out and "llama-3.1-70b" in out

@@ -12,7 +12,7 @@ from simulator.program_text import format_program
 from tcp_compiler.cli.output import si, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.builder import ModelGraph
-from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
 from tcp_compiler.pipeline import CompileOptions, build, compile_phase
 from tcp_compiler.pipeline import run as run_program
@@ -39,7 +39,9 @@ def add_parser(subparsers) -> None:
         description="Build the IR graph of a model (a config.json, a checkpoint directory or a bundled "
         "name such as llama-3.1-8b) for one phase, and print it or write it to a file.",
     )
-    p.add_argument("model", help="config.json, checkpoint directory, or bundled model name")
+    p.add_argument(
+        "model", help=f"config.json, checkpoint directory, or bundled name: {', '.join(bundled_models())}"
+    )
     p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
     p.add_argument("--seq", type=int, default=2048, metavar="S", help="prefill: prompt length (default 2048)")
     p.add_argument(

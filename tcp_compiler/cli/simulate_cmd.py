@@ -12,13 +12,14 @@ from rich.table import Table
 from simulator.hardware import load_hardware
 from tcp_compiler.cli.output import announce, plural, si, write_atomically
 from tcp_compiler.errors import CliError
-from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
 from tcp_compiler.report_types import Report
 from tcp_compiler.reporting import attention_lines, build_report, render_markdown
 from tcp_compiler.simulate import Simulation, simulate_generation
 
 DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_PROMPT = 2048
 PEAK_DTYPES = ("bf16", "fp8")  # the compute roofs drawn on the roofline plot
 
 
@@ -30,15 +31,19 @@ def add_parser(subparsers) -> None:
         f"With no arguments: {DEFAULT_MODEL} on rngd, batch 1, prompt 2048, 128 generated tokens.",
     )
     p.add_argument(
-        "model", nargs="?", default=DEFAULT_MODEL, help="config.json, checkpoint dir or bundled name"
-    )
+        "model", nargs="?", default=DEFAULT_MODEL,
+        help=f"config.json, checkpoint dir or bundled name: {', '.join(bundled_models())}",
+    )  # fmt: skip
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
     p.add_argument(
         "--chips", type=int, metavar="N",
         help="tensor-parallel chips of the spec's kind (default: its count; --chips 4 on rngd is rngd-4)",
     )  # fmt: skip
     p.add_argument("--batch", type=int, default=1, metavar="B", help="sequences per batch (default 1)")
-    p.add_argument("--prompt-len", type=int, default=2048, metavar="P", help="prompt tokens (default 2048)")
+    p.add_argument(
+        "--prompt-len", type=int, metavar="P",
+        help=f"prompt tokens (default {DEFAULT_PROMPT}, less if the model has fewer positions)",
+    )  # fmt: skip
     p.add_argument("--gen-len", type=int, default=128, metavar="G", help="generated tokens (default 128)")
     p.add_argument("--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision (default bf16)")
     p.add_argument("--group-size", type=int, metavar="N", help="w4 only: elements per scale (default 128)")
@@ -57,9 +62,17 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     for name in ("batch", "prompt_len", "gen_len", "top"):
-        if getattr(args, name) < 1:
-            raise CliError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise CliError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     model = load_model(args.model)
+    if args.prompt_len is None:
+        args.prompt_len = default_prompt(model.config.max_positions, args.gen_len)
+        if args.prompt_len != DEFAULT_PROMPT:
+            Console(stderr=True).print(
+                f"prompt {args.prompt_len} (not {DEFAULT_PROMPT}): {model.config.name} has "
+                f"{model.config.max_positions:,} positions and the generation takes {args.gen_len}"
+            )
     hw = load_hardware(args.hw, args.chips)
     prec = precision(args.dtype, args.group_size)
     bar = _LazyProgress(enabled=args.gen_len >= 64)
@@ -85,6 +98,14 @@ def run(args: argparse.Namespace) -> int:
         _plots(sim, report, args.plot)
         announce(args.plot, "roofline.png, timeline.png")
     return 0
+
+
+def default_prompt(max_positions: int, gen_len: int) -> int:
+    """The default prompt, shortened so prompt + generation fit a model's learned positions (0: no
+    limit); the last generated token is never fed back, so prompt + gen - 1 positions are used."""
+    if not max_positions:
+        return DEFAULT_PROMPT
+    return max(1, min(DEFAULT_PROMPT, max_positions - gen_len + 1))
 
 
 class _LazyProgress:

@@ -232,6 +232,15 @@ def build_decode(cfg: ModelConfig, precision: Precision, batch: int, past: int, 
     return b.done("decode", False, outputs)
 
 
+def check_positions(cfg: ModelConfig, positions: int) -> None:
+    """A model with learned positions has a table of max_position_embeddings rows: no more."""
+    if cfg.position == "learned" and positions > cfg.max_positions:
+        raise FrontendError(
+            f"{cfg.name}: {positions} positions exceed its {cfg.max_positions} learned position "
+            f"embeddings (max_position_embeddings)"
+        )
+
+
 def _layer_of_name(name: str) -> int:
     head = name.split(".")[0]
     return int(head[1:]) if head.startswith("l") and head[1:].isdigit() else -1
@@ -444,11 +453,7 @@ class _Builder:
                 axes,
                 Binding((), lambda get, rank: sinusoidal_table(positions, dim)),
             )
-        if positions > cfg.max_positions:
-            raise FrontendError(
-                f"{cfg.name}: {positions} positions exceed its {cfg.max_positions} learned position "
-                f"embeddings (max_position_embeddings)"
-            )
+        check_positions(cfg, positions)
         axes = {"Pos": cfg.max_positions, "D": cfg.hidden}  # not P: that is the KV length
         return self.tensor("model.embed_positions.weight", self.p.table, axes)
 
