@@ -40,7 +40,7 @@ class OpTotals:
     unit_busy: np.ndarray  # [ops, units]
     dma_bytes: np.ndarray  # bytes its DMA commands move (a pass's own DM traffic is not a DMA move)
     layer_ids: np.ndarray  # the distinct layers, ascending
-    layer_span_cycles: np.ndarray  # per layer: first command's start to last command's end
+    layer_span_cycles: np.ndarray  # per layer: the time at least one of its ops was under way
 
     def __add__(self, other: OpTotals) -> OpTotals:
         assert self.names == other.names, "decode steps must share their op list"
@@ -65,12 +65,7 @@ def op_totals(program: Program, timeline: Timeline) -> OpTotals:
     busy = per(program.busy)
     layers = np.array([o.layer for o in program.ops])
     layer_ids, of_layer = np.unique(layers, return_inverse=True)
-    # A layer spans from its ops' earliest start to their latest end (per-op first/last above).
-    starts_by_layer = np.full(len(layer_ids), np.inf)
-    ends_by_layer = np.full(len(layer_ids), -np.inf)
-    np.minimum.at(starts_by_layer, of_layer, first)
-    np.maximum.at(ends_by_layer, of_layer, last)
-    spans = ends_by_layer - starts_by_layer
+    spans = _busy_spans(first, last, of_layer, len(layer_ids))
     return OpTotals(
         names=[o.name for o in program.ops],
         kinds=[o.kind for o in program.ops],
@@ -87,6 +82,23 @@ def op_totals(program: Program, timeline: Timeline) -> OpTotals:
         layer_ids=layer_ids,
         layer_span_cycles=spans,
     )
+
+
+def _busy_spans(first: np.ndarray, last: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
+    """Per group, the length of the union of its ops' [first, last] intervals: a decoder layer's
+    ops run back to back, while the non-layer ops (embedding, final norm, LM head) sit at both
+    ends of the program, and the time between them belongs to the layers."""
+    spans = np.zeros(groups)
+    end, current = -np.inf, -1
+    for i in np.lexsort((first, group)):
+        g = group[i]
+        if g != current:
+            current, end = g, -np.inf
+        start = max(first[i], end)
+        if last[i] > start:
+            spans[g] += last[i] - start
+        end = max(end, last[i])
+    return spans
 
 
 def bound(seconds: float, compute: float, memory: float, communication: float) -> str:

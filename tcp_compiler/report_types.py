@@ -117,8 +117,8 @@ class LayerRow(Record):
 
     layer: int = doc("decoder layer index")
     seconds: float = doc(
-        "from the layer's first command's start to its last command's end (the next layer's weight "
-        "prefetch overlaps it)",
+        "time at least one of the layer's ops is under way (the union of its ops' spans; the next "
+        "layer's weight prefetch overlaps it, and layer -1's ops sit at both ends of the program)",
         "s",
     )
     tensor_unit_seconds: float = doc("time the layer's ops hold the Tensor Unit's main context", "s")

@@ -202,3 +202,17 @@ def test_help_lists_the_bundled_models(capsys) -> None:
         main(["simulate", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "gpt2" in out and "qwen3-30b-a3b" in out and "llama-3.1-70b" in out
+
+
+def test_the_non_layer_ops_report_their_own_time_not_the_whole_phase() -> None:
+    """Embedding + final norm + LM head sit at both ends of a program: layer -1 is their time (the
+    union of its ops' intervals), and the decoder layers together cover the rest."""
+    config = load_model("llama-3.2-1b").config
+    sim = simulate_generation(config, load_hardware("rngd"), PRECISIONS["bf16"], 1, 128, 3)
+    report = build_report(sim, top=1)
+    for phase, total in (("prefill", report.prefill.seconds), ("decode", report.decode.tpot_seconds_mean)):
+        layers = dict(report.layers.items())[phase]
+        outside = next(row for row in layers if row.layer == -1)
+        assert outside.seconds < 0.25 * total, (phase, outside.seconds, total)
+        covered = sum(row.seconds for row in layers)
+        assert covered >= (total - sim.hardware.kernel_launch_s) * (1 - 1e-9), phase
