@@ -124,7 +124,8 @@ class LayerRow(Record):
     tensor_unit_seconds: float = doc("time the layer's ops hold the Tensor Unit's main context", "s")
     flops: float = doc("the layer's work", "FLOP")
     hbm_bytes: float = doc("the layer's HBM traffic", "B")
-    intensity: float = doc("FLOPs per byte of HBM + DM traffic", "FLOP/B")
+    intensity: float = doc("FLOPs per byte of HBM + DM traffic (on-chip reuse)", "FLOP/B")
+    hbm_intensity: float = doc("FLOPs per byte of HBM traffic: the roofline's intensity", "FLOP/B")
     roofline_seconds: float = doc("as for the phases, for this layer", "s")
     bound: Bound = doc("as for the phases, for this layer")
 
@@ -147,7 +148,8 @@ class OpRow(Record):
     hbm_bytes: float = doc("the op's HBM traffic", "B")
     dm_bytes: float = doc("the op's data-memory (SRAM) traffic", "B")
     link_bytes: float = doc("the op's chip-link traffic", "B")
-    intensity: float = doc("FLOPs per byte of HBM + DM traffic", "FLOP/B")
+    intensity: float = doc("FLOPs per byte of HBM + DM traffic (on-chip reuse)", "FLOP/B")
+    hbm_intensity: float = doc("FLOPs per byte of HBM traffic: the roofline's intensity", "FLOP/B")
     roofline_seconds: float = doc("as for the phases, for this op", "s")
     bound: Bound = doc("as for the phases, for this op")
 

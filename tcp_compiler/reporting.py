@@ -67,6 +67,7 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation, top: int | None) -> tupl
                 name=name, kind=totals.kinds[i], layer=int(totals.layers[i]), placement=totals.placements[i],
                 seconds=seconds, tensor_unit_seconds=totals.main_cycles[i] / clock / steps, flops=flops,
                 hbm_bytes=hbm, dm_bytes=dm, link_bytes=link, intensity=flops / moved if moved else 0.0,
+                hbm_intensity=flops / hbm if hbm else 0.0,
                 roofline_seconds=max(terms), bound=bound(seconds, *terms),
             )
         )  # fmt: skip
@@ -91,6 +92,7 @@ def _layers(totals: OpTotals, steps: int, sim: Simulation) -> tuple[LayerRow, ..
                 layer=int(layer), seconds=seconds,
                 tensor_unit_seconds=float(totals.main_cycles[pick].sum()) / clock / steps,
                 flops=flops, hbm_bytes=hbm, intensity=flops / moved if moved else 0.0,
+                hbm_intensity=flops / hbm if hbm else 0.0,
                 roofline_seconds=max(terms), bound=bound(seconds, *terms),
             )
         )  # fmt: skip

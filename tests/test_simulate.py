@@ -216,3 +216,14 @@ def test_the_non_layer_ops_report_their_own_time_not_the_whole_phase() -> None:
         assert outside.seconds < 0.25 * total, (phase, outside.seconds, total)
         covered = sum(row.seconds for row in layers)
         assert covered >= (total - sim.hardware.kernel_launch_s) * (1 - 1e-9), phase
+
+
+def test_each_intensity_says_which_bytes_it_divides_by(capsys) -> None:
+    """The column beside HBM is FLOPs per HBM byte (8B prefill down-projection: about 2,048)."""
+    config = load_model("llama-3.1-8b").config
+    sim = simulate_generation(config, load_hardware("rngd"), PRECISIONS["bf16"], 1, 2048, 1)
+    report = build_report(sim, top=None)
+    down = next(op for op in report.ops.prefill if op.name == "l0.down")
+    assert down.hbm_intensity == pytest.approx(down.flops / down.hbm_bytes)
+    assert down.intensity == pytest.approx(down.flops / (down.hbm_bytes + down.dm_bytes))
+    assert 2000 < down.hbm_intensity < 2100

@@ -211,14 +211,13 @@ def _print(report: Report) -> None:
         table = Table(
             title=f"top ops, {phase}" + (" (per step)" if phase == "decode" else ""), title_justify="left"
         )
-        for column in ("op", "layer", "time", "FLOPs", "HBM", "FLOP/B", "bound"):
-            table.add_column(
-                column, justify="right" if column in ("layer", "time", "FLOPs", "HBM", "FLOP/B") else "left"
-            )
+        numeric = ("layer", "time", "FLOPs", "HBM", "FLOP/HBM B")
+        for column in ("op", "layer", "time", "FLOPs", "HBM", "FLOP/HBM B", "bound"):
+            table.add_column(column, justify="right" if column in numeric else "left")
         for op in ops:
             table.add_row(
                 op.name, str(op.layer) if op.layer >= 0 else "-", _ms(op.seconds), si(op.flops),
-                si(op.hbm_bytes, "B"), f"{op.intensity:.1f}", op.bound,
+                si(op.hbm_bytes, "B"), f"{op.hbm_intensity:,.1f}", op.bound,
             )  # fmt: skip
         console.print(table)
     mem = report.memory
