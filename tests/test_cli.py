@@ -109,3 +109,21 @@ def test_console_script_help_and_error() -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip().startswith("tcpc: error:") and "Traceback" not in result.stderr
+
+
+def test_a_full_or_closed_standard_output_is_one_line_or_silent() -> None:
+    """`> /dev/full` is a one-line error (exit 2); a reader that stops early (`| head -1`) ends the
+    command quietly: neither prints a traceback."""
+    tcpc = [sys.executable, "-m", "tcp_compiler"]
+    with open("/dev/full", "w") as full:
+        layer = Path(__file__).parents[1] / "examples" / "ir" / "llama_decoder_layer.tir"
+        run = subprocess.run([*tcpc, "inspect", str(layer)], stdout=full, stderr=subprocess.PIPE, text=True,
+                             check=False)  # fmt: skip
+    assert run.returncode == 2 and run.stderr.count("\n") == 1
+    assert "cannot write standard output" in run.stderr
+    proc = subprocess.Popen([*tcpc, "compile", "llama-3.1-8b", "--seq", "64"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout.readline().startswith("graph ")
+    proc.stdout.close()  # stop reading, as `head -1` does
+    err = proc.stderr.read()
+    assert proc.wait() in (0, 141) and "Traceback" not in err and err == ""

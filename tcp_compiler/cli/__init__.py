@@ -33,13 +33,33 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return args.run(args)
+        code = args.run(args)
+        sys.stdout.flush()  # here, so a failing standard output is reported like any error
+        return code
     except (TirError, TcpcError, SimulatorError) as e:
         print(f"tcpc: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as a killed Unix tool does
+        _detach_stdout()
+        return 141
+    except OSError as e:  # files are written through write_atomically, which names them
+        if e.filename is not None:
+            raise
+        _detach_stdout()
+        print(f"tcpc: error: cannot write standard output: {e.strerror}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tcpc: interrupted", file=sys.stderr)
         return 130
+
+
+def _detach_stdout() -> None:
+    """Points standard output at /dev/null, so the interpreter's own final flush cannot fail too."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":
