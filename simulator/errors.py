@@ -16,3 +16,7 @@ class SimulatorError(Exception):
 
 class HardwareError(SimulatorError):
     """A hardware spec that cannot be used: the message names the file and the dotted key."""
+
+
+class OutputError(SimulatorError):
+    """An output file that cannot be written: the message names it and why."""

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from simulator.errors import OutputError
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -22,13 +24,19 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     The file gets the permissions a plain open() would give it (mkstemp's are owner-only).
     """
     target = Path(path)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    except OSError as e:
+        raise OutputError(f"{target}: cannot write: {e.strerror}") from None
     os.close(fd)
     tmp = Path(name)
     try:
         os.chmod(tmp, 0o666 & ~_umask())
         yield tmp
         os.replace(tmp, target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(f"{target}: cannot write: {e.strerror}") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

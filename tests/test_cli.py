@@ -127,3 +127,33 @@ def test_a_full_or_closed_standard_output_is_one_line_or_silent() -> None:
     proc.stdout.close()  # stop reading, as `head -1` does
     err = proc.stderr.read()
     assert proc.wait() in (0, 141) and "Traceback" not in err and err == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--json", "{tmp}/a.json", "--markdown", "{tmp}/nodir/r.md"], "--markdown {tmp}/nodir/r.md: cannot write: folder"),
+        (["--json", "{tmp}"], "is a folder"),
+        (["--trace", "/proc/t.json"], "cannot create files in /proc"),
+        (["--plot", "{tmp}/a_file"], "exists and is not a folder"),
+    ],
+)
+def test_output_paths_are_checked_before_any_work(
+    args: list[str], expected: str, tmp_path: Path, capsys
+) -> None:
+    """A run that cannot write one of its outputs fails at once and writes none of them."""
+    (tmp_path / "a_file").write_text("")
+    args = [a.format(tmp=tmp_path) for a in args]
+    assert main(["simulate", "llama-3.2-1b", "--prompt-len", "16", "--gen-len", "2", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected.format(tmp=tmp_path) in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_an_output_that_fails_while_written_is_one_line(tmp_path: Path) -> None:
+    from simulator.errors import OutputError
+    from simulator.files import atomic_output
+
+    with pytest.raises(OutputError, match="cannot write"), atomic_output(tmp_path / "x.json"):
+        raise OSError(28, "No space left on device", None)
+    assert list(tmp_path.iterdir()) == []

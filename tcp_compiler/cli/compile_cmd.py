@@ -9,7 +9,7 @@ import ir
 from simulator.hardware import Hardware, load_hardware
 from simulator.program import Program
 from simulator.program_text import format_program
-from tcp_compiler.cli.output import si, write_atomically
+from tcp_compiler.cli.output import check_outputs, si, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.builder import ModelGraph
 from tcp_compiler.frontend.model import bundled_models, load_model
@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--documents must be at least 0, got {args.documents}")
     if args.documents and args.phase == "decode":
         raise CliError("--documents applies to --phase prefill (a packed row has no decode)")
+    check_outputs({"-o": args.output})
     model = load_model(args.model)
     hw = load_hardware(args.hw, args.chips)
     prec = precision(args.dtype, args.group_size)

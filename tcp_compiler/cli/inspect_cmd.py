@@ -11,7 +11,7 @@ from rich.table import Table
 import ir
 from ir.analysis import GraphCost
 from ir.dot import to_dot
-from tcp_compiler.cli.output import announce, si, write_atomically
+from tcp_compiler.cli.output import announce, check_outputs, si, write_atomically
 
 
 def add_parser(subparsers) -> None:
@@ -29,6 +29,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--dot": args.dot})
     graph = ir.load(args.file)
     cost = ir.analyze(graph)
     if args.dot:

@@ -7,7 +7,7 @@ import io
 
 import numpy as np
 
-from tcp_compiler.cli.output import write_atomically_bytes
+from tcp_compiler.cli.output import check_outputs, write_atomically_bytes
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, checkpoint_precision, precision
@@ -42,6 +42,7 @@ def parse_ids(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--logits-out": args.logits_out})
     ids = parse_ids(args.prompt_ids)
     if args.decode_steps < 0:
         raise CliError(f"--decode-steps must be 0 or more, got {args.decode_steps}")

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from simulator.hardware import load_hardware
-from tcp_compiler.cli.output import announce, plural, si, write_atomically
+from tcp_compiler.cli.output import announce, check_outputs, plural, si, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise CliError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    files = {"--json": args.json, "--markdown": args.markdown, "--trace": args.trace}
+    check_outputs(files, {"--plot": args.plot})
     model = load_model(args.model)
     if args.prompt_len is None:
         args.prompt_len = default_prompt(model.config.max_positions, args.gen_len)

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from simulator.hardware import load_hardware
-from tcp_compiler.cli.output import announce, write_atomically
+from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.sweep import csv_text, grid, run_sweep
@@ -64,6 +64,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--csv": args.csv, "--json": args.json}, {"--plot": args.plot})
     hw = load_hardware(args.hw)  # a bad spec is an error for the whole sweep, not per point
     chips = args.chips or [hw.chips]
     points = grid(args.model, args.hw, chips, args.batch, args.prompt_len, args.gen_len, args.dtype)
