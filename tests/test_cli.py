@@ -132,7 +132,7 @@ def test_a_full_or_closed_standard_output_is_one_line_or_silent() -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--json", "{tmp}/a.json", "--markdown", "{tmp}/nodir/r.md"], "--markdown {tmp}/nodir/r.md: cannot write: folder"),
+        (["--json", "{tmp}/a.json", "--markdown", "{tmp}/no/r.md"], "{tmp}/no/r.md: cannot write: folder"),
         (["--json", "{tmp}"], "is a folder"),
         (["--trace", "/proc/t.json"], "cannot create files in /proc"),
         (["--plot", "{tmp}/a_file"], "exists and is not a folder"),
