@@ -2,9 +2,9 @@
 Program. `tcpc compile`, `tcpc simulate`, sweeps and benchmarks all call it, so the program that
 `tcpc compile --emit program` prints is the one `tcpc simulate` times.
 
-The lowering is one named sequence of steps (LOWERING); `lower` runs them and keeps what each
-decided (the attention notes, the capacity), `compile_phase` adds the capacity check and the
-schedule, and `run` times a Program on the engine with the spec's bandwidths.
+`lower` builds the graph, runs the passes, chooses the attention form (prefill) and measures
+capacity, keeping what each step decided; `compile_phase` adds the capacity check and the
+schedule; `run` times a Program on the engine with the spec's bandwidths.
 """
 
 from __future__ import annotations
@@ -24,11 +24,6 @@ from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.schedule import schedule
 from tcp_compiler.passes import run_passes
 from tcp_compiler.passes.online_softmax import find_attention
-
-PHASES = ("prefill", "decode")
-# What happens to a built graph before it is scheduled, in order.
-LOWERING = ("passes (decompose, simplify)", "attention form (prefill: online softmax where scores spill)",
-            "capacity")  # fmt: skip
 
 
 @dataclass(frozen=True)
