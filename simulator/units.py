@@ -58,7 +58,7 @@ UNIT_NAMES: tuple[str, ...] = tuple(u.name for u in UNITS)
 BY_NAME: dict[str, Unit] = {u.name: u for u in UNITS}
 
 
-def _ceil(a, b):
+def ceil_div(a, b):
     """Integer ceiling division, exact for numpy arrays and Python ints alike."""
     return -(-a // b)
 
@@ -108,27 +108,28 @@ def fetch_cycles(hw: Hardware, nbytes: int, slices: int) -> int:
 # --- contraction, switch, trf_load, commit (vectorised over candidate placements) ----------------
 
 
-def contraction_cycles(hw: Hardware, passes, b_s, m_s, lane_groups, k_packets):
-    """One streamed packet (K elements of one M row) against `lanes` stationary rows per cycle."""
+def contraction_cycles(passes, b_s, m_s, lane_groups, k_packets):
+    """One streamed packet (K elements of one M row) against a lane group's stationary rows per
+    cycle (the lanes and packet size the counts are in come from the spec, via the placement)."""
     return passes * b_s * m_s * lane_groups * k_packets
 
 
 def switch_cycles(hw: Hardware, passes, b_s, m_s, k_packets):
     """Streamed packets, each fetched once per N pass, at the switch's supply rate."""
-    return _ceil(passes * b_s * m_s * k_packets * hw.packet_bytes, hw.stream_supply_bytes)
+    return ceil_div(passes * b_s * m_s * k_packets * hw.packet_bytes, hw.stream_supply_bytes)
 
 
 def trf_load_cycles(hw: Hardware, loads, tile_bytes, resident):
     """Loading the stationary tile `loads` times over the sub fetch path; a tile that stays
     resident and is loaded once overlaps (its first load is latency, see first_trf_load_cycles)."""
-    return np.where((loads > 1) | ~resident, _ceil(loads * tile_bytes, hw.fetch_sub_bytes_per_cycle), 0)
+    return np.where((loads > 1) | ~resident, ceil_div(loads * tile_bytes, hw.fetch_sub_bytes_per_cycle), 0)
 
 
 def first_trf_load_cycles(hw: Hardware, tile_bytes, trf_budget: int):
     """The first stationary tile's load (at most the TRF share it may use), before any contraction."""
-    return _ceil(np.minimum(tile_bytes, trf_budget), hw.fetch_sub_bytes_per_cycle)
+    return ceil_div(np.minimum(tile_bytes, trf_budget), hw.fetch_sub_bytes_per_cycle)
 
 
 def commit_cycles(hw: Hardware, outputs, out_bits):
     """Results written back through the Commit Engine."""
-    return _ceil(outputs * out_bits, 8 * hw.commit_main_bytes_per_cycle)
+    return ceil_div(outputs * out_bits, 8 * hw.commit_main_bytes_per_cycle)

@@ -26,6 +26,7 @@ from ir import DType, TensorType
 from ir.ops.einsum import parse_equation
 from simulator import units
 from simulator.hardware import Hardware
+from simulator.units import ceil_div
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 
 
@@ -134,15 +135,6 @@ class Placement:
         return " ".join(parts)
 
 
-def _powers_of_two(limit: int) -> list[int]:
-    return [1 << i for i in range(limit.bit_length()) if 1 << i <= limit]
-
-
-def _ceil(a, b):
-    """Integer ceiling division, exact for numpy arrays and Python ints alike."""
-    return -(-a // b)
-
-
 def _candidates(hw: Hardware, n: int, m: int, b: int, dtype) -> np.ndarray:
     """Every split of the slices among N, B and M (powers of two) with every power-of-two count of
     sequential N passes that leaves each a full lane group per slice, as rows (s_n, s_m, s_b, p),
@@ -214,17 +206,18 @@ def _costs(shape: EinsumShape, hw: Hardware, policy: MappingPolicy, sizes, split
     k, n, m, b = sizes
     s_n, s_m, s_b, passes = splits[:, 0], splits[:, 1], splits[:, 2], splits[:, 3]
     bits, out_bits = shape.dtype.bits, shape.out_dtype.bits
-    n_s, m_s, b_s = _ceil(_ceil(n, passes), s_n), _ceil(m, s_m), _ceil(b, s_b)  # n_s: rows per slice per pass
+    # n_s: stationary rows per slice per pass
+    n_s, m_s, b_s = ceil_div(ceil_div(n, passes), s_n), ceil_div(m, s_m), ceil_div(b, s_b)
     per_packet = hw.packet_elements(shape.dtype)
-    k_packets = _ceil(k, per_packet)
-    lane_groups = _ceil(n_s, hw.lanes_per_slice)
+    k_packets = ceil_div(k, per_packet)
+    lane_groups = ceil_div(n_s, hw.lanes_per_slice)
     trf_budget = hw.trf_bytes_per_slice // policy.trf_share
-    compute = units.contraction_cycles(hw, passes, b_s, m_s, lane_groups, k_packets)
+    compute = units.contraction_cycles(passes, b_s, m_s, lane_groups, k_packets)
     supply = units.switch_cycles(hw, passes, b_s, m_s, k_packets)
-    tile_bytes = _ceil(n_s * k * bits, 8)
+    tile_bytes = ceil_div(n_s * k * bits, 8)
     m_tile = np.maximum(1, np.minimum(m_s, hw.accumulators_per_slice // np.maximum(1, n_s)))
     resident = tile_bytes <= trf_budget
-    loads = passes * b_s * np.where(resident, 1, _ceil(m_s, m_tile))
+    loads = passes * b_s * np.where(resident, 1, ceil_div(m_s, m_tile))
     reload = units.trf_load_cycles(hw, loads, tile_bytes, resident)
     first_load = units.first_trf_load_cycles(hw, tile_bytes, trf_budget)
     commit = units.commit_cycles(hw, passes * b_s * m_s * n_s, out_bits)
@@ -235,8 +228,8 @@ def _costs(shape: EinsumShape, hw: Hardware, policy: MappingPolicy, sizes, split
         + hw.switch_hop_cycles * np.minimum(used, hw.switch_ring_slices)
     )
     # Operands and result spread over the slices in use (a broadcast operand is stored once).
-    dm_tile = _ceil((b * m * k + b * n * k) * bits + b * m * n * out_bits, 8 * used)
-    tiles = np.maximum(1, _ceil(dm_tile, hw.dm_bytes_per_slice // policy.einsum_dm_share))
+    dm_tile = ceil_div((b * m * k + b * n * k) * bits + b * m * n * out_bits, 8 * used)
+    tiles = np.maximum(1, ceil_div(dm_tile, hw.dm_bytes_per_slice // policy.einsum_dm_share))
     return {
         "bounds": (compute, supply, reload, commit),
         "latency": latency,
@@ -265,7 +258,7 @@ def _placement(
         accumulators=t["m_tile"] * min(t["n_s"], hw.accumulators_per_slice),
         trf_tile_bytes=t["tile_bytes"] if t["resident"] else min(t["tile_bytes"], trf_budget),
         trf_resident=bool(t["resident"]),
-        dm_tile_bytes=_ceil(t["dm_tile"], t["tiles"]),
+        dm_tile_bytes=ceil_div(t["dm_tile"], t["tiles"]),
         tiles=t["tiles"],
         n_passes=passes,
         compute_cycles=t["compute"],
