@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from ir.dtypes import DType
+from ir.hashing import HashOnce
 
 
 @dataclass(frozen=True)
@@ -20,9 +22,11 @@ class Axis:
 
 
 @dataclass(frozen=True)
-class TensorType:
+class TensorType(HashOnce):
     dtype: DType
     axes: tuple[Axis, ...]
+
+    __hash__ = HashOnce.__hash__
 
     @staticmethod
     def of(dtype: DType, **sizes: int) -> TensorType:
@@ -36,27 +40,31 @@ class TensorType:
     def __str__(self) -> str:
         return f"{self.dtype}[{', '.join(map(str, self.axes))}]"
 
-    @property
+    @cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.axes)
 
-    @property
+    @cached_property
     def shape(self) -> tuple[int, ...]:
         return tuple(a.size for a in self.axes)
 
     @property
     def sizes(self) -> dict[str, int]:
+        return dict(self._size_of)
+
+    @cached_property
+    def _size_of(self) -> dict[str, int]:
         return {a.name: a.size for a in self.axes}
 
     @property
     def rank(self) -> int:
         return len(self.axes)
 
-    @property
+    @cached_property
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
         """Bytes in memory; sub-byte types pack, rounded up to a whole byte."""
         return (self.numel * self.dtype.bits + 7) // 8
@@ -65,7 +73,7 @@ class TensorType:
         return self.names.index(name)
 
     def size(self, name: str) -> int:
-        return self.sizes[name]
+        return self._size_of[name]
 
     def axis(self, name: str) -> Axis:
         return self.axes[self.index(name)]

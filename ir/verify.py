@@ -58,8 +58,35 @@ def _check_names(node: Node) -> None:
         raise TypeRuleError(f"result type {node.type} repeats an axis name")
 
 
+# Successful checks by (kind, operand types, attributes, declared type): a type rule is a pure
+# function of those, and a model repeats the same few dozen calls in every layer.
+_CHECKED: dict[tuple, TensorType] = {}
+_CHECKED_LIMIT = 100_000
+
+
 def check_call(op: OpDef, call: OpCall, where: str) -> TensorType:
     """Checks one op use and returns its result type; raises VerifyError prefixed by `where`."""
+    key = _check_key(call)
+    hit = _CHECKED.get(key) if key is not None else None
+    if hit is not None:
+        return hit
+    result = _check_call(op, call, where)
+    if key is not None:
+        if len(_CHECKED) >= _CHECKED_LIMIT:
+            _CHECKED.clear()
+        _CHECKED[key] = result
+    return result
+
+
+def _check_key(call: OpCall) -> tuple | None:
+    """The memo key of a call, or None when an attribute is not a plain value. Attributes enter by
+    their text, so True and 1, or 0.0 and -0.0, which are equal as keys, stay apart."""
+    if not all(isinstance(v, (bool, int, float, str, tuple)) or v is None for v in call.attrs.values()):
+        return None
+    return (call.kind, call.operands, repr(tuple(call.attrs.items())), call.result)
+
+
+def _check_call(op: OpDef, call: OpCall, where: str) -> TensorType:
     try:
         n = len(call.operands)
         if n < op.min_operands or (op.max_operands is not None and n > op.max_operands):

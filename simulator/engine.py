@@ -19,9 +19,7 @@ _ORDERED = np.array([c in ORDERED for c in CONTEXTS])
 
 def simulate(program: Program, hbm_bytes_per_cycle: float, dma_bytes_per_cycle: float) -> Timeline:
     n = len(program)
-    chips = int(program.chip.max()) + 1 if n else 1
-    prev, following = _queue_links(program.chip, program.context, _ORDERED, chips)
-    user_ptr, users = _users(program.dep_ptr, program.dep_idx)
+    chips, prev, following, user_ptr, users = _structure(program)
     start, end = _run(
         program.chip,
         program.cycles,
@@ -40,6 +38,25 @@ def simulate(program: Program, hbm_bytes_per_cycle: float, dma_bytes_per_cycle: 
     if n and end.min() < 0:
         raise RuntimeError("deadlock: no command can start")
     return Timeline(start, end)
+
+
+# The last few programs' queue links and users, by the arrays they derive from. Decode steps are
+# one template with patched timings: they share these arrays (tcp_compiler.mapping.steps), so
+# their structure is derived once. Entries hold the arrays themselves: identity cannot be reused.
+_STRUCTURES: list[tuple[tuple[np.ndarray, ...], tuple]] = []
+
+
+def _structure(program: Program) -> tuple:
+    """(chips, prev, following, user_ptr, users) of a program: who queues behind whom, who waits."""
+    arrays = (program.chip, program.context, program.dep_ptr, program.dep_idx)
+    for key, found in _STRUCTURES:
+        if all(a is b for a, b in zip(key, arrays, strict=True)):
+            return found
+    chips = int(program.chip.max()) + 1 if len(program) else 1
+    found = (chips, *_queue_links(program.chip, program.context, _ORDERED, chips),
+             *_users(program.dep_ptr, program.dep_idx))  # fmt: skip
+    _STRUCTURES[:] = [(arrays, found), *_STRUCTURES[:3]]
+    return found
 
 
 @njit(cache=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ir import Graph
+from ir import Graph, analyze
 from simulator.hardware import Hardware
 from simulator.program import Program
 from simulator.timeline import Timeline
@@ -49,6 +49,9 @@ class Lowered:
     attention: list[dict]  # per attention: its form and why
     capacity: Capacity  # HBM per chip for this phase alone
     options: CompileOptions = field(default_factory=CompileOptions)
+    # The FLOPs the model's math takes (the graph before the attention rewrite). What the program
+    # executes differs: online softmax rescales (more), and skips the blocks a mask hides (less).
+    model_flops: int = 0
 
     @property
     def weight_names(self) -> tuple[str, ...]:
@@ -86,6 +89,7 @@ def lower(
     rewrite, whose cost grows with the prompt: what it does not replace already spills that much."""
     model = build(config, precision, phase, length, options, options.chips_on(hw))
     graph = run_passes(model.graph)
+    model_flops = analyze(graph).total.flops
     attention: list[dict] = []
     if phase == "prefill":
         if check:
@@ -95,7 +99,7 @@ def lower(
             check_capacity(bound, config.name, hw, options.chips_on(hw), at_least=True)
         graph, attention = choose_attention(graph, hw, options.policy)
     cap = capacity(graph, tuple(model.bindings), hw, options.policy)
-    return Lowered(phase, model, graph, attention, cap, options)
+    return Lowered(phase, model, graph, attention, cap, options, model_flops)
 
 
 def compile_phase(

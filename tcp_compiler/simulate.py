@@ -57,6 +57,7 @@ class Simulation:
     decode_ops: OpTotals | None = None  # summed over every step
     traced_steps: list[Run] = field(default_factory=list)  # the first few steps, for traces
     attention: list[dict] = field(default_factory=list)  # the prefill's attention form per layer, and why
+    prefill_model_flops: int = 0  # the model's math; the prefill program executes prefill.program.flops
 
 
 def simulate_generation(
@@ -92,6 +93,7 @@ def simulate_generation(
     result = Simulation(
         config, hardware, precision, chips, batch, prompt_len, gen_len, run,
         op_totals(run.program, run.timeline), cap, attention=prefill.attention,
+        prefill_model_flops=prefill.model_flops,
     )  # fmt: skip
     if steps == 0:
         return result

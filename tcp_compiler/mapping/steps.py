@@ -35,7 +35,7 @@ PATCHED = ("cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link
 
 
 def resize_type(t: TensorType, sizes: dict[str, int]) -> TensorType:
-    if not any(a.name in sizes for a in t.axes):
+    if sizes.keys().isdisjoint(t.names):
         return t
     return t.with_axes(Axis(a.name, sizes.get(a.name, a.size)) for a in t.axes)
 
@@ -101,18 +101,23 @@ class DecodeSteps:
 
     def _resized(self, k: int, sizes: dict[str, int]) -> OpView:
         view = self.views[k]
+        memo: dict[TensorType, TensorType] = {}  # a view repeats its types (result, then operand)
+
+        def size(t: TensorType) -> TensorType:
+            found = memo.get(t)
+            if found is None:
+                found = memo[t] = resize_type(t, sizes)
+            return found
+
         nodes = tuple(
-            NodeView(
-                n.kind, n.attrs, resize_type(n.type, sizes), tuple(resize_type(t, sizes) for t in n.operands)
-            )
-            for n in view.nodes
+            NodeView(n.kind, n.attrs, size(n.type), tuple(size(t) for t in n.operands)) for n in view.nodes
         )
         inputs = tuple(
-            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, self.hw, self.policy), kind)
+            (size(t), _where(size(t), w, fixed, self.hw, self.policy), kind)
             for (t, w, kind), fixed in zip(view.inputs, self.fixed_in[k], strict=True)
         )
         outputs = tuple(
-            (resize_type(t, sizes), _where(resize_type(t, sizes), w, fixed, self.hw, self.policy))
+            (size(t), _where(size(t), w, fixed, self.hw, self.policy))
             for (t, w), fixed in zip(view.outputs, self.fixed_out[k], strict=True)
         )
         return replace(view, nodes=nodes, inputs=inputs, outputs=outputs)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ir import Graph, Node, TensorType
 from ir.errors import VerifyError
 from ir.types import Axis
+from tcp_compiler.passes.mask_bounds import all_masked
 from tcp_compiler.passes.simplify import clone, finish, new_graph, verified_once
 
 
@@ -195,10 +196,16 @@ def _tile(
     q_name, k_name = m.scores.operands
     q = _cut(g, g[q_name], rows)
     running = total = acc = safe = None
-    for j, lo in enumerate(range(0, size, block)):  # the last block takes what is left
+    starts = range(0, size, block)  # the last block takes what is left
+    if m.masked is not None:  # blocks the mask hides entirely add nothing: skip them, as kernels do
+        mask_name = m.masked.operands[0]
+        shown = [lo for lo in starts
+                 if not all_masked(g, mask_name, {**rows, m.axis: (lo, min(lo + block, size))})]  # fmt: skip
+        starts = shown or starts[:1]  # a tile no key reaches keeps one block: its rows stay as before
+    for lo in starts:
         keys = {m.axis: (lo, min(lo + block, size))}
         spans = {**rows, **keys}
-        blk = f"{tag}.blk{j}"
+        blk = f"{tag}.blk{lo // block}"
         # Every slice first, so the score einsum's pass can take the element-wise work after it.
         k, v = _cut(g, g[k_name], keys), _cut(g, g[m.out.operands[1]], keys)
         sides = [_cut(g, g[mod.operands[1]], spans) for mod in m.modifiers]
