@@ -2,7 +2,9 @@
 
 The rule is explicit per value (no global efficiency knob): an intermediate stays in DM if it
 fits its share of the chip's DM (MappingPolicy.dm_share: the rest holds double-buffered tiles of
-the passes that produce and read it), and spills to HBM otherwise.
+the passes that produce and read it), and spills to HBM otherwise. An intermediate that a graph
+output views (a prefill's keys, which are also its KV cache) is written through: its pass stores
+it to HBM and its other readers still find it in DM (DM_STORED).
 """
 
 from __future__ import annotations
@@ -12,7 +14,12 @@ from simulator.hardware import Hardware
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.traits import traits
 
-HBM, DM = "hbm", "dm"
+HBM, DM, DM_STORED = "hbm", "dm", "dm+hbm"
+
+
+def writes_hbm(where: str) -> bool:
+    """Whether the op producing a value of this residency stores it to HBM."""
+    return where in (HBM, DM_STORED)
 
 
 def dm_budget(hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> int:
@@ -27,6 +34,10 @@ def placed(nbytes: int, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) ->
 
 def residency(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> dict[str, str]:
     outputs = set(graph.outputs)
+    viewed = set(outputs)  # values some output views, through any chain of views
+    for node in reversed(graph.nodes):
+        if node.name in viewed and traits(node.kind).view:
+            viewed.add(node.operands[0])
     where: dict[str, str] = {}
     for node in graph.nodes:
         t = traits(node.kind)
@@ -36,4 +47,6 @@ def residency(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
             where[node.name] = where[node.operands[0]]
         else:
             where[node.name] = placed(node.type.nbytes, hw, policy)
+            if node.name in viewed and where[node.name] == DM:
+                where[node.name] = DM_STORED
     return where

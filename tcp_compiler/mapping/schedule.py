@@ -26,7 +26,7 @@ from tcp_compiler.errors import TcpcError
 from tcp_compiler.mapping.fusion import FusedOp, fuse
 from tcp_compiler.mapping.placement import EinsumShape, place
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.residency import HBM, residency
+from tcp_compiler.mapping.residency import HBM, residency, writes_hbm
 from tcp_compiler.mapping.traits import traits
 
 
@@ -190,7 +190,7 @@ def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     flops = sum(n.cost().flops for n in view.nodes)
     hbm_in = sum(t.nbytes for t, w, kind in view.inputs if w == HBM and not traits(kind).immediate)
     dm_bytes = sum(t.nbytes for t, w, kind in view.inputs if w != HBM and not traits(kind).immediate)
-    hbm_out = sum(t.nbytes for t, w in view.outputs if w == HBM)
+    hbm_out = sum(t.nbytes for t, w in view.outputs if writes_hbm(w))
     dm_bytes += sum(t.nbytes for t, w in view.outputs if w != HBM)
     placement = None
     einsum = next((n for n in view.nodes if traits(n.kind).stage == "contraction"), None)
@@ -234,7 +234,7 @@ def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
 def _dma(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     (node,) = view.nodes
     moved = node.cost().bytes_written  # TensorDMA moves what it writes; it reads the same bytes
-    sides = int(any(w == HBM for _, w, _ in view.inputs)) + int(view.outputs[0][1] == HBM)
+    sides = int(any(w == HBM for _, w, _ in view.inputs)) + int(writes_hbm(view.outputs[0][1]))
     return Recipe(node.kind, "", (_transfer("move", moved, hw, sides),))
 
 

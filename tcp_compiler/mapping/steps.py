@@ -18,7 +18,7 @@ from simulator.hardware import Hardware
 from simulator.program import Program, busy_row, command_timing
 from tcp_compiler.mapping.fusion import fuse
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.residency import placed, residency
+from tcp_compiler.mapping.residency import DM, DM_STORED, placed, residency
 from tcp_compiler.mapping.schedule import (
     NodeView,
     OpView,
@@ -134,8 +134,11 @@ def graph_kv_length(graph: Graph) -> int:
 
 def _where(t: TensorType, was: str, fixed: bool, hw: Hardware, policy: MappingPolicy) -> str:
     """Residency of a resized value: inputs, params and outputs stay put; intermediates follow
-    tcp_compiler.mapping.residency's rule."""
-    return was if fixed else placed(t.nbytes, hw, policy)
+    tcp_compiler.mapping.residency's rule (one an output views is still written through)."""
+    if fixed:
+        return was
+    where = placed(t.nbytes, hw, policy)
+    return DM_STORED if was == DM_STORED and where == DM else where
 
 
 def _mentions(view: OpView, axes: tuple[str, ...]) -> bool:
