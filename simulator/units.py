@@ -78,9 +78,11 @@ def dma_cycles(hw: Hardware, nbytes: int, hbm_sides: int) -> int:
 # --- chip_link ----------------------------------------------------------------------------------
 
 
-def link_cycles(hw: Hardware, nbytes: int) -> int:
-    """One chip-link transfer: its latency, then the bytes at the per-direction bandwidth."""
-    return hw.link_latency_cycles + math.ceil(nbytes / hw.link_bytes_per_cycle)
+def link_cycles(hw: Hardware, nbytes: int, steps: int = 1) -> int:
+    """A collective of `steps` sequential chip-link transfers (a ring: each chip sends to its
+    neighbour while receiving from the other): each step pays the link latency, and the `nbytes`
+    each chip sends in all go at the per-direction bandwidth."""
+    return max(steps, 1) * hw.link_latency_cycles + math.ceil(nbytes / hw.link_bytes_per_cycle)
 
 
 # --- vector -------------------------------------------------------------------------------------

@@ -78,6 +78,7 @@ class OpCost:
     bytes_read: int = 0
     bytes_written: int = 0
     link_bytes: int = 0
+    link_steps: int = 0  # sequential chip-link transfers the collective's algorithm takes (a ring's)
 
     @property
     def bytes(self) -> int:
@@ -94,6 +95,7 @@ class OpCost:
             self.bytes_read + other.bytes_read,
             self.bytes_written + other.bytes_written,
             self.link_bytes + other.link_bytes,
+            self.link_steps + other.link_steps,
         )
 
 

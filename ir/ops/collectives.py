@@ -68,10 +68,11 @@ class AllReduce(_Collective):
         return [total.copy() for _ in args]
 
     def cost(self, call):
-        """Ring all-reduce: each chip combines (n-1)/n of the tensor and sends 2(n-1)/n of it."""
+        """Ring all-reduce: a reduce-scatter then an all-gather, 2(n-1) steps; each chip combines
+        (n-1)/n of the tensor and sends 2(n-1)/n of it, 1/n per step."""
         (x,) = call.operands
         n = call.attrs["chips"]
-        return OpCost(x.numel * (n - 1) // n, x.nbytes, x.nbytes, 2 * x.nbytes * (n - 1) // n)
+        return OpCost(x.numel * (n - 1) // n, x.nbytes, x.nbytes, 2 * x.nbytes * (n - 1) // n, 2 * (n - 1))
 
 
 @register
@@ -91,10 +92,10 @@ class ReduceScatter(_Collective):
         return np.split(total, chips, axis=k)
 
     def cost(self, call):
-        """Ring reduce-scatter: each chip combines and sends (n-1)/n of its input."""
+        """Ring reduce-scatter: n-1 steps; each chip combines and sends (n-1)/n of its input."""
         (x,) = call.operands
         n = call.attrs["chips"]
-        return OpCost(x.numel * (n - 1) // n, x.nbytes, call.out.nbytes, x.nbytes * (n - 1) // n)
+        return OpCost(x.numel * (n - 1) // n, x.nbytes, call.out.nbytes, x.nbytes * (n - 1) // n, n - 1)
 
 
 @register
@@ -114,7 +115,7 @@ class AllGather(_Collective):
         return [joined.copy() for _ in args]
 
     def cost(self, call):
-        """Ring all-gather: each chip receives the (n-1)/n of the result it does not hold."""
+        """Ring all-gather: n-1 steps; each chip receives the (n-1)/n of the result it does not hold."""
         n = call.attrs["chips"]
         out = call.out.nbytes
-        return OpCost(0, call.operands[0].nbytes, out, out * (n - 1) // n)
+        return OpCost(0, call.operands[0].nbytes, out, out * (n - 1) // n, n - 1)

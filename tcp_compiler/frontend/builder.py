@@ -326,10 +326,16 @@ class _Builder:
         )
 
     def all_reduce(self, x: Node, name: str) -> Node:
-        """The sum of every chip's partial x (x itself on one chip)."""
+        """The sum of every chip's partial x (x itself on one chip), sent in the precision's
+        collective dtype and returned in x's."""
         if self.sh.chips == 1:
             return x
-        return self.g.add("all_reduce", x, name=name, op="sum", chips=self.sh.chips)
+        wire = self.p.collective
+        if x.type.dtype == wire:
+            return self.g.add("all_reduce", x, name=name, op="sum", chips=self.sh.chips)
+        sent = self.g.add("cast", x, name=f"{name}.send", type=x.type.with_dtype(wire))
+        summed = self.g.add("all_reduce", sent, name=f"{name}.{wire}", op="sum", chips=self.sh.chips)
+        return self.g.add("cast", summed, name=name, type=x.type)
 
     # -- projections ---------------------------------------------------------------------------
     def weight(

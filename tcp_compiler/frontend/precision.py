@@ -6,7 +6,7 @@ Vector Engine does; casts before each einsum put its operands in the mode's dtyp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ir import BF16, F16, F32, FP8E4M3, I4, DType
 from tcp_compiler.errors import CliError
@@ -20,6 +20,14 @@ class Precision:
     kv: DType  # KV cache and the attention einsums' operands
     table: DType  # embedding table and norm weights
     group_size: int = 0  # per-group scales along the contracted axis, for integer weights
+    # What tensor-parallel collectives send: partial sums leave their einsum in f32 and are cast
+    # to this before the all_reduce (as TP kernels reduce in the activation dtype); None: the
+    # KV dtype (bf16 for bf16, fp8 and w4).
+    collective_dtype: DType | None = None
+
+    @property
+    def collective(self) -> DType:
+        return self.collective_dtype or self.kv
 
     @property
     def quantised(self) -> bool:
@@ -45,7 +53,7 @@ def precision(name: str, group_size: int | None = None) -> Precision:
             raise CliError(f"--group-size applies to integer weights (w4), not to --dtype {name}")
         if group_size <= 0:
             raise CliError(f"--group-size must be positive, got {group_size}")
-        p = Precision(p.name, p.weight, p.act, p.kv, p.table, group_size)
+        p = replace(p, group_size=group_size)
     return p
 
 

@@ -246,7 +246,7 @@ def _collective(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
             f"the {node.kind} spans {chips} chips but hardware '{hw.name}' has {hw.chips}"
         )
     cost = node.cost()
-    link = units.link_cycles(hw, cost.link_bytes)
+    link = units.link_cycles(hw, cost.link_bytes, cost.link_steps)
     steps = [Step("link", "link", link, link_bytes=cost.link_bytes, busy=(("chip_link", link),))]
     if cost.flops:
         vector, _ = units.vector_cycles(hw, node.type.numel, True, 0, False, hw.slices)

@@ -176,7 +176,8 @@ def test_each_chip_holds_its_share_of_the_weights(tiny, chips: int) -> None:
 def test_w4_shards_are_quantised_after_slicing(family: str, chips: int, tmp_path) -> None:
     """Groups run along the input axis, so a shard quantises exactly as its block of the whole."""
     model = _load(family, tmp_path)
-    get, w4 = model.checkpoint.load, precision("w4", 4)
+    # Partial sums cross the chips in f32 here, so the shards must reproduce one chip exactly.
+    get, w4 = model.checkpoint.load, dataclasses.replace(precision("w4", 4), collective_dtype=ir.F32)
     _assert_same_generation(_generate(model, chips, w4), _generate(model, 1, w4), f"{family} w4")
     whole = build_prefill(model.config, w4, 1, 2)
     sharded = build_prefill(model.config, w4, 1, 2, chips=chips)
@@ -272,3 +273,18 @@ def test_llama_70b_on_8_chips_has_8_query_heads_and_1_kv_head_per_chip() -> None
     assert g["l0.k_cache"].type == ir.TensorType.of(ir.BF16, B=1, Hkv=1, P=17, K=128)
     assert g["model.layers.0.mlp.down_proj.weight"].type.size("F") == 28672 // 8
     assert g["lm_head.weight"].type.size("V") == 128256 // 8
+
+
+def test_partial_sums_cross_the_chips_in_the_collective_dtype(tmp_path) -> None:
+    """bf16 runs send bf16 partial sums (half of f32's link bytes), and the sum is what one chip
+    gets from the same bf16-rounded partials."""
+    model = _load("llama", tmp_path)
+    for name, wire in (("bf16", ir.BF16), ("fp8", ir.BF16), ("f32", ir.F32)):
+        graph = build_prefill(model.config, precision(name), 1, 2, chips=2).graph
+        reduces = [n for n in graph.nodes if n.kind == "all_reduce"]
+        assert reduces and all(n.type.dtype == wire for n in reduces), name
+    bf16 = precision("bf16")
+    narrow = _generate(model, 2, bf16)
+    wide = _generate(model, 2, dataclasses.replace(bf16, collective_dtype=ir.F32))
+    assert not np.array_equal(narrow.prefill_logits, wide.prefill_logits)  # the rounding is real
+    _assert_same_generation(narrow, wide, "bf16 wire", atol=0.1)
