@@ -47,9 +47,15 @@ class GraphMeta:
     layers: dict[str, int] = field(default_factory=dict)  # value -> decoder layer, -1: none
     kv_outputs: tuple[str, ...] = ()  # outputs that hold the KV cache
     kv_axes: tuple[str, ...] = ()  # axis names whose size is the KV length (cached positions)
+    # KV axes of sliding-window layers -> their window: a ring buffer of at most that many slots
+    kv_windows: dict[str, int] = field(default_factory=dict)
 
     def layer_of(self, name: str) -> int:
         return self.layers.get(name, -1)
+
+    def kv_sizes(self, positions: int) -> dict[str, int]:
+        """Each KV axis's size when the cache holds `positions` tokens: windowed ones stop growing."""
+        return {a: min(positions, self.kv_windows.get(a, positions)) for a in self.kv_axes}
 
     def derive(self, names: Iterable[str], source: str) -> None:
         """Values a pass made in place of (or from) `source` belong to its layer."""
@@ -58,7 +64,7 @@ class GraphMeta:
             self.layers.setdefault(name, layer)
 
     def copy(self) -> GraphMeta:
-        return GraphMeta(dict(self.layers), self.kv_outputs, self.kv_axes)
+        return GraphMeta(dict(self.layers), self.kv_outputs, self.kv_axes, dict(self.kv_windows))
 
 
 class Graph:

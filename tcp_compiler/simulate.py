@@ -84,7 +84,7 @@ def simulate_generation(
     # positions (the last generated token is sampled, never written back).
     final_positions = prompt_len + steps
     check_positions(config, final_positions)  # the last step is costed by resizing, not building
-    final = resize_graph(decode.graph, dict.fromkeys(decode.graph.meta.kv_axes, final_positions))
+    final = resize_graph(decode.graph, decode.graph.meta.kv_sizes(final_positions))
     decode_cap = capacity(final, decode.weight_names, hardware, options.policy)
     check_capacity(decode_cap, config.name, hardware, chips)
     prefill = compile_phase(config, hardware, precision, "prefill", prompt_len, options, fits_with=decode_cap)

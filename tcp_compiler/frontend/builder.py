@@ -269,6 +269,7 @@ class _Builder:
         self.batch, self.seq, self.positions = batch, seq, positions
         self.bindings: dict[str, Binding] = {}
         self._ropes: dict[str, Node] = {}
+        self.windows: set[int] = set()  # sliding windows whose KV caches are rings
         self.packed = False  # positions are per token [B, S] (packed documents), not an iota
 
     def done(self, phase: str, padded: bool, kv: list[Node]) -> ModelGraph:
@@ -278,7 +279,9 @@ class _Builder:
         downstream parses names)."""
         past = self.positions - 1 if phase == "decode" else 0
         self.g.meta.kv_outputs = tuple(n.name for n in kv)
-        self.g.meta.kv_axes = ("P", "Sk")
+        rings = {axis: w for w in sorted(self.windows) for axis in self.kv_axis_names(w)}
+        self.g.meta.kv_axes = ("P", "Sk", *rings)
+        self.g.meta.kv_windows = rings
         self.g.meta.layers = {n.name: _layer_of_name(n.name) for n in self.g.nodes}
         return ModelGraph(
             self.g, self.cfg, self.p, phase, self.batch, self.seq, past, padded, self.sh.chips, self.bindings
@@ -611,51 +614,102 @@ class _Builder:
             g.add("reshape", k_pos, name=f"l{i}.k_new", type=TensorType.of(F32, B=B, Hkv=Hkv, S=S, K=K)), p.kv
         )
         v_new = self.to(v, p.kv)
-        if past is None:  # prefill: this layer's cache is what was just computed
-            cache_type = TensorType.of(p.kv, B=B, Hkv=Hkv, P=S, K=K)
-            k_cache = g.add("reshape", k_new, name=f"l{i}.k_cache", type=cache_type)
-            v_cache = g.add("reshape", v_new, name=f"l{i}.v_cache", type=cache_type)
+        window = layer.sliding_window
+        cache_axis, key_axis = self.kv_axis_names(window)
+        if past is None:  # prefill: every key just computed; the cache keeps what decode will read
+            keys_type = TensorType.of(p.kv, B=B, Hkv=Hkv, Sk=S, K=K)
+            keys = g.add("reshape", k_new, name=f"l{i}.keys", type=keys_type)
+            values = g.add("reshape", v_new, name=f"l{i}.values", type=keys_type)
+            k_cache = self.prefill_cache(k_new, f"l{i}.k_cache", window)
+            v_cache = self.prefill_cache(v_new, f"l{i}.v_cache", window)
         else:  # decode: write the new position into the cache that came in
-            cache_type = TensorType.of(p.kv, B=B, Hkv=Hkv, P=past, K=K)
-            slot = (
-                g.add("reshape", pos, name=f"l{i}.slot", type=TensorType.of(I32, B=B, S=1))
-                if i == 0
-                else g["l0.slot"]
+            slots = past if window is None else min(past, window)
+            cache_type = TensorType.of(p.kv, B=B, Hkv=Hkv, K=K).with_axes(
+                [Axis("B", B), Axis("Hkv", Hkv), Axis(cache_axis, slots), Axis("K", K)]
             )
+            slot = self.cache_slot(pos, window)
             k_in = g.input(f"l{i}.k_cache_in", cache_type)
             v_in = g.input(f"l{i}.v_cache_in", cache_type)
-            k_cache = g.add("scatter", k_in, slot, k_new, name=f"l{i}.k_cache", axis="P")
-            v_cache = g.add("scatter", v_in, slot, v_new, name=f"l{i}.v_cache", axis="P")
-        keys_type = TensorType.of(p.kv, B=B, Hkv=Hkv, Sk=k_cache.type.size("P"), K=K)
-        keys = g.add("reshape", k_cache, name=f"l{i}.keys", type=keys_type)
-        values = g.add("reshape", v_cache, name=f"l{i}.values", type=keys_type)
-        out = self.attend(i, self.to(q5, p.kv), keys, values, masks(layer.sliding_window), pos)
+            k_cache = g.add("scatter", k_in, slot, k_new, name=f"l{i}.k_cache", axis=cache_axis)
+            v_cache = g.add("scatter", v_in, slot, v_new, name=f"l{i}.v_cache", axis=cache_axis)
+            keys_type = cache_type.with_axes(
+                [Axis("B", B), Axis("Hkv", Hkv), Axis(key_axis, slots), Axis("K", K)]
+            )
+            keys = g.add("reshape", k_cache, name=f"l{i}.keys", type=keys_type)
+            values = g.add("reshape", v_cache, name=f"l{i}.values", type=keys_type)
+        out = self.attend(i, self.to(q5, p.kv), keys, values, masks(window), pos)
         o = self.linear(out, f"{pre}.o_proj.weight", {"D": D, "H": H, "K": K}, ["H", "K"], ["B", "S", "D"],
                         f"l{i}.o", sh.row, sh.row_bias if cfg.out_bias else None)  # fmt: skip
         return (self.all_reduce(o, f"l{i}.o.sum") if reduce else o), k_cache, v_cache
 
     def attend(self, i: int, q: Node, keys: Node, values: Node, mask: Node, pos: Node) -> Node:
-        """Softmax(q k^T * scale [+ ALiBi], masked) v with K/V broadcast over the group axis G."""
+        """Softmax(q k^T * scale [+ ALiBi], masked) v with K/V broadcast over the group axis G.
+        The key axis is the keys' third (Sk, or a sliding window's ring of slots)."""
         cfg, g, p = self.cfg, self.g, self.p
-        s = self.einsum(q, keys, name=f"l{i}.scores", eq="B Hkv G Sq K, B Hkv Sk K -> B Hkv G Sq Sk")
+        sk = keys.type.names[2]
+        s = self.einsum(q, keys, name=f"l{i}.scores", eq=f"B Hkv G Sq K, B Hkv {sk} K -> B Hkv G Sq {sk}")
         s = g.add("mul", self.to(s, F32), self.const(cfg.scale), name=f"l{i}.scaled")
         if cfg.position == "alibi":
-            s = g.add("add", s, self.alibi(keys.type.size("Sk"), pos), name=f"l{i}.biased")
+            s = g.add("add", s, self.alibi(keys.type.size(sk), pos), name=f"l{i}.biased")
         s = g.add("where", mask, s, self.const(-float("inf")), name=f"l{i}.masked")
-        top = g.add("reduce", s, name=f"l{i}.max", op="max", axes=["Sk"])
+        top = g.add("reduce", s, name=f"l{i}.max", op="max", axes=[sk])
         e = g.add("exp", g.add("sub", s, top, name=f"l{i}.shifted"), name=f"l{i}.exp")
-        total = g.add("reduce", e, name=f"l{i}.sum", op="sum", axes=["Sk"])
+        total = g.add("reduce", e, name=f"l{i}.sum", op="sum", axes=[sk])
         probs = g.add("div", e, total, name=f"l{i}.probs")
         out = self.einsum(
             self.to(probs, p.kv),
             values,
             name=f"l{i}.attn",
-            eq="B Hkv G Sq Sk, B Hkv Sk K -> B Hkv G Sq K",
+            eq=f"B Hkv G Sq {sk}, B Hkv {sk} K -> B Hkv G Sq K",
         )
         B, S, H, K = self.batch, self.seq, self.sh.heads, cfg.head_dim
         return g.add(
             "reshape", self.to(out, F32), name=f"l{i}.attn_heads", type=TensorType.of(F32, B=B, H=H, S=S, K=K)
         )
+
+    def kv_axis_names(self, window: int | None) -> tuple[str, str]:
+        """(cache axis, key axis) of a layer: P and Sk, or for a sliding window of W tokens its own
+        pair (the cache is a ring of at most W slots, so it stops growing with the context)."""
+        if window is None:
+            return "P", "Sk"
+        self.windows.add(window)
+        return f"Pw{window}", f"Skw{window}"
+
+    def cache_slot(self, pos: Node, window: int | None) -> Node:
+        """[B, S=1]: where decode writes position `pos`: its own slot, or pos mod W in a ring."""
+        g, B = self.g, self.batch
+        name = "slot" if window is None else f"slot.w{window}"
+        if name not in g:
+            where = pos if window is None else g.add("mod", pos, self.const(window, I32), name=f"{name}.ring")
+            g.add("reshape", where, name=name, type=TensorType.of(I32, B=B, S=1))
+        return g[name]
+
+    def prefill_cache(self, x: Node, name: str, window: int | None) -> Node:
+        """The cache a prefill hands to decode: every position, or for a window of W < S tokens
+        the ring decode continues: slot s holds the last position p < length with p = s mod W."""
+        g, S = self.g, self.seq
+        if self.packed:  # each document's cache position by position: no decode continues a packed row
+            window = None
+        axis, _ = self.kv_axis_names(window)
+        if window is None or window >= S:
+            return g.add("reshape", x, name=name, type=x.type.with_axes(
+                Axis(axis, a.size) if a.name == "S" else a for a in x.type.axes))  # fmt: skip
+        return g.add("gather", x, self.ring_positions(window), name=name, axis="S")
+
+    def ring_positions(self, window: int) -> Node:
+        """[(B,) Pw]: the position each ring slot holds after the prompt: the last position p
+        before the sequence's length with p mod W = slot (0 for a slot no position reached)."""
+        g, tag = self.g, f"ring.w{window}"
+        if tag not in g:
+            last = (g.add("sub", "lengths", self.const(1, I32), name=f"{tag}.last") if "lengths" in g
+                    else self.const(self.seq - 1, I32))  # fmt: skip
+            slots = g.add("iota", name=f"{tag}.slot", type=TensorType.of(I32, **{f"Pw{window}": window}),
+                          axis=f"Pw{window}")  # fmt: skip
+            back = g.add("mod", g.add("sub", last, slots, name=f"{tag}.behind"), self.const(window, I32),
+                         name=f"{tag}.back")  # fmt: skip
+            at = g.add("sub", last, back, name=f"{tag}.at")
+            g.add("max", at, self.const(0, I32), name=tag)
+        return g[tag]
 
     def alibi(self, keys: int, pos: Node) -> Node:
         """ALiBi's bias slope[h] * position of key k, [Hkv, G, Sk] (or [B, Hkv, G, Sk] for packed

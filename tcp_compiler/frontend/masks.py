@@ -69,7 +69,12 @@ class PrefillMasks:
 
 
 class DecodeMasks:
-    """Key j is visible to the new token at position pos[b] when j <= pos[b] (and pos[b] - j < W)."""
+    """Key j is visible to the new token at position pos[b] when j <= pos[b].
+
+    A sliding window of W tokens keeps its keys in a ring of min(positions, W) slots (axis
+    Skw{W}), position p in slot p mod W: slot j holds pos - ((pos - j) mod W), the latest position
+    at or before pos that maps to it, which is in the window by construction; it is visible
+    unless no position has reached it yet (that position would be negative)."""
 
     def __init__(self, g: Graph, const: Const, positions: int, pos: Node) -> None:
         self.g, self.const, self.positions, self.pos = g, const, positions, pos
@@ -79,13 +84,16 @@ class DecodeMasks:
         if window in self.cache:
             return self.cache[window]
         g = self.g
-        if not self.cache:
+        if window is None:
             g.add("iota", name="mask.j", type=TensorType.of(I32, Sk=self.positions), axis="Sk")
-        mask = g.add("le", "mask.j", self.pos, name=f"mask.causal{_suffix(window)}")
-        if window is not None:
-            start = g.add("sub", self.pos, self.const(window, I32), name=f"mask.start{_suffix(window)}")
-            inside = g.add("gt", "mask.j", start, name=f"mask.window{_suffix(window)}")
-            mask = g.add("and", mask, inside, name=f"mask.sliding{_suffix(window)}")
+            mask = g.add("le", "mask.j", self.pos, name="mask.causal")
+        else:
+            axis, tag = f"Skw{window}", _suffix(window)
+            slots = TensorType.of(I32, **{axis: min(self.positions, window)})
+            j = g.add("iota", name=f"mask.j{tag}", type=slots, axis=axis)
+            behind = g.add("sub", self.pos, j, name=f"mask.behind{tag}")
+            back = g.add("mod", behind, self.const(window, I32), name=f"mask.back{tag}")
+            mask = g.add("le", back, self.pos, name=f"mask.ring{tag}")
         self.cache[window] = mask
         return mask
 

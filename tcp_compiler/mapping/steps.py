@@ -63,7 +63,6 @@ class DecodeSteps:
 
     def _compile(self, graph: Graph) -> None:
         self.graph = graph
-        self.length = graph_kv_length(graph)
         where = residency(graph, self.hw, self.policy)
         self.ops = fuse(graph)
         self.views = [op_view(graph, op, where) for op in self.ops]
@@ -88,7 +87,7 @@ class DecodeSteps:
 
     def at(self, length: int) -> Program:
         """The program of the step whose KV cache holds `length` positions (past + 1)."""
-        sizes = dict.fromkeys(self.graph.meta.kv_axes, length)
+        sizes = self.graph.meta.kv_sizes(length)
         patches = []
         for key, ks in self.dynamic.items():
             # Each length is new: build the recipe directly instead of through the shared cache.
@@ -121,15 +120,6 @@ class DecodeSteps:
             for (t, w), fixed in zip(view.outputs, self.fixed_out[k], strict=True)
         )
         return replace(view, nodes=nodes, inputs=inputs, outputs=outputs)
-
-
-def graph_kv_length(graph: Graph) -> int:
-    for n in graph.nodes:
-        for a in n.type.axes:
-            if a.name in graph.meta.kv_axes:
-                return a.size
-    axes = ", ".join(graph.meta.kv_axes) or "none declared"
-    raise ValueError(f"graph {graph.name} has no KV axis ({axes})")
 
 
 def _where(t: TensorType, was: str, fixed: bool, hw: Hardware, policy: MappingPolicy) -> str:

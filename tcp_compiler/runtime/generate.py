@@ -96,12 +96,16 @@ def _next(logits, sampling, history, rng, result: Generation, stop: StopState) -
 
 def _grown_caches(graph: ir.Graph, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """One rank's KV caches from the last step (the outputs `graph` declares as its KV cache) as the
-    next decode's inputs (`{name}_in`), one slot longer along the KV axis."""
+    next decode's inputs (`{name}_in`), one slot longer along the KV axis (a sliding window's
+    ring stops at its window: the next position overwrites the oldest slot)."""
     grown = {}
-    for name in graph.meta.kv_outputs:
-        names = graph[name].type.names
-        axis = next(i for i, a in enumerate(names) if a in graph.meta.kv_axes)
-        pad = [(0, 1) if i == axis else (0, 0) for i in range(len(names))]
+    meta = graph.meta
+    for name in meta.kv_outputs:
+        t = graph[name].type
+        axis = next(i for i, a in enumerate(t.names) if a in meta.kv_axes)
+        size = t.shape[axis]
+        more = int(size < meta.kv_windows.get(t.names[axis], size + 1))
+        pad = [(0, more) if i == axis else (0, 0) for i in range(t.rank)]
         grown[f"{name}_in"] = np.pad(out[name], pad)
     return grown
 
