@@ -209,7 +209,7 @@ def _binary_operands(name, rng, shape):
     if kinds == ("bool",):
         return tuple(rng.integers(0, 2, size=shape).astype(bool) for _ in range(2))
     a, b = small_ints(rng, *shape), small_ints(rng, *shape)
-    if name == "div":
+    if name in ("div", "mod"):
         b[b == 0] = 5
     if name == "pow":
         a = np.abs(a) + 0.5
@@ -223,6 +223,7 @@ _NUMPY_BINARY = {
     "div": np.divide,
     "max": np.maximum,
     "min": np.minimum,
+    "mod": np.mod,
     "pow": np.power,
     "eq": np.equal,
     "ne": np.not_equal,
@@ -259,6 +260,8 @@ def test_binary_same_axes(name, rng) -> None:
 def test_binary_on_integers(name, rng) -> None:
     a = rng.integers(-50, 50, size=(3, 4)).astype(np.int32)
     b = rng.integers(-50, 50, size=(3, 4)).astype(np.int32)
+    if name == "mod":
+        b[b == 0] = 7
     out = run(unit(name, T(I32, A=3, B=4), T(I32, A=3, B=4)), a, b)
     np.testing.assert_array_equal(out, _NUMPY_BINARY[name](a, b))
 
