@@ -2,12 +2,21 @@
 
 Syntax comes from grammar.lark (LALR, so errors list exactly the tokens that could come next);
 names are resolved here: unknown ops and dtypes, undefined or redefined values.
+
+Limits, so that no file makes reading, verifying or costing it unbounded or crash: a file is at most
+MAX_FILE_BYTES (the largest bundled model's whole prefill graph is under 0.5 MB) and a regular file
+(not a device or FIFO); an axis has at most MAX_AXIS_SIZE elements and a type MAX_ELEMENTS; an
+integer attribute fits 64 bits; strings are valid Unicode (no lone surrogates).
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
 import json
+import math
+import os
+import stat
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -21,6 +30,12 @@ from ir.errors import ParseError
 from ir.graph import Graph, Node
 from ir.ops import REGISTRY
 from ir.types import Axis, TensorType
+
+MAX_FILE_BYTES = 8 << 20
+MAX_AXIS_SIZE = 1 << 32
+MAX_ELEMENTS = 1 << 62
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+_MAX_INT_DIGITS = 20  # checked before int(): Python refuses to convert over 4,300 digits
 
 _FRIENDLY = {
     "VALUE": "a value like %x",
@@ -75,7 +90,16 @@ class _Builder:
         return graph
 
     def text(self, token: Token) -> str:
-        return json.loads(token) if token.type == "STRING" else str(token)
+        if token.type != "STRING":
+            return str(token)
+        text = json.loads(token)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise self.fail(
+                token, f"string has a lone surrogate {text[e.start]!r}; it is not valid Unicode text"
+            ) from None
+        return text
 
     def use(self, token: Token, graph: Graph) -> str:
         name = token[1:]
@@ -117,10 +141,18 @@ class _Builder:
             return False
         (token,) = tree.children
         if kind == "int":
-            return int(token)
+            return self.integer(token)
         if kind == "float":
             return float(token)
         return self.text(token)
+
+    def integer(self, token: Token) -> int:
+        """An integer attribute, which must fit 64 bits like every index and count the ops take."""
+        value = int(token) if len(token.lstrip("+-0")) <= _MAX_INT_DIGITS else None
+        if value is None or not _INT_MIN <= value <= _INT_MAX:
+            shown = token if len(token) <= 24 else f"{token[:20]}... ({len(token)} digits)"
+            raise self.fail(token, f"integer {shown} does not fit 64 bits")
+        return value
 
     def type(self, tree: Tree) -> TensorType:
         dtype_tok, *axis_trees = tree.children
@@ -131,10 +163,17 @@ class _Builder:
             name, size = axis.children
             if any(a.name == name for a in axes):
                 raise self.fail(name, f"axis '{name}' appears twice in one type")
-            if int(size) <= 0:
+            n = int(size) if len(size.lstrip("0")) <= _MAX_INT_DIGITS else MAX_AXIS_SIZE + 1
+            if n <= 0:
                 raise self.fail(size, f"axis '{name}' must have a positive size, got {size}")
-            axes.append(Axis(str(name), int(size)))
-        return TensorType(DTYPES[str(dtype_tok)], tuple(axes))
+            if n > MAX_AXIS_SIZE:
+                shown = size if len(size) <= 24 else f"{size[:20]}... ({len(size)} digits)"
+                raise self.fail(size, f"axis '{name}' has size {shown}, over the limit {MAX_AXIS_SIZE:,}")
+            axes.append(Axis(str(name), n))
+        result = TensorType(DTYPES[str(dtype_tok)], tuple(axes))
+        if math.prod(a.size for a in axes) > MAX_ELEMENTS:
+            raise self.fail(dtype_tok, f"type {result} has more than {MAX_ELEMENTS:,} elements")
+        return result
 
 
 def parse(text: str, source: str = "<string>") -> Graph:
@@ -170,9 +209,37 @@ def load(path: str | Path) -> Graph:
 
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_source(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ParseError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     graph = parse(text, str(path))
     verify(graph, str(path))
     return graph
+
+
+def _read_source(path: Path) -> bytes:
+    """The file's bytes, at most MAX_FILE_BYTES, from a regular file only: a device (/dev/zero)
+    never ends and a FIFO blocks, so neither is read. (simulator.files.read_input does the same for
+    specs and configs; ir/ does not depend on simulator/.)"""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise OSError(errno.EISDIR, "it is a folder, not a file")
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a device, FIFO or socket)")
+        too_large = OSError(errno.EFBIG, f"larger than the {MAX_FILE_BYTES:,}-byte limit for .tir files")
+        if info.st_size > MAX_FILE_BYTES:
+            raise too_large
+        chunks, size = [], 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_FILE_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_FILE_BYTES:
+            raise too_large
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -9,7 +9,6 @@ which makes a what-if study a three-line file.
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from simulator.errors import HardwareError
+from simulator.files import read_input
 
 SPECS_DIR = Path(__file__).parent / "specs"
 
@@ -110,6 +110,56 @@ PARAMS: tuple[Param, ...] = (
     _p("dma", "dm_side_bytes_per_cycle", float, "B/cycle", "dma_dm_side_bytes_per_cycle"),
     _p("dma", "max_packet_bytes", int, "B", "dma_max_packet_bytes"),
 )
+
+# The range each value must lie in, inclusive: wide enough for any chip worth modelling, narrow enough
+# that no value overflows 64-bit arithmetic, divides by (nearly) zero or turns a derived figure into
+# infinity. Relations between values (a chip that cannot exist) are in _check_consistency.
+_COUNT, _BYTES, _CYCLES, _RATE = (1, 1 << 16), (1, 1 << 40), (1, 10**9), (1e-3, 1e9)
+RANGES: dict[str, tuple[float, float]] = {
+    "system.chips": (1, 1024),
+    "system.link_bytes_per_s": (1e3, 1e15),
+    "system.link_latency_s": (1e-12, 1.0),
+    "system.kernel_launch_s": (1e-12, 1.0),
+    "system.host_pcie_bytes_per_cycle": _RATE,
+    "chip.clock_hz": (1e6, 1e11),
+    "chip.clusters": (1, 1024),
+    "chip.pes_per_cluster": (1, 1024),
+    "chip.slices_per_pe": (1, 4096),
+    "chip.lanes_per_slice": (1, 4096),
+    "chip.flit_bytes": _COUNT,
+    "chip.packet_bytes": _COUNT,
+    "chip.tdp_w": (1e-3, 1e6),
+    "contraction.macs_per_lane_cycle": _COUNT,
+    "contraction.packet_reducer_latency": _CYCLES,
+    "contraction.accumulators_per_slice": (1, 1 << 24),
+    "contraction.stream_supply_bytes": _COUNT,
+    "vector.int_ways": _COUNT,
+    "vector.float_ways": _COUNT,
+    "vector.alu_latency": _CYCLES,
+    "vector.inter_slice_reduce_hop_cycles": _CYCLES,
+    "memory.dm_bytes_per_slice": _BYTES,
+    "memory.dm_bytes_per_cycle_per_slice": _RATE,
+    "memory.trf_bytes_per_slice": _BYTES,
+    "memory.vrf_bytes_per_slice": _BYTES,
+    "memory.fetch_main_bytes_per_cycle": _COUNT,
+    "memory.fetch_sub_bytes_per_cycle": _COUNT,
+    "memory.commit_main_bytes_per_cycle": _COUNT,
+    "memory.commit_sub_bytes_per_cycle": _COUNT,
+    "switch.ring_slices": (1, 1 << 24),
+    "switch.hop_cycles": _CYCLES,
+    "hbm.capacity_bytes": (1, 1 << 60),
+    "hbm.peak_bytes_per_cycle": _RATE,
+    "hbm.sustained_bytes_per_cycle": _RATE,
+    "hbm.row_miss_cycles": _CYCLES,
+    "hbm.access_bytes": (1, 1 << 30),
+    "dma.engines": (1, 1024),
+    "dma.bytes_per_cycle_each": _RATE,
+    "dma.startup_cycles": _CYCLES,
+    "dma.dm_side_bytes_per_cycle": _RATE,
+    "dma.max_packet_bytes": (1, 1 << 30),
+}
+MAX_EXTENDS_DEPTH = 16  # files in one `extends` chain; presets use 2
+MAX_SPEC_BYTES = 1 << 20  # a spec is a few KB of TOML
 
 TABLES: tuple[str, ...] = tuple(dict.fromkeys(p.table for p in PARAMS))
 _BY_TABLE: dict[str, dict[str, Param]] = {t: {p.key: p for p in PARAMS if p.table == t} for t in TABLES}
@@ -443,6 +493,11 @@ def _load_entries(path: Path, stack: tuple[Path, ...]) -> tuple[dict[str, _Entry
             raise HardwareError(f"{path}: {key}: expected a string, got {_describe(doc[key])}")
     entries: dict[str, _Entry] = {}
     if "extends" in doc:
+        if len(stack) + 1 >= MAX_EXTENDS_DEPTH:
+            raise HardwareError(
+                f"{path}: extends: the chain is more than {MAX_EXTENDS_DEPTH} files deep "
+                f"(it starts at {stack[0] if stack else path})"
+            )
         base = _resolve_extends(path, doc["extends"], stack)
         entries, meta = _load_entries(base, (*stack, _identity(path)))
         meta = {**meta, "extends": doc["extends"]}
@@ -480,7 +535,7 @@ def _load_entries(path: Path, stack: tuple[Path, ...]) -> tuple[dict[str, _Entry
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        data = path.read_bytes()
+        data = read_input(path, MAX_SPEC_BYTES, "hardware specs")
     except OSError as e:
         raise HardwareError(f"{path}: cannot read: {e.strerror}") from None
     try:
@@ -489,6 +544,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise HardwareError(f"{path}: cannot read: not UTF-8 text") from None
     try:
         return tomllib.loads(text)
+    except RecursionError:
+        raise HardwareError(f"{path}: TOML nested too deeply") from None
     except tomllib.TOMLDecodeError as e:
         message = str(e)
         where = re.search(r"\s*\(at line (\d+), column (\d+)\)", message)
@@ -571,27 +628,51 @@ def _entry(path: Path, dotted: str, param: Param, item: Any) -> _Entry:
             "'assumed:' followed by a reference"
         )
     value = item["value"]
+    lo, hi = RANGES[param.dotted]
     if param.kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise HardwareError(f"{path}: {dotted}: expected an integer, got {_describe(value)}")
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise HardwareError(
+                f"{path}: {dotted}: expected an integer from {lo:,} to {hi:,}, got {_describe(value)}"
+            )
     else:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise HardwareError(f"{path}: {dotted}: expected a number, got {_describe(value)}")
-        if not math.isfinite(value):
-            raise HardwareError(f"{path}: {dotted}: expected a finite number, got {value}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
+            raise HardwareError(
+                f"{path}: {dotted}: expected a number from {lo:g} to {hi:g}, got {_describe(value)}"
+            )
         value = float(value)
-    if value <= 0:
-        raise HardwareError(f"{path}: {dotted}: must be positive, got {value:g}")
     return value, source, path
 
 
 def _check_consistency(hw: Hardware, entries: dict[str, _Entry]) -> None:
-    """Relations between values that no single entry can check."""
+    """Relations between values that no single entry can check: a chip they describe could not
+    exist, or the mapping could not place anything on it. Each names the key to change."""
+
+    def fail(key: str, message: str) -> HardwareError:
+        return HardwareError(f"{entries[key][2]}: {key}: {message}")
+
     if hw.hbm_sustained_bytes_per_cycle > hw.hbm_peak_bytes_per_cycle:
-        where = entries["hbm.sustained_bytes_per_cycle"][2]
-        raise HardwareError(
-            f"{where}: hbm.sustained_bytes_per_cycle: {hw.hbm_sustained_bytes_per_cycle:g} exceeds "
-            f"hbm.peak_bytes_per_cycle {hw.hbm_peak_bytes_per_cycle:g}"
+        raise fail(
+            "hbm.sustained_bytes_per_cycle",
+            f"{hw.hbm_sustained_bytes_per_cycle:g} exceeds hbm.peak_bytes_per_cycle "
+            f"{hw.hbm_peak_bytes_per_cycle:g}",
+        )
+    minimums = (  # a slice's memories hold at least this many packets (TRF: two halves of one each)
+        ("memory.dm_bytes_per_slice", hw.dm_bytes_per_slice, 4),
+        ("memory.trf_bytes_per_slice", hw.trf_bytes_per_slice, 2),
+        ("memory.vrf_bytes_per_slice", hw.vrf_bytes_per_slice, 1),
+    )
+    for key, size, packets in minimums:
+        if size < packets * hw.packet_bytes:
+            raise fail(
+                key,
+                f"{size} bytes cannot hold {packets} packets of chip.packet_bytes; "
+                f"expected at least {packets * hw.packet_bytes}",
+            )
+    if hw.switch_ring_slices > hw.slices_per_cluster:
+        raise fail(
+            "switch.ring_slices",
+            f"{hw.switch_ring_slices} exceeds the {hw.slices_per_cluster} slices of a cluster "
+            "(chip.pes_per_cluster x chip.slices_per_pe)",
         )
 
 
@@ -615,6 +696,7 @@ def _suggest(word: str, choices: Any) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-# The schema and the dataclass must list the same attributes; checked once at import.
+# The schema and the dataclass list the same attributes, and every key has a range; checked at import.
+assert set(RANGES) == {p.dotted for p in PARAMS}, set(RANGES) ^ {p.dotted for p in PARAMS}
 _FIELDS = set(Hardware.__dataclass_fields__) - {"name", "path", "description", "extends", "sources", "_hash"}
 assert {p.attr for p in PARAMS} == _FIELDS, _FIELDS ^ {p.attr for p in PARAMS}

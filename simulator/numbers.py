@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 _PREFIXES = ["", "K", "M", "G", "T", "P", "E"]
 
 
 def si(value: float, unit: str = "") -> str:
     """1.5e9 -> '1.50 G'; whole numbers below 1000 print as they are."""
+    if isinstance(value, int) and abs(value) >= 10**300:  # beyond a float: scale exactly
+        value = Decimal(value)
     magnitude = 0
     while abs(value) >= 1000 and magnitude < len(_PREFIXES) - 1:
         value /= 1000
         magnitude += 1
-    text = f"{value:.0f}" if magnitude == 0 and float(value).is_integer() else f"{value:.3g}"
+    whole = magnitude == 0 and float(value).is_integer()
+    text = f"{value:.0f}" if whole else f"{value:.3g}"
     return f"{text} {_PREFIXES[magnitude]}{unit}".rstrip()
 
 

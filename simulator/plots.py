@@ -11,15 +11,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
+from simulator.busy_time import binned_utilisation, chips_of, phase_of, phase_utilisation
 from simulator.files import atomic_output
+from simulator.hardware import Hardware
 from simulator.program import UNITS
+from simulator.roofline_markers import Marker, markers
 from simulator.trace import TraceRun, run_end
 
 PHASE_COLOURS = {"prefill": "tab:blue", "decode": "tab:orange"}
+SHAPES = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+LEGEND_MARKERS = 16  # legend entries for single markers; lighter ones are grouped per phase
 ROOF_COLOURS = ("tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:cyan", "tab:pink")
 
 
@@ -40,16 +46,16 @@ def roofline_png(
     peak_flops: dict[str, float],
     hbm_bytes_per_s: float,
     title: str,
-) -> None:
+) -> list[str]:
     """Log-log roofline: achieved FLOP/s against arithmetic intensity, under the HBM and compute roofs.
 
-    Marker area grows with a point's time, so the points that matter stand out among hundreds.
-    Points with no bytes, no time or no FLOPs have no place on log axes and are skipped.
+    Points on one spot share a marker (simulator.roofline_markers) and every legend entry is one
+    visible marker; marker area grows with time, so the points that matter stand out. Points with no
+    bytes, no time or no FLOPs have no place on log axes and are skipped. Returns the legend's labels.
     """
-    kept = [p for p in points if p.bytes > 0 and p.seconds > 0 and p.flops > 0]
-    x = np.array([p.flops / p.bytes for p in kept])
-    y = np.array([p.flops / p.seconds for p in kept])
-    seconds = np.array([p.seconds for p in kept])
+    spots = markers(points)
+    x = np.array([m.x for m in spots])
+    y = np.array([m.y for m in spots])
     ridges = {d: peak / hbm_bytes_per_s for d, peak in peak_flops.items()}
     lo_x = min([*x, *ridges.values(), 1.0]) / 4
     hi_x = max([*x, *ridges.values(), 1.0]) * 8
@@ -92,49 +98,61 @@ def roofline_png(
             color=colour,
             fontsize=8,
         )
-    biggest = seconds.max() if len(seconds) else 1.0
-    phases = [p.phase for p in kept]
-    for phase in dict.fromkeys([*PHASE_COLOURS, *phases]):
-        mine = np.array([ph == phase for ph in phases], bool)
-        if not mine.any():
-            continue
-        ax.scatter(
-            x[mine],
-            y[mine],
-            s=12 + 220 * seconds[mine] / biggest,
-            color=PHASE_COLOURS.get(phase, "tab:green"),
-            alpha=0.6,
-            edgecolors="black",
-            linewidths=0.4,
-            label=f"{phase} ({int(mine.sum())})",
-            zorder=3,
-        )
+    labels = _draw_markers(ax, spots)
     ax.set_xlabel("arithmetic intensity (FLOP / HBM byte)")
     ax.set_ylabel("achieved FLOP/s")
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     ax.grid(True, which="minor", alpha=0.1)
-    legend = ax.legend(loc="upper left", fontsize=9, title="marker area ∝ time", title_fontsize=8)
+    legend = ax.legend(loc="upper left", fontsize=8, title="marker area ∝ time", title_fontsize=8)
     for handle in legend.legend_handles:
         if hasattr(handle, "set_sizes"):
             handle.set_sizes([40])
     fig.tight_layout()
     _save(fig, path)
+    return labels
+
+
+def _draw_markers(ax: Axes, spots: list[Marker]) -> list[str]:
+    """One scatter per marker, each with its own legend entry (distinct shape within its phase);
+    past LEGEND_MARKERS, the lighter markers of a phase are small dots under one entry per phase."""
+    biggest = max((m.seconds for m in spots), default=1.0)
+    named, rest = spots[:LEGEND_MARKERS], spots[LEGEND_MARKERS:]
+    shape_of: dict[str, int] = {}
+    labels: list[str] = []
+    for m in named:
+        k = shape_of[m.phase] = shape_of.get(m.phase, -1) + 1
+        label = f"{m.phase}: {m.label}"
+        ax.scatter(
+            [m.x], [m.y], s=12 + 220 * m.seconds / biggest, marker=SHAPES[k % len(SHAPES)],
+            color=PHASE_COLOURS.get(m.phase, "tab:green"), alpha=0.7, edgecolors="black", linewidths=0.4,
+            label=label, zorder=3,
+        )  # fmt: skip
+        labels.append(label)
+    for phase in dict.fromkeys(m.phase for m in rest):
+        mine = [m for m in rest if m.phase == phase]
+        label = f"{phase}: {len(mine)} lighter spots ({sum(len(m.names) for m in mine)} ops)"
+        ax.scatter(
+            [m.x for m in mine], [m.y for m in mine], s=10, marker=".",
+            color=PHASE_COLOURS.get(phase, "tab:green"), alpha=0.8, label=label, zorder=2,
+        )  # fmt: skip
+        labels.append(label)
+    return labels
 
 
 def timeline_png(
     path: str | os.PathLike,
     runs: Sequence[TraceRun],
     units: Sequence[str],
-    clock_hz: float,
+    hw: Hardware,
     title: str,
     bins: int = 400,
 ) -> None:
     """Utilisation of each unit over time, one small panel per unit, averaged over the chips.
 
-    A command's busy cycles on a unit are spread uniformly over its [start, end), so a bin shows
-    the fraction of its time the unit was busy (capped at 100% per chip); lines mark where runs
-    (phases) begin.
+    Utilisation is the report's (simulator.utilisation: DMA and links by the bytes they moved at
+    full bandwidth), binned by simulator.busy_time; each panel says its mean per phase, which is
+    the report's figure when every step of the phase is plotted. Lines mark where runs begin.
     """
     if not units:
         raise ValueError("no units to plot")
@@ -146,27 +164,17 @@ def timeline_png(
     if t1 <= t0:
         t1 = t0 + 1.0
     edges = np.linspace(t0, t1, bins + 1)
-    chips = max((int(r.program.chip.max()) + 1 for r in runs if len(r.program)), default=1)
-    cols = [UNITS.index(u) for u in units]
-    busy = np.zeros((len(units), chips, bins))
-    for run in runs:
-        p = run.program
-        for chip in np.unique(p.chip).tolist():
-            mine = p.chip == chip
-            start = run.offset + run.timeline.start[mine]
-            end = run.offset + run.timeline.end[mine]
-            for row, col in enumerate(cols):
-                busy[row, chip] += _spread(start, end, p.busy[mine, col].astype(np.float64), edges)
-    # A unit is at most fully busy. Overlapping DMA descriptors each count their start-up as
-    # busy, so they can claim more than the engine's time: cap each chip before averaging.
-    util = np.clip(busy / np.diff(edges), 0.0, 1.0).mean(axis=1)
+    chips = chips_of(runs)
+    util = binned_utilisation(runs, hw, units, edges)
+    means = phase_utilisation(runs, hw, units)
 
+    clock_hz = hw.clock_hz
     ms = 1e3 / clock_hz
     fig = Figure(figsize=(12, 1.15 * len(units) + 1.6), dpi=110)
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(units), 1, sharex=True, squeeze=False)[:, 0]
     starts = [r.offset for r in runs]
-    kinds = [r.name.split()[0] if r.name.split() else r.name for r in runs]
+    kinds = [phase_of(r) for r in runs]
     changes = [i for i in range(len(runs)) if i == 0 or kinds[i] != kinds[i - 1]]
     marked = range(len(runs)) if len(runs) <= max(1, bins // 4) else changes
     for k, (ax, unit) in enumerate(zip(axes, units, strict=True)):
@@ -179,9 +187,9 @@ def timeline_png(
         ax.set_yticks([0, 0.5, 1.0])
         ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
         ax.tick_params(axis="y", labelsize=7)
-        mean = float(util[k].mean())
         ax.set_ylabel(unit, rotation=0, ha="right", va="center", fontsize=9)
-        ax.text(1.005, 0.5, f"avg {mean:.0%}", transform=ax.transAxes, va="center", fontsize=8)
+        text = "\n".join(f"{phase} {m[unit]:.0%}" for phase, m in means.items())
+        ax.text(1.005, 0.5, text, transform=ax.transAxes, va="center", fontsize=8)
         ax.grid(True, axis="y", alpha=0.25)
         ax.margins(x=0)
     few = len(runs) <= 12
@@ -197,39 +205,10 @@ def timeline_png(
             va="bottom",
         )
     axes[-1].set_xlabel("time (ms)")
-    suffix = f" — busy fraction, mean over {chips} chips" if chips > 1 else " — busy fraction"
+    suffix = f" — utilisation, mean over {chips} chips" if chips > 1 else " — utilisation"
     fig.suptitle(title + suffix, fontsize=11)
     fig.tight_layout()
     _save(fig, path)
-
-
-def _spread(start: np.ndarray, end: np.ndarray, amount: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Per bin, the part of each command's `amount` that falls in it, spread uniformly over
-    [start, end): the difference of the cumulative busy function F at the bin edges, where
-    F(x) = sum_i rate_i * clip(x - start_i, 0, end_i - start_i) is evaluated with sorted prefix sums."""
-    keep = amount > 0
-    start, end, amount = start[keep], end[keep], amount[keep]
-    if not len(start):
-        return np.zeros(len(edges) - 1)
-    span = end - start
-    point = span <= 0  # a zero-length command drops its amount into the bin where it sits
-    rate = np.where(point, 0.0, amount / np.where(point, 1.0, span))
-
-    def ramp(at: np.ndarray) -> np.ndarray:
-        """sum_i rate_i * max(0, x - at_i) for every edge x."""
-        order = np.argsort(at, kind="stable")
-        a, r = at[order], rate[order]
-        csum_r = np.concatenate([[0.0], np.cumsum(r)])
-        csum_ra = np.concatenate([[0.0], np.cumsum(r * a)])
-        k = np.searchsorted(a, edges, side="right")
-        return edges * csum_r[k] - csum_ra[k]
-
-    cumulative = ramp(start) - ramp(end)
-    if point.any():
-        p = np.sort(start[point])
-        cp = np.concatenate([[0.0], np.cumsum(amount[point][np.argsort(start[point], kind="stable")])])
-        cumulative = cumulative + cp[np.searchsorted(p, edges, side="right")]
-    return np.maximum(np.diff(cumulative), 0.0)
 
 
 def _si(value: float, prefix: str | None = None) -> str:

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.occupancy import state_cycles
 from simulator.program import CONTEXTS, Program
 from simulator.timeline import Timeline
+from simulator.utilisation import command_bytes
 
 MAIN = CONTEXTS.index("main")
 DMA = CONTEXTS.index("dma")
@@ -19,7 +21,7 @@ DMA = CONTEXTS.index("dma")
 
 SUMMED = (
     "main_cycles", "span_cycles", "flops", "hbm_bytes", "dm_bytes", "link_bytes", "unit_busy", "dma_bytes",
-    "layer_span_cycles",
+    "layer_span_cycles", "state_cycles",
 )  # fmt: skip
 
 
@@ -41,6 +43,7 @@ class OpTotals:
     dma_bytes: np.ndarray  # bytes its DMA commands move (a pass's own DM traffic is not a DMA move)
     layer_ids: np.ndarray  # the distinct layers, ascending
     layer_span_cycles: np.ndarray  # per layer: the time at least one of its ops was under way
+    state_cycles: np.ndarray  # per combination of activities (simulator.occupancy): the phase's cycles
 
     def __add__(self, other: OpTotals) -> OpTotals:
         assert self.names == other.names, "decode steps must share their op list"
@@ -48,6 +51,22 @@ class OpTotals:
         return OpTotals(
             self.names, self.kinds, self.layers, self.placements, layer_ids=self.layer_ids, **sums
         )
+
+
+_OP_COLUMNS: list[tuple[list, tuple]] = []  # (program.ops, its columns): decode steps share one list
+
+
+def _op_columns(ops: list) -> tuple:
+    """(names, kinds, layers, placements, layer ids, layer index per op) of a program's op list."""
+    for known, columns in _OP_COLUMNS:
+        if known is ops:
+            return columns
+    layers = np.array([o.layer for o in ops])
+    layer_ids, of_layer = np.unique(layers, return_inverse=True)
+    columns = ([o.name for o in ops], [o.kind for o in ops], layers, [o.placement for o in ops],
+               layer_ids, of_layer)  # fmt: skip
+    _OP_COLUMNS[:] = [(ops, columns), *_OP_COLUMNS[:3]]
+    return columns
 
 
 def op_totals(program: Program, timeline: Timeline) -> OpTotals:
@@ -63,14 +82,13 @@ def op_totals(program: Program, timeline: Timeline) -> OpTotals:
     first = np.minimum.reduceat(timeline.start, starts)
     last = np.maximum.reduceat(timeline.end, starts)
     busy = per(program.busy)
-    layers = np.array([o.layer for o in program.ops])
-    layer_ids, of_layer = np.unique(layers, return_inverse=True)
+    names, kinds, layers, placements, layer_ids, of_layer = _op_columns(program.ops)
     spans = _busy_spans(first, last, of_layer, len(layer_ids))
     return OpTotals(
-        names=[o.name for o in program.ops],
-        kinds=[o.kind for o in program.ops],
+        names=names,
+        kinds=kinds,
         layers=layers,
-        placements=[o.placement for o in program.ops],
+        placements=placements,
         main_cycles=per(np.where(program.context == MAIN, duration, 0.0)),
         span_cycles=last - first,
         flops=per(program.flops.astype(np.float64)),
@@ -78,27 +96,36 @@ def op_totals(program: Program, timeline: Timeline) -> OpTotals:
         dm_bytes=per(program.dm_bytes.astype(np.float64)),
         link_bytes=per(program.link_bytes.astype(np.float64)),
         unit_busy=busy,
-        dma_bytes=per(np.where(program.context == DMA, program.moved, 0)),
+        dma_bytes=per(command_bytes(program)["dma_bytes"]),
         layer_ids=layer_ids,
         layer_span_cycles=spans,
+        state_cycles=state_cycles(program, timeline),
     )
 
 
 def _busy_spans(first: np.ndarray, last: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
     """Per group, the length of the union of its ops' [first, last] intervals: a decoder layer's
     ops run back to back, while the non-layer ops (embedding, final norm, LM head) sit at both
-    ends of the program, and the time between them belongs to the layers."""
-    spans = np.zeros(groups)
-    end, current = -np.inf, -1
-    for i in np.lexsort((first, group)):
-        g = group[i]
-        if g != current:
-            current, end = g, -np.inf
-        start = max(first[i], end)
-        if last[i] > start:
-            spans[g] += last[i] - start
-        end = max(end, last[i])
-    return spans
+    ends of the program, and the time between them belongs to the layers.
+
+    In start order within a group, each interval adds what lies beyond the latest end before it;
+    the groups are rows of a padded matrix so the running maximum is one numpy call per step."""
+    if len(first) == 0:
+        return np.zeros(groups)
+    order = np.lexsort((first, group))
+    g = group[order]
+    counts = np.bincount(g, minlength=groups)
+    column = np.arange(len(order)) - np.repeat(np.cumsum(counts) - counts, counts)
+    ends = np.full((groups, int(counts.max())), -np.inf)
+    ends[g, column] = last[order]
+    before = np.maximum.accumulate(ends, axis=1)
+    previous = np.full_like(ends, -np.inf)
+    previous[:, 1:] = before[:, :-1]
+    starts = np.full_like(ends, np.inf)
+    starts[g, column] = first[order]
+    added = np.maximum(ends - np.maximum(starts, previous), 0.0)
+    added[~np.isfinite(added)] = 0.0
+    return added.sum(axis=1)
 
 
 def bound(seconds: float, compute: float, memory: float, communication: float) -> str:

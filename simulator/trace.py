@@ -1,15 +1,22 @@
 """Chrome / Perfetto trace-event JSON of simulated timelines, so a run can be browsed command by command.
 
-Each chip is a process and each execution context a thread. Timestamps are quantised to whole
-nanoseconds before they are written: Perfetto stores integer nanoseconds (it rounds ts * 1000), so
-quantising here guarantees that what it reads nests exactly as written. pids and tids start at 1
-because Perfetto treats pid 0 / tid 0 as the kernel's swapper.
+Each chip is a process and each execution context a thread: main, sub and link carry their commands
+as they ran; the TensorDMA engines are one thread each (as many as the spec has), with the moves laid
+out on them as the engine model shares the pool (simulator.dma_layout), and a "dma descriptors"
+counter shows how many moves were starting up or moving. A tensor-parallel program is compiled for
+one chip and every chip runs it symmetrically, so chips 1..n-1 mirror chip 0 (the trace's metadata
+says so). The file stays bounded whatever the chip count: when full mirrors would pass MAX_EVENTS,
+mirrored chips drop their DMA tracks, and then their main tracks, keeping the link tracks (the
+collectives) on every chip; process labels and metadata say what was left out.
+
+Timestamps are quantised to whole nanoseconds before they are written: Perfetto stores integer
+nanoseconds (it rounds ts * 1000), so quantising here guarantees that what it reads nests exactly as
+written. pids and tids start at 1 because Perfetto treats pid 0 / tid 0 as the kernel's swapper.
 """
 
 from __future__ import annotations
 
 import gc
-import heapq
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -18,15 +25,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.dma_layout import EngineSlices, engine_slices
+from simulator.dma_shares import dma_shares, moving_rate
 from simulator.files import atomic_output
+from simulator.hardware import Hardware
 from simulator.program import CONTEXTS, Program
 from simulator.timeline import Timeline
 
-# Thread ids inside each chip's process; DMA lanes follow at DMA_TID + k.
+# Thread ids inside each chip's process; DMA engine k is DMA_TID + k.
 PHASES_TID = 1
 CONTEXT_TID = {"main": 2, "sub": 3, "link": 4}
 DMA_TID = 5
+MAX_EVENTS = 300_000  # events (about 150 B each) past which mirrored chips drop tracks
+TIERS = ("link", "main and link", "every")  # what a mirrored chip keeps: tracks of tier <= its own
+DESCRIPTORS = "dma descriptors"  # the counter of DMA moves starting up / moving, per chip
 _DMA = CONTEXTS.index("dma")
+_LINK = CONTEXTS.index("link")
 _CHUNK = 50_000  # events per json.dumps call when streaming to a file
 
 
@@ -50,28 +64,48 @@ def chip_pid(chip: int) -> int:
     return chip + 1
 
 
-def trace_events(runs: Sequence[TraceRun], clock_hz: float) -> dict:
-    """The whole trace as one JSON-ready dict: {"traceEvents": [...], "displayTimeUnit": "ns"}."""
+@dataclass(frozen=True)
+class _Laid:
+    """One run's commands as trace rows: where each complete event goes and what it shows."""
+
+    command: np.ndarray  # index into the program
+    chip: np.ndarray
+    tid: np.ndarray
+    ts: np.ndarray  # whole nanoseconds, global axis
+    end: np.ndarray
+    tier: np.ndarray  # index into TIERS: 0 link, 1 main / sub, 2 DMA engines
+    counters: list[tuple[int, list[float], list[int], list[int]]]  # per chip: (chip, us, starting, moving)
+
+    def events(self, tier: int) -> int:
+        """How many events a chip's copy of this run has when it keeps tracks up to `tier`."""
+        counted = sum(len(c[1]) for c in self.counters) if tier == len(TIERS) - 1 else 0
+        return int((self.tier <= tier).sum()) + counted
+
+
+def trace_events(runs: Sequence[TraceRun], hw: Hardware, chips: int = 1) -> dict:
+    """The whole trace as one JSON-ready dict: {"traceEvents": [...], "displayTimeUnit": "ns", ...}."""
+    plan = _Plan(runs, hw, chips)
     events: list[dict] = []
     with _gc_paused():
-        for chunk in _event_chunks(runs, clock_hz):
+        for chunk in plan.chunks():
             events.extend(chunk)
-    return {"traceEvents": events, "displayTimeUnit": "ns"}
+    return {"traceEvents": events, "displayTimeUnit": "ns", "metadata": plan.metadata()}
 
 
-def write_trace(path: str | os.PathLike, runs: Sequence[TraceRun], clock_hz: float) -> None:
+def write_trace(path: str | os.PathLike, runs: Sequence[TraceRun], hw: Hardware, chips: int = 1) -> None:
     """Writes the trace atomically, streaming it in chunks so millions of events stay within memory."""
+    plan = _Plan(runs, hw, chips)
     with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f, _gc_paused():
         f.write('{"traceEvents":[')
         first = True
-        for chunk in _event_chunks(runs, clock_hz):
+        for chunk in plan.chunks():
             if not chunk:
                 continue
             # json.dumps takes the C encoder; json.dump would take the pure-Python one.
             text = json.dumps(chunk, separators=(",", ":"))
             f.write(text[1:-1] if first else "," + text[1:-1])
             first = False
-        f.write('],"displayTimeUnit":"ns"}')
+        f.write('],"displayTimeUnit":"ns","metadata":' + json.dumps(plan.metadata()) + "}")
 
 
 @contextmanager
@@ -86,142 +120,199 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _event_chunks(runs: Sequence[TraceRun], clock_hz: float) -> Iterator[list[dict]]:
-    """Metadata first, then one list of complete events per run (split into chunks)."""
-    ns_per_cycle = 1e9 / clock_hz
-    spans = [_ns_spans(run, ns_per_cycle) for run in runs]
-    tids = _thread_ids(runs, spans)
-    chips = sorted({int(c) for run in runs for c in np.unique(run.program.chip)} | {0})
-    lanes = {chip: 0 for chip in chips}
-    for run, t in zip(runs, tids, strict=True):
-        dma = run.program.context == _DMA
-        for chip in np.unique(run.program.chip[dma]).tolist():
-            top = int(t[dma & (run.program.chip == chip)].max()) - DMA_TID + 1
-            lanes[chip] = max(lanes[chip], top)
-    yield _metadata(chips, lanes)
+class _Plan:
+    """What goes where: every run laid out once, then emitted for its own chips and the mirrors."""
 
-    phases_pid = chip_pid(0)
-    for run, (ts, end), tid in zip(runs, spans, tids, strict=True):
-        yield [_phase_event(run, ns_per_cycle, phases_pid)]
+    def __init__(self, runs: Sequence[TraceRun], hw: Hardware, chips: int) -> None:
+        placed = sorted({int(c) for run in runs for c in np.unique(run.program.chip)} | {0})
+        if chips > 1 and placed != [0]:
+            raise ValueError(f"only a one-chip (SPMD) program can be mirrored onto {chips} chips")
+        self.runs, self.hw = runs, hw
+        self.ns_per_cycle = 1e9 / hw.clock_hz
+        self.mirrors = list(range(1, chips)) if chips > 1 else []
+        self.chips = placed + self.mirrors
+        self.laid = [self._lay(run) for run in runs]
+        own = len(runs) + sum(laid.events(len(TIERS) - 1) for laid in self.laid)  # + phase events
+        fits = [
+            t
+            for t in range(len(TIERS))
+            if own + len(self.mirrors) * sum(r.events(t) for r in self.laid) <= MAX_EVENTS
+        ]
+        self.tier = max(fits, default=0)  # what mirrored chips keep
+
+    def _ns(self, run: TraceRun, cycles: np.ndarray) -> np.ndarray:
+        """Cycles on a run's axis as whole nanoseconds on the global axis (monotone rounding, so
+        intervals that were disjoint or nested stay so)."""
+        return np.rint((run.offset + cycles) * self.ns_per_cycle)
+
+    def _lay(self, run: TraceRun) -> _Laid:
+        p, t = run.program, run.timeline
+        fixed = np.array([CONTEXT_TID.get(c, 0) for c in CONTEXTS], np.int64)
+        other = np.flatnonzero(p.context != _DMA)
+        slices = self._engines(run)
+        ts = np.concatenate([self._ns(run, t.start[other]), self._ns(run, slices.t0)])
+        end = np.concatenate([self._ns(run, t.end[other]), self._ns(run, slices.t1)])
+        return _Laid(
+            command=np.concatenate([other, slices.command]),
+            chip=np.concatenate([p.chip[other].astype(np.int64), slices.chip]),
+            tid=np.concatenate([fixed[p.context[other]], DMA_TID + slices.engine]),
+            ts=ts,
+            end=np.maximum(end, ts),
+            tier=np.concatenate([np.where(p.context[other] == _LINK, 0, 1), np.full(len(slices), 2)]),
+            counters=self._counters(run),
+        )
+
+    def _engines(self, run: TraceRun) -> EngineSlices:
+        hw = self.hw
+        shares = dma_shares(
+            run.program, run.timeline, hw.hbm_sustained_bytes_per_cycle, hw.dma_bytes_per_cycle
+        )
+        return engine_slices(shares, hw.dma_engines, hw.dma_bytes_per_cycle_each)
+
+    def metadata(self) -> dict:
+        """What a reader needs to know that the events cannot say."""
+        hw, n = self.hw, len(self.chips)
+        meta = {
+            "chips": n,
+            "dma_engines": hw.dma_engines,
+            "dma": f"the {hw.dma_engines} TensorDMA engines of a chip are one pool of "
+            f"{hw.dma_bytes_per_cycle:g} B/cycle shared by the moves in flight; a move holds "
+            f"rate / {hw.dma_bytes_per_cycle_each:g} engines and may be split over several, and the "
+            f"'{DESCRIPTORS}' counter shows moves starting up (no bandwidth) and moving",
+        }
+        if self.mirrors:
+            meta["symmetric"] = True
+            meta["mirrors"] = (
+                "tensor-parallel SPMD: every chip runs chip 0's program, so chip k mirrors chip 0 "
+                "(its collectives on the link track included)"
+            )
+            meta["mirrored_tracks"] = TIERS[self.tier]
+        return meta
+
+    def chunks(self) -> Iterator[list[dict]]:
+        """Metadata first, then per run its phase event, its counters and its complete events, for
+        its own chips and then each mirror (split into chunks)."""
+        yield self._thread_names()
+        for run, laid in zip(self.runs, self.laid, strict=True):
+            yield [self._phase_event(run)]
+            yield from self._counter_events(laid)
+            yield from self._complete(run, laid)
+
+    def _complete(self, run: TraceRun, laid: _Laid) -> Iterator[list[dict]]:
         p = run.program
         names = [f"L{op.layer} {op.name}" if op.layer >= 0 else op.name for op in p.ops]
         kinds = [op.kind for op in p.ops]
         op = p.op.tolist()
-        pid = (p.chip.astype(np.int64) + 1).tolist()
-        tid_l = tid.tolist()
-        ts_us = (ts / 1000.0).tolist()
-        dur_us = ((end - ts) / 1000.0).tolist()
-        flops, hbm, dm, link, cycles = (
-            a.tolist() for a in (p.flops, p.hbm_bytes, p.dm_bytes, p.link_bytes, p.cycles)
-        )
-        rname = run.name
-        for lo in range(0, len(p), _CHUNK):
-            hi = min(lo + _CHUNK, len(p))
-            yield [
-                {
-                    "name": names[op[i]],
-                    "cat": kinds[op[i]],
-                    "ph": "X",
-                    "ts": ts_us[i],
-                    "dur": dur_us[i],
-                    "pid": pid[i],
-                    "tid": tid_l[i],
-                    "args": {
-                        "run": rname,
-                        "flops": flops[i],
-                        "hbm_bytes": hbm[i],
-                        "dm_bytes": dm[i],
-                        "link_bytes": link[i],
-                        "cycles": cycles[i],
-                    },
-                }
-                for i in range(lo, hi)
-            ]
+        cols = (p.flops, p.hbm_bytes, p.dm_bytes, p.link_bytes, p.moved, p.cycles)
+        flops, hbm, dm, link, moved, cycles = (a.tolist() for a in cols)
+        command, tid = laid.command.tolist(), laid.tid.tolist()
+        ts_us, dur_us = (laid.ts / 1000.0).tolist(), ((laid.end - laid.ts) / 1000.0).tolist()
+        everything = list(range(len(command)))
+        # Each row's args are built once; a mirror's events say whose they are instead of repeating them.
+        args = [
+            {
+                "run": run.name,
+                "command": c,
+                "flops": flops[c],
+                "hbm_bytes": hbm[c],
+                "dm_bytes": dm[c],
+                "link_bytes": link[c],
+                "moved_bytes": moved[c],
+                "cycles": cycles[c],
+            }
+            for c in command
+        ]
+        jobs = [(everything, [chip_pid(c) for c in laid.chip.tolist()], args)]
+        for mirror in self.mirrors:
+            rows = np.flatnonzero(laid.tier <= self.tier).tolist()
+            mirrored = [{"run": run.name, "command": c, "mirror_of": "chip 0"} for c in command]
+            jobs.append((rows, [chip_pid(mirror)] * len(rows), mirrored))
+        for rows, pid, arg in jobs:
+            for lo in range(0, len(rows), _CHUNK):
+                yield [
+                    {
+                        "name": names[op[command[k]]],
+                        "cat": kinds[op[command[k]]],
+                        "ph": "X",
+                        "ts": ts_us[k],
+                        "dur": dur_us[k],
+                        "pid": pid[lo + j],
+                        "tid": tid[k],
+                        "args": arg[k],
+                    }
+                    for j, k in enumerate(rows[lo : lo + _CHUNK])
+                ]
 
+    def _counters(self, run: TraceRun) -> list[tuple[int, list[float], list[int], list[int]]]:
+        """Per chip, how many DMA descriptors were starting up and how many moving, at each change."""
+        p, t = run.program, run.timeline
+        rate = moving_rate(p)
+        out = []
+        for chip in np.unique(p.chip[p.context == _DMA]).tolist():
+            ids = np.flatnonzero((p.context == _DMA) & (p.chip == chip))
+            moves = (rate[ids] > 0).astype(np.float64)
+            begin = np.where(moves > 0, t.start[ids] + p.latency[ids], t.end[ids])  # start-up ends
+            at = np.concatenate([self._ns(run, x) for x in (t.start[ids], begin, t.end[ids])])
+            starting = np.concatenate([np.ones(len(ids)), -np.ones(len(ids)), np.zeros(len(ids))])
+            moving = np.concatenate([np.zeros(len(ids)), moves, -moves])
+            times, where = np.unique(at, return_inverse=True)
+            up = np.cumsum(np.bincount(where, starting, len(times))).round().astype(int).tolist()
+            on = np.cumsum(np.bincount(where, moving, len(times))).round().astype(int).tolist()
+            out.append((chip, (times / 1000.0).tolist(), up, on))
+        return out
 
-def _ns_spans(run: TraceRun, ns_per_cycle: float) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end of every command in whole nanoseconds on the global axis (monotone rounding,
-    so intervals that were disjoint or nested stay so)."""
-    t = run.timeline
-    ts = np.rint((run.offset + t.start) * ns_per_cycle)
-    end = np.maximum(np.rint((run.offset + t.end) * ns_per_cycle), ts)
-    return ts, end
+    def _counter_events(self, laid: _Laid) -> Iterator[list[dict]]:
+        for chip, times, up, on in laid.counters:
+            mirrors = self.mirrors if self.tier == len(TIERS) - 1 else []
+            for pid in [chip_pid(chip)] + [chip_pid(m) for m in mirrors]:
+                yield [
+                    {
+                        "name": DESCRIPTORS,
+                        "ph": "C",
+                        "ts": us,
+                        "pid": pid,
+                        "tid": DMA_TID,  # ignored for counters, there for readers expecting one
+                        "args": {"starting": a, "moving": b},
+                    }
+                    for us, a, b in zip(times, up, on, strict=True)
+                ]
 
+    def _thread_names(self) -> list[dict]:
+        """Process and thread names (and sort orders, so chips and engines appear in order)."""
+        events: list[dict] = []
 
-def _thread_ids(runs: Sequence[TraceRun], spans: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
-    """Each command's tid: its context's thread, or for DMA the lowest-numbered lane free at its start.
+        def meta(name: str, pid: int, tid: int, args: dict) -> None:
+            events.append({"name": name, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args})
 
-    DMA descriptors overlap freely, and overlapping complete events on one thread break Perfetto's
-    nesting, so they are interval-partitioned per chip over all runs (ties by run, then index).
-    """
-    fixed = np.array([CONTEXT_TID.get(c, 0) for c in CONTEXTS], np.int64)
-    tids = [fixed[run.program.context] for run in runs]
-    starts, ends, where = [], [], []
-    for r, (run, (ts, end)) in enumerate(zip(runs, spans, strict=True)):
-        ids = np.flatnonzero(run.program.context == _DMA)
-        starts.append(ts[ids])
-        ends.append(end[ids])
-        where.append(np.stack([np.full(len(ids), r), ids, run.program.chip[ids].astype(np.int64)], 1))
-    if not runs:
-        return tids
-    start, end = np.concatenate(starts), np.concatenate(ends)
-    where = np.concatenate(where)
-    order = np.lexsort((where[:, 1], where[:, 0], start))
-    busy: dict[int, list[tuple[float, int]]] = {}  # chip -> heap of (end, lane) of lanes in use
-    free: dict[int, list[int]] = {}  # chip -> heap of released lanes
-    opened: dict[int, int] = {}  # chip -> lanes opened so far
-    lane_of = np.empty(len(order), np.int64)
-    for k, s, e, chip in zip(
-        order.tolist(), start[order].tolist(), end[order].tolist(), where[order, 2].tolist(), strict=True
-    ):
-        b, f = busy.setdefault(chip, []), free.setdefault(chip, [])
-        while b and b[0][0] <= s:
-            heapq.heappush(f, heapq.heappop(b)[1])
-        if f:
-            lane = heapq.heappop(f)
-        else:
-            lane = opened.get(chip, 0)
-            opened[chip] = lane + 1
-        heapq.heappush(b, (e, lane))
-        lane_of[k] = lane
-    for r in range(len(runs)):
-        mine = where[:, 0] == r
-        tids[r][where[mine, 1]] = DMA_TID + lane_of[mine]
-    return tids
+        for chip in self.chips:
+            pid = chip_pid(chip)
+            # Process metadata rides on the main thread: tid 0 is the swapper in Perfetto too.
+            meta("process_name", pid, CONTEXT_TID["main"], {"name": f"chip {chip}"})
+            meta("process_sort_index", pid, CONTEXT_TID["main"], {"sort_index": chip})
+            if chip in self.mirrors:
+                label = "mirrors chip 0" + (
+                    "" if self.tier == len(TIERS) - 1 else f" ({TIERS[self.tier]} tracks only)"
+                )
+                meta("process_labels", pid, CONTEXT_TID["main"], {"labels": label})
+            threads = [(PHASES_TID, "phases")] if chip == 0 else []
+            threads += [(tid, name) for name, tid in CONTEXT_TID.items()]
+            threads += [(DMA_TID + k, f"dma engine {k}") for k in range(self.hw.dma_engines)]
+            for tid, name in threads:
+                meta("thread_name", pid, tid, {"name": name})
+                meta("thread_sort_index", pid, tid, {"sort_index": tid})
+        return events
 
-
-def _metadata(chips: list[int], lanes: dict[int, int]) -> list[dict]:
-    """Process and thread names (and sort orders, so chips and lanes appear in order)."""
-    events: list[dict] = []
-
-    def meta(name: str, pid: int, tid: int, args: dict) -> None:
-        events.append({"name": name, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args})
-
-    for chip in chips:
-        pid = chip_pid(chip)
-        # Process metadata rides on the main thread: tid 0 is the swapper in Perfetto too.
-        meta("process_name", pid, CONTEXT_TID["main"], {"name": f"chip {chip}"})
-        meta("process_sort_index", pid, CONTEXT_TID["main"], {"sort_index": chip})
-        threads = [(PHASES_TID, "phases")] if chip == 0 else []
-        threads += [(tid, name) for name, tid in CONTEXT_TID.items()]
-        threads += [(DMA_TID + k, f"dma {k}") for k in range(lanes[chip])]
-        for tid, name in threads:
-            meta("thread_name", pid, tid, {"name": name})
-            meta("thread_sort_index", pid, tid, {"sort_index": tid})
-    return events
-
-
-def _phase_event(run: TraceRun, ns_per_cycle: float, pid: int) -> dict:
-    """One complete event spanning a whole run, on chip 0's "phases" thread."""
-    start = float(np.rint(run.offset * ns_per_cycle))
-    end = max(float(np.rint(run_end(run) * ns_per_cycle)), start)
-    return {
-        "name": run.name,
-        "cat": "phase",
-        "ph": "X",
-        "ts": start / 1000.0,
-        "dur": (end - start) / 1000.0,
-        "pid": pid,
-        "tid": PHASES_TID,
-        "args": {"run": run.name, "commands": len(run.program), "cycles": run.timeline.cycles},
-    }
+    def _phase_event(self, run: TraceRun) -> dict:
+        """One complete event spanning a whole run, on chip 0's "phases" thread."""
+        start = float(np.rint(run.offset * self.ns_per_cycle))
+        end = max(float(np.rint(run_end(run) * self.ns_per_cycle)), start)
+        return {
+            "name": run.name,
+            "cat": "phase",
+            "ph": "X",
+            "ts": start / 1000.0,
+            "dur": (end - start) / 1000.0,
+            "pid": chip_pid(0),
+            "tid": PHASES_TID,
+            "args": {"run": run.name, "commands": len(run.program), "cycles": run.timeline.cycles},
+        }

@@ -28,14 +28,27 @@ key paths it describes: `a.b` is key `b` of object `a`, `a[]` an entry of list `
 
 
 def _walk(cls: type, path: str, found: dict[type, list[str]]) -> None:
-    """Every report type reachable from `cls`, in first-seen order, with the key paths it sits at."""
+    """Every report type reachable from `cls`, in first-seen order, with the key paths it sits at:
+    through optional fields and lists, and (should a field ever hold one) any other type that
+    names a report type, so no section can be left out."""
+    if path in found.get(cls, []) or any(path.startswith(p + ".") for p in found.get(cls, []) if p):
+        return  # a type inside itself would recurse for ever
     found.setdefault(cls, []).append(path)
-    if len(found[cls]) > 1:
-        return
-    for f in fields(cls):
-        inner, suffix = _strip(get_type_hints(cls)[f.name])
+    for f in fields(cls):  # a type met again still lends its paths to the types inside it
+        hint = get_type_hints(cls)[f.name]
+        inner, suffix = _strip(hint)
         if is_dataclass(inner):
             _walk(inner, f"{path}.{f.name}{suffix}".lstrip("."), found)
+        else:
+            for nested in _dataclasses_in(hint):
+                _walk(nested, f"{path}.{f.name}{suffix}".lstrip("."), found)
+
+
+def _dataclasses_in(hint: Any) -> list[type]:
+    """The dataclasses a type hint names anywhere inside it (dict values, unions, nested tuples)."""
+    if is_dataclass(hint) and isinstance(hint, type):
+        return [hint]
+    return [cls for arg in get_args(hint) for cls in _dataclasses_in(arg)]
 
 
 def _strip(hint: Any) -> tuple[Any, str]:

@@ -9,7 +9,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tcp_compiler.frontend.families import FAMILIES
+
 SCHEMA = "tcpc.report/1"
+_FAMILY_NAMES = ", ".join(f"`{name}`" for name in FAMILIES)  # every family, so the doc cannot omit one
 
 Bound = Literal["compute", "memory", "communication", "overhead"]
 
@@ -59,6 +62,46 @@ class HardwareSummary(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LimiterPart(Record):
+    """One cause of the time a phase takes beyond its roofline, measured on the simulated timeline."""
+
+    cause: Literal[
+        "kernel_launch", "hbm_below_peak", "pipeline_stages", "contraction_placement", "link_latency",
+        "hbm_move", "dma_on_chip", "dma_startup", "contraction", "tensor_unit_other", "sub", "link", "gaps",
+    ] = doc(
+        "`kernel_launch`: the host's launch overhead; `hbm_below_peak`: HBM moves in flight but below "
+        "HBM's full rate; `pipeline_stages`: Tensor Unit pass time beyond its contraction (fill, drain, "
+        "Vector, Commit, TRF loads); `contraction_placement`: contraction cycles beyond peak (lanes or "
+        "slices the placement leaves idle); `link_latency`: chip-link time beyond its bytes at full "
+        "bandwidth. The others are time the bound resource is idle, named by what runs instead (first "
+        "match in this order): `link` collectives, `hbm_move`, `dma_on_chip` moves, `dma_startup`, "
+        "`contraction` passes, `tensor_unit_other` (passes without a contraction), `sub` pipeline; "
+        "`gaps`: nothing under way"
+    )
+    what: str = doc("the cause in words, as the terminal and Markdown reports print it")
+    seconds: float = doc("time it accounts for (per step for decode)", "s")
+    share: float = doc("`seconds` over the phase's time beyond its roofline", "0..1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limiter(Record):
+    """What a phase's time beyond its roofline is made of: the bound resource's idle time, split by
+    what ran instead, plus the time it ran below its peak rate and the kernel launch; computed from
+    the simulated timeline (which activities were under way at each cycle), so the parts sum to
+    `excess_seconds`."""
+
+    resource: Literal["compute", "memory", "communication"] = doc(
+        "the largest roofline term: the resource that bounds the phase (the Contraction Engine, HBM, the "
+        "chip links), even when the phase's `bound` is `overhead`"
+    )
+    roofline_ratio: float = doc("the phase's time over its roofline", "x")
+    excess_seconds: float = doc("the phase's time minus its roofline (per step for decode)", "s")
+    parts: tuple[LimiterPart, ...] = doc(
+        "the causes, largest first; causes under one cycle are left out"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class PrefillPhase(Record):
     """The prompt phase: one program over the whole prompt."""
 
@@ -73,6 +116,7 @@ class PrefillPhase(Record):
         "s",
     )
     bound: Bound = doc("the largest roofline term, or `overhead` when the phase took more than twice it")
+    limiter: Limiter | None = doc("what the time beyond the roofline is made of", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +134,7 @@ class DecodePhase(Record):
     hbm_bytes_per_step_mean: float | None = doc("mean HBM traffic of a step", "B", default=None)
     bound: Bound | None = doc("as for the prefill, for the mean step", default=None)
     roofline_seconds_mean: float | None = doc("the roofline of the mean step", "s", default=None)
+    limiter: Limiter | None = doc("as for the prefill, for the mean step", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,12 +173,15 @@ class LayerRow(Record):
     hbm_intensity: float = doc("FLOPs per byte of HBM traffic: the roofline's intensity", "FLOP/B")
     roofline_seconds: float = doc("as for the phases, for this layer", "s")
     bound: Bound = doc("as for the phases, for this layer")
+    attention: Literal["plain", "online"] | None = doc(
+        "prefill only: the softmax form of the layer's attention (`attention.prefill` says why)", default=None
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class OpRow(Record):
     """One fused op (an einsum with the element-wise work after it, a DMA move, a collective), per
-    step for decode; heaviest first, the top `--top N`."""
+    step for decode; every op, heaviest first."""
 
     name: str = doc("the IR value the op is named after (its einsum's, or its first node's)")
     kind: str = doc("`pass` (a Tensor Unit pass), `gather`, `scatter`, `slice`, `concat`, `all_reduce`, ...")
@@ -152,6 +200,31 @@ class OpRow(Record):
     hbm_intensity: float = doc("FLOPs per byte of HBM traffic: the roofline's intensity", "FLOP/B")
     roofline_seconds: float = doc("as for the phases, for this op", "s")
     bound: Bound = doc("as for the phases, for this op")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpRoleRow(Record):
+    """The ops that play one role across layers (`l0.down` ... `l15.down` are role `down`; tile
+    indices of online softmax, such as `Sq1024` or `blk3`, read `*`), summed; per step for decode."""
+
+    role: str = doc("the op name without its layer prefix, tile indices as `*`")
+    kind: str = doc("as for ops")
+    count: int = doc("ops in the role", "ops")
+    layers: int = doc("distinct layers they sit in (0 for ops outside the layers)", "layers")
+    seconds: float = doc("the sum of the ops' `seconds`", "s")
+    seconds_per_layer: float = doc("`seconds` per layer (per op outside the layers)", "s")
+    share: float = doc(
+        "`seconds` over the phase's time; ops overlap (a prefetch runs beside a pass), so the shares of "
+        "all roles can sum to more than 1",
+        "0..1",
+    )
+    tensor_unit_seconds: float = doc("the sum of the ops' Tensor Unit time", "s")
+    flops: float = doc("the ops' work", "FLOP")
+    hbm_bytes: float = doc("the ops' HBM traffic", "B")
+    intensity: float = doc("FLOPs per byte of HBM + DM traffic (on-chip reuse)", "FLOP/B")
+    hbm_intensity: float = doc("FLOPs per byte of HBM traffic: the roofline's intensity", "FLOP/B")
+    roofline_seconds: float = doc("the sum of the ops' rooflines", "s")
+    bound: Bound = doc("as for the phases, for the role's summed time and roofline terms")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,10 +283,19 @@ class Layers(ByPhase):
 
 @dataclass(frozen=True, kw_only=True)
 class Ops(ByPhase):
-    """Per fused op, heaviest first, one list per phase; `decode` only when there are decode steps."""
+    """Per fused op, every one, heaviest first, one list per phase; `decode` only when there are decode
+    steps."""
 
     prefill: tuple[OpRow, ...] = doc("the prefill's ops")
     decode: tuple[OpRow, ...] | None = doc("a decode step's ops", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpRoles(ByPhase):
+    """Per op role, heaviest first, one list per phase; `decode` only when there are decode steps."""
+
+    prefill: tuple[OpRoleRow, ...] = doc("the prefill's op roles")
+    decode: tuple[OpRoleRow, ...] | None = doc("a decode step's op roles", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,7 +311,7 @@ class Report(Record):
 
     schema: Literal["tcpc.report/1"] = doc("the schema version", default=SCHEMA)
     model: str = doc("model name (bundled name, checkpoint directory or config file stem)")
-    family: str = doc("the config's `model_type` (`llama`, `qwen3_moe`, `gpt2`, ...)")
+    family: str = doc("the config's `model_type`, one of the supported families: " + _FAMILY_NAMES)
     hardware: HardwareSummary = doc("the spec")
     batch: int = doc("sequences per batch", "sequences")
     prompt_len: int = doc("prompt tokens per sequence", "tokens")
@@ -246,6 +328,10 @@ class Report(Record):
     )
     units: Units = doc("per hardware unit")
     layers: Layers = doc("per decoder layer")
-    ops: Ops = doc("per fused op, heaviest first (`--top N`)")
+    ops: Ops = doc("per fused op, every one, heaviest first")
+    op_roles: OpRoles = doc(
+        "per op role (one op across layers), heaviest first; the terminal and Markdown print the first "
+        "`--top N`"
+    )
     attention: Attention = doc("the prefill's attention form per layer")
     memory: Memory = doc("HBM capacity per chip")

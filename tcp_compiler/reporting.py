@@ -1,15 +1,19 @@
-"""Builds the simulation report (tcp_compiler.report_types) from a simulation, and renders it as
-Markdown. Seconds come from cycles at the spec's clock plus one kernel launch per program (the
-spec's kernel_launch_s)."""
+"""Builds the simulation report (tcp_compiler.report_types) from a simulation. Seconds come from
+cycles at the spec's clock plus one kernel launch per program (the spec's kernel_launch_s). The
+renderers live beside it: tcp_compiler.report_markdown, tcp_compiler.report_terminal."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ir import DType
-from simulator.numbers import plural
 from simulator.report import OpTotals, bound
-from simulator.units import UNITS
+from simulator.units import UNIT_NAMES, UNITS
+from simulator.utilisation import totals_busy_cycles, utilisation
+from tcp_compiler.report_limiter import PhaseTime, limiter
+from tcp_compiler.report_markdown import render_markdown
+from tcp_compiler.report_roles import op_roles
+from tcp_compiler.report_text import attention_lines
 from tcp_compiler.report_types import (
     Attention,
     AttentionNote,
@@ -17,7 +21,10 @@ from tcp_compiler.report_types import (
     HardwareSummary,
     LayerRow,
     Layers,
+    Limiter,
     Memory,
+    OpRoleRow,
+    OpRoles,
     OpRow,
     Ops,
     PrefillPhase,
@@ -52,8 +59,8 @@ class _Rates:
         return flops / self.flops_per_s, hbm / self.hbm_bytes_per_s, link / self.link_bytes_per_s
 
 
-def _ops(totals: OpTotals, steps: int, sim: Simulation, top: int | None) -> tuple[OpRow, ...]:
-    """Per op, averaged per program run (per decode step for decode), heaviest first."""
+def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[OpRow, ...]:
+    """Every op, averaged per program run (per decode step for decode), heaviest first."""
     clock, rates = sim.hardware.clock_hz, _Rates.of(sim)
     rows = []
     for i, name in enumerate(totals.names):
@@ -72,11 +79,14 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation, top: int | None) -> tupl
             )
         )  # fmt: skip
     rows.sort(key=lambda r: -r.seconds)
-    return tuple(rows[:top] if top else rows)
+    return tuple(rows)
 
 
-def _layers(totals: OpTotals, steps: int, sim: Simulation) -> tuple[LayerRow, ...]:
-    """Per decoder layer (-1: embedding, final norm and LM head), per step for decode."""
+def _layers(
+    totals: OpTotals, steps: int, sim: Simulation, forms: dict[int, str] | None = None
+) -> tuple[LayerRow, ...]:
+    """Per decoder layer (-1: embedding, final norm and LM head), per step for decode; `forms`
+    gives the prefill's attention form per layer."""
     clock, rates = sim.hardware.clock_hz, _Rates.of(sim)
     rows = []
     for index, layer in enumerate(totals.layer_ids.tolist()):
@@ -94,24 +104,49 @@ def _layers(totals: OpTotals, steps: int, sim: Simulation) -> tuple[LayerRow, ..
                 flops=flops, hbm_bytes=hbm, intensity=flops / moved if moved else 0.0,
                 hbm_intensity=flops / hbm if hbm else 0.0,
                 roofline_seconds=max(terms), bound=bound(seconds, *terms),
+                attention=(forms or {}).get(int(layer)),
             )
         )  # fmt: skip
     return tuple(rows)
 
 
+def _attention_forms(sim: Simulation) -> dict[int, str]:
+    """The prefill's attention form per layer: each note names its attention's output value, an
+    op of the layer (or, once rewritten into tiles, the prefix of its tiles' ops)."""
+    totals = sim.prefill_ops
+    forms = {}
+    for note in sim.attention:
+        layers = [int(layer) for name, layer in zip(totals.names, totals.layers, strict=True)
+                  if name == note["op"] or name.startswith(note["op"] + ".")]  # fmt: skip
+        if layers:
+            forms[layers[0]] = note["form"]
+    return forms
+
+
+def _limiter(totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Simulation) -> Limiter:
+    """What a phase's time beyond its roofline is made of (per step for decode)."""
+    clock = sim.hardware.clock_hz
+    busy = totals.unit_busy.sum(axis=0)[UNIT_NAMES.index("contraction")]
+    phase = PhaseTime(
+        seconds=seconds, launch_seconds=sim.hardware.kernel_launch_s, terms=tuple(float(t) for t in terms),
+        state_seconds=totals.state_cycles / clock / steps,
+        contraction_busy_seconds=float(busy) / clock / steps, cycle_seconds=1 / clock,
+    )  # fmt: skip
+    return limiter(phase)
+
+
+def _roles(ops: tuple[OpRow, ...], seconds: float, sim: Simulation) -> tuple[OpRoleRow, ...]:
+    return op_roles(ops, seconds, _Rates.of(sim).roofline, bound)
+
+
 def _units(totals: OpTotals, cycles: float, sim: Simulation) -> tuple[UnitRow, ...]:
-    """Busy cycles and utilisation per unit (simulator.units): units that move bytes (DMA, links)
-    by those bytes at their full bandwidth, the others by their busy cycles in the Program."""
-    busy = totals.unit_busy.sum(axis=0)
-    rows = []
-    for u, unit in enumerate(UNITS):
-        if unit.moves is not None:
-            cycles_busy = float(getattr(totals, unit.moves).sum()) / unit.bandwidth(sim.hardware)
-        else:
-            cycles_busy = float(busy[u])
-        utilisation = float(min(cycles_busy / cycles, 1.0))
-        rows.append(UnitRow(unit=unit.name, busy_cycles=cycles_busy, utilisation=utilisation))
-    return tuple(rows)
+    """Busy cycles and utilisation per unit, by simulator.utilisation's definition (the timeline
+    plot uses the same one): moved bytes at full bandwidth for DMA and links, else busy cycles."""
+    busy = totals_busy_cycles(totals, sim.hardware)
+    return tuple(
+        UnitRow(unit=unit.name, busy_cycles=float(busy[u]), utilisation=float(utilisation(busy[u], cycles)))
+        for u, unit in enumerate(UNITS)
+    )
 
 
 def _decode(sim: Simulation, rates: _Rates) -> DecodePhase:
@@ -126,10 +161,13 @@ def _decode(sim: Simulation, rates: _Rates) -> DecodePhase:
         steps=steps, tpot_seconds_mean=mean, tpot_seconds_first=float(tpot[0]),
         tpot_seconds_last=float(tpot[-1]), seconds_total=float(tpot.sum()), flops_per_step_mean=float(flops),
         hbm_bytes_per_step_mean=float(hbm), bound=bound(mean, *terms), roofline_seconds_mean=max(terms),
+        limiter=_limiter(sim.decode_ops, steps, mean, terms, sim),
     )  # fmt: skip
 
 
-def build_report(sim: Simulation, top: int | None = 20) -> Report:
+def build_report(sim: Simulation, top: int | None = None) -> Report:
+    """The report of a simulation; `top` keeps only the heaviest ops in `ops` (None: every op, as
+    `--json` writes; op roles are always complete)."""
     hw, clock, rates = sim.hardware, sim.hardware.clock_hz, _Rates.of(sim)
     launch = hw.kernel_launch_s
     p = sim.prefill.program
@@ -138,12 +176,15 @@ def build_report(sim: Simulation, top: int | None = 20) -> Report:
     prefill = PrefillPhase(
         cycles=sim.prefill.cycles, seconds=prefill_seconds, launch_seconds=launch, flops=int(p.flops.sum()),
         hbm_bytes=int(p.hbm_bytes.sum()), roofline_seconds=max(terms), bound=bound(prefill_seconds, *terms),
+        limiter=_limiter(sim.prefill_ops, 1, prefill_seconds, terms, sim),
     )  # fmt: skip
     decode = _decode(sim, rates)
     steps = decode.steps
     total = prefill_seconds + (decode.seconds_total if steps else 0.0)
     cap = sim.capacity
     kv_per_token = cap.kv_cache / max(1, sim.batch * (sim.prompt_len + max(sim.gen_len - 1, 0)))
+    prefill_ops = _ops(sim.prefill_ops, 1, sim)
+    decode_ops = _ops(sim.decode_ops, steps, sim) if steps else None
     return Report(
         model=sim.config.name,
         family=sim.config.family,
@@ -162,12 +203,13 @@ def build_report(sim: Simulation, top: int | None = 20) -> Report:
             decode=_units(sim.decode_ops, float(sim.decode_cycles.sum()), sim) if steps else None,
         ),
         layers=Layers(
-            prefill=_layers(sim.prefill_ops, 1, sim),
+            prefill=_layers(sim.prefill_ops, 1, sim, _attention_forms(sim)),
             decode=_layers(sim.decode_ops, steps, sim) if steps else None,
         ),
-        ops=Ops(
-            prefill=_ops(sim.prefill_ops, 1, sim, top),
-            decode=_ops(sim.decode_ops, steps, sim, top) if steps else None,
+        ops=Ops(prefill=prefill_ops[: top or None], decode=decode_ops[: top or None] if decode_ops else None),
+        op_roles=OpRoles(
+            prefill=_roles(prefill_ops, prefill_seconds, sim),
+            decode=_roles(decode_ops, decode.tpot_seconds_mean, sim) if decode_ops else None,
         ),
         attention=Attention(prefill=tuple(AttentionNote(**note) for note in sim.attention)),
         memory=Memory(
@@ -177,59 +219,4 @@ def build_report(sim: Simulation, top: int | None = 20) -> Report:
     )  # fmt: skip
 
 
-def attention_lines(report: Report) -> list[str]:
-    """One line per attention form the prefill used: form, tile, how many layers, and why (the
-    first such layer's reason)."""
-    notes = report.attention.prefill
-    groups: dict[tuple, list[AttentionNote]] = {}
-    for note in notes:
-        groups.setdefault((note.form, note.rows, note.block), []).append(note)
-    lines = []
-    for (form, rows, block), group in groups.items():
-        what = (
-            "plain softmax" if form == "plain" else f"online softmax, tiles of {rows} queries x {block} keys"
-        )
-        lines.append(f"prefill attention: {what} in {len(group)} of {len(notes)} layers ({group[0].reason})")
-    return lines
-
-
-def render_markdown(report: Report) -> str:
-    """The report as Markdown: summary, units, top ops per phase, memory."""
-    hw, pre, dec = report.hardware, report.prefill, report.decode
-    lines = [
-        f"# {report.model} on {hw.name} ({plural(hw.chips, 'chip')})",
-        "",
-        f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}.",
-        "",
-        "| phase | seconds | roofline seconds | bound |",
-        "|---|---:|---:|---|",
-        f"| prefill (TTFT) | {pre.seconds:.6f} | {pre.roofline_seconds:.6f} | {pre.bound} |",
-    ]
-    if dec.steps:
-        lines.append(
-            f"| decode (TPOT mean of {dec.steps}) | {dec.tpot_seconds_mean:.6f} | "
-            f"{dec.roofline_seconds_mean:.6f} | {dec.bound} |"
-        )
-    lines += ["", f"Throughput: {report.throughput_tokens_per_s:.2f} tokens/s end to end.", ""]
-    lines += [f"- {line}" for line in attention_lines(report)] + [""]
-    for phase, units in report.units.items():
-        lines += [f"## Units, {phase}", "", "| unit | busy cycles | utilisation |", "|---|---:|---:|"]
-        lines += [f"| {u.unit} | {u.busy_cycles:.0f} | {100 * u.utilisation:.1f} % |" for u in units]
-        lines.append("")
-    for phase, ops in report.ops.items():
-        lines += [f"## Top ops, {phase}", "", "| op | layer | seconds | FLOPs | HBM bytes | bound |",
-                  "|---|---:|---:|---:|---:|---|"]  # fmt: skip
-        lines += [
-            f"| {o.name} | {o.layer} | {o.seconds:.6f} | {o.flops:.4g} | {o.hbm_bytes:.4g} | {o.bound} |"
-            for o in ops
-        ]
-        lines.append("")
-    mem = report.memory
-    lines += [
-        "## Memory per chip",
-        "",
-        f"Weights {mem.weights_bytes:,} B, KV cache {mem.kv_cache_bytes:,} B "
-        f"({mem.kv_cache_bytes_per_token:.0f} B per token), free {mem.free_bytes:,} B of "
-        f"{mem.hbm_capacity_bytes:,} B.",
-    ]
-    return "\n".join(lines) + "\n"
+__all__ = ["attention_lines", "build_report", "render_markdown"]  # the renderers, where callers found them

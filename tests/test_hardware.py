@@ -208,7 +208,7 @@ BAD_SPECS: dict[str, tuple[str, str, str]] = {
     "float for int": (
         EXT + "[chip]\nclusters = { value = 2.5, " + GOOD_SOURCE + " }\n",
         "chip.clusters",
-        "expected an integer, got float 2.5",
+        "expected an integer from 1 to 1,024, got float 2.5",
     ),
     "string for number": (
         EXT + '[chip]\nclock_hz = { value = "1 GHz", ' + GOOD_SOURCE + " }\n",
@@ -225,16 +225,16 @@ BAD_SPECS: dict[str, tuple[str, str, str]] = {
         "dma.engines",
         "boolean false",
     ),
-    "zero": (EXT + "[dma]\nengines = { value = 0, " + GOOD_SOURCE + " }\n", "dma.engines", "positive"),
+    "zero": (EXT + "[dma]\nengines = { value = 0, " + GOOD_SOURCE + " }\n", "dma.engines", "got int 0"),
     "negative": (
         EXT + "[chip]\nclock_hz = { value = -1e9, " + GOOD_SOURCE + " }\n",
         "chip.clock_hz",
-        "positive",
+        "from 1e+06 to 1e+11, got float -1e+09",
     ),
     "not finite": (
         EXT + "[chip]\nclock_hz = { value = inf, " + GOOD_SOURCE + " }\n",
         "chip.clock_hz",
-        "finite",
+        "to 1e+11, got float inf",
     ),
     "bare value": (EXT + "[chip]\nclock_hz = 1e9\n", "chip.clock_hz", "source"),
     "missing source": (

@@ -96,15 +96,18 @@ LLAMA = json.loads((EXAMPLES / "llama-3.2-1b.json").read_text())
         ),
         ({"model_type": None}, "missing field 'model_type' (supported: llama"),
         ({"hidden_size": None}, "missing field 'hidden_size' (needed for llama models)"),
-        ({"num_attention_heads": "32"}, "field 'num_attention_heads' must be int, got '32'"),
+        ({"num_attention_heads": "32"}, 'num_attention_heads: expected an integer from 1 to 16,384, got "32'),
         (
             {"num_key_value_heads": 5},
             "num_attention_heads (32) must be a multiple of num_key_value_heads (5)",
         ),
         ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_type 'yarn' is not supported"),
-        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "missing field 'low_freq_factor'"),
+        (
+            {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
+            "missing field 'rope_scaling.low_freq_factor'",
+        ),
         ({"hidden_act": "relu2"}, "field 'hidden_act' = 'relu2' is not supported"),
-        ({"vocab_size": 0}, "field 'vocab_size' must be positive, got 0"),
+        ({"vocab_size": 0}, "vocab_size: expected an integer from 1 to 16,777,216, got 0"),
         (
             {"model_type": "opt", "ffn_dim": 8192, "word_embed_proj_dim": 512},
             "word_embed_proj_dim (512) differs from hidden_size (2048)",
@@ -188,7 +191,8 @@ def test_compile_packed_prefill_and_its_bad_options(tmp_path: Path, capsys) -> N
     capsys.readouterr()
     for args, message in (
         (["--phase", "decode", "--documents", "2"], "--documents applies to --phase prefill"),
-        (["--documents", "-1"], "--documents must be at least 0, got -1"),
+        (["--documents", "-1"], "argument --documents: expected an integer from 0 to 1,048,576, got '-1'"),
+        (["--documents", "9"], "--documents 9 exceeds --seq 8: each document needs a token"),
     ):
         bad = tmp_path / "bad.tir"
         assert main(["compile", "gpt2", "--seq", "8", *args, "-o", str(bad)]) == 2

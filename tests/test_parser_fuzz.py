@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -68,6 +69,10 @@ TOKENS = [
     "eq",
     "axes = [B, B]",
     "value = 1",
+    "A=" + "9" * 400,
+    "1" + "0" * 5000,
+    '"\\ud800"',
+    "S=4294967297",
 ]
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -155,3 +160,60 @@ def test_unknown_op_suggests_the_closest() -> None:
         assert "'exp'" in str(e)
     else:
         raise AssertionError("no ParseError")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("graph g {\n  %x = input() : f32[A=" + "9" * 400 + "]\n  return %x\n}\n", "over the limit"),
+        ("graph g {\n  %x = input() : f32[A=4294967297]\n  return %x\n}\n", "axis 'A' has size 4294967297"),
+        (
+            "graph g {\n  %x = input() : f32[A=65536, B=65536, C=65536, D=65536]\n  return %x\n}\n",
+            "elements",
+        ),
+        (
+            "graph g {\n  %c = const() {value = 1" + "0" * 5000 + "} : f32[]\n  return %c\n}\n",
+            "(5001 digits) does not fit 64 bits",
+        ),
+        ("graph g {\n  %c = const() {value = 9223372036854775808} : f32[]\n  return %c\n}\n", "64 bits"),
+        ('graph "g\\ud800" {\n  %x = input() : f32[A=2]\n  return %x\n}\n', "lone surrogate"),
+        ('graph g {\n  %x = input() {eq = "\\udfff"} : f32[A=2]\n  return %x\n}\n', "lone surrogate"),
+    ],
+)
+def test_out_of_range_numbers_and_bad_unicode_are_parse_errors(text: str, expected: str) -> None:
+    """Sizes and integers are bounded before any arithmetic, strings are valid Unicode: no
+    OverflowError, 4,300-digit ValueError or UnicodeEncodeError can escape later."""
+    with pytest.raises(ir.ParseError) as info:
+        ir.parse(text, "big.tir")
+    message = str(info.value)
+    assert message.startswith("big.tir:2:") or message.startswith("big.tir:1:"), message
+    assert expected in message and "\n" not in message and len(message) < 300, message
+    message.encode("utf-8")  # printable
+
+
+def test_the_largest_allowed_axis_parses() -> None:
+    g = ir.parse("graph g {\n  %x = input() : f32[A=4294967296]\n  return %x\n}\n")
+    assert g["x"].type.shape == (4294967296,)
+
+
+def test_load_refuses_devices_fifos_folders_and_huge_files(tmp_path: Path) -> None:
+    """/dev/zero never ends and a FIFO blocks: neither is read; a file over the limit is refused
+    from its size alone."""
+    import os
+
+    from ir.parser import MAX_FILE_BYTES
+
+    fifo = tmp_path / "pipe.tir"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.tir"
+    with open(big, "wb") as f:
+        f.truncate(MAX_FILE_BYTES + 1)  # sparse: no 8 MB written
+    for path, expected in (
+        ("/dev/zero", "not a regular file"),
+        (fifo, "not a regular file"),
+        (tmp_path, "it is a folder"),
+        (big, "limit for .tir files"),
+    ):
+        with pytest.raises(ir.ParseError, match=expected) as info:
+            ir.load(path)
+        assert str(info.value).startswith(f"{path}: cannot read: ")

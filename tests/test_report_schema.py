@@ -92,3 +92,50 @@ def test_report_holds_its_declared_types_and_is_plain_json(report: Report) -> No
     _check(report, Report, "report")
     as_dict = report.to_dict()
     assert json.loads(json.dumps(as_dict)) == as_dict
+
+
+def _reachable(hint: Any, seen: dict[type, None]) -> dict[type, None]:
+    """Every dataclass a type hint names, and those their fields name, however nested (optional,
+    tuple, dict, union): found here independently of the generator's own walk."""
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type) and hint not in seen:
+        seen[hint] = None
+        for f in dataclasses.fields(hint):
+            _reachable(get_type_hints(hint)[f.name], seen)
+    for arg in get_args(hint):
+        _reachable(arg, seen)
+    return seen
+
+
+def _sections(text: str) -> dict[str, str]:
+    """The doc's sections by heading, each the text up to the next heading."""
+    parts = re.split(r"^## ", text, flags=re.M)[1:]
+    return {part.split("\n", 1)[0]: part for part in parts}
+
+
+def test_every_type_reachable_from_the_report_has_its_section() -> None:
+    """A type the report can hold but the doc leaves out fails here (issue 16: five were omitted)."""
+    types = _reachable(Report, {})
+    assert {"Limiter", "LimiterPart", "OpRoleRow", "OpRoles", "Memory"} <= {t.__name__ for t in types}
+    sections = _sections(DOC.read_text())
+    for cls in types:
+        doc = " ".join((cls.__doc__ or "").split())
+        owners = [body for body in sections.values() if doc in body]
+        assert owners, f"{cls.__name__} has no section in docs/report-schema.md"
+        keys = set(re.findall(r"^\| `(\w+)` \|", owners[0], flags=re.M))
+        assert keys == {f.name for f in dataclasses.fields(cls)}, cls.__name__
+
+
+def test_the_family_key_names_every_supported_family() -> None:
+    from tcp_compiler.frontend.families import FAMILIES
+
+    family = next(line for line in DOC.read_text().splitlines() if line.startswith("| `family` |"))
+    assert all(f"`{name}`" in family for name in FAMILIES)
+    assert {"gpt2", "opt", "bloom", "gpt_neox", "falcon"} <= set(FAMILIES)
+
+
+def test_decode_keys_of_shared_types_are_documented(report: Report) -> None:
+    """A type met at two paths (the limiter of both phases) documents the types inside it at both."""
+    documented = _documented(DOC.read_text())
+    if report.decode.steps:
+        assert "decode.limiter.parts[].cause" in _key_paths(report.to_dict())
+    assert {"prefill.limiter.parts[].cause", "decode.limiter.parts[].cause"} <= documented

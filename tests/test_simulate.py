@@ -143,12 +143,12 @@ def test_cli_writes_json_markdown_trace_and_plots(tmp_path: Path, capsys) -> Non
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--gen-len", "0"], "--gen-len must be at least 1, got 0"),
-        (["--batch", "0"], "--batch must be at least 1, got 0"),
+        (["--gen-len", "0"], "argument --gen-len: expected an integer from 1 to 1,048,576, got '0'"),
+        (["--batch", "0"], "argument --batch: expected an integer from 1 to 65,536, got '0'"),
         (["--hw", "nope"], "nope"),
         (["--chips", "3"], "do not split over 3 chips"),
-        (["--chips", "0"], "--chips must be at least 1, got 0"),
-        (["--hw", "rngd", "--prompt-len", "2000000"], "bytes of HBM per chip"),
+        (["--chips", "0"], "argument --chips: expected an integer from 1 to 1,024, got '0'"),
+        (["--hw", "rngd", "--prompt-len", "1000000", "--batch", "2"], "bytes of HBM per chip"),
     ],
 )
 def test_bad_arguments_are_one_line_exit_2(args: list[str], expected: str, capsys) -> None:

@@ -161,7 +161,7 @@ def test_deepnet_alpha_and_sinusoidal_table_are_what_the_config_says() -> None:
     [
         ({"norm": "batch_norm"}, "field 'norm' = 'batch_norm' is not one of rms_norm, layer_norm"),
         ({"position": "relative"}, "field 'position' = 'relative' is not one of rope, learned, alibi"),
-        ({"residual_scale": "big"}, "field 'residual_scale' must be a number or \"deepnet\""),
+        ({"residual_scale": "big"}, 'residual_scale: expected a number > 0 and <= 1e+06 or "deepnet"'),
         ({"block": "sandwich"}, "field 'block' = 'sandwich' is not one of pre_norm, post_norm, parallel"),
         ({"rotary_pct": 0.01}, "rotary_pct gives 0 rotary dims of 8"),
     ],

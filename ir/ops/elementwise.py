@@ -66,7 +66,7 @@ BINARY: dict[str, tuple[Callable, tuple[str, ...], bool, str]] = {
     "div": (np.divide, ("float",), False, "a / b"),
     "max": (np.maximum, ("float", "int"), False, "larger of a and b"),
     "min": (np.minimum, ("float", "int"), False, "smaller of a and b"),
-    "mod": (np.mod, ("float", "int"), False, "a mod b, with the sign of b (as Python's %): a ring buffer's slot"),
+    "mod": (np.mod, ("float", "int"), False, "a mod b, with the sign of b (Python's %): a ring slot"),
     "pow": (np.power, ("float",), False, "a ^ b"),
     "eq": (np.equal, ("float", "int", "bool"), True, "a == b"),
     "ne": (np.not_equal, ("float", "int", "bool"), True, "a != b"),

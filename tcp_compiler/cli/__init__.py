@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from ir.errors import TirError
 from simulator.errors import SimulatorError
@@ -14,8 +15,17 @@ from tcp_compiler.errors import TcpcError
 COMMANDS = [simulate_cmd, sweep_cmd, compile_cmd, run_cmd, inspect_cmd, hw_cmd]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line, like every other tcpc error (and exit code 2); the
+    subcommand parsers inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        text = message.replace("\r", "\\r").replace("\n", "\\n")
+        self.exit(2, f"tcpc: error: {text} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tcpc",
         description="Compile transformer models to an einsum IR and cost them on TCP (RNGD) hardware.",
     )
@@ -27,8 +37,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs one command; returns its exit code: 0, 2 for any bad input (one line on stderr), 1 when
+    a sweep's every point failed, 130 when interrupted, 141 when the reader of stdout went away.
+    --help and --version exit through SystemExit(0) as argparse does."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        if e.code in (0, None):
+            raise
+        return e.code if isinstance(e.code, int) else 2
     if not hasattr(args, "run"):
         parser.print_help()
         return 0

@@ -9,6 +9,7 @@ import ir
 from simulator.hardware import Hardware, load_hardware
 from simulator.program import Program
 from simulator.program_text import format_program
+from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.output import check_outputs, si, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.builder import ModelGraph
@@ -20,14 +21,19 @@ from tcp_compiler.pipeline import run as run_program
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """The options every command that builds a model graph shares."""
-    p.add_argument("--batch", type=int, default=1, metavar="B", help="sequences per batch (default 1)")
+    p.add_argument(
+        "--batch", type=arg_types.batch, default=1, metavar="B", help="sequences per batch (default 1)"
+    )
     p.add_argument(
         "--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision of weights and activations"
     )
-    p.add_argument("--group-size", type=int, metavar="N", help="w4 only: elements per scale (default 128)")
+    p.add_argument(
+        "--group-size", type=arg_types.group_size, metavar="N",
+        help="w4 only: elements per scale (default 128)",
+    )  # fmt: skip
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
     p.add_argument(
-        "--chips", type=int, metavar="N",
+        "--chips", type=arg_types.chips, metavar="N",
         help="tensor-parallel chips of the spec's kind (default: its count; --chips 4 on rngd is rngd-4)",
     )  # fmt: skip
 
@@ -43,13 +49,17 @@ def add_parser(subparsers) -> None:
         "model", help=f"config.json, checkpoint directory, or bundled name: {', '.join(bundled_models())}"
     )
     p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
-    p.add_argument("--seq", type=int, default=2048, metavar="S", help="prefill: prompt length (default 2048)")
     p.add_argument(
-        "--past", type=int, default=2048, metavar="P", help="decode: tokens already cached (default 2048)"
-    )
+        "--seq", type=arg_types.tokens, default=2048, metavar="S",
+        help="prefill: prompt length (default 2048)",
+    )  # fmt: skip
+    p.add_argument(
+        "--past", type=arg_types.tokens, default=2048, metavar="P",
+        help="decode: tokens already cached (default 2048)",
+    )  # fmt: skip
     p.add_argument(
         "--documents",
-        type=int,
+        type=arg_types.documents,
         default=0,
         metavar="N",
         help="prefill: pack N documents per row (inputs segment, position, ends; logits per document)",
@@ -66,11 +76,16 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.documents < 0:
-        raise CliError(f"--documents must be at least 0, got {args.documents}")
+def check_args(args: argparse.Namespace) -> None:
+    """The rules between flags (each flag's own range is its argparse type)."""
     if args.documents and args.phase == "decode":
         raise CliError("--documents applies to --phase prefill (a packed row has no decode)")
+    if args.documents > args.seq:
+        raise CliError(f"--documents {args.documents} exceeds --seq {args.seq}: each document needs a token")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_args(args)
     check_outputs({"-o": args.output})
     model = load_model(args.model)
     hw = load_hardware(args.hw, args.chips)

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from simulator.hardware import Hardware, list_presets, load_hardware
+from tcp_compiler.cli.console import console
 
 _KIND_STYLE = {"published": "green", "derived": "cyan", "assumed": "bold yellow"}
 
@@ -68,38 +71,43 @@ def _print_presets(as_json: bool) -> None:
         table.add_column(column, justify="right" if column == "chips" else "left")
     for h in presets:
         table.add_row(h.name, str(h.chips), Text(h.description))
-    Console().print(table)
+    console().print(table)
 
 
 def _print_spec(hw: Hardware) -> None:
-    console = Console()
+    """One borderless table per section, all with the same columns: each parameter's value with its
+    unit (the readable form; `--json` has the exact numbers) and its source, wrapped at spaces or
+    after a `/` of a path to the width left, so no word is cut and the table reads at 100 columns."""
+    out = console()
     extends = f", extends {hw.extends}" if hw.extends else ""
-    console.print(Text.assemble((f"hardware {hw.name}", "bold"), f"  ({hw.path}{extends})"))
+    out.print(Text.assemble((f"hardware {hw.name}", "bold"), f"  ({hw.path}{extends})"))
     if hw.description:
-        console.print(Text(hw.description))
-
-    groups: dict[str, list[tuple[str, int | float, str, str]]] = {}
+        out.print(Text(hw.description))
+    groups: dict[str, list[tuple[str, str, str]]] = {}
     for dotted, value, unit, source in hw.parameters():
         group, key = dotted.rsplit(".", 1)
-        groups.setdefault(group, []).append((key, value, unit, source))
-    for group, params in groups.items():
-        table = Table(title=Text(f"[{group}]"), title_justify="left")
-        table.add_column("key", no_wrap=True, min_width=max(len(p[0]) for p in params))
-        table.add_column("value", justify="right", no_wrap=True)
-        table.add_column("unit", no_wrap=True)
-        table.add_column("source", overflow="fold", ratio=1)
-        for key, value, unit, source in params:
+        groups.setdefault(group, []).append((key, _compact_value(value, unit), source))
+    rows = [row for params in groups.values() for row in params]
+    key_width = max(len(key) for key, _, _ in rows)
+    value_width = max(len("value"), *(len(value) for _, value, _ in rows))
+    source_width = max(_MIN_SOURCE, out.width - key_width - value_width - 6)  # 3 between columns
+    for number, (group, params) in enumerate(groups.items()):
+        table = Table(
+            title=Text(f"[{group}]", style="bold"), title_justify="left", box=box.SIMPLE_HEAD,
+            show_edge=False, pad_edge=False, show_header=number == 0,
+        )  # fmt: skip
+        table.add_column("key", no_wrap=True, width=key_width)
+        table.add_column("value", justify="right", no_wrap=True, width=value_width)
+        table.add_column("source", no_wrap=True, width=source_width)
+        for key, value, source in params:
             kind, _, reference = source.partition(":")
-            table.add_row(
-                Text(key, style="yellow" if kind == "assumed" else ""),
-                _format_value(value, unit),
-                unit,
-                Text.assemble((kind + ":", _KIND_STYLE.get(kind, "")), reference),
-            )
-        console.print(table)
+            text = Text("\n".join(wrap(f"{kind}:{reference}", source_width)))
+            text.stylize(_KIND_STYLE.get(kind, ""), 0, len(kind) + 1)
+            table.add_row(Text(key, style="yellow" if kind == "assumed" else ""), value, text)
+        out.print(table)
     assumed = hw.assumed_keys
     if assumed:
-        console.print(
+        out.print(
             Text.assemble(
                 (f"{len(assumed)} values are assumed", "bold yellow"),
                 " (knobs, not published; override them in a file that extends this one): ",
@@ -107,8 +115,39 @@ def _print_spec(hw: Hardware) -> None:
             )
         )
 
-    _print_compute(console, hw)
-    _print_memory(console, hw)
+    _print_compute(out, hw)
+    _print_memory(out, hw)
+
+
+_MIN_SOURCE = 30  # characters: narrower terminals get longer lines rather than a sliver of source
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """Lines of at most `width` characters, broken at spaces, or after a `/` inside a word too long
+    for a line (paths); a piece with neither is cut only when it alone exceeds `width`."""
+    pieces: list[tuple[str, bool]] = []  # (piece, starts a new word)
+    for word in text.split():
+        parts = [word] if len(word) <= width else re.findall(r"[^/]*/|[^/]+$", word)
+        for index, part in enumerate(parts):
+            for start in range(0, len(part), width):
+                pieces.append((part[start : start + width], index == 0 and start == 0))
+    lines: list[str] = []
+    for piece, new_word in pieces:
+        joined = (lines[-1] + (" " if new_word else "") + piece) if lines else piece
+        if lines and len(joined) <= width:
+            lines[-1] = joined
+        else:
+            lines.append(piece)
+    return lines or [""]
+
+
+def _compact_value(value: int | float, unit: str) -> str:
+    """The readable form when there is one (64 GB/s, 2 us, 512 KiB), else the value and its unit."""
+    human = _human(value, unit)
+    if human:
+        return human
+    text = f"{int(value):,}" if isinstance(value, float) and value.is_integer() else f"{value:,}"
+    return f"{text} {unit}".rstrip()
 
 
 def _print_compute(console: Console, hw: Hardware) -> None:

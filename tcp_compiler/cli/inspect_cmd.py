@@ -11,6 +11,7 @@ from rich.table import Table
 import ir
 from ir.analysis import GraphCost
 from ir.dot import to_dot
+from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.output import announce, check_outputs, si, write_atomically
 
 
@@ -24,7 +25,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("file", help="a .tir text file")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--dot", metavar="OUT.dot", help="also write the dataflow graph as Graphviz DOT")
-    p.add_argument("--top", type=int, metavar="N", help="list only the N ops with the most FLOPs")
+    p.add_argument("--top", type=arg_types.top, metavar="N", help="list only the N ops with the most FLOPs")
     p.set_defaults(run=run)
 
 

@@ -7,6 +7,7 @@ import io
 
 import numpy as np
 
+from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.output import check_outputs, write_atomically_bytes
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import load_model
@@ -23,33 +24,42 @@ def add_parser(subparsers) -> None:
         "in the checkpoint's own precision unless --dtype says otherwise.",
     )
     p.add_argument("checkpoint", help="a Hugging Face checkpoint directory (config.json + *.safetensors)")
-    p.add_argument("--prompt-ids", required=True, metavar="IDS", help="comma-separated token ids, e.g. 1,2,3")
-    p.add_argument("--decode-steps", type=int, default=0, metavar="N", help="greedy decode steps (default 0)")
+    p.add_argument(
+        "--prompt-ids", required=True, type=arg_types.token_ids, metavar="IDS",
+        help="comma-separated token ids, e.g. 1,2,3",
+    )  # fmt: skip
+    p.add_argument(
+        "--decode-steps", type=arg_types.decode_steps, default=0, metavar="N",
+        help="greedy decode steps (default 0)",
+    )  # fmt: skip
     p.add_argument("--dtype", choices=sorted(PRECISIONS), help="precision (default: the checkpoint's)")
-    p.add_argument("--group-size", type=int, metavar="N", help="w4 only: elements per scale (default 128)")
+    p.add_argument(
+        "--group-size", type=arg_types.group_size, metavar="N",
+        help="w4 only: elements per scale (default 128)",
+    )  # fmt: skip
     p.add_argument("--logits-out", metavar="FILE.npz", help="save prefill / decode_k logits and tokens")
     p.set_defaults(run=run)
 
 
-def parse_ids(text: str) -> list[int]:
-    try:
-        ids = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise CliError(f"--prompt-ids: expected comma-separated integers, got {text!r}") from None
-    if not ids:
-        raise CliError("--prompt-ids: expected at least one token id")
-    return ids
+def check_args(args: argparse.Namespace, vocab: int, max_positions: int) -> None:
+    """The rules between flags and the model (each flag's own range is its argparse type)."""
+    if max(args.prompt_ids) >= vocab:
+        raise CliError(f"--prompt-ids: token id {max(args.prompt_ids)} is not below the vocabulary {vocab}")
+    used = len(args.prompt_ids) + args.decode_steps
+    if max_positions and used > max_positions:
+        raise CliError(
+            f"--prompt-ids and --decode-steps use {used} positions; the model has {max_positions}"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--logits-out": args.logits_out})
-    ids = parse_ids(args.prompt_ids)
-    if args.decode_steps < 0:
-        raise CliError(f"--decode-steps must be 0 or more, got {args.decode_steps}")
+    ids = args.prompt_ids
     model = load_model(args.checkpoint)
     if model.checkpoint is None:
         raise CliError(f"{args.checkpoint}: run needs a checkpoint directory with *.safetensors weights")
     cfg = model.config
+    check_args(args, cfg.vocab, cfg.max_positions)
     prec = precision(args.dtype, args.group_size) if args.dtype else checkpoint_precision(cfg.dtype)
     result = generate(
         cfg,

@@ -7,15 +7,17 @@ import json
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from simulator.hardware import load_hardware
-from tcp_compiler.cli.output import announce, check_outputs, plural, si, write_atomically
+from tcp_compiler.cli import arg_types
+from tcp_compiler.cli.console import console
+from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
+from tcp_compiler.report_terminal import print_report
 from tcp_compiler.report_types import Report
-from tcp_compiler.reporting import attention_lines, build_report, render_markdown
+from tcp_compiler.reporting import build_report, render_markdown
 from tcp_compiler.simulate import Simulation, simulate_generation
 
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -36,32 +38,43 @@ def add_parser(subparsers) -> None:
     )  # fmt: skip
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
     p.add_argument(
-        "--chips", type=int, metavar="N",
+        "--chips", type=arg_types.chips, metavar="N",
         help="tensor-parallel chips of the spec's kind (default: its count; --chips 4 on rngd is rngd-4)",
     )  # fmt: skip
-    p.add_argument("--batch", type=int, default=1, metavar="B", help="sequences per batch (default 1)")
     p.add_argument(
-        "--prompt-len", type=int, metavar="P",
+        "--batch", type=arg_types.batch, default=1, metavar="B", help="sequences per batch (default 1)"
+    )
+    p.add_argument(
+        "--prompt-len", type=arg_types.tokens, metavar="P",
         help=f"prompt tokens (default {DEFAULT_PROMPT}, less if the model has fewer positions)",
     )  # fmt: skip
-    p.add_argument("--gen-len", type=int, default=128, metavar="G", help="generated tokens (default 128)")
+    p.add_argument(
+        "--gen-len", type=arg_types.tokens, default=128, metavar="G", help="generated tokens (default 128)"
+    )
     p.add_argument("--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision (default bf16)")
-    p.add_argument("--group-size", type=int, metavar="N", help="w4 only: elements per scale (default 128)")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="ops listed per phase (default 10)")
+    p.add_argument(
+        "--group-size", type=arg_types.group_size, metavar="N",
+        help="w4 only: elements per scale (default 128)",
+    )  # fmt: skip
+    p.add_argument(
+        "--top", type=top_count, default=10, metavar="N|all",
+        help="op roles listed per phase (default 10; 0 or all: every role)",
+    )  # fmt: skip
     p.add_argument("--json", metavar="FILE", help="write the report as JSON (docs/report-schema.md)")
     p.add_argument("--markdown", metavar="FILE", help="write the report as Markdown")
     p.add_argument(
         "--trace", metavar="FILE", help="write a Perfetto trace (prefill and the first decode steps)"
     )
     p.add_argument(
-        "--trace-steps", type=int, default=2, metavar="N", help="decode steps in the trace (default 2)"
+        "--trace-steps", type=arg_types.trace_steps, default=2, metavar="N",
+        help="decode steps in the trace (default 2)",
     )
     p.add_argument("--plot", metavar="DIR", help="write roofline.png and timeline.png into DIR")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    for name in ("batch", "prompt_len", "gen_len", "top"):
+    for name in ("batch", "prompt_len", "gen_len"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise CliError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
@@ -81,25 +94,38 @@ def run(args: argparse.Namespace) -> int:
     try:
         sim = simulate_generation(
             model.config, hw, prec, args.batch, args.prompt_len, args.gen_len, args.chips,
-            trace_steps=args.trace_steps if args.trace else 0, progress=bar.update,
+            trace_steps=args.trace_steps if args.trace or args.plot else 0, progress=bar.update,
         )  # fmt: skip
     finally:
         bar.stop()
-    report = build_report(sim, top=args.top)
-    _print(report)
+    report = build_report(sim)
+    print_report(report, console(), args.top)
     if args.json:
         write_atomically(args.json, json.dumps(report.to_dict(), indent=2) + "\n")
         announce(args.json, "JSON report, docs/report-schema.md")
     if args.markdown:
-        write_atomically(args.markdown, render_markdown(report))
+        write_atomically(args.markdown, render_markdown(report, args.top))
         announce(args.markdown, "Markdown report")
     if args.trace:
         _trace(sim, args.trace)
         announce(args.trace, "Perfetto trace: open in ui.perfetto.dev")
     if args.plot:
-        _plots(sim, report, args.plot)
+        _plots(sim, report, args.plot, args.top)
         announce(args.plot, "roofline.png, timeline.png")
     return 0
+
+
+def top_count(text: str) -> int:
+    """`--top`: a count of at least 0, or `all` (0: every role)."""
+    if text.strip().lower() == "all":
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count or 'all', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a count of at least 0 or 'all', got {value}")
+    return value
 
 
 def default_prompt(max_positions: int, gen_len: int) -> int:
@@ -140,10 +166,10 @@ def _trace(sim: Simulation, path: str) -> None:
     for run in [sim.prefill, *sim.traced_steps]:
         runs.append(TraceRun(run.name, run.program, run.timeline, offset))
         offset += run.cycles
-    write_trace(path, runs, sim.hardware.clock_hz)
+    write_trace(path, runs, sim.hardware, chips=sim.chips)
 
 
-def _plots(sim: Simulation, report: Report, directory: str) -> None:
+def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:
     from pathlib import Path
 
     from simulator.plots import RooflinePoint, roofline_png, timeline_png
@@ -155,10 +181,10 @@ def _plots(sim: Simulation, report: Report, directory: str) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CliError(f"{out}: cannot create: {e.strerror}") from None
-    points = [
-        RooflinePoint(op.name, phase, op.flops, op.hbm_bytes, op.seconds)
-        for phase, ops in report.ops.items()
-        for op in ops
+    points = [  # one point per op role: the mean of its ops
+        RooflinePoint(r.role, phase, r.flops / r.count, r.hbm_bytes / r.count, r.seconds / r.count)
+        for phase, roles in report.op_roles.items()
+        for r in (roles if top <= 0 else roles[:top])
     ]
     peaks = {name: sim.hardware.flops_per_second(name) for name in PEAK_DTYPES}
     title = f"{sim.config.name} on {sim.hardware.name}"
@@ -167,70 +193,4 @@ def _plots(sim: Simulation, report: Report, directory: str) -> None:
     for run in [sim.prefill, *sim.traced_steps]:
         runs.append(TraceRun(run.name, run.program, run.timeline, offset))
         offset += run.cycles
-    timeline_png(out / "timeline.png", runs, UNITS, sim.hardware.clock_hz, title)
-
-
-def _print(report: Report) -> None:
-    console = Console()
-    hw = report.hardware
-    console.print(
-        f"[bold]{report.model}[/bold] on [bold]{hw.name}[/bold] ({plural(hw.chips, 'chip')}), "
-        f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}"
-    )
-    pre, dec = report.prefill, report.decode
-    summary = Table(title="summary: prefill = TTFT, decode = mean TPOT", title_justify="left")
-    for column in ("phase", "time", "roofline", "x roof", "bound", "FLOPs", "HBM"):
-        left = column in ("phase", "bound")
-        summary.add_column(column, justify="left" if left else "right", no_wrap=left)
-    ratio = pre.seconds / pre.roofline_seconds
-    summary.add_row(
-        "prefill", _ms(pre.seconds), _ms(pre.roofline_seconds), f"{ratio:.2f}", pre.bound,
-        si(pre.flops), si(pre.hbm_bytes, "B"),
-    )  # fmt: skip
-    if dec.steps:
-        ratio = dec.tpot_seconds_mean / dec.roofline_seconds_mean
-        summary.add_row(
-            "decode", _ms(dec.tpot_seconds_mean), _ms(dec.roofline_seconds_mean), f"{ratio:.2f}", dec.bound,
-            si(dec.flops_per_step_mean), si(dec.hbm_bytes_per_step_mean, "B"),
-        )  # fmt: skip
-    console.print(summary)
-    if dec.steps:
-        console.print(
-            f"TPOT first {_ms(dec.tpot_seconds_first)}, last {_ms(dec.tpot_seconds_last)}; "
-            f"decode {report.decode_tokens_per_s:.1f} tokens/s, end to end "
-            f"{report.throughput_tokens_per_s:.1f} tokens/s"
-        )
-    for line in attention_lines(report):
-        console.print(line)
-    for phase, units in report.units.items():
-        table = Table(title=f"units, {phase}", title_justify="left")
-        for column in ("unit", "busy cycles", "utilisation"):
-            table.add_column(column, justify="left" if column == "unit" else "right")
-        for u in units:
-            table.add_row(u.unit, f"{u.busy_cycles:,.0f}", f"{100 * u.utilisation:.1f} %")
-        console.print(table)
-    for phase, ops in report.ops.items():
-        table = Table(
-            title=f"top ops, {phase}" + (" (per step)" if phase == "decode" else ""), title_justify="left"
-        )
-        numeric = ("layer", "time", "FLOPs", "HBM", "FLOP/HBM B")
-        for column in ("op", "layer", "time", "FLOPs", "HBM", "FLOP/HBM B", "bound"):
-            table.add_column(column, justify="right" if column in numeric else "left")
-        for op in ops:
-            table.add_row(
-                op.name, str(op.layer) if op.layer >= 0 else "-", _ms(op.seconds), si(op.flops),
-                si(op.hbm_bytes, "B"), f"{op.hbm_intensity:,.1f}", op.bound,
-            )  # fmt: skip
-        console.print(table)
-    mem = report.memory
-    console.print(
-        f"HBM per chip: weights {si(mem.weights_bytes, 'B')}, KV cache {si(mem.kv_cache_bytes, 'B')} "
-        f"({si(mem.kv_cache_bytes_per_token, 'B')}/token), free {si(mem.free_bytes, 'B')} of "
-        f"{si(mem.hbm_capacity_bytes, 'B')}"
-    )
-    if hw.assumed:
-        console.print(f"[dim]assumed spec values: {', '.join(hw.assumed)}[/dim]")
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3f} ms"
+    timeline_png(out / "timeline.png", runs, UNITS, sim.hardware, title)

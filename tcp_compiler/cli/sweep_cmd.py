@@ -4,32 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from simulator.hardware import load_hardware
-from tcp_compiler.cli.output import announce, check_outputs, write_atomically
+from tcp_compiler.cli import arg_types
+from tcp_compiler.cli.console import console
+from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.line_table import line_table
 from tcp_compiler.sweep import csv_text, grid, run_sweep
 
+MAX_POINTS = 4096  # simulations one sweep may ask for
 
-def _ints(flag: str):
-    def parse(text: str) -> list[int]:
-        try:
-            values = [int(t) for t in text.split(",") if t.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{flag}: expected comma-separated integers, got {text!r}"
-            ) from None
-        if not values or min(values) < 1:
-            raise argparse.ArgumentTypeError(f"{flag}: expected positive integers, got {text!r}")
-        return values
 
-    return parse
+def check_args(args: argparse.Namespace) -> None:
+    """The rules between flags (each flag's own range is its argparse type): a bounded grid."""
+    lists = (args.batch, args.prompt_len, args.gen_len, args.dtype, args.chips or [1])
+    points = math.prod(len(v) for v in lists)
+    if points > MAX_POINTS:
+        raise CliError(f"the grid has {points:,} points; a sweep runs at most {MAX_POINTS:,}")
 
 
 def _dtypes(text: str) -> list[str]:
@@ -50,13 +48,28 @@ def add_parser(subparsers) -> None:
         "a hash of model + hardware + options. A point that fails reports its error in its row.",
     )
     p.add_argument("model", help="config.json, checkpoint dir or bundled name")
-    p.add_argument("--batch", type=_ints("--batch"), default=[1], metavar="B,...")
-    p.add_argument("--prompt-len", type=_ints("--prompt-len"), default=[2048], metavar="P,...")
-    p.add_argument("--gen-len", type=_ints("--gen-len"), default=[128], metavar="G,...")
-    p.add_argument("--chips", type=_ints("--chips"), metavar="N,...", help="default: the spec's chip count")
-    p.add_argument("--dtype", type=_dtypes, default=["bf16"], metavar="D,...")
+    p.add_argument(
+        "--batch", type=arg_types.integers(1, arg_types.MAX_BATCH), default=[1], metavar="B,...",
+        help="sequences per batch, comma-separated (default 1)",
+    )  # fmt: skip
+    p.add_argument(
+        "--prompt-len", type=arg_types.integers(1, arg_types.MAX_TOKENS), default=[2048], metavar="P,...",
+        help="prompt tokens, comma-separated (default 2048)",
+    )  # fmt: skip
+    p.add_argument(
+        "--gen-len", type=arg_types.integers(1, arg_types.MAX_TOKENS), default=[128], metavar="G,...",
+        help="generated tokens, comma-separated (default 128)",
+    )  # fmt: skip
+    p.add_argument(
+        "--chips", type=arg_types.integers(1, arg_types.MAX_CHIPS), metavar="N,...",
+        help="tensor-parallel chips, comma-separated (default: the spec's chip count)",
+    )  # fmt: skip
+    p.add_argument(
+        "--dtype", type=_dtypes, default=["bf16"], metavar="D,...",
+        help=f"precisions, comma-separated: {', '.join(PRECISIONS)} (default bf16)",
+    )  # fmt: skip
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
-    p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: CPUs)")
+    p.add_argument("--jobs", type=arg_types.jobs, metavar="N", help="worker processes (default: CPUs)")
     p.add_argument("--csv", metavar="FILE", help="write the rows as CSV")
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     p.add_argument("--plot", metavar="DIR", help="write throughput and latency plots into DIR")
@@ -64,6 +77,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_args(args)
     check_outputs({"--csv": args.csv, "--json": args.json}, {"--plot": args.plot})
     hw = load_hardware(args.hw)  # a bad spec is an error for the whole sweep, not per point
     chips = args.chips or [hw.chips]
@@ -77,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     ) as bar:  # fmt: skip
         task = bar.add_task("sweep", total=len(points))
         rows = run_sweep(points, jobs, lambda done, total: bar.update(task, completed=done))
-    _print(rows)
+    _print(rows, saved=bool(args.csv or args.json))
     if args.csv:
         write_atomically(args.csv, csv_text(rows))
         announce(args.csv, f"{len(rows)} rows")
@@ -107,12 +121,27 @@ SHOWN = (  # column, header, format
 )  # fmt: skip
 
 
-def _print(rows: list[dict]) -> None:
-    table = Table(title=f"sweep: {len(rows)} points", title_justify="left")
-    for _, header, _ in SHOWN:
-        table.add_column(header, justify="right")
-    table.add_column("status")
-    for r in rows:
-        cells = [fmt(r[column]) if r[column] != "" else "-" for column, _, fmt in SHOWN]
-        table.add_row(*cells, "ok" if r["status"] == "ok" else f"failed: {r['error'].split(' (')[0]}")
-    Console().print(table)
+def _print(rows: list[dict], saved: bool) -> None:
+    """One line per point: a failed point's error is cut to the line (its row in --csv and --json
+    holds all of it)."""
+    cells = [
+        [*(fmt(r[column]) if r[column] != "" else "-" for column, _, fmt in SHOWN),
+         "ok" if r["status"] == "ok" else f"failed: {status_line(r['error'])}"]
+        for r in rows
+    ]  # fmt: skip
+    out = console()
+    columns = (*(header for _, header, _ in SHOWN), "status")
+    table = line_table(f"sweep: {len(rows)} points", columns, cells, out.width, elastic=len(SHOWN),
+                       left={"dtype", "status"})  # fmt: skip
+    out.print(table)
+    failed = sum(r["status"] != "ok" for r in rows)
+    if failed:
+        where = "in its row of --csv and --json" if saved else "with --csv FILE or --json FILE"
+        out.print(f"{plural(failed, 'point')} failed; the whole error is {where}")
+
+
+def status_line(error: str) -> str:
+    """A failed point's error on one line: its first, less the `model: ` prefix every row repeats."""
+    first = error.strip().splitlines()[0] if error.strip() else "error"
+    prefix, _, rest = first.partition(": ")
+    return rest if rest and " " not in prefix else first

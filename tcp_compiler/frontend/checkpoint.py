@@ -13,7 +13,6 @@ the start of the data.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 from dataclasses import dataclass
 from itertools import pairwise
@@ -23,11 +22,15 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from simulator.files import read_input
 from tcp_compiler.errors import TcpcError
+from tcp_compiler.frontend import json_input
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 MAX_HEADER_BYTES = 100_000_000  # the limit of the reference implementation; larger is not a header
+MAX_INDEX_BYTES = 64 << 20  # an index lists each tensor once: a few MB for the largest MoE models
+MAX_DIM = 1 << 40  # one axis of a tensor; a larger one is a corrupt header
 METADATA_KEY = "__metadata__"
 
 
@@ -108,12 +111,17 @@ class Checkpoint:
         """The tensor `name`, or, when the checkpoint was saved from the bare base model (GPT-2's
         hub files: `h.0.attn.c_attn.weight`), `name` without its base-model prefix
         (`transformer.`, `model.`, ...)."""
+        found = self.find(name)
+        if found is None:
+            raise CheckpointError(self._no_such_tensor(name))
+        return found
+
+    def find(self, name: str) -> TensorInfo | None:
+        """`info(name)`, or None when there is no such tensor (cheap: no suggestions)."""
         if name in self._tensors:
             return self._tensors[name]
         _, dot, bare = name.partition(".")
-        if dot and bare in self._tensors:
-            return self._tensors[bare]
-        raise CheckpointError(self._no_such_tensor(name))
+        return self._tensors.get(bare) if dot else None
 
     def load(self, name: str) -> np.ndarray:
         """The tensor's values: floats as float32 (exact from bf16 / f16 / fp8; F64 is rounded), ints and
@@ -194,10 +202,8 @@ def _read_exact(f: Any, n: int) -> bytes:
 
 def _parse_json(file: Path, raw: bytes) -> Any:
     try:
-        return json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
-    except UnicodeDecodeError as e:
-        raise CheckpointError(f"{file}: header is not UTF-8 ({e.reason} at byte {e.start})") from None
-    except ValueError as e:  # JSONDecodeError is a ValueError, and so is a duplicate key
+        return json_input.loads(raw, object_pairs_hook=_no_duplicate_keys)
+    except ValueError as e:  # bad UTF-8 or JSON, too deep, or a duplicate key
         raise CheckpointError(f"{file}: header is not valid JSON: {e}") from None
 
 
@@ -233,7 +239,7 @@ def _tensor_info(file: Path, name: str, entry: Any, data_start: int) -> TensorIn
 
 
 def _is_count(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_DIM
 
 
 def _check_no_overlap(file: Path, infos: Any) -> None:
@@ -267,7 +273,7 @@ def _read_index(index: Path) -> dict[str, TensorInfo]:
 
 def _weight_map(index: Path) -> dict[str, str]:
     try:
-        raw = index.read_bytes()
+        raw = read_input(index, MAX_INDEX_BYTES, "checkpoint index files")
     except OSError as e:
         raise CheckpointError(f"{index}: cannot read: {e.strerror or e}") from e
     content = _parse_json(index, raw)

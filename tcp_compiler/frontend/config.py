@@ -7,7 +7,6 @@ builder knows nothing of JSON field names. Both the transformers 5 names (`rope_
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,8 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from simulator.files import read_input
 from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend import json_input
 from tcp_compiler.frontend.layout import IDENTITY, TensorMap
+from tcp_compiler.frontend.schema import FIELDS, show
 
 
 @dataclass(frozen=True)
@@ -144,28 +146,41 @@ class ModelConfig:
         return self.rotary_dim if self.rotary_dim is not None else self.head_dim
 
 
-class RawConfig:
-    """A config.json's fields with errors that name the file, the field and what was expected."""
+MAX_CONFIG_BYTES = 4 << 20  # published config.json files are a few KB; a larger one is not a config
 
-    def __init__(self, data: Mapping[str, Any], source: str, family: str = "") -> None:
+
+class RawConfig:
+    """A config.json's fields, checked as they are read: each against its entry in
+    frontend.schema.FIELDS (type, finite, range), so errors name the file, the field's key path
+    (`text_config.rope_scaling.factor`) and what was expected."""
+
+    def __init__(self, data: Mapping[str, Any], source: str, family: str = "", prefix: str = "") -> None:
         self.data = data
         self.source = source
         self.family = family
+        self.prefix = prefix  # key path of this object within the file, "" or ending in "."
 
     @staticmethod
     def load(path: Path) -> RawConfig:
+        """Reads a config.json whole, bounded in size (MAX_CONFIG_BYTES) and nesting depth."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json_input.loads(read_input(path, MAX_CONFIG_BYTES, "config.json files"))
         except OSError as e:
             raise FrontendError(f"{path}: cannot read: {e.strerror}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        except ValueError as e:
             raise FrontendError(f"{path}: not valid JSON: {e}") from None
         if not isinstance(data, dict):
             raise FrontendError(f"{path}: expected a JSON object, got {type(data).__name__}")
         return RawConfig(data, str(path))
 
     def nested(self, key: str) -> RawConfig:
-        return RawConfig(self.data[key], f"{self.source} ({key})", self.family)
+        """The object under `key`, whose fields' errors name `key.field`."""
+        value = self.get(key, kind=dict)
+        return RawConfig(value or {}, self.source, self.family, f"{self.prefix}{key}.")
+
+    def path(self, key: str) -> str:
+        """The key path of field `key` within the file, as messages name it."""
+        return f"{self.prefix}{key}"
 
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
@@ -174,59 +189,75 @@ class RawConfig:
         value = self.data.get(key)
         if value is None:
             return default
-        if kind is not None:
-            self._check(key, value, kind)
+        self._check(key, value, kind)
         return value
 
     def require(self, key: str, kind: type | tuple[type, ...] = int) -> Any:
         if self.data.get(key) is None:
-            raise FrontendError(f"{self.source}: missing field '{key}' (needed for {self.family} models)")
+            raise FrontendError(
+                f"{self.source}: missing field '{self.path(key)}' (needed for {self.family} models)"
+            )
         value = self.data[key]
         self._check(key, value, kind)
         return value
 
-    def _check(self, key: str, value: Any, kind: type | tuple[type, ...]) -> None:
+    def _check(self, key: str, value: Any, kind: type | tuple[type, ...] | None) -> None:
+        """The schema's rule for `key` when it has one, else the reader's `kind` (numbers positive
+        and finite)."""
+        rule = FIELDS.get(key)
+        if rule is not None:
+            if not rule.accepts(value):
+                raise self.fail(f"{self.path(key)}: expected {rule.expected()}, got {show(value)}")
+            return
+        if kind is None:
+            return
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-            return
+            kinds = (*kinds, int)
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
             names = " or ".join(k.__name__ for k in kinds)
-            raise FrontendError(f"{self.source}: field '{key}' must be {names}, got {value!r}")
-        if kinds in ((int,), (float,), (int, float)) and value <= 0:
-            raise FrontendError(f"{self.source}: field '{key}' must be positive, got {value!r}")
+            raise self.fail(f"{self.path(key)}: expected {names}, got {show(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(f"{self.path(key)}: expected a finite number, got {show(value)}")
+        if kinds in ((int,), (float,), (float, int), (int, float)) and value <= 0:
+            raise self.fail(f"{self.path(key)}: expected a number > 0, got {show(value)}")
 
     def fail(self, message: str) -> FrontendError:
         return FrontendError(f"{self.source}: {message}")
 
 
 def read_rope(raw: RawConfig, layer_type: str | None = None, default_theta: float = 10000.0) -> Rope:
-    """RoPE from `rope_parameters` (transformers 5, per layer type for Gemma 3) or the old fields."""
-    params = raw.get("rope_parameters", kind=dict)
-    if params is not None and layer_type is not None and layer_type in params:
-        params = params[layer_type]
-    if params is None:
-        params = dict(raw.get("rope_scaling", {}, kind=dict))
-        params.setdefault("rope_theta", raw.get("rope_theta", default_theta, kind=(int, float)))
+    """RoPE from `rope_parameters` (transformers 5, per layer type for Gemma 3) or the old fields,
+    each value checked against the schema under its own key path (`rope_scaling.factor`)."""
+    if raw.has("rope_parameters"):
+        params = raw.nested("rope_parameters")
+        if layer_type is not None and params.has(layer_type):
+            params = params.nested(layer_type)
+    else:
+        scaling = raw.nested("rope_scaling")
+        data = dict(scaling.data)
+        data.setdefault("rope_theta", raw.get("rope_theta", default_theta))
+        params = RawConfig(data, raw.source, raw.family, scaling.prefix)
     kind = params.get("rope_type", params.get("type", "default"))
-    theta = params.get("rope_theta", raw.get("rope_theta", default_theta))
-    where = f"{raw.source}: rope parameters{f' ({layer_type})' if layer_type else ''}"
+    theta = float(params.get("rope_theta", raw.get("rope_theta", default_theta)))
     if kind == "default":
-        return Rope(float(theta))
+        return Rope(theta)
     if kind == "linear":
-        return Rope(float(theta), "linear", float(_rope_field(params, "factor", where)))
+        return Rope(theta, "linear", float(params.require("factor", float)))
     if kind == "llama3":
-        return Rope(
-            float(theta),
+        rope = Rope(
+            theta,
             "llama3",
-            float(_rope_field(params, "factor", where)),
-            float(_rope_field(params, "low_freq_factor", where)),
-            float(_rope_field(params, "high_freq_factor", where)),
-            int(_rope_field(params, "original_max_position_embeddings", where)),
+            float(params.require("factor", float)),
+            float(params.require("low_freq_factor", float)),
+            float(params.require("high_freq_factor", float)),
+            int(params.require("original_max_position_embeddings")),
         )
-    raise FrontendError(f"{where}: rope_type '{kind}' is not supported (supported: default, linear, llama3)")
-
-
-def _rope_field(params: Mapping[str, Any], key: str, where: str) -> Any:
-    if params.get(key) is None:
-        raise FrontendError(f"{where}: missing field '{key}'")
-    return params[key]
+        if rope.high_freq_factor <= rope.low_freq_factor:
+            raise params.fail(
+                f"{params.path('high_freq_factor')}: expected a number > low_freq_factor "
+                f"({rope.low_freq_factor:g}), got {rope.high_freq_factor:g}"
+            )
+        return rope
+    where = params.prefix.rstrip(".") or "rope parameters"
+    raise raw.fail(f"{where}: rope_type '{kind}' is not supported (supported: default, linear, llama3)")

@@ -20,6 +20,11 @@ from functools import cache
 import numpy as np
 
 Getter = Callable[[str], np.ndarray]
+Shape = tuple[int, ...]
+
+
+def _same(shape: Shape) -> Shape:
+    return shape
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,7 @@ class Source:
 
     tensors: tuple[str, ...]
     load: Callable[[Getter], np.ndarray]
+    stored: Callable[[Shape], Shape] = _same  # canonical shape -> the shape each tensor has on disk
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,11 @@ class Rename:
             w = w.T if self.transpose else w
             return w[self.skip_rows :] if self.skip_rows else w
 
-        return Source((name,), load)
+        def stored(shape: Shape) -> Shape:
+            shape = (shape[0] + self.skip_rows, *shape[1:]) if shape and self.skip_rows else shape
+            return shape[::-1] if self.transpose else shape
+
+        return Source((name,), load, stored)
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,11 @@ class FusedQkv:
                 w.T if self.transpose else w, self.order, self.heads, self.kv_heads, self.head_dim
             )[part]
 
-        return Source((name,), load)
+        def stored(shape: Shape) -> Shape:
+            fused = ((self.heads + 2 * self.kv_heads) * self.head_dim, *shape[1:])
+            return fused[::-1] if self.transpose else fused
+
+        return Source((name,), load, stored)
 
 
 Rule = Rename | FusedQkv

@@ -9,6 +9,7 @@ from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.checkpoint import Checkpoint
 from tcp_compiler.frontend.config import ModelConfig, RawConfig
 from tcp_compiler.frontend.families import read_model_config
+from tcp_compiler.frontend.weight_shapes import check_shapes
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
 
@@ -47,4 +48,6 @@ def load_model(spec: str | Path) -> Model:
             f"(bundled: {', '.join(bundled_models()) or 'none'})"
         )
     config = read_model_config(RawConfig.load(config_path), name)
+    if checkpoint is not None:
+        check_shapes(config, checkpoint, config_path)
     return Model(config, config_path, checkpoint)

@@ -47,7 +47,7 @@ FAMILIES: dict[str, ModuleType] = {
 
 
 def read_model_config(raw: RawConfig, name: str) -> ModelConfig:
-    model_type = raw.data.get("model_type")
+    model_type = raw.get("model_type", kind=str)
     if model_type is None:
         raise FrontendError(f"{raw.source}: missing field 'model_type' (supported: {', '.join(FAMILIES)})")
     if model_type not in FAMILIES:

@@ -14,11 +14,11 @@ TEXT_DEFAULTS = {"vocab_size": 262_208, "max_position_embeddings": 131_072}
 
 def read(raw: RawConfig, name: str) -> ModelConfig:
     if raw.data.get("model_type") == "gemma3":
-        if not isinstance(raw.data.get("text_config"), dict):
+        if not raw.has("text_config"):
             raise raw.fail("missing field 'text_config' (a gemma3 config nests the text model there)")
         raw = raw.nested("text_config")
         raw.family = "gemma3"
-    raw = RawConfig({**TEXT_DEFAULTS, **raw.data}, raw.source, raw.family)
+    raw = RawConfig({**TEXT_DEFAULTS, **raw.data}, raw.source, raw.family, raw.prefix)
     for key in ("attn_logit_softcapping", "final_logit_softcapping"):
         if raw.get(key) is not None:
             raise raw.fail(f"field '{key}' is set; logit soft-capping is not supported (Gemma 2 style)")
@@ -55,4 +55,4 @@ def _local(raw: RawConfig) -> RawConfig:
         return raw
     data = {k: v for k, v in raw.data.items() if k not in ("rope_scaling", "rope_theta")}
     data["rope_theta"] = raw.get("rope_local_base_freq", 10_000.0, kind=(int, float))
-    return RawConfig(data, raw.source, raw.family)
+    return RawConfig(data, raw.source, raw.family, raw.prefix)

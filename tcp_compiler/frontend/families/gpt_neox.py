@@ -15,8 +15,9 @@ PREFIX = r"gpt_neox.layers.\1."
 def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden, heads = raw.require("hidden_size"), raw.require("num_attention_heads")
     head_dim = head_size(raw, hidden, heads)
-    params = raw.get("rope_parameters", {}, kind=dict)
-    fraction = params.get("partial_rotary_factor", raw.get("rotary_pct", 0.25, kind=(int, float)))
+    fraction = raw.nested("rope_parameters").get(
+        "partial_rotary_factor", raw.get("rotary_pct", 0.25, kind=(int, float))
+    )
     rotary = int(head_dim * fraction)
     if rotary <= 0 or rotary % 2 or rotary > head_dim:
         raise raw.fail(

@@ -23,8 +23,14 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
             "model.layers.{i}.mlp.experts.{e}.down_proj.weight",
         ),
     )
+    if moe.top_k > moe.experts:
+        raise raw.fail(f"num_experts_per_tok ({moe.top_k}) exceeds num_experts ({moe.experts})")
     step = raw.get("decoder_sparse_step", 1, kind=int)
-    dense_only = set(raw.get("mlp_only_layers", [], kind=list))
+    dense_only = raw.get("mlp_only_layers", [], kind=list)
+    for i, layer in enumerate(dense_only):
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
+            raise raw.fail(f"{raw.path('mlp_only_layers')}[{i}]: expected a layer index from 0 to {n - 1}")
+    dense_only = set(dense_only)
     moe_layers = {i for i in range(n) if i not in dense_only and (i + 1) % step == 0}
     types, window = qwen_windows(raw)
     return dense(

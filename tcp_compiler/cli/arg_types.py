@@ -1,0 +1,94 @@
+"""Argument types for the `tcpc` flags: each numeric flag has a range, checked while parsing, so a
+bad value is a one-line usage error naming the flag and no command starts work it cannot finish.
+
+The upper bounds are far beyond any useful run but keep one typo from asking for unbounded work
+(a trillion decode steps, a million-way sweep): MAX_TOKENS (prompt, sequence, KV cache), MAX_BATCH,
+MAX_STEPS (generated tokens, decode steps, traced steps), MAX_CHIPS (as a hardware spec allows),
+MAX_JOBS and MAX_LIST (values per sweep list).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+MAX_TOKENS = 1 << 20
+MAX_BATCH = 1 << 16
+MAX_STEPS = 1 << 16
+MAX_CHIPS = 1024
+MAX_GROUP = 1 << 20
+MAX_TOP = 1 << 20
+MAX_JOBS = 1024
+MAX_LIST = 64
+MAX_TOKEN_ID = (1 << 31) - 1
+
+
+def _parse_int(text: str) -> int | None:
+    """The integer `text` spells (digits, an optional sign, underscores as Python allows), or None;
+    never a 4,300-digit conversion."""
+    text = text.strip()
+    if not text or len(text) > 24:
+        return None
+    try:
+        return int(text, 10)
+    except ValueError:
+        return None
+
+
+def integer(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: an integer from lo to hi inclusive."""
+
+    def parse(text: str) -> int:
+        value = _parse_int(text)
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer from {lo:,} to {hi:,}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def integers(lo: int, hi: int, max_count: int = MAX_LIST) -> Callable[[str], list[int]]:
+    """An argparse type: comma-separated integers from lo to hi, at least one, at most max_count."""
+
+    def parse(text: str) -> list[int]:
+        parts = [t for t in text.split(",") if t.strip()]
+        values = [_parse_int(t) for t in parts]
+        if not parts or any(v is None for v in values):
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+        if any(not lo <= v <= hi for v in values):  # type: ignore[operator]
+            raise argparse.ArgumentTypeError(f"expected integers from {lo:,} to {hi:,}, got {text!r}")
+        if len(values) > max_count:
+            raise argparse.ArgumentTypeError(f"expected at most {max_count} values, got {len(values)}")
+        return values  # type: ignore[return-value]
+
+    parse.__name__ = "integers"
+    return parse
+
+
+positive = integer(1, 1 << 62)
+tokens = integer(1, MAX_TOKENS)
+batch = integer(1, MAX_BATCH)
+steps = integer(1, MAX_STEPS)
+chips = integer(1, MAX_CHIPS)
+group_size = integer(1, MAX_GROUP)
+top = integer(1, MAX_TOP)
+jobs = integer(1, MAX_JOBS)
+documents = integer(0, MAX_TOKENS)
+decode_steps = integer(0, MAX_STEPS)
+trace_steps = integer(0, MAX_STEPS)
+
+
+def token_ids(text: str) -> list[int]:
+    """Comma-separated token ids, 0 to MAX_TOKEN_ID, at least one and at most MAX_TOKENS."""
+    parts = [t for t in text.split(",") if t.strip()]
+    if len(parts) > MAX_TOKENS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TOKENS:,} token ids, got {len(parts):,}")
+    values = [_parse_int(t) for t in parts]
+    if any(v is None for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text[:60]!r}")
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one token id")
+    if any(not 0 <= v <= MAX_TOKEN_ID for v in values):  # type: ignore[operator]
+        raise argparse.ArgumentTypeError(f"expected token ids from 0 to {MAX_TOKEN_ID:,}, got {text[:60]!r}")
+    return values  # type: ignore[return-value]

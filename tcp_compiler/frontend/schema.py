@@ -1,0 +1,179 @@
+"""What each config.json field may hold: its type, that it is finite, and its range, in one table.
+
+Families say which fields they read (`RawConfig.get` / `require`); this table says what a valid
+value of each field is, whichever family reads it, so a hostile or mistyped config fails with one
+line naming the field and what was expected rather than a traceback, an overflow or a run without
+bound. Fields a family reads that are not listed here get the family's own type check.
+
+Upper bounds are far beyond any published model (the largest ones have 126 layers, 16k hidden
+size, 256 experts and 262k vocabulary) but low enough that one bad value cannot make the compiler
+build a graph without bound:
+
+- MAX_LAYERS: decoder layers; each is built and scheduled, so this bounds the work per run.
+- MAX_WIDTH: hidden and MLP sizes; MAX_HEADS, MAX_HEAD_DIM: attention shape.
+- MAX_VOCAB, MAX_POSITIONS, MAX_EXPERTS: table sizes.
+- MAX_SCALE: RoPE bases and scaling factors (published bases reach 1e6..5e6).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+MAX_LAYERS = 1024
+MAX_WIDTH = 1 << 20
+MAX_HEADS = 1 << 14
+MAX_HEAD_DIM = 1 << 14
+MAX_VOCAB = 1 << 24
+MAX_POSITIONS = 1 << 24
+MAX_EXPERTS = 1 << 12
+MAX_SCALE = 1e12
+
+
+@dataclass(frozen=True)
+class Field:
+    """The valid values of one field: `kind` is int, number (int or float), bool, str, object or
+    list; numbers lie in [lo, hi] (lo excluded when `lo_open`); `words` are strings a number field
+    also takes (`residual_scale = "deepnet"`)."""
+
+    kind: str
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    words: tuple[str, ...] = ()
+
+    def expected(self) -> str:
+        """What a valid value is, for the message: 'an integer from 1 to 1,024', 'a number > 0'."""
+        if self.kind in ("int", "number"):
+            noun = "an integer" if self.kind == "int" else "a number"
+            if self.kind == "int" and self.lo is not None and self.hi is not None:
+                text = f"{noun} from {self.lo:,} to {self.hi:,}"
+            else:
+                bounds = []
+                if self.lo is not None:
+                    bounds.append(f"{'>' if self.lo_open else '>='} {self.lo:g}")
+                if self.hi is not None:
+                    bounds.append(f"{'<' if self.hi_open else '<='} {self.hi:g}")
+                text = f"{noun} {' and '.join(bounds)}" if bounds else f"a finite {noun[2:]}"
+            return text + "".join(f" or {json.dumps(w)}" for w in self.words)
+        return {
+            "bool": "true or false",
+            "str": "a string",
+            "object": "an object",
+            "list": "a list",
+        }[self.kind]
+
+    def accepts(self, value: Any) -> bool:
+        if self.kind == "bool":
+            return isinstance(value, bool)
+        if self.kind == "str":
+            return isinstance(value, str)
+        if self.kind == "object":
+            return isinstance(value, dict)
+        if self.kind == "list":
+            return isinstance(value, list)
+        if isinstance(value, str):
+            return value in self.words
+        number = int if self.kind == "int" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, number):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
+            return False
+        return self.hi is None or (value < self.hi if self.hi_open else value <= self.hi)
+
+
+def _count(hi: int, lo: int = 1) -> Field:
+    return Field("int", lo, hi)
+
+
+def _positive(hi: float = MAX_SCALE) -> Field:
+    return Field("number", 0, hi, lo_open=True)
+
+
+_BOOL, _STR, _OBJECT, _LIST = Field("bool"), Field("str"), Field("object"), Field("list")
+_EPS = Field("number", 0, 1, lo_open=True, hi_open=True)
+_FRACTION = Field("number", 0, 1, lo_open=True)
+
+FIELDS: dict[str, Field] = {
+    # what the model is
+    "model_type": _STR,
+    "torch_dtype": _STR,
+    "dtype": _STR,
+    "text_config": _OBJECT,
+    # sizes
+    **dict.fromkeys(("num_hidden_layers", "n_layer"), _count(MAX_LAYERS)),
+    **dict.fromkeys(
+        (
+            "hidden_size", "n_embd", "n_embed", "intermediate_size", "ffn_dim", "n_inner",
+            "ffn_hidden_size", "moe_intermediate_size", "word_embed_proj_dim",
+        ),
+        _count(MAX_WIDTH),
+    ),  # fmt: skip
+    **dict.fromkeys(
+        ("num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads"), _count(MAX_HEADS)
+    ),
+    "head_dim": _count(MAX_HEAD_DIM),
+    "vocab_size": _count(MAX_VOCAB),
+    **dict.fromkeys(
+        ("max_position_embeddings", "n_positions", "original_max_position_embeddings", "sliding_window"),
+        _count(MAX_POSITIONS),
+    ),
+    # layer patterns
+    "layer_types": _LIST,
+    "mlp_only_layers": _LIST,
+    "use_sliding_window": _BOOL,
+    "max_window_layers": _count(MAX_LAYERS, lo=0),
+    "sliding_window_pattern": _count(MAX_LAYERS),
+    "_sliding_window_pattern": _count(MAX_LAYERS),
+    "decoder_sparse_step": _count(MAX_LAYERS),
+    "num_ln_in_parallel_attn": _count(2),
+    # experts
+    **dict.fromkeys(("num_experts", "num_local_experts", "num_experts_per_tok"), _count(MAX_EXPERTS)),
+    "norm_topk_prob": _BOOL,
+    # numbers
+    **dict.fromkeys(("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_eps"), _EPS),
+    **dict.fromkeys(("rope_theta", "rope_local_base_freq", "rotary_emb_base"), _positive()),
+    **dict.fromkeys(("factor", "low_freq_factor", "high_freq_factor"), _positive(1e6)),
+    **dict.fromkeys(("rotary_pct", "partial_rotary_factor"), _FRACTION),
+    "query_pre_attn_scalar": _positive(),
+    "residual_scale": Field("number", 0, 1e6, lo_open=True, words=("deepnet",)),
+    # RoPE
+    "rope_scaling": _OBJECT,
+    "rope_parameters": _OBJECT,
+    "rope_type": _STR,
+    "type": _STR,
+    # names of variants (each family checks the name against its own list)
+    **dict.fromkeys(
+        (
+            "hidden_act", "hidden_activation", "activation", "activation_function",
+            "norm", "block", "position", "mlp",
+        ),
+        _STR,
+    ),  # fmt: skip
+    # switches
+    **dict.fromkeys(
+        (
+            "attention_bias", "mlp_bias", "tie_word_embeddings", "alibi", "new_decoder_architecture",
+            "multi_query", "parallel_attn", "bias", "use_parallel_residual",
+            "apply_residual_connection_post_layernorm", "do_layer_norm_before", "enable_bias",
+            "_remove_final_layer_norm", "layer_norm_elementwise_affine", "scale_attn_by_inverse_layer_idx",
+            "add_cross_attention", "scale_attn_weights", "final_norm",
+        ),
+        _BOOL,
+    ),  # fmt: skip
+}
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A JSON value as the message quotes it: JSON spelling, ASCII only (a lone surrogate cannot
+    break printing), cut short."""
+    try:
+        text = json.dumps(value, ensure_ascii=True)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,113 @@
+"""Names what limits a phase beyond its roofline, from the simulated timeline.
+
+A roofline assumes the bound resource (HBM, the Contraction Engine, the chip links) works at its
+peak for the whole phase. The time beyond it is (a) the kernel launch, (b) time the resource is
+in use but below its peak rate, and (c) time it is idle; (c) is split by what ran meanwhile,
+read from simulator.occupancy's cycles per combination of activities. The parts sum to the
+excess (less those under a cycle, which are left out), so "1.52x roofline" comes with what the
+other 0.52x is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.occupancy import ACTIVITIES, BIT
+from tcp_compiler.report_types import Limiter, LimiterPart
+
+RESOURCES = ("compute", "memory", "communication")  # the roofline terms, in their order
+_ACTIVE = {"compute": "contraction", "memory": "hbm_move", "communication": "link"}
+_UNIT = {"compute": "Contraction Engine", "memory": "HBM", "communication": "chip links"}
+# What runs while the bound resource is idle, in the order an instant is attributed (first match):
+# a collective or a move is the reason a unit waits before the passes that run beside it are.
+_IDLE_ORDER = ("link", "hbm_move", "dma_on_chip", "dma_startup", "contraction", "tensor_unit_other", "sub")
+_WHILE = {
+    "link": "while collectives run",
+    "hbm_move": "while HBM moves run",
+    "dma_on_chip": "while on-chip DMA moves run",
+    "dma_startup": "during DMA start-up",
+    "contraction": "while the Contraction Engine runs",
+    "tensor_unit_other": "while passes without a contraction run",
+    "sub": "while the sub pipeline runs",
+    "gaps": "with nothing under way",
+}
+assert set(_IDLE_ORDER) == set(ACTIVITIES), "every activity has its place in the order"
+
+
+@dataclass(frozen=True)
+class PhaseTime:
+    """One program run (the prefill, or the mean decode step) as the limiter needs it."""
+
+    seconds: float  # the phase's time, launch included
+    launch_seconds: float
+    terms: tuple[float, float, float]  # roofline seconds: compute, memory, communication
+    state_seconds: np.ndarray  # per combination of activities (simulator.occupancy.STATES)
+    contraction_busy_seconds: float  # the Contraction Engine's busy time
+    cycle_seconds: float  # one clock cycle: parts shorter than it are rounding, and left out
+
+
+def limiter(phase: PhaseTime) -> Limiter:
+    """The phase's excess over its roofline, split into causes measured on its timeline."""
+    resource = RESOURCES[int(np.argmax(phase.terms))]
+    roofline = max(phase.terms)
+    states = phase.state_seconds
+    mask = np.arange(len(states))
+    bound_bit = BIT[_ACTIVE[resource]]
+    active = float(states[(mask & bound_bit) != 0].sum())
+    parts: dict[str, float] = {"kernel_launch": phase.launch_seconds}
+    if resource == "memory":
+        parts["hbm_below_peak"] = active - roofline
+    elif resource == "communication":
+        parts["link_latency"] = active - roofline
+    elif phase.contraction_busy_seconds >= roofline:
+        parts["pipeline_stages"] = active - phase.contraction_busy_seconds
+        parts["contraction_placement"] = phase.contraction_busy_seconds - roofline
+    else:  # the busy columns count fewer cycles than the peak implies: one part, not a negative one
+        parts["pipeline_stages"] = active - roofline
+    idle = {name: 0.0 for name in (*_IDLE_ORDER, "gaps")}
+    for state in np.flatnonzero((mask & bound_bit) == 0):
+        cause = next((a for a in _IDLE_ORDER if state & BIT[a]), "gaps")
+        idle[cause] += float(states[state])
+    parts |= idle
+    excess = phase.seconds - roofline
+    return Limiter(
+        resource=resource,
+        roofline_ratio=phase.seconds / roofline if roofline else 0.0,
+        excess_seconds=excess,
+        parts=tuple(
+            LimiterPart(cause=cause, what=describe(cause, resource), seconds=seconds,
+                        share=seconds / excess if excess > 0 else 0.0)  # fmt: skip
+            for cause, seconds in sorted(parts.items(), key=lambda kv: -kv[1])
+            if seconds >= phase.cycle_seconds
+        ),
+    )
+
+
+def describe(cause: str, resource: str) -> str:
+    """A cause in words: what was idle (or slow) and what ran instead."""
+    unit = _UNIT[resource]
+    fixed = {
+        "kernel_launch": "kernel launch",
+        "hbm_below_peak": "HBM moves below its full rate",
+        "pipeline_stages": "pass stages beyond the contraction",
+        "contraction_placement": "contraction lanes left idle by placement",
+        "link_latency": "chip-link latency",
+    }
+    return fixed.get(cause) or f"{unit} idle {_WHILE[cause]}"
+
+
+def limiter_line(phase: str, lim: Limiter, shown: int = 4, least: float = 0.01) -> str:
+    """One line: `prefill 1.52x roofline, memory-bound (HBM); the rest: DMA start-up 30%, ...`,
+    the `shown` largest parts of at least `least` of the excess."""
+    head = f"{phase} {lim.roofline_ratio:.2f}x roofline, {lim.resource}-bound ({_UNIT[lim.resource]})"
+    parts = [p for p in lim.parts if p.share >= least][:shown]
+    if lim.excess_seconds <= 0 or not parts:
+        return head
+    rest = ", ".join(f"{p.what} {_percent(p.share)}" for p in parts)
+    return f"{head}; the rest: {rest}"
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.0f}%" if share >= 0.005 else "<1%"

@@ -1,0 +1,116 @@
+"""What the terminal and Markdown reports both say, worded once: attention forms, the rows of the
+top-roles and per-layer tables, and number formats."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from simulator.numbers import si
+from tcp_compiler.report_types import AttentionNote, LayerRow, OpRoleRow, Report
+
+ROLE_COLUMNS = ("op role", "n", "total ms", "ms/layer", "share", "FLOPs", "HBM", "FLOP/HBM B", "bound")
+LAYER_COLUMNS = ("ms", "share", "FLOPs", "HBM", "FLOP/HBM B", "x roof", "bound", "attention")
+
+
+def ms(seconds: float, unit: bool = True) -> str:
+    """Milliseconds to the microsecond; table cells under a "ms" header leave the unit out."""
+    return f"{seconds * 1e3:.3f}" + (" ms" if unit else "")
+
+
+def percent(share: float) -> str:
+    return f"{100 * share:.1f}%"
+
+
+def intensity(flops_per_byte: float, hbm_bytes: float) -> str:
+    """FLOPs per HBM byte; "-" for work that touches no HBM (its intensity has no bound)."""
+    return f"{flops_per_byte:,.1f}" if hbm_bytes else "-"
+
+
+def attention_lines(report: Report) -> list[str]:
+    """One line per attention form the prefill used: form, tile, how many layers, and why (the
+    first such layer's reason)."""
+    notes = report.attention.prefill
+    groups: dict[tuple, list[AttentionNote]] = {}
+    for note in notes:
+        groups.setdefault((note.form, note.rows, note.block), []).append(note)
+    lines = []
+    for (form, rows, block), group in groups.items():
+        what = (
+            "plain softmax" if form == "plain" else f"online softmax, tiles of {rows} queries x {block} keys"
+        )
+        lines.append(f"prefill attention: {what} in {len(group)} of {len(notes)} layers ({group[0].reason})")
+    return lines
+
+
+def role_cells(role: OpRoleRow) -> list[str]:
+    """A role's row of ROLE_COLUMNS."""
+    return [
+        role.role, str(role.count), ms(role.seconds, False), ms(role.seconds_per_layer, False),
+        percent(role.share),
+        si(role.flops), si(role.hbm_bytes, "B"), intensity(role.hbm_intensity, role.hbm_bytes), role.bound,
+    ]  # fmt: skip
+
+
+def top_roles(roles: Sequence[OpRoleRow], top: int) -> tuple[Sequence[OpRoleRow], str]:
+    """The `top` heaviest roles (0: all) and a line for the rest ("" when none is left out)."""
+    shown = roles if top <= 0 else roles[:top]
+    rest = roles[len(shown) :]
+    if not rest:
+        return shown, ""
+    seconds = sum(r.seconds for r in rest)
+    return shown, f"... {len(rest)} more op roles, {ms(seconds)} in all (--top all lists every role)"
+
+
+OTHER = "other"  # layer -1: the embedding, final norm and LM head
+OTHER_NOTE = f"{OTHER} = embedding, final norm, LM head"
+
+
+def layer_label(layer: int) -> str:
+    return str(layer) if layer >= 0 else OTHER
+
+
+def layer_cells(row: LayerRow, phase_seconds: float) -> list[str]:
+    """A layer's row of LAYER_COLUMNS (share of the phase's time)."""
+    share = row.seconds / phase_seconds if phase_seconds else 0.0
+    ratio = row.seconds / row.roofline_seconds if row.roofline_seconds else 0.0
+    return [
+        ms(row.seconds, False), percent(share), si(row.flops), si(row.hbm_bytes, "B"),
+        intensity(row.hbm_intensity, row.hbm_bytes), f"{ratio:.2f}", row.bound, row.attention or "-",
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """Layers whose printed figures are identical, shown as one row."""
+
+    layers: tuple[int, ...]
+    cells: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return ranges(self.layers) if self.layers[0] >= 0 else layer_label(self.layers[0])
+
+
+def layer_groups(rows: Sequence[LayerRow], phase_seconds: float) -> list[LayerGroup]:
+    """Decoder layers with identical printed figures collapse into one group, wherever they sit
+    (Gemma's local and global layers interleave); the non-layer ops (-1) stay on their own, last;
+    groups in order of their first layer."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for row in rows:
+        cells = tuple(layer_cells(row, phase_seconds))
+        key = cells if row.layer >= 0 else ("other", *cells)
+        groups.setdefault(key, []).append(row.layer)
+    found = [LayerGroup(tuple(layers), key[-len(LAYER_COLUMNS) :]) for key, layers in groups.items()]
+    return sorted(found, key=lambda g: (g.layers[0] < 0, g.layers[0]))
+
+
+def ranges(values: Sequence[int]) -> str:
+    """0,1,2,3,5,7,8 -> '0-3,5,7-8'."""
+    spans: list[list[int]] = []
+    for v in sorted(values):
+        if spans and v == spans[-1][1] + 1:
+            spans[-1][1] = v
+        else:
+            spans.append([v, v])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)

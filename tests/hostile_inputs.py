@@ -1,0 +1,399 @@
+"""Hostile inputs for `tcpc`, generated from a seed, and the rules every run of one must obey.
+
+Each case is a command line plus the files it reads (a mutated .tir graph, config.json, hardware
+TOML, safetensors checkpoint, or bad flag values). Whatever the input, a run must end with exit
+code 0 or 2, never a traceback; an exit 2 prints exactly one line on stderr (`tcpc: error: ...`)
+and writes no output file; no run leaves a temporary behind or raises a Python warning; and a
+`hw show --json` that succeeds prints strict JSON. Cases marked `invalid` must be refused (exit 2).
+
+Used by tests/test_fuzz_inputs.py (a few thousand cases, in process) and benchmarks/fuzz_inputs.py
+(a longer run that reports every finding).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import random
+import re
+import struct
+import subprocess
+import sys
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("tir", "config", "hardware", "checkpoint", "flags")
+RNGD_TOML = (ROOT / "simulator" / "specs" / "rngd.toml").read_text()
+TIR_SEEDS = [p.read_text() for p in sorted((ROOT / "examples" / "ir").glob("*.tir"))]
+BASES = ("llama-3.2-1b", "qwen3-30b-a3b", "gemma-3-1b", "gpt2", "pythia-1.4b", "falcon-7b", "opt-1.3b",
+         "bloom-560m", "mixtral-8x7b", "mistral-7b-v0.1", "qwen2.5-7b")  # fmt: skip
+SHRINK = {  # small sizes so a config that survives its mutation compiles in milliseconds
+    "hidden_size": 64, "n_embd": 64, "n_embed": 64, "num_attention_heads": 4, "n_head": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "ffn_dim": 128,
+    "moe_intermediate_size": 32, "num_hidden_layers": 2, "n_layer": 2, "vocab_size": 256,
+    "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2, "max_position_embeddings": 512,
+    "n_positions": 512, "sliding_window": 16, "max_window_layers": 1, "word_embed_proj_dim": 64,
+}  # fmt: skip
+TINY = {
+    "model_type": "llama", "hidden_size": 8, "num_attention_heads": 2, "num_key_value_heads": 1,
+    "head_dim": 4, "intermediate_size": 16, "num_hidden_layers": 1, "vocab_size": 16,
+    "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+    "tie_word_embeddings": True, "torch_dtype": "float32",
+}  # fmt: skip
+TINY_TENSORS = {
+    "model.embed_tokens.weight": [16, 8], "model.norm.weight": [8],
+    "model.layers.0.input_layernorm.weight": [8], "model.layers.0.post_attention_layernorm.weight": [8],
+    "model.layers.0.self_attn.q_proj.weight": [8, 8], "model.layers.0.self_attn.k_proj.weight": [4, 8],
+    "model.layers.0.self_attn.v_proj.weight": [4, 8], "model.layers.0.self_attn.o_proj.weight": [8, 8],
+    "model.layers.0.mlp.gate_proj.weight": [16, 8], "model.layers.0.mlp.up_proj.weight": [16, 8],
+    "model.layers.0.mlp.down_proj.weight": [8, 16],
+}  # fmt: skip
+
+# JSON texts a config field may be replaced by (raw JSON, so NaN, Infinity and huge integers appear).
+HOSTILE_JSON = [
+    '"two"', '["llama"]', "{}", "[]", "NaN", "Infinity", "-Infinity", "0", "-1", "1e20", "-0.0",
+    "100000000000000000000", "1" + "0" * 400, "1e-300", "1e300", "0.5", "true", "false", '""',
+    '"\\ud800"', "[" * 2000 + "]" * 2000, '{"a": ' * 50 + "1" + "}" * 50, "3", "7", "129", "4096",
+    "2048", "1025", '"8k"', '"big"', "1.5", "2",
+]  # fmt: skip
+HOSTILE_TOML = [
+    "1e-300", "1e300", str(2**64), str(2**200), "-1", "0", "1", "nan", "inf", "-inf", '"x"', "true",
+    "[1]", "{ a = 1 }", "0.5", "3", "1e-3", "65536", "1099511627776", "1e9", "1e12", str(2**62),
+]  # fmt: skip
+BAD_INTS = ["0", "-1", "x", "", "1.5", "9" * 30, "1e3", "9" * 5000, "99999999", "0x10", " ", "-0"]
+
+
+@dataclass
+class Case:
+    """One run: `argv` (with {d} for the work folder), the files to create there, and whether the
+    input is certainly invalid (then exit 2 is the only right answer)."""
+
+    kind: str
+    argv: list[str]
+    files: dict[str, bytes] = field(default_factory=dict)
+    invalid: bool = False
+    note: str = ""
+
+
+@dataclass
+class Outcome:
+    code: int | None
+    stdout: str
+    stderr: str
+    traceback: str | None = None
+    warning: str | None = None
+
+
+# -- generating cases --------------------------------------------------------------------------
+
+
+def generate(rng: random.Random, kind: str) -> Case:
+    return {"tir": _tir, "config": _config, "hardware": _hardware, "checkpoint": _checkpoint,
+            "flags": _flags}[kind](rng)  # fmt: skip
+
+
+def _mutate_text(rng: random.Random, text: str, tokens: list[str]) -> str:
+    for _ in range(rng.randint(1, 4)):
+        i = rng.randint(0, len(text))
+        j = min(len(text), i + rng.randint(0, 40))
+        how = rng.choice(("delete", "insert", "replace", "duplicate"))
+        if how == "delete":
+            text = text[:i] + text[j:]
+        elif how == "insert":
+            text = text[:i] + rng.choice(tokens) + text[i:]
+        elif how == "replace":
+            text = text[:i] + "".join(chr(rng.randint(1, 0x2FF)) for _ in range(rng.randint(0, 4))) + text[j:]
+        else:
+            text = text[:j] + text[i:j] + text[j:]
+    return text
+
+
+TIR_TOKENS = ["=", "(", ")", "{", "}", "[", "]", ",", ":", "%x", '"', "\\", "\n", "graph", "return",
+              "einsum", "f32", "A=0", "A=" + "9" * 400, "1" + "0" * 5000, '"\\ud800"', '"\\udfff x"',
+              "inf", "nan", "-", "1e999", "[[[[", "S=4294967297", "i4",
+              "k = 99999999999999999999"]  # fmt: skip
+
+
+def _tir(rng: random.Random) -> Case:
+    text = rng.choice(TIR_SEEDS)
+    roll = rng.random()
+    if roll < 0.15:  # a huge axis size or integer in an otherwise valid graph
+        digits = rng.choice((21, 40, 400, 4301, 6000))
+        text = re.sub(r"=(\d+)", lambda m: "=" + "9" * digits if rng.random() < 0.3 else m.group(0), text)
+    elif roll < 0.25:  # a lone surrogate in the graph's name
+        text = re.sub(
+            r"^graph \S+", lambda m: f'graph "g\\ud8{rng.randint(0, 255):02x}"', text, count=1, flags=re.M
+        )
+    else:
+        text = _mutate_text(rng, text, TIR_TOKENS)
+    argv = ["inspect", "{d}/g.tir", "--dot", "{d}/out.dot"] + rng.choice(([], ["--json"], ["--top", "3"]))
+    return Case("tir", argv, {"g.tir": text.encode("utf-8", "surrogatepass")})
+
+
+def _base_config(name: str) -> dict:
+    data = json.loads((ROOT / "examples" / "models" / f"{name}.json").read_text())
+    data.pop("layer_types", None)
+    for key, value in SHRINK.items():
+        if data.get(key) is not None:
+            data[key] = value
+    return data
+
+
+def _config(rng: random.Random) -> Case:
+    data = _base_config(rng.choice(BASES))
+    keys = [k for k, v in data.items() if not isinstance(v, list | dict)] + ["rope_scaling", "model_type"]
+    invalid, values = False, []
+    for n in range(rng.randint(1, 2)):
+        hostile, marker = rng.choice(HOSTILE_JSON), f"__HOSTILE_{n}__"
+        values.append((marker, hostile))
+        if rng.random() < 0.3 and isinstance(data.get("rope_scaling"), dict):  # inside rope_scaling
+            sub = rng.choice(["factor", "low_freq_factor", "high_freq_factor",
+                              "original_max_position_embeddings", "rope_type"])  # fmt: skip
+            data["rope_scaling"] = {**data["rope_scaling"], sub: marker}
+        else:
+            key = rng.choice(keys)
+            data[key] = marker
+            invalid |= hostile in ('["llama"]', "NaN", "Infinity", "-Infinity") and key in _CHECKED_NUMBERS
+    text = json.dumps(data)
+    for marker, hostile in values:
+        text = text.replace(f'"{marker}"', hostile)
+    if rng.random() < 0.1:
+        text = "[" * rng.choice((40, 5000)) + text + "]" * 3
+        invalid = True
+    argv = ["compile", "{d}/config.json", "--seq", str(rng.choice((4, 8))), "-o", "{d}/out.tir"]
+    if rng.random() < 0.3:
+        argv += ["--phase", "decode", "--past", "4"]
+    return Case("config", argv, {"config.json": text.encode()}, invalid)
+
+
+_CHECKED_NUMBERS = {"num_hidden_layers", "hidden_size", "rms_norm_eps", "rope_theta", "vocab_size",
+                    "num_attention_heads", "intermediate_size", "layer_norm_epsilon", "n_embd"}  # fmt: skip
+
+
+def _hardware(rng: random.Random) -> Case:
+    from simulator.hardware import RANGES
+
+    text, files = RNGD_TOML, {}
+    roll = rng.random()
+    invalid = False
+    if roll < 0.08:  # an extends chain, too long or a cycle
+        depth = rng.choice((3, 14, 17, 40))
+        for i in range(depth):
+            files[f"s{i}.toml"] = f'extends = "s{i + 1}.toml"\n'.encode()
+        last = 0 if rng.random() < 0.5 else None
+        end = f'extends = "s{last}.toml"\n' if last is not None else 'extends = "rngd"\n'
+        files[f"s{depth}.toml"] = end.encode()
+        invalid = depth > 15 or last is not None
+        spec = "{d}/s0.toml"
+    else:
+        lines = text.splitlines()
+        for _ in range(rng.randint(1, 2)):
+            candidates = [i for i, line in enumerate(lines) if "value = " in line]
+            i = rng.choice(candidates)
+            key = _dotted_key(lines, i)
+            if rng.random() < 0.5 and key in RANGES:  # a value at, just inside or beyond its range
+                lo, hi = RANGES[key]
+                value = rng.choice((lo, hi, lo * 2, hi / 2, hi * 2, lo / 2))
+                value = int(value) if isinstance(lo, int) and float(value).is_integer() else value
+                new = repr(value) if isinstance(value, int) else f"{value!r}"
+            else:
+                new = rng.choice(HOSTILE_TOML)
+            lines[i] = re.sub(r"value = [^,]*,", f"value = {new},", lines[i])
+        files["spec.toml"] = ("\n".join(lines) + "\n").encode()
+        spec = "{d}/spec.toml"
+    if rng.random() < 0.85:
+        argv = ["hw", "show", spec] + rng.choice(([], ["--json"]))
+    else:
+        files["tiny.json"] = json.dumps(TINY).encode()
+        argv = ["compile", "{d}/tiny.json", "--seq", "4", "--emit", "program", "--hw", spec]
+        argv += ["-o", "{d}/out.txt"]
+    return Case("hardware", argv, files, invalid)
+
+
+def _dotted_key(lines: list[str], i: int) -> str:
+    table = ""
+    for line in lines[:i]:
+        m = re.match(r"\[([a-z_.]+)\]", line.strip())
+        if m:
+            table = m.group(1)
+    return f"{table}.{lines[i].split('=')[0].strip()}" if table else lines[i].split("=")[0].strip()
+
+
+def safetensors(tensors: dict[str, list[int]], rng: random.Random | None = None) -> tuple[dict, bytes]:
+    """A header and data section for float32 tensors of these shapes (random values with `rng`)."""
+    header, blobs, offset = {}, [], 0
+    for name, shape in tensors.items():
+        n = int(np.prod(shape)) if shape else 1
+        values = np.random.default_rng(rng.randint(0, 9999) if rng else 0).standard_normal(n)
+        data = (values * 0.1).astype("<f4")
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + data.nbytes]}
+        blobs.append(data.tobytes())
+        offset += data.nbytes
+    return header, b"".join(blobs)
+
+
+def pack(header: dict | str, data: bytes) -> bytes:
+    raw = (header if isinstance(header, str) else json.dumps(header)).encode("utf-8", "surrogatepass")
+    return struct.pack("<Q", len(raw)) + raw + data
+
+
+def _checkpoint(rng: random.Random) -> Case:
+    tensors = {k: list(v) for k, v in TINY_TENSORS.items()}
+    invalid = True
+    roll = rng.random()
+    name = rng.choice(sorted(tensors))
+    files: dict[str, bytes] = {"config.json": json.dumps(TINY).encode()}
+    header, data = safetensors(tensors, rng)
+    if roll < 0.25 and len(tensors[name]) == 2:  # same element count, wrong shape
+        a, b = tensors[name]
+        tensors[name] = rng.choice(([b, a], [a * b // 2, 2] if a * b % 2 == 0 else [b, a], [a * b]))
+        invalid = tensors[name] != TINY_TENSORS[name]
+        header, data = safetensors(tensors, rng)
+    elif roll < 0.4:  # a header field broken
+        entry = header[name]
+        what = rng.choice(("dtype", "shape", "data_offsets"))
+        entry[what] = rng.choice(("F99", [-1], [10**30], [1, 2, 3], None, "x", [0, 10**20], [[1]]))
+    elif roll < 0.5:  # the header length word lies
+        blob = pack(header, data)
+        length = rng.choice((0, 1, 2**63, len(blob), 200_000_000))
+        files["model.safetensors"] = struct.pack("<Q", length) + blob[8:]
+    elif roll < 0.6:  # the header is not JSON, too deep or repeats a name
+        header = rng.choice(("{not json", "[" * 5000, '{"a": 1, "a": 2}', "\udcff", "{}", '{"x": {}}'))
+    elif roll < 0.7:  # truncated data
+        files["model.safetensors"] = pack(header, data)[: rng.randint(8, len(pack(header, data)) - 1)]
+    elif roll < 0.85:  # a sharded index pointing at a missing or wrong shard
+        weight_map = {n: "model-00001.safetensors" for n in tensors}
+        shards = ("model-00002.safetensors", "../x.safetensors", "model-00001.safetensors")
+        weight_map[name] = rng.choice(shards)
+        files["model-00001.safetensors"] = pack(header, data)
+        broken = rng.choice(({"weight_map": [1]}, [], {}))
+        index = {"weight_map": weight_map} if rng.random() < 0.8 else broken
+        files["model.safetensors.index.json"] = json.dumps(index).encode()
+        invalid = weight_map[name] != "model-00001.safetensors" or "weight_map" not in index
+    else:  # a missing tensor
+        del header[name]
+    if "model.safetensors" not in files and "model-00001.safetensors" not in files:
+        files["model.safetensors"] = pack(header, data)
+    steps = rng.choice(("0", "1"))
+    argv = ["run", "{d}", "--prompt-ids", rng.choice(("1,2", "3")), "--decode-steps", steps,
+            "--logits-out", "{d}/out.npz"]  # fmt: skip
+    return Case("checkpoint", argv, files, invalid)
+
+
+FLAGS = {  # command -> base arguments and integer flags it takes
+    "simulate": (["{d}/tiny.json", "--prompt-len", "8", "--gen-len", "2"],
+                 ["--chips", "--batch", "--prompt-len", "--gen-len", "--group-size", "--trace-steps"]),
+    "compile": (["{d}/tiny.json", "--seq", "8"], ["--batch", "--chips", "--seq", "--past", "--documents",
+                                                 "--group-size"]),
+    "sweep": (["{d}/tiny.json", "--prompt-len", "8", "--gen-len", "2", "--jobs", "1"],
+              ["--batch", "--prompt-len", "--gen-len", "--chips", "--jobs"]),
+    "run": (["{d}/ckpt", "--prompt-ids", "1,2"], ["--decode-steps", "--group-size"]),
+    "inspect": ([str(ROOT / "examples" / "ir" / "gemm.tir")], ["--top"]),
+}  # fmt: skip
+CROSS = {  # combinations of valid values that are invalid together
+    "compile": [["--documents", "100", "--seq", "8"], ["--documents", "2", "--phase", "decode"],
+                ["--group-size", "64"], ["--chips", "3"], ["-o", "{d}/nodir/x.tir"], ["-o", "{d}"]],
+    "simulate": [["--group-size", "32"], ["--json", "{d}/a.json", "--markdown", "{d}/no/r.md"],
+                 ["--trace", "{d}"], ["--chips", "3"], ["--plot", "{d}/tiny.json"]],
+    "sweep": [["--batch", ",".join(str(i) for i in range(1, 65)), "--prompt-len",
+               ",".join(str(i) for i in range(1, 65)), "--gen-len", "1,2"], ["--csv", "{d}/none/x.csv"],
+              ["--dtype", "bf17"]],
+    "run": [["--prompt-ids", "99"], ["--prompt-ids", "-1"], ["--logits-out", "{d}/no/x.npz"],
+            ["--prompt-ids", ",".join(["1"] * 70)]],
+    "inspect": [["--dot", "{d}/no/x.dot"]],
+}  # fmt: skip
+
+
+def _flags(rng: random.Random) -> Case:
+    command = rng.choice(sorted(FLAGS))
+    base, numeric = FLAGS[command]
+    argv = [command, *base]
+    if rng.random() < 0.6:
+        for flag in rng.sample(numeric, rng.randint(1, min(2, len(numeric)))):
+            zero_ok = flag in ("--decode-steps", "--trace-steps", "--documents")
+            argv += [flag, rng.choice([b for b in BAD_INTS if not (zero_ok and b in ("0", "-0"))])]
+    else:
+        argv += rng.choice(CROSS[command])
+    files = {"tiny.json": json.dumps(TINY).encode()}
+    if command == "run":
+        header, data = safetensors(TINY_TENSORS)
+        files["ckpt/config.json"] = json.dumps(TINY).encode()
+        files["ckpt/model.safetensors"] = pack(header, data)
+    return Case("flags", argv, files, invalid=True)
+
+
+# -- running and judging -----------------------------------------------------------------------
+
+
+def materialise(case: Case, folder: Path) -> list[str]:
+    """Writes the case's files into `folder`; returns argv with {d} filled in."""
+    for name, data in case.files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return [a.replace("{d}", str(folder)) for a in case.argv]
+
+
+def run_in_process(argv: list[str]) -> Outcome:
+    """`tcpc argv` in this process, its output captured; an exception escaping main is a traceback."""
+    from tcp_compiler.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code, tb, warned = None, None, None
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):  # fmt: skip
+        warnings.simplefilter("always")
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:  # noqa: BLE001 - any escape is the finding
+            tb = traceback.format_exc()
+    if caught:
+        warned = f"{caught[0].category.__name__}: {caught[0].message}"
+    return Outcome(code, out.getvalue(), err.getvalue(), tb, warned)
+
+
+def run_subprocess(argv: list[str], timeout: float = 120) -> Outcome:
+    proc = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "tcp_compiler", *argv],
+                          capture_output=True, text=True, timeout=timeout, check=False,
+                          errors="backslashreplace")  # fmt: skip
+    tb = proc.stderr if "Traceback" in proc.stderr else None
+    return Outcome(proc.returncode, proc.stdout, proc.stderr, tb)
+
+
+def problems(case: Case, outcome: Outcome, folder: Path) -> list[str]:
+    """What the run did wrong, if anything (an empty list: it behaved)."""
+    found = []
+    if outcome.traceback is not None or outcome.code not in (0, 2):
+        found.append(f"traceback / exit {outcome.code}")
+    if outcome.warning is not None:
+        found.append(f"warning: {outcome.warning}")
+    leftovers = [p.name for p in folder.rglob("*.tmp")] + [p.name for p in folder.rglob(".tcpc-probe.*")]
+    if leftovers:
+        found.append(f"temporaries left: {leftovers}")
+    if case.invalid and outcome.code == 0:
+        found.append("invalid input accepted")
+    if outcome.code == 2:
+        lines = outcome.stderr.splitlines()
+        if len(lines) != 1 or not lines[0].startswith("tcpc: error: "):
+            found.append(f"exit 2 with {len(lines)} stderr lines: {outcome.stderr[:300]!r}")
+        written = [p.name for p in folder.rglob("out.*")] + [p.name for p in folder.rglob("a.json")]
+        if written:
+            found.append(f"exit 2 but wrote {written}")
+    if outcome.code == 0 and case.argv[:2] == ["hw", "show"] and "--json" in case.argv:
+        try:
+            json.loads(outcome.stdout, parse_constant=_no_constant)
+        except ValueError as e:
+            found.append(f"hw show --json printed invalid JSON: {e}")
+    return found
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
