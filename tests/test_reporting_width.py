@@ -115,3 +115,13 @@ def test_a_failed_sweep_point_is_one_line_and_its_file_row_whole(monkeypatch, tm
     assert after.startswith("1 point failed; the whole error is in its row of --csv and --json")
     rows = json.loads(out.read_text())
     assert "do not split over 3 chips (heads must be a multiple" in rows[1]["error"]
+
+
+def test_inspect_tables_keep_cells_whole_at_100_columns(capsys, monkeypatch) -> None:
+    from tcp_compiler.cli import main
+
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["inspect", "examples/ir/llama_decoder_layer.tir"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert any(line.startswith("%q ") and "f32[" in line for line in lines)  # one op, one line

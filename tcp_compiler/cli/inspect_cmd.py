@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
-from rich.table import Table
-
 import ir
 from ir.analysis import GraphCost
 from ir.dot import to_dot
 from tcp_compiler.cli import arg_types
+from tcp_compiler.cli.console import console as make_console
 from tcp_compiler.cli.output import announce, check_outputs, si, write_atomically
+from tcp_compiler.line_table import line_table
 
 
 def add_parser(subparsers) -> None:
@@ -44,44 +43,35 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_tables(source: str, cost: GraphCost, top: int | None) -> None:
-    console = Console()
+    console = make_console()
     total = cost.total
     console.print(f"[bold]graph {cost.graph}[/bold]  ({source}, {len(cost.per_node)} ops)")
 
-    kinds = Table(title="ops by kind", title_justify="left")
-    for column in ("kind", "count", "FLOPs", "bytes", "share of FLOPs"):
-        kinds.add_column(column, justify="left" if column == "kind" else "right")
     bytes_by_kind: dict[str, int] = {}
     for nc in cost.per_node:
         bytes_by_kind[nc.node.kind] = bytes_by_kind.get(nc.node.kind, 0) + nc.cost.bytes
     flops = cost.flops_by_kind
-    for kind, count in sorted(cost.counts_by_kind.items(), key=lambda kv: (-flops[kv[0]], kv[0])):
-        share = f"{100 * flops[kind] / total.flops:.1f} %" if total.flops else "-"
-        kinds.add_row(kind, str(count), si(flops[kind]), si(bytes_by_kind[kind], "B"), share)
-    console.print(kinds)
+    kind_rows = [
+        (kind, str(count), si(flops[kind]), si(bytes_by_kind[kind], "B"),
+         f"{100 * flops[kind] / total.flops:.1f} %" if total.flops else "-")
+        for kind, count in sorted(cost.counts_by_kind.items(), key=lambda kv: (-flops[kv[0]], kv[0]))
+    ]  # fmt: skip
+    console.print(line_table("ops by kind", ("kind", "count", "FLOPs", "bytes", "share of FLOPs"), kind_rows,
+                             console.width, left={"kind"}))  # fmt: skip
 
     rows = list(cost.per_node)
     title = "per op"
     if top is not None:
         rows = sorted(rows, key=lambda nc: -nc.cost.flops)[:top]
         title = f"top {len(rows)} ops by FLOPs"
-    ops = Table(title=title, title_justify="left")
-    for column in ("value", "op", "type", "FLOPs", "read", "written", "FLOP/B"):
-        ops.add_column(
-            column, justify="right" if column in ("FLOPs", "read", "written", "FLOP/B") else "left"
-        )
-    for nc in rows:
-        c = nc.cost
-        ops.add_row(
-            f"%{nc.node.name}",
-            nc.node.kind,
-            str(nc.node.type),
-            si(c.flops),
-            si(c.bytes_read, "B"),
-            si(c.bytes_written, "B"),
-            f"{c.intensity:.2f}" if c.bytes else "-",
-        )
-    console.print(ops)
+    op_rows = [
+        (f"%{nc.node.name}", nc.node.kind, str(nc.node.type), si(nc.cost.flops), si(nc.cost.bytes_read, "B"),
+         si(nc.cost.bytes_written, "B"), f"{nc.cost.intensity:.2f}" if nc.cost.bytes else "-")
+        for nc in rows
+    ]  # fmt: skip
+    columns = ("value", "op", "type", "FLOPs", "read", "written", "FLOP/B")
+    # The type is the long cell: it is cut to the width left, and --json holds it whole.
+    console.print(line_table(title, columns, op_rows, console.width, elastic=2, left={"value", "op", "type"}))
     link = f", chip links {si(total.link_bytes, 'B')}" if total.link_bytes else ""
     console.print(
         f"[bold]total[/bold]: {si(total.flops, 'FLOP')} ({total.flops:,} FLOPs), "
