@@ -1,0 +1,68 @@
+"""The compiled loops of simulator.occupancy (Numba), apart so that importing the report does not
+import Numba: commands to activity events, and the sweep that sums cycles per state."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from simulator.occupancy import ACTIVITIES
+from simulator.program import CONTEXTS
+
+_MAIN, _SUB, _DMA = (CONTEXTS.index(c) for c in ("main", "sub", "dma"))
+
+# Activity indices as the compiled code reads them (module constants are frozen into it).
+_HBM_MOVE, _DMA_ON_CHIP, _DMA_STARTUP, _CONTRACTION_PASS, _OTHER_PASS, _SUB_RUNS, _LINK_RUNS = range(7)
+assert ACTIVITIES[_CONTRACTION_PASS] == "contraction" and ACTIVITIES[_LINK_RUNS] == "link"
+
+
+@njit(cache=True)
+def events(context, start, end, latency, cycles, moved, hbm, busy):
+    """Each command's activities as (time, activity * 2 + (0: begins, 1: ends)) events. A DMA
+    command transfers only when it has bytes and time beyond its latency (as the engine runs it);
+    until then, and all of a command without such bytes, it is in start-up."""
+    n = context.shape[0]
+    times = np.empty(4 * n)
+    what = np.empty(4 * n, np.int64)
+    k = 0
+    for i in range(n):
+        c, middle, second = context[i], end[i], -1
+        if c == _MAIN:
+            first = _CONTRACTION_PASS if busy[i] > 0 else _OTHER_PASS
+        elif c == _SUB:
+            first = _SUB_RUNS
+        elif c == _DMA:
+            first = _DMA_STARTUP
+            if moved[i] > 0 and cycles[i] > latency[i]:
+                middle = min(start[i] + latency[i], end[i])
+                second = _HBM_MOVE if hbm[i] > 0 else _DMA_ON_CHIP
+        else:
+            first = _LINK_RUNS
+        if middle > start[i]:
+            times[k], what[k], times[k + 1], what[k + 1] = start[i], 2 * first, middle, 2 * first + 1
+            k += 2
+        if second >= 0 and end[i] > middle:
+            times[k], what[k], times[k + 1], what[k + 1] = middle, 2 * second, end[i], 2 * second + 1
+            k += 2
+    return times[:k], what[:k]
+
+
+@njit(cache=True)
+def sweep(times, what, last, activities):
+    """Adds each piece of [0, last] between consecutive event `times` to the state under way;
+    `what` is activity * 2 + (0: it begins, 1: it ends)."""
+    total = np.zeros(1 << activities)
+    counts = np.zeros(activities, np.int64)
+    now, mask = 0.0, 0
+    for j in range(times.shape[0]):
+        if times[j] > now:
+            total[mask] += times[j] - now
+            now = times[j]
+        a = what[j] >> 1
+        counts[a] += -1 if what[j] & 1 else 1
+        if counts[a] > 0:
+            mask |= 1 << a
+        else:
+            mask &= ~(1 << a)
+    total[mask] += max(0.0, last - now)
+    return total
