@@ -144,7 +144,7 @@ def _candidates(hw: Hardware, n: int, m: int, b: int, dtype) -> np.ndarray:
     # one too), so their largest powers of two below them give the same grid: decode steps whose
     # KV length differs share it.
     n = _floor_pow2(n) if lanes & (lanes - 1) == 0 else n
-    return _candidate_grid(hw.slices, lanes, n, _floor_pow2(m), _floor_pow2(b)).astype(dtype)
+    return _candidate_grid(hw.slices, lanes, n, _floor_pow2(m), _floor_pow2(b), dtype)
 
 
 def _floor_pow2(x: int) -> int:
@@ -152,7 +152,7 @@ def _floor_pow2(x: int) -> int:
 
 
 @lru_cache(maxsize=4096)
-def _candidate_grid(slices: int, lanes: int, n: int, m: int, b: int) -> np.ndarray:
+def _candidate_grid(slices: int, lanes: int, n: int, m: int, b: int, dtype=np.int64) -> np.ndarray:
     """The candidates as one masked grid of exponents (no Python loop per candidate)."""
     top = slices.bit_length()
     passes_top = max(1, n // lanes).bit_length()
@@ -166,7 +166,7 @@ def _candidate_grid(slices: int, lanes: int, n: int, m: int, b: int) -> np.ndarr
         & (s_n * s_b * s_m <= slices) & (s_m <= m)
         & (p <= np.maximum(1, n // (s_n * lanes)))
     )  # fmt: skip
-    grid = np.stack([s_n[keep], s_m[keep], s_b[keep], p[keep]], axis=1)
+    grid = np.stack([s_n[keep], s_m[keep], s_b[keep], p[keep]], axis=1).astype(dtype)
     grid.setflags(write=False)
     return grid
 
@@ -196,7 +196,8 @@ def place(shape: EinsumShape, hw: Hardware, policy: MappingPolicy = DEFAULT_POLI
         pick = int(np.lexsort((splits[:, 3], used, cycles))[0])  # ties: fewer slices, then fewer passes
         key = (int(cycles[pick]), int(used[pick]))
         if best_key is None or key < best_key:
-            best, best_key = (stationary, named, sizes, tuple(int(v) for v in splits[pick])), key
+            chosen = {k: int(v[pick] if np.ndim(v) else v) for k, v in terms.items() if k != "bounds"}
+            best, best_key = (stationary, named, sizes, tuple(int(v) for v in splits[pick]), chosen), key
     assert best is not None
     return _placement(shape, hw, policy, *best)
 
@@ -240,12 +241,10 @@ def _costs(shape: EinsumShape, hw: Hardware, policy: MappingPolicy, sizes, split
 
 
 def _placement(
-    shape: EinsumShape, hw: Hardware, policy: MappingPolicy, stationary, named, sizes, split
+    shape: EinsumShape, hw: Hardware, policy: MappingPolicy, stationary, named, sizes, split, t: dict
 ) -> Placement:
-    """The winning candidate as a Placement."""
+    """The winning candidate as a Placement; `t` holds its cost terms (from _costs)."""
     s_n, s_m, s_b, passes = split
-    costs = _costs(shape, hw, policy, sizes, np.array([split], dtype=_int_type(shape)))
-    t = {key: int(np.asarray(v).reshape(-1)[0]) for key, v in costs.items() if key != "bounds"}
     trf_budget = hw.trf_bytes_per_slice // policy.trf_share
     return Placement(
         stationary=stationary,
