@@ -72,6 +72,12 @@ def _summary(report: Report, console: Console) -> None:
             f"decode {report.decode_tokens_per_s:.1f} tokens/s, end to end "
             f"{report.throughput_tokens_per_s:.1f} tokens/s"
         )
+    if pre.model_flops:
+        executed = "" if pre.flops == pre.model_flops else f", the program executes {si(pre.flops)}"
+        console.print(
+            f"prefill: the model's math is {si(pre.model_flops)} FLOPs{executed}; model FLOPs utilisation "
+            f"{100 * pre.model_flops_utilisation:.1f}%"
+        )
     for phase, part in (("prefill", pre), ("decode", dec)):
         if part.limiter is not None:
             console.print(limiter_line(phase, part.limiter))

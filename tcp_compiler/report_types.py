@@ -108,7 +108,18 @@ class PrefillPhase(Record):
     cycles: int = doc("simulated cycles of the prefill program", "cycles")
     seconds: float = doc("`cycles / clock_hz + launch_seconds`", "s")
     launch_seconds: float = doc("the kernel launch overhead included (`system.kernel_launch_s`)", "s")
-    flops: int = doc("work of every command (equals the IR's FLOPs after the passes)", "FLOP")
+    flops: int = doc(
+        "work the program executes (online softmax adds its rescaling and skips the key blocks its "
+        "mask hides)",
+        "FLOP",
+    )
+    model_flops: int = doc(
+        "work of the model's math: the graph before the attention rewrite (its einsums equal "
+        "torch's FlopCounterMode)",
+        "FLOP",
+        default=0,
+    )
+    model_flops_utilisation: float = doc("`model_flops` / (`seconds` x `peak_flops_per_s`)", "", default=0.0)
     hbm_bytes: int = doc("bytes read and written in HBM", "B")
     roofline_seconds: float = doc(
         "the largest of: FLOPs at `peak_flops_per_s`, HBM bytes at `hbm_bytes_per_s`, chip-link bytes "

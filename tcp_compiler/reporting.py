@@ -175,6 +175,8 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
     terms = rates.roofline(p.flops.sum(), p.hbm_bytes.sum(), p.link_bytes.sum())
     prefill = PrefillPhase(
         cycles=sim.prefill.cycles, seconds=prefill_seconds, launch_seconds=launch, flops=int(p.flops.sum()),
+        model_flops=sim.prefill_model_flops,
+        model_flops_utilisation=sim.prefill_model_flops / (prefill_seconds * rates.flops_per_s),
         hbm_bytes=int(p.hbm_bytes.sum()), roofline_seconds=max(terms), bound=bound(prefill_seconds, *terms),
         limiter=_limiter(sim.prefill_ops, 1, prefill_seconds, terms, sim),
     )  # fmt: skip
