@@ -10,6 +10,7 @@ _STYLE = {
     "const": "shape=box, style=dashed",
     "iota": "shape=box, style=dashed",
     "einsum": 'shape=box, style="filled,bold", fillcolor="#fee2e2"',
+    "grouped_einsum": 'shape=box, style="filled,bold", fillcolor="#fee2e2"',
 }
 _DEFAULT = "shape=box, style=rounded"
 
@@ -22,7 +23,7 @@ def to_dot(graph: Graph) -> str:
     lines = [f"digraph {_quote(graph.name)} {{", "  rankdir=TB;", '  node [fontname="monospace"];']
     for n in graph.nodes:
         label = f"%{n.name} = {n.kind}\n{n.type}"
-        if n.kind == "einsum":
+        if "eq" in n.attrs:  # einsum, grouped_einsum
             label += f"\n{n.attrs['eq']}"
         lines.append(f"  {_quote(n.name)} [label={_quote(label)}, {_STYLE.get(n.kind, _DEFAULT)}];")
     for n in graph.nodes:

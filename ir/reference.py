@@ -67,6 +67,7 @@ GROUPS = [
     ("Layout", ["reshape", "transpose", "slice", "concat"]),
     ("Selection and conversion", ["where", "cast"]),
     ("Collectives", ["all_reduce", "reduce_scatter", "all_gather"]),
+    ("Mixture of experts", ["dispatch", "bincount", "grouped_einsum", "combine"]),
 ]
 
 

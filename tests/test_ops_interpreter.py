@@ -593,6 +593,54 @@ def test_topk_prefers_the_lower_index_on_ties() -> None:
     np.testing.assert_array_equal(run(g, np.array([1.0, 3.0, 3.0, 3.0], np.float32)), [1, 2])
 
 
+def _moe_graph(b: int, s: int, k: int, e: int, d: int, f: int) -> ir.Graph:
+    """x [B, S, D] through top-k routing, dispatch, a grouped einsum and combine."""
+    g = ir.Graph("moe")
+    x = g.input("x0", T(F32, B=b, S=s, D=d))
+    idx = g.input("x1", T(I32, B=b, S=s, Kk=k))
+    w = g.input("x2", T(F32, E=e, F=f, D=d))
+    gates = g.input("x3", T(F32, B=b, S=s, Kk=k))
+    counts = g.add("bincount", idx, name="counts", type=T(I32, E=e))
+    rows = g.add("dispatch", x, idx, name="rows", axis="R")
+    y = g.add("grouped_einsum", rows, w, counts, name="h", eq="R D, E F D -> R F", group="E", top_k=k)
+    g.add("combine", y, idx, gates, name="y", axis="R", slots=["Kk"])
+    g.set_outputs("y", "rows", "counts")
+    return g
+
+
+@covers("dispatch", "bincount", "grouped_einsum", "combine")
+@pytest.mark.parametrize(("b", "s", "k", "e"), [(1, 1, 2, 4), (2, 5, 2, 6), (3, 4, 3, 3)])
+def test_moe_ops_equal_a_plain_numpy_moe(b, s, k, e, rng) -> None:
+    d, f = 8, 5
+    x, w, gates = f32(rng, b, s, d), f32(rng, e, f, d), f32(rng, b, s, k)
+    # distinct experts per token, some experts unused when E > k and tokens are few
+    idx = np.argsort(rng.random((b, s, e)), axis=-1)[..., :k].astype(np.int32)
+    out = ir.interpret(_moe_graph(b, s, k, e, d, f), {"x0": x, "x1": idx, "x2": w, "x3": gates})
+    expected = np.zeros((b, s, f), np.float32)
+    for bi, si, j in np.ndindex(b, s, k):
+        expected[bi, si] += gates[bi, si, j] * (w[idx[bi, si, j]] @ x[bi, si])
+    np.testing.assert_allclose(out["y"], expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(out["counts"], np.bincount(idx.ravel(), minlength=e))
+    # rows are grouped by expert, each expert's in token order
+    slots = np.argsort(idx.ravel(), kind="stable")
+    np.testing.assert_array_equal(out["rows"], x.reshape(b * s, d)[slots // k])
+    assert list(np.sort(idx.ravel())) == list(idx.ravel()[slots])
+
+
+def test_grouped_einsum_refuses_counts_that_miss_rows(rng) -> None:
+    g = unit("grouped_einsum", T(F32, R=4, D=3), T(F32, E=2, F=2, D=3), T(I32, E=2),
+             eq="R D, E F D -> R F", group="E", top_k=1)  # fmt: skip
+    with pytest.raises(ir.InterpretError, match=r"counts %x2 sum to 3 \(min 1\) but there are 4 rows"):
+        run(g, f32(rng, 4, 3), f32(rng, 2, 2, 3), np.array([1, 2], np.int32))
+
+
+def test_bincount_refuses_values_outside_its_range() -> None:
+    g = unit("bincount", T(I32, T=3), type=T(I32, E=2))
+    np.testing.assert_array_equal(run(g, np.array([1, 1, 0], np.int32)), [1, 2])
+    with pytest.raises(ir.InterpretError, match=r"holds values in \[0, 2\] but the result counts 2"):
+        run(g, np.array([0, 2, 1], np.int32))
+
+
 def test_reduce_integers_saturate_to_dtype() -> None:
     x = np.full((2, 3), 100, np.int32)
     out = run(unit("reduce", T(I8, A=2, B=3), op="sum", axes=["B"]), x)

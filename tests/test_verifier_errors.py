@@ -316,6 +316,55 @@ CASES = [
         "result dtype is f32 but the op gives i32",
         declared=True,
     ),
+    # -- mixture of experts ------------------------------------------------------------------------
+    case(
+        "dispatch by a float index",
+        "%x = input() : f32[T=2, D=4]\n%i = input() : f32[T=2, Kk=2]\n"
+        "%y = dispatch(%x, %i) {axis = R} : f32[R=4, D=4]",
+        "%i must be an integer index, got f32",
+    ),
+    case(
+        "dispatch without a slot axis",
+        "%x = input() : f32[T=2, D=4]\n%i = input() : i32[T=2]\n"
+        "%y = dispatch(%x, %i) {axis = R} : f32[R=2, D=4]",
+        "%i : i32[T=2] has no slot axis",
+    ),
+    case(
+        "bincount declared as float",
+        "%i = input() : i32[T=2, Kk=2]\n%y = bincount(%i) : f32[E=4]",
+        "bincount gives a 1-axis integer count, not f32[E=4]",
+    ),
+    case(
+        "grouped_einsum counts over the wrong axis",
+        "%x = input() : f32[R=4, D=3]\n%w = input() : f32[E=2, F=5, D=3]\n%c = input() : i32[F=5]\n"
+        '%y = grouped_einsum(%x, %w, %c) {eq = "R D, E F D -> R F", group = E, top_k = 1} : f32[R=4, F=5]',
+        "counts %c : i32[F=5] must be an integer [E=2]",
+    ),
+    case(
+        "grouped_einsum top_k not dividing the rows",
+        "%x = input() : f32[R=5, D=3]\n%w = input() : f32[E=4, F=5, D=3]\n%c = input() : i32[E=4]\n"
+        '%y = grouped_einsum(%x, %w, %c) {eq = "R D, E F D -> R F", group = E, top_k = 2} : f32[R=5, F=5]',
+        "top_k = 2 must be in [1, 4] and divide the 5 rows",
+    ),
+    case(
+        "grouped_einsum summing the group axis",
+        "%x = input() : f32[R=4, D=3]\n%w = input() : f32[E=2, F=5, D=3]\n%c = input() : i32[E=2]\n"
+        '%y = grouped_einsum(%x, %w, %c) {eq = "R D, E F D -> R E F", group = E, top_k = 1} '
+        ": f32[R=4, E=2, F=5]",
+        "group axis 'E' must be an axis of the weight only, not of the rows or the result",
+    ),
+    case(
+        "combine with one row too few",
+        "%h = input() : f32[R=3, D=4]\n%i = input() : i32[T=2, Kk=2]\n%g = input() : f32[T=2, Kk=2]\n"
+        "%y = combine(%h, %i, %g) {axis = R, slots = [Kk]} : f32[T=2, D=4]",
+        "%h : f32[R=3, D=4] needs rows axis 'R' of size 4 (one row per slot)",
+    ),
+    case(
+        "combine weights not shaped like the index",
+        "%h = input() : f32[R=4, D=4]\n%i = input() : i32[T=2, Kk=2]\n%g = input() : f32[Kk=2, T=2]\n"
+        "%y = combine(%h, %i, %g) {axis = R, slots = [Kk]} : f32[T=2, D=4]",
+        "weights %g : f32[Kk=2, T=2] must be float with the index's axes i32[T=2, Kk=2]",
+    ),
     # -- reduce ------------------------------------------------------------------------------------
     case(
         "reduce over a missing axis",

@@ -1,6 +1,16 @@
 """The op registry; importing this package registers every op kind."""
 
-from ir.ops import collectives, einsum, elementwise, indexing, layout, reduce, select, sources  # noqa: F401
+from ir.ops import (  # noqa: F401
+    collectives,
+    einsum,
+    elementwise,
+    indexing,
+    layout,
+    moe,
+    reduce,
+    select,
+    sources,
+)
 from ir.ops.base import REGISTRY, AttrSpec, AttrValue, EvalContext, OpCall, OpCost, OpDef, lookup
 
 __all__ = ["REGISTRY", "AttrSpec", "AttrValue", "EvalContext", "OpCall", "OpCost", "OpDef", "lookup"]

@@ -36,6 +36,7 @@ from tcp_compiler.frontend.quantize import group_split, quantise
 
 Getter = Callable[[str], np.ndarray]
 Cut = Callable[[np.ndarray, int], np.ndarray]  # (whole Hugging Face tensor, rank) -> the rank's part
+Weight = tuple[Node, tuple[str, ...], tuple[str, int] | None]  # (operand, contracted axes, group split)
 
 
 @dataclass(frozen=True)
@@ -349,12 +350,8 @@ class _Builder:
         sources: Sequence[str] | None = None,
         make: Callable[[Getter, int], np.ndarray] | None = None,
         cut: Cut = _whole,
-        select: Callable[[Node, str], Node] | None = None,
-    ):
+    ) -> Weight:
         """A projection weight, dequantised when integer; returns (operand, contracted axes, split).
-
-        `select` (MoE) picks from the stored weight before use, e.g. each routed slot's expert:
-        an integer weight's codes and scales are both picked, then dequantised.
 
         `make` gives a rank's float weight (by default this rank's `cut` of the tensor `name`);
         integer weights quantise that shard, so sharding happens before quantising.
@@ -370,10 +367,8 @@ class _Builder:
             make = lambda get, rank: cut(found.load(get), rank).reshape(shape)  # noqa: E731
         sources = tuple(sources or (name,))
         p = self.p
-        select = select or (lambda node, suffix: node)
         if not p.quantised:
-            w = select(self.param(name, p.weight, axes, Binding(sources, make)), "w")
-            return w, tuple(contract), None
+            return self.param(name, p.weight, axes, Binding(sources, make)), tuple(contract), None
         axis, inner = group_split(name, axes, contract, p.group_size)
         split_axes: dict[str, int] = {}
         for a, n in axes.items():
@@ -393,7 +388,6 @@ class _Builder:
             scale_axes,
             Binding(sources, lambda get, rank: quantise(make(get, rank), group)[1].reshape(s_shape)),
         )
-        q, s = select(q, "w"), select(s, "scale")
         deq = self.g.add("mul", self.to(q, p.act), s, name=f"{q.name}.dequant")
         grouped = tuple(c2 for c in contract for c2 in ((f"{axis}g", f"{axis}i") if c == axis else (c,)))
         return deq, grouped, (axis, inner)
@@ -757,11 +751,14 @@ class _Builder:
         return self.all_reduce(down, f"l{i}.down.sum") if reduce else down
 
     def moe(self, i: int, x: Node, reduce: bool = True) -> Node:
-        """Router softmax, top-k (renormalised where the family does), experts gathered per routed slot.
+        """Router softmax, top-k (renormalised where the family does), then experts grouped by token.
 
-        Each token's k slots gather their expert's weights, so the expert einsums cost exactly
-        tokens x k x one expert's FLOPs. Every chip routes (the router is replicated) and holds a
-        1/chips slice of every expert's width; the weighted sum over slots joins over the chips.
+        As real MoE kernels do: `dispatch` orders the T x k routed slots' token rows by expert,
+        `bincount` gives each expert's row count, each projection is a `grouped_einsum` of those
+        rows with the whole stacked expert weight [E, ...] (each expert's weights read at most
+        once; FLOPs exactly tokens x k x one expert's), and `combine` sums each token's k slots
+        weighted by its routing weights. Every chip routes (the router is replicated) and holds a
+        1/chips slice of every expert's width; the combined partial sums join over the chips.
         """
         cfg, g, sh = self.cfg, self.g, self.sh
         moe = cfg.moe
@@ -783,44 +780,37 @@ class _Builder:
         if moe.normalize_top_k:
             total = g.add("reduce", weights, name=f"l{i}.expert_weights.sum", op="sum", axes=["Kk"])
             weights = g.add("div", weights, total, name=f"l{i}.expert_weights.norm")
+        counts = g.add("bincount", idx, name=f"l{i}.expert_counts", type=TensorType.of(I32, E=E))
         column, row = sh.column, sh.row
-        gate = self.expert(i, x, idx, 0, {"E": E, "F": F, "D": D}, "D", f"l{i}.expert_gate", column)
-        up = self.expert(i, x, idx, 1, {"E": E, "F": F, "D": D}, "D", f"l{i}.expert_up", column)
+        gate_w = self.expert_weight(i, 0, {"E": E, "F": F, "D": D}, "D", column)
+        rows = g.add("dispatch", self.to(x, gate_w[0].type.dtype), idx, name=f"l{i}.expert_rows", axis="R")
+        gate = self.expert(rows, counts, gate_w, f"l{i}.expert_gate")
+        up_w = self.expert_weight(i, 1, {"E": E, "F": F, "D": D}, "D", column)
+        up = self.expert(rows, counts, up_w, f"l{i}.expert_up")
         act = g.add("mul", self.activate(gate, f"l{i}.expert_act"), up, name=f"l{i}.expert_glu")
-        down = self.expert(i, act, idx, 2, {"E": E, "D": D, "F": F}, "F", f"l{i}.expert_down", row)
-        weighted = g.add("mul", down, weights, name=f"l{i}.expert_weighted")
-        out = g.add("reduce", weighted, name=f"l{i}.moe", op="sum", axes=["Kk"])
+        down_w = self.expert_weight(i, 2, {"E": E, "D": D, "F": F}, "F", row)
+        down = self.expert(act, counts, down_w, f"l{i}.expert_down")
+        out = g.add("combine", down, idx, weights, name=f"l{i}.moe", axis="R", slots=["Kk"])
         return self.all_reduce(out, f"l{i}.moe.sum") if reduce else out
 
-    def expert(
-        self,
-        i: int,
-        x: Node,
-        idx: Node,
-        which: int,
-        axes: dict[str, int],
-        contract: str,
-        label: str,
-        cut: Cut,
-    ) -> Node:
-        """x [B, S, (Kk,) contract] against the gathered weights of each routed slot's expert."""
+    def expert_weight(self, i: int, which: int, axes: dict[str, int], contract: str, cut: Cut) -> Weight:
+        """The whole stacked weight [E, ...] of expert projection `which` (gate, up, down), each
+        expert's checkpoint tensor cut for this rank; dequantised as it is fetched when integer."""
         fmt = self.cfg.moe.expert_names[which]
-        E = axes["E"]
-        names = tuple(fmt.format(i=i, e=e) for e in range(E))
+        names = tuple(fmt.format(i=i, e=e) for e in range(axes["E"]))
         name = fmt.format(i=i, e="all").replace(".all.", ".")
-        w, grouped, split = self.weight(
-            name,
-            axes,
-            [contract],
-            names,
-            lambda get, rank: np.stack([cut(get(n), rank) for n in names]),
-            select=lambda node, suffix: self.g.add("gather", node, idx, name=f"{label}.{suffix}", axis="E"),
-        )
-        x = self.to(self.split_groups(x, split), w.type.dtype)
-        out = [a for a in ("B", "S", "Kk") if a in x.type.names or a in w.type.names]
-        out += [a for a in w.type.names if a not in out and a not in grouped]
+        make = lambda get, rank: np.stack([cut(get(n), rank) for n in names])  # noqa: E731
+        return self.weight(name, axes, [contract], names, make)
+
+    def expert(self, rows: Node, counts: Node, weight: Weight, label: str) -> Node:
+        """The rows [R, contract] (sorted by expert) against their experts' slices of the weight."""
+        w, grouped, split = weight
+        x = self.to(self.split_groups(rows, split), w.type.dtype)
+        out = ["R", *(a for a in w.type.names if a != "E" and a not in grouped)]
         eq = f"{' '.join(x.type.names)}, {' '.join(w.type.names)} -> {' '.join(out)}"
-        return self.einsum(x, w, name=label, eq=eq)
+        y = TensorType.from_pairs(F32, [(a, {**x.type.sizes, **w.type.sizes}[a]) for a in out])
+        top_k = self.cfg.moe.top_k
+        return self.g.add("grouped_einsum", x, w, counts, name=label, eq=eq, group="E", top_k=top_k, type=y)
 
     def head(self, x: Node) -> Node:
         """Final norm and LM head on [B, (N,) D]; tied models reuse the embedding table.

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ir import Graph
 from simulator.hardware import Hardware
 from tcp_compiler.errors import TcpcError
+from tcp_compiler.mapping.fusion import on_the_fly, view_roots
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import HBM, residency
 from tcp_compiler.mapping.traits import traits
@@ -55,8 +56,12 @@ def peak_spill(
 ) -> int:
     """The most HBM that intermediates spilled out of DM hold at any one time: each lives from
     the op that makes it to its last reader (views share their root's bytes). Values in `ignore`
-    are not counted (a lower bound, for values a later rewrite will replace)."""
+    are not counted (a lower bound, for values a later rewrite will replace), nor are weights as
+    a pass fetches them (casts of values in memory, dequantised or stacked expert weights): the
+    Fetch Adapter and the pass transform them on the way in, so they never exist in memory."""
     where = residency(graph, hw, policy)
+    roots = view_roots(graph)
+    fetched = {n for n, r in roots.items() if r != n} | set(on_the_fly(graph, roots))
     outputs = set(graph.outputs)
     root: dict[str, str] = {}
     for n in graph.nodes:
@@ -72,6 +77,7 @@ def peak_spill(
         and not (traits(n.kind).in_memory or traits(n.kind).view)
         and n.name not in outputs
         and n.name not in ignore
+        and n.name not in fetched
     }
     live = peak = 0
     ends: dict[int, int] = {}

@@ -23,6 +23,7 @@ from simulator import units
 from simulator.hardware import Hardware
 from simulator.program import OpInfo, Program, ProgramBuilder
 from tcp_compiler.errors import TcpcError
+from tcp_compiler.mapping.experts import GroupedCost, grouped_cost
 from tcp_compiler.mapping.fusion import FusedOp, fuse
 from tcp_compiler.mapping.placement import EinsumShape, place
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
@@ -174,34 +175,61 @@ def _transfer(role: str, nbytes: int, hw: Hardware, hbm_sides: int) -> Step:
     )  # fmt: skip
 
 
-def _vector_cycles(view: OpView, hw: Hardware, slices: int) -> tuple[int, int]:
-    """(throughput cycles, latency) of the pass's element-wise and reduction work on the VE."""
+def _vector_cycles(
+    view: OpView, hw: Hardware, slices: int, grouped: GroupedCost | None = None
+) -> tuple[int, int]:
+    """(throughput cycles, latency) of the pass's element-wise and reduction work on the VE; a
+    grouped pass transforms (dequantises) only the slices of the experts it hits."""
     vector = [n for n in view.nodes if traits(n.kind).stage != "contraction"]
     if not vector:
         return 0, 0
-    elements = max(max(t.numel for t in n.operands) if n.operands else n.type.numel for n in vector)
+
+    def numel(t: TensorType) -> int:
+        return t.numel if grouped is None else math.ceil(t.numel * grouped.share(t))
+
+    elements = max(max(numel(t) for t in n.operands) if n.operands else numel(n.type) for n in vector)
     return units.vector_cycles(
         hw, elements, any(n.type.dtype.is_float for n in vector), len(vector),
         any(traits(n.kind).ends_pass for n in vector), slices,
     )  # fmt: skip
 
 
+def _contraction(view: OpView) -> NodeView | None:
+    return next((n for n in view.nodes if traits(n.kind).stage == "contraction"), None)
+
+
+def _grouped(view: OpView, hw: Hardware, policy: MappingPolicy) -> GroupedCost | None:
+    """The expected experts and GEMMs of a pass whose contraction is a grouped einsum (MoE)."""
+    einsum = _contraction(view)
+    return grouped_cost(einsum.call(), hw, policy) if einsum and einsum.kind == "grouped_einsum" else None
+
+
 def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     flops = sum(n.cost().flops for n in view.nodes)
-    hbm_in = sum(t.nbytes for t, w, kind in view.inputs if w == HBM and not traits(kind).immediate)
+    grouped = _grouped(view, hw, policy)
+    # A grouped einsum reads only the experts routing hits (uniform routing: mapping/experts.py).
+    read = grouped.read_bytes if grouped else (lambda t: t.nbytes)
+    hbm_in = sum(
+        read(t) if traits(kind).in_memory else t.nbytes
+        for t, w, kind in view.inputs
+        if w == HBM and not traits(kind).immediate
+    )
     dm_bytes = sum(t.nbytes for t, w, kind in view.inputs if w != HBM and not traits(kind).immediate)
     hbm_out = sum(t.nbytes for t, w in view.outputs if writes_hbm(w))
     dm_bytes += sum(t.nbytes for t, w in view.outputs if w != HBM)
     placement = None
-    einsum = next((n for n in view.nodes if traits(n.kind).stage == "contraction"), None)
-    if einsum is not None:
+    einsum = _contraction(view)
+    if grouped is not None:
+        placement = grouped.placement
+    elif einsum is not None:
         shape = EinsumShape.of(dict(einsum.attrs)["eq"], einsum.operands, einsum.type)
         placement = place(shape, hw, policy)
+    if placement is not None:
         slices = placement.slices_used
         compute, latency = placement.cycles - placement.latency, placement.latency
     else:
         slices, compute, latency = hw.slices, 0, 0
-    vector, vector_latency = _vector_cycles(view, hw, slices)
+    vector, vector_latency = _vector_cycles(view, hw, slices, grouped)
     fetch = units.fetch_cycles(hw, dm_bytes, slices)
     main_cycles = max(compute, vector, fetch, 1) + latency + vector_latency
     tiles = max(
@@ -228,7 +256,9 @@ def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
         steps.append(Step("main", "main", cyc, flops=f, dm_bytes=dm, busy=tuple(busy.items())))
         if lout:
             steps.append(_transfer("store", lout, hw, 1))
-    return Recipe("pass", placement.describe(hw) if placement else "", tuple(steps))
+    described = placement.describe(hw) if placement else ""
+    described += f" {grouped.describe()}" if grouped else ""
+    return Recipe("pass", described, tuple(steps))
 
 
 def _dma(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:

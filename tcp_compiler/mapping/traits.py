@@ -21,10 +21,18 @@ STAGES = ("contraction", "vector", "cast", "transpose")
 MEMORY = frozenset({"input", "param"})  # values that live in HBM before the program starts
 IMMEDIATE = frozenset({"const"})  # scalars carried in the command, no memory
 VIEW = frozenset({"reshape"})  # the same bytes under new axes
-DMA = frozenset({"gather", "scatter", "concat", "slice"})  # TensorDMA moves
+# TensorDMA moves (dispatch: the token rows of the routed slots, ordered by expert)
+DMA = frozenset({"gather", "scatter", "concat", "slice", "dispatch"})
 COLLECTIVE = frozenset({"all_reduce", "reduce_scatter", "all_gather"})  # chip-link transfers
-REDUCTION = frozenset({"reduce", "topk"})  # Vector Engine work that ends its pass
-STAGE_OF = {"einsum": "contraction", "cast": "cast", "transpose": "transpose"}
+# Vector Engine work that ends its pass (bincount: slots per expert; combine: sum over each token's slots)
+REDUCTION = frozenset({"reduce", "topk", "bincount", "combine"})
+# grouped_einsum: one einsum per expert's rows, on the Contraction Engine like einsum
+STAGE_OF = {
+    "einsum": "contraction",
+    "grouped_einsum": "contraction",
+    "cast": "cast",
+    "transpose": "transpose",
+}
 VECTOR = frozenset(UNARY) | frozenset(BINARY) | REDUCTION | {"where", "iota"}
 ELEMENTWISE = frozenset(UNARY) | frozenset(BINARY) | {"cast"}  # may transform weights as they are fetched
 

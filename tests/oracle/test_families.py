@@ -15,6 +15,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import ir
+from ir.ops.moe import CONTRACTIONS
 from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -76,12 +77,13 @@ def test_batched_padded_prefill_matches_single_runs(family) -> None:
 
 
 def _einsum_flops(graph: ir.Graph, exclude_rope: bool = True) -> int:
-    """Einsum FLOPs; RoPE's rotation is an einsum here (seed 001) but element-wise in transformers."""
+    """Contraction FLOPs (einsums and MoE's grouped einsums); RoPE's rotation is an einsum here
+    (seed 001) but element-wise in transformers."""
     cost = ir.analyze(graph)
     return sum(
         nc.cost.flops
         for nc in cost.per_node
-        if nc.node.kind == "einsum" and not (exclude_rope and nc.node.name.endswith(".rot"))
+        if nc.node.kind in CONTRACTIONS and not (exclude_rope and nc.node.name.endswith(".rot"))
     )
 
 
@@ -112,7 +114,7 @@ def test_moe_expert_flops_are_tokens_times_top_k_experts(name, tmp_path) -> None
     experts = sum(
         nc.cost.flops
         for nc in ir.analyze(graph).per_node
-        if nc.node.name.split(".")[-1].startswith("expert_") and nc.node.kind == "einsum"
+        if nc.node.name.split(".")[-1].startswith("expert_") and nc.node.kind in CONTRACTIONS
     )
     per_expert = 3 * 2 * cfg.hidden * cfg.moe.intermediate
     assert experts == len(cfg.layers) * batch * seq * cfg.moe.top_k * per_expert
