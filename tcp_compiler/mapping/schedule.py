@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ir import Graph, TensorType
 from ir.ops import REGISTRY, OpCall
@@ -80,6 +80,7 @@ class Recipe:
     kind: str
     placement: str
     steps: tuple[Step, ...]
+    streams_weights: bool = False  # its loads bring weights from HBM (see emit's gate)
 
 
 def op_view(graph: Graph, op: FusedOp, where: Mapping[str, str]) -> OpView:
@@ -107,7 +108,9 @@ def recipe(view: OpView, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -
 
 def build_recipe(view: OpView, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> Recipe:
     """The commands of one fused op, computed (no cache)."""
-    return {"pass": _pass, "dma": _dma, "collective": _collective}[view.kind](view, hw, policy)
+    built = {"pass": _pass, "dma": _dma, "collective": _collective}[view.kind](view, hw, policy)
+    weights = any(traits(kind).weight and w == HBM for _, w, kind in view.inputs)
+    return replace(built, streams_weights=weights) if weights else built
 
 
 @dataclass
@@ -117,6 +120,7 @@ class Wiring:
     builder: ProgramBuilder = field(default_factory=ProgramBuilder)
     done: dict[str, int] = field(default_factory=dict)  # value -> the command after which it is in memory
     mains: list[int] = field(default_factory=list)  # every main-context command so far, in order
+    weight_mains: list[int] = field(default_factory=list)  # those of passes that stream weights
 
 
 def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0) -> Program:
@@ -137,7 +141,11 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
     load = main = last = None
     for s in r.steps:
         if s.role == "load":
-            gate = wiring.mains[-2] if len(wiring.mains) >= 2 else None  # two tiles in flight
+            # Two tiles in flight: a load waits for the main command two tiles back. Weights have
+            # their own double buffer, so a weight load waits only for the weight tile two back:
+            # the next GEMM's weights stream in during collectives, norms and attention.
+            behind = wiring.weight_mains if r.streams_weights else wiring.mains
+            gate = behind[-2] if len(behind) >= 2 else None
             deps = [gate, *from_hbm]
         elif s.role == "main":
             deps = [load, *producers]
@@ -155,6 +163,8 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
             load = last
         if s.context == "main":
             wiring.mains.append(last)
+            if r.streams_weights:
+                wiring.weight_mains.append(last)
             main, load = last, None
     for v in op.outputs:
         wiring.done[v] = last
