@@ -55,13 +55,15 @@ class OpView:
     nodes: tuple[NodeView, ...]
     inputs: tuple[tuple[TensorType, str, str], ...]  # (type, residency, producing kind) per memory input
     outputs: tuple[tuple[TensorType, str], ...]  # (type, residency) per memory output
+    chunks: int = 1  # a collective sent in chunks, each as soon as one tile of its producer is done
 
 
 @dataclass(frozen=True)
 class Step:
     """One command of a recipe. `role` says how it is wired: load (after the gate and the HBM
     producers), main (after this tile's load and every producer), store (after this tile's main),
-    move / link (after the producers), after (after the previous command)."""
+    move / link (after the producers), chunk (a collective's share, after the producer's tile that
+    completes it), after (after the previous command)."""
 
     role: str
     context: str
@@ -121,6 +123,22 @@ class Wiring:
     done: dict[str, int] = field(default_factory=dict)  # value -> the command after which it is in memory
     mains: list[int] = field(default_factory=list)  # every main-context command so far, in order
     weight_mains: list[int] = field(default_factory=list)  # those of passes that stream weights
+    tiles: dict[str, list[int]] = field(default_factory=dict)  # value -> its producer's main commands
+
+
+def view_of(graph: Graph, op: FusedOp, where: Mapping[str, str], wiring: Wiring, hw: Hardware) -> OpView:
+    """The op's view; a collective is chunked to follow its producer's tiles (as tensor-parallel
+    kernels overlap the all-reduce with the GEMM that produces it) when each chunk's transfer
+    outlasts the ring's latencies it adds."""
+    view = op_view(graph, op, where)
+    tiles = len(wiring.tiles.get(op.inputs[0], ())) if view.kind == "collective" and op.inputs else 0
+    if tiles < 2:
+        return view
+    cost = view.nodes[0].cost()
+    transfer = units.link_cycles(hw, cost.link_bytes, 0) - hw.link_latency_cycles
+    latency = max(cost.link_steps, 1) * hw.link_latency_cycles
+    chunks = min(tiles, max(1, transfer // max(latency, 1)))
+    return replace(view, chunks=chunks) if chunks > 1 else view
 
 
 def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0) -> Program:
@@ -128,7 +146,7 @@ def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY,
     where = residency(graph, hw, policy)
     wiring = Wiring()
     for op in fuse(graph):
-        emit(wiring, op, recipe(op_view(graph, op, where), hw, policy), where, chip)
+        emit(wiring, op, recipe(view_of(graph, op, where, wiring, hw), hw, policy), where, chip)
     return wiring.builder.build()
 
 
@@ -139,6 +157,10 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
     producers = [wiring.done[v] for v in op.inputs if v in wiring.done]
     from_hbm = [wiring.done[v] for v in op.inputs if v in wiring.done and where.get(v, HBM) == HBM]
     load = main = last = None
+    mains: list[int] = []
+    tiles = wiring.tiles.get(op.inputs[0], []) if op.inputs else []
+    chunks = sum(s.role == "chunk" for s in r.steps)
+    chunk = 0
     for s in r.steps:
         if s.role == "load":
             # Two tiles in flight: a load waits for the main command two tiles back. Weights have
@@ -153,6 +175,9 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
             deps = [main]
         elif s.role == "after":
             deps = [last]
+        elif s.role == "chunk":  # after the producer's tile that completes this chunk's share
+            chunk += 1
+            deps = [tiles[-(-chunk * len(tiles) // chunks) - 1]] if tiles else producers
         else:
             deps = producers
         last = b.command(
@@ -162,12 +187,14 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
         if s.role == "load":
             load = last
         if s.context == "main":
+            mains.append(last)
             wiring.mains.append(last)
             if r.streams_weights:
                 wiring.weight_mains.append(last)
             main, load = last, None
     for v in op.outputs:
         wiring.done[v] = last
+        wiring.tiles[v] = mains
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -286,8 +313,11 @@ def _collective(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
             f"the {node.kind} spans {chips} chips but hardware '{hw.name}' has {hw.chips}"
         )
     cost = node.cost()
-    link = units.link_cycles(hw, cost.link_bytes, cost.link_steps)
-    steps = [Step("link", "link", link, link_bytes=cost.link_bytes, busy=(("chip_link", link),))]
+    steps = []
+    for part in _split(cost.link_bytes, view.chunks):  # each chunk is a whole ring of its share
+        link = units.link_cycles(hw, part, cost.link_steps)
+        role = "chunk" if view.chunks > 1 else "link"
+        steps.append(Step(role, "link", link, link_bytes=part, busy=(("chip_link", link),)))
     if cost.flops:
         vector, _ = units.vector_cycles(hw, node.type.numel, True, 0, False, hw.slices)
         steps.append(

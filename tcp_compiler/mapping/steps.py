@@ -22,12 +22,11 @@ from tcp_compiler.mapping.residency import DM, DM_STORED, placed, residency
 from tcp_compiler.mapping.schedule import (
     NodeView,
     OpView,
-    Recipe,
     Wiring,
     build_recipe,
     emit,
-    op_view,
     recipe,
+    view_of,
 )
 from tcp_compiler.mapping.traits import traits
 
@@ -65,7 +64,14 @@ class DecodeSteps:
         self.graph = graph
         where = residency(graph, self.hw, self.policy)
         self.ops = fuse(graph)
-        self.views = [op_view(graph, op, where) for op in self.ops]
+        wiring = Wiring()
+        self.views, self.recipes = [], []
+        for op in self.ops:  # views follow the wiring: a collective's chunks follow its producer
+            view = view_of(graph, op, where, wiring, self.hw)
+            r = recipe(view, self.hw, self.policy)
+            self.views.append(view)
+            self.recipes.append(r)
+            emit(wiring, op, r, where, self.chip)
         fixed = {n.name for n in graph.nodes if traits(n.kind).in_memory} | set(graph.outputs)
         self.fixed_in = [tuple(v in fixed for v in op.inputs) for op in self.ops]
         self.fixed_out = [tuple(v in fixed for v in op.outputs) for op in self.ops]
@@ -74,12 +80,6 @@ class DecodeSteps:
         for k, v in enumerate(self.views):
             if _mentions(v, graph.meta.kv_axes):
                 self.dynamic.setdefault((v, self.fixed_in[k], self.fixed_out[k]), []).append(k)
-        wiring = Wiring()
-        self.recipes: list[Recipe] = []
-        for op, view in zip(self.ops, self.views, strict=True):
-            r = recipe(view, self.hw, self.policy)
-            self.recipes.append(r)
-            emit(wiring, op, r, where, self.chip)
         self.program = wiring.builder.build()
         first = np.searchsorted(self.program.op, np.arange(len(self.ops)))
         # Where each dynamic group's commands start, one entry per op of the group.
