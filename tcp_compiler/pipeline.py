@@ -9,6 +9,7 @@ schedule; `run` times a Program on the engine with the spec's bandwidths.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ir import Graph, analyze
@@ -83,6 +84,7 @@ def lower(
     options: CompileOptions = CompileOptions(),
     check: bool = False,
     fits_with: Capacity | None = None,
+    planned: Callable[[list[dict]], None] | None = None,
 ) -> Lowered:
     """The LOWERING steps on one phase's graph (no schedule). With `check`, a prefill that cannot
     fit HBM (alone, or beside `fits_with`: another phase's use) is refused before the attention
@@ -97,7 +99,7 @@ def lower(
             bound = capacity(graph, tuple(model.bindings), hw, options.policy, ignore=replaced)
             bound = bound if fits_with is None else larger(bound, fits_with)
             check_capacity(bound, config.name, hw, options.chips_on(hw), at_least=True)
-        graph, attention = choose_attention(graph, hw, options.policy)
+        graph, attention = choose_attention(graph, hw, options.policy, planned)
     cap = capacity(graph, tuple(model.bindings), hw, options.policy)
     return Lowered(phase, model, graph, attention, cap, options, model_flops)
 
@@ -110,10 +112,12 @@ def compile_phase(
     length: int,
     options: CompileOptions = CompileOptions(),
     fits_with: Capacity | None = None,
+    planned: Callable[[list[dict]], None] | None = None,
 ) -> Compiled:
     """Lowered, checked against HBM (with `fits_with`, another phase's use: the larger of each
     part must fit), and scheduled into the Program of one chip."""
-    lowered = lower(config, hw, precision, phase, length, options, check=True, fits_with=fits_with)
+    lowered = lower(config, hw, precision, phase, length, options, check=True, fits_with=fits_with,
+                    planned=planned)  # fmt: skip
     cap = lowered.capacity if fits_with is None else larger(lowered.capacity, fits_with)
     check_capacity(cap, config.name, hw, options.chips_on(hw))
     program = schedule(lowered.graph, hw, options.policy)

@@ -246,6 +246,9 @@ class AttentionNote(Record):
     form: Literal["plain", "online"] = doc("plain softmax, or online softmax over tiles")
     block: int | None = doc("online only: keys per tile", "keys", default=None)
     rows: int | None = doc("online only: queries per tile", "queries", default=None)
+    tiles: int | None = doc(
+        "online only: query x key tiles, before the blocks a mask hides are skipped", "tiles", default=None
+    )
     reason: str = doc("the scores' size against the DM budget that chose the form")
 
 

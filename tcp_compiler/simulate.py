@@ -71,14 +71,20 @@ def simulate_generation(
     trace_steps: int = 2,
     progress: Callable[[int, int], None] | None = None,
     options: CompileOptions | None = None,
+    stage: Callable[[str], None] | None = None,
+    planned: Callable[[list[dict]], None] | None = None,
 ) -> Simulation:
-    """Prefill of `prompt_len` tokens, then gen_len - 1 decode steps (the prefill gives token 1)."""
+    """Prefill of `prompt_len` tokens, then gen_len - 1 decode steps (the prefill gives token 1).
+    `stage` hears what is under way (for a status line), `planned` the prefill's attention plan
+    before its rewrite, `progress` each decode step."""
+    stage = stage or (lambda what: None)
     options = options or CompileOptions(batch=batch, chips=chips)
     chips = options.chips_on(hardware)
     steps = max(gen_len - 1, 0)
     # Both phases must fit: the decode step with the cache at its final length, and the prefill
     # as it will run, whose spilled activations can be the larger. The decode step is checked
     # first: it is cheap, and a prompt too long for HBM should not first be cut into key blocks.
+    stage("compiling the decode step")
     decode = lower(config, hardware, precision, "decode", prompt_len, options)
     # The last step writes position prompt_len + steps - 1: its cache holds prompt_len + steps
     # positions (the last generated token is sampled, never written back).
@@ -87,8 +93,11 @@ def simulate_generation(
     final = resize_graph(decode.graph, decode.graph.meta.kv_sizes(final_positions))
     decode_cap = capacity(final, decode.weight_names, hardware, options.policy)
     check_capacity(decode_cap, config.name, hardware, chips)
-    prefill = compile_phase(config, hardware, precision, "prefill", prompt_len, options, fits_with=decode_cap)
+    stage(f"compiling the prefill ({prompt_len:,} tokens x {options.batch})")
+    prefill = compile_phase(config, hardware, precision, "prefill", prompt_len, options, fits_with=decode_cap,
+                            planned=planned)  # fmt: skip
     cap = larger(prefill.capacity, decode_cap)
+    stage(f"simulating the prefill ({len(prefill.program):,} commands)")
     run = _run("prefill", prefill.program, hardware)
     result = Simulation(
         config, hardware, precision, chips, batch, prompt_len, gen_len, run,
@@ -97,6 +106,7 @@ def simulate_generation(
     )  # fmt: skip
     if steps == 0:
         return result
+    stage("simulating the decode steps")
     template = DecodeSteps(decode.graph, hardware, options.policy)
     cycles, flops, hbm = (np.zeros(steps, np.int64) for _ in range(3))
     totals: OpTotals | None = None

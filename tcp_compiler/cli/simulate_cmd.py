@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -12,6 +13,7 @@ from simulator.hardware import load_hardware
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.console import console
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
+from tcp_compiler.cli.status import StageStatus, large_plan_note
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
@@ -91,12 +93,25 @@ def run(args: argparse.Namespace) -> int:
     hw = load_hardware(args.hw, args.chips)
     prec = precision(args.dtype, args.group_size)
     bar = _LazyProgress(enabled=args.gen_len >= 64)
+    status = StageStatus()
+
+    def progress(done: int, total: int) -> None:
+        status.stop()  # the decode bar takes over the line
+        bar.update(done, total)
+
+    def planned(notes: list[dict]) -> None:
+        note = large_plan_note(notes)
+        if note:
+            print(note, file=sys.stderr)
+
     try:
         sim = simulate_generation(
             model.config, hw, prec, args.batch, args.prompt_len, args.gen_len, args.chips,
-            trace_steps=args.trace_steps if args.trace or args.plot else 0, progress=bar.update,
+            trace_steps=args.trace_steps if args.trace or args.plot else 0, progress=progress,
+            stage=status, planned=planned,
         )  # fmt: skip
     finally:
+        status.stop()
         bar.stop()
     report = build_report(sim)
     print_report(report, console(), args.top)

@@ -4,6 +4,8 @@ query rows' accumulator, do."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ir import Graph
 from simulator.hardware import Hardware
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
@@ -12,9 +14,12 @@ from tcp_compiler.passes.online_softmax import Attention, find_attention, online
 
 
 def choose_attention(
-    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
+    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY,
+    planned: Callable[[list[dict]], None] | None = None,
 ) -> tuple[Graph, list[dict]]:
-    """The graph with online softmax where the plain scores would spill, and one note per attention."""
+    """The graph with online softmax where the plain scores would spill, and one note per attention.
+    `planned` hears the notes before the rewrite, whose cost grows with the tiles (one graph op
+    per step of each tile): a caller can say up front that a long prompt will take a while."""
     budget = dm_budget(hw, policy)  # scores above it would spill (tcp_compiler.mapping.residency)
     notes, tiles = [], {}
     for m in find_attention(graph):
@@ -35,9 +40,12 @@ def choose_attention(
         tiles.setdefault((rows_axis or "", rows, block), set()).add(m.out.name)
         notes.append({
             "op": m.out.name, "form": "online", "block": block, "rows": rows,
+            "tiles": -(-queries // rows) * -(-keys // block),
             "reason": f"scores {nbytes:,} B exceed DM ({budget:,} B); tiles of {rows} queries x {block} keys "
                       f"hold {held:,} B",
         })  # fmt: skip
+    if planned is not None:
+        planned(notes)
     for (axis, rows, block), names in sorted(tiles.items()):
         graph = online_softmax(graph, block, only=names, rows=(axis, rows) if axis else None)
     return graph, notes
