@@ -25,6 +25,8 @@ RUNS = [
       "--prompt-len", "2048", "--gen-len", "128", "--top", "1"], "< 5 s CPU", False),
     (["simulate", "--prompt-len", "32768", "--gen-len", "2", "--top", "1"],
      "< 15 s CPU and < 1 GB RSS", True),
+    (["sweep", "llama-3.1-8b", "--batch", "1,8,32", "--prompt-len", "128,2048", "--gen-len", "128",
+      "--dtype", "bf16,fp8"], "< 60 s wall on 2 cores (the README's sweep)", False),
 ]  # fmt: skip
 
 
