@@ -484,13 +484,43 @@ class _Builder:
         b = self.to(self.tensor(f"{prefix}.bias", self.p.table, {axis: n}), F32)
         return g.add("add", g.add("mul", unit, w, name=f"{label}.scaled"), b, name=label)
 
+    def heads_norm(self, x: Node, heads: str, prefix: str, label: str, cut: Cut) -> Node:
+        """RMSNorm over all heads x K at once (OLMo 2's q/k norm), weight [heads * K] cut like the
+        projection. This chip holds some of the heads, so the sum of squares over its heads joins
+        the other chips' (an all_reduce in f32) before the mean; a KV head held by several chips
+        is summed once per holder, so the mean divides by every chip's element count."""
+        cfg, g = self.cfg, self.g
+        sq = g.add("mul", x, x, name=f"{label}.sq")
+        total = g.add("reduce", sq, name=f"{label}.sum", op="sum", axes=[heads, "K"])
+        if self.sh.chips > 1:
+            total = g.add("all_reduce", total, name=f"{label}.sum.all", op="sum", chips=self.sh.chips)
+        count = x.type.size(heads) * cfg.head_dim * self.sh.chips
+        mean = g.add("mul", total, self.const(1.0 / count), name=f"{label}.mean")
+        rstd = g.add(
+            "rsqrt", g.add("add", mean, self.const(cfg.norm_eps), name=f"{label}.var"), name=f"{label}.rstd"
+        )
+        unit = g.add("mul", x, rstd, name=f"{label}.unit")
+        axes = {heads: x.type.size(heads), "K": cfg.head_dim}
+        w = self.to(self.tensor(f"{prefix}.weight", self.p.table, axes, cut), F32)
+        return g.add("mul", unit, w, name=label)
+
     def residual(self, x: Node, f: Node, name: str) -> Node:
-        """x + f(x), with x scaled by DeepNet's alpha when the model sets one."""
+        """x + f(x), with x scaled by DeepNet's alpha and f(x) by Granite's residual multiplier when
+        the model sets them."""
         if self.cfg.residual_scale != 1.0:
             x = self.g.add(
                 "mul", x, self.const(float(np.float32(self.cfg.residual_scale))), name=f"{name}.alpha"
             )
+        if self.cfg.branch_scale != 1.0:
+            scale = self.const(float(np.float32(self.cfg.branch_scale)))
+            f = self.g.add("mul", f, scale, name=f"{name}.branch")
         return self.g.add("add", x, f, name=name)
+
+    def softcap(self, x: Node, cap: float, label: str) -> Node:
+        """cap * tanh(x / cap): Gemma 2's soft bound on attention scores and logits."""
+        c = self.const(float(np.float32(cap)))
+        t = self.g.add("tanh", self.g.add("div", x, c, name=f"{label}.over"), name=f"{label}.tanh")
+        return self.g.add("mul", t, c, name=label)
 
     def rope_table(self, layer: Layer, pos: Node) -> Node:
         """The rotations for this graph's positions, gathered once per RoPE variant."""
@@ -515,7 +545,7 @@ class _Builder:
         when RoPE rotates whole heads, else already as [B, heads, S, K] (see `attention`)."""
         cfg, g = self.cfg, self.g
         rd, k = cfg.rotary, cfg.head_dim
-        if rd == 0:
+        if rd == 0 or layer.rope is None:
             return x
         rot = self.rope_table(layer, pos)
         if rd == k:
@@ -546,7 +576,7 @@ class _Builder:
             h = self.norm(self.residual(h, a, f"l{i}.h_attn"), "D", attn_norm, f"l{i}.attn_norm")
             m = self.feed_forward(i, layer, h)
             return self.norm(self.residual(h, m, f"l{i}.h_mlp"), "D", mlp_norm, f"l{i}.out"), k_cache, v_cache
-        n = self.norm(h, "D", attn_norm, f"l{i}.attn_norm")
+        n = self.norm(h, "D", attn_norm, f"l{i}.attn_norm") if cfg.pre_norms else h
         if cfg.block == "parallel":
             a, k_cache, v_cache = self.attention(i, layer, n, pos, masks, past, reduce=False)
             n2 = n if cfg.parallel_norms == 1 else self.norm(h, "D", mlp_norm, f"l{i}.mlp_norm")
@@ -558,7 +588,7 @@ class _Builder:
             a = self.norm(a, "D", f"{pre}.post_attention_layernorm", f"l{i}.attn_out_norm")
             mlp_norm = f"{pre}.pre_feedforward_layernorm"
         h = self.residual(n if cfg.residual_from_norm else h, a, f"l{i}.h_attn")
-        n = self.norm(h, "D", mlp_norm, f"l{i}.mlp_norm")
+        n = self.norm(h, "D", mlp_norm, f"l{i}.mlp_norm") if cfg.pre_norms else h
         m = self.feed_forward(i, layer, n)
         if cfg.sandwich_norms:
             m = self.norm(m, "D", f"{pre}.post_feedforward_layernorm", f"l{i}.mlp_out_norm")
@@ -577,7 +607,7 @@ class _Builder:
         D, H, Hkv, K, G = cfg.hidden, sh.heads, sh.kv_heads, cfg.head_dim, sh.groups
         B, S = self.batch, self.seq
         # Q and K come out as RoPE's rotation reads them; otherwise heads-first, as attention reads them.
-        qk = "B S {} K" if cfg.rotary == K else "B {} S K"
+        qk = "B S {} K" if cfg.rotary == K and layer.rope is not None else "B {} S K"
         heads = {
             "q": ("H", H, sh.column, qk),
             "k": ("Hkv", Hkv, sh.kv, qk),
@@ -596,7 +626,10 @@ class _Builder:
             )
             for n, (axis, size, cut, order) in heads.items()
         )
-        if cfg.qk_norm:
+        if cfg.qk_norm and cfg.qk_norm_all_heads:
+            q = self.heads_norm(q, "H", f"{pre}.q_norm", f"l{i}.q_norm", sh.column)
+            k = self.heads_norm(k, "Hkv", f"{pre}.k_norm", f"l{i}.k_norm", sh.kv)
+        elif cfg.qk_norm:
             q = self.norm(q, "K", f"{pre}.q_norm", f"l{i}.q_norm", kind="rms")
             k = self.norm(k, "K", f"{pre}.k_norm", f"l{i}.k_norm", kind="rms")
         q_pos = self.position_heads(q, "H", layer, pos, f"l{i}.q")
@@ -645,6 +678,8 @@ class _Builder:
         s = g.add("mul", self.to(s, F32), self.const(cfg.scale), name=f"l{i}.scaled")
         if cfg.position == "alibi":
             s = g.add("add", s, self.alibi(keys.type.size(sk), pos), name=f"l{i}.biased")
+        if cfg.attn_softcap is not None:
+            s = self.softcap(s, cfg.attn_softcap, f"l{i}.capped")
         s = g.add("where", mask, s, self.const(-float("inf")), name=f"l{i}.masked")
         top = g.add("reduce", s, name=f"l{i}.max", op="max", axes=[sk])
         e = g.add("exp", g.add("sub", s, top, name=f"l{i}.shifted"), name=f"l{i}.exp")
@@ -712,14 +747,16 @@ class _Builder:
         g = self.g
         if "alibi.bias" in g:
             return g["alibi.bias"]
-        sh, heads = self.sh, self.cfg.heads
+        sh, heads, scale = self.sh, self.cfg.heads, np.float32(self.cfg.alibi_scale)
         axes = {"Hkv": sh.kv_heads, "G": sh.groups}
         column = sh.column
         slopes = self.param(
             "alibi.slopes",
             F32,
             axes,
-            Binding((), lambda get, rank: column(alibi_slopes(heads), rank).reshape(tuple(axes.values()))),
+            Binding(
+                (), lambda get, rank: column(alibi_slopes(heads) * scale, rank).reshape(tuple(axes.values()))
+            ),
         )
         if self.packed:
             where = g.add("reshape", pos, name="alibi.k", type=TensorType.of(I32, B=self.batch, Sk=keys))
@@ -834,6 +871,10 @@ class _Builder:
         else:
             logits = self.linear(x, "lm_head.weight", axes, ["D"], [*lead, "V"], "logits.raw", cut)
         logits = self.to(logits, F32)
+        if cfg.logits_divisor != 1.0:
+            logits = self.g.add("div", logits, self.const(cfg.logits_divisor), name="logits.scaled")
+        if cfg.final_softcap is not None:
+            logits = self.softcap(logits, cfg.final_softcap, "logits.capped")
         if parallel:
             logits = self.g.add("all_gather", logits, name="logits.gather", axis="V", chips=sh.chips)
         full = [x.type.axis(a) for a in lead] + [Axis("V", cfg.vocab)]

@@ -24,7 +24,16 @@ from tcp_compiler.frontend.schema import FIELDS, show
 
 @dataclass(frozen=True)
 class Rope:
-    """Rotary position embedding: base and frequency scaling (default, linear or llama3)."""
+    """Rotary position embedding: base and frequency scaling, as transformers' rope_type computes it
+    (default, linear, llama3, yarn, dynamic, longrope).
+
+    Dynamic NTK and longrope depend on the sequence length: transformers recomputes inv_freq when
+    a forward's largest position + 1 passes max_position_embeddings (dynamic) or
+    original_max_position_embeddings (longrope: the long factors replace the short ones). A graph
+    here has a static length, so its table is computed for that length (`positions`, the prefill
+    length or a decode step's cache length): the same frequencies transformers uses for that step,
+    with keys already in the cache keeping the rotation they were written with, as there.
+    """
 
     theta: float
     kind: str = "default"
@@ -32,11 +41,24 @@ class Rope:
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     original_max_positions: int = 8192
+    attention_factor: float = 1.0  # yarn / longrope: cos and sin scaled by it (so scores by its square)
+    beta_fast: float = 32.0  # yarn: the ramp between extrapolated and interpolated frequencies
+    beta_slow: float = 1.0
+    truncate: bool = True  # yarn: the ramp's ends rounded outwards to whole dims
+    max_positions: int = 0  # dynamic: max_position_embeddings, the length scaling starts past
+    short_factor: tuple[float, ...] = ()  # longrope: per-frequency divisors up to original_max_positions
+    long_factor: tuple[float, ...] = ()  # longrope: past it
 
-    def inv_freq(self, head_dim: int) -> np.ndarray:
-        """Inverse frequencies (float32, as transformers computes them) for pairs of `head_dim`."""
-        exponents = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
-        inv = (1.0 / (np.float32(self.theta) ** exponents)).astype(np.float32)
+    def inv_freq(self, head_dim: int, positions: int = 0) -> np.ndarray:
+        """Inverse frequencies (float32, as transformers computes them) for pairs of `head_dim`, for a
+        sequence of `positions` tokens (only dynamic and longrope depend on it)."""
+        if self.kind == "dynamic" and positions > self.max_positions:
+            return _default_inv_freq(_dynamic_base(self, head_dim, positions), head_dim)
+        if self.kind == "longrope":
+            return _longrope_inv_freq(self, head_dim, positions)
+        if self.kind == "yarn":
+            return _yarn_inv_freq(self, head_dim)
+        inv = _default_inv_freq(np.float32(self.theta), head_dim)
         if self.kind == "linear":
             return (inv / np.float32(self.factor)).astype(np.float32)
         if self.kind == "llama3":
@@ -46,14 +68,23 @@ class Rope:
     def table(self, head_dim: int, positions: int) -> np.ndarray:
         """[positions, head_dim/2, 2, 2] rotation matrices: out[t] = sum_r table[p, kp, r, t] * in[r].
 
-        Element kp of a head vector pairs with kp + head_dim/2 (transformers' rotate_half).
+        Element kp of a head vector pairs with kp + head_dim/2 (transformers' rotate_half). yarn
+        and longrope scale cos and sin by their attention factor, as transformers does.
         """
-        freqs = np.arange(positions, dtype=np.float32)[:, None] * self.inv_freq(head_dim)[None, :]
+        freqs = np.arange(positions, dtype=np.float32)[:, None] * self.inv_freq(head_dim, positions)[None, :]
         cos, sin = np.cos(freqs), np.sin(freqs)
+        if self.attention_factor != 1.0:
+            scale = np.float32(self.attention_factor)
+            cos, sin = cos * scale, sin * scale
         table = np.empty((positions, head_dim // 2, 2, 2), dtype=np.float32)
         table[..., 0, 0], table[..., 0, 1] = cos, sin
         table[..., 1, 0], table[..., 1, 1] = -sin, cos
         return table
+
+
+def _default_inv_freq(base: np.float32, head_dim: int) -> np.ndarray:
+    exponents = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
+    return (np.float32(1.0) / (base**exponents)).astype(np.float32)
 
 
 def _llama3_scaling(inv: np.ndarray, rope: Rope) -> np.ndarray:
@@ -68,6 +99,53 @@ def _llama3_scaling(inv: np.ndarray, rope: Rope) -> np.ndarray:
     smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled
     medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
     return np.where(medium, smoothed, scaled).astype(np.float32)
+
+
+def _dynamic_base(rope: Rope, dim: int, positions: int) -> np.float32:
+    """Dynamic NTK's base for a sequence of `positions` > max_positions tokens, in float32 as
+    transformers computes it from a tensor length."""
+    if dim <= 2:
+        raise FrontendError(f"dynamic RoPE needs more than 2 rotary dims, got {dim}")
+    f32 = np.float32
+    ratio = f32(rope.factor) * f32(positions) / f32(rope.max_positions) - f32(rope.factor - 1)
+    return f32(f32(rope.theta) * ratio ** f32(dim / (dim - 2)))
+
+
+def _yarn_inv_freq(rope: Rope, dim: int) -> np.ndarray:
+    """YaRN (Peng et al.): frequencies that turn fewer than beta_slow times over the original
+    context are interpolated (divided by factor), those turning more than beta_fast times kept,
+    a linear ramp over the dims between."""
+
+    def correction_dim(rotations: float) -> float:
+        return (dim * math.log(rope.original_max_positions / (rotations * 2 * math.pi))) / (
+            2 * math.log(rope.theta)
+        )
+
+    low, high = correction_dim(rope.beta_fast), correction_dim(rope.beta_slow)
+    if rope.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001  # transformers' guard against a zero-width ramp
+    pos_freqs = np.float32(rope.theta) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim))
+    extrapolated = np.float32(1.0) / pos_freqs
+    interpolated = np.float32(1.0) / (np.float32(rope.factor) * pos_freqs)
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float32) - low) / (high - low), 0, 1).astype(np.float32)
+    keep = np.float32(1.0) - ramp
+    return (interpolated * (np.float32(1.0) - keep) + extrapolated * keep).astype(np.float32)
+
+
+def _longrope_inv_freq(rope: Rope, dim: int, positions: int) -> np.ndarray:
+    """LongRoPE: each frequency divided by its own factor, the long set past the original context."""
+    factors = rope.long_factor if positions > rope.original_max_positions else rope.short_factor
+    if len(factors) != dim // 2:
+        raise FrontendError(
+            f"longrope factors have {len(factors)} entries, but {dim} rotary dims need {dim // 2}"
+        )
+    shape = np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)
+    return (np.float32(1.0) / (np.array(factors, np.float32) * np.float32(rope.theta) ** shape)).astype(
+        np.float32
+    )
 
 
 @dataclass(frozen=True)
@@ -121,9 +199,16 @@ class ModelConfig:
     out_bias: bool = False  # bias on the attention output projection
     mlp_bias: bool = False
     qk_norm: bool = False
+    qk_norm_all_heads: bool = False  # OLMo 2: q/k RMSNorm over all heads' H x K at once, not per head
     sandwich_norms: bool = False  # Gemma: norms after attention and MLP as well as before
+    pre_norms: bool = True  # False with sandwich_norms: OLMo 2 norms only the branch outputs
     embed_scale: float | None = None
     attn_scale: float | None = None  # default 1/sqrt(head_dim)
+    attn_softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
+    final_softcap: float | None = None  # Gemma 2: the same on the logits
+    logits_divisor: float = 1.0  # Granite's logits_scaling: logits / it
+    branch_scale: float = 1.0  # Granite's residual_multiplier: x + m * f(x)
+    alibi_scale: float = 1.0  # Falcon scales the ALiBi bias with the scores (1/sqrt(head_dim)), BLOOM not
     tie_embeddings: bool = False
     moe: Moe | None = None
     max_positions: int = 0
@@ -226,19 +311,27 @@ class RawConfig:
         return FrontendError(f"{self.source}: {message}")
 
 
-def read_rope(raw: RawConfig, layer_type: str | None = None, default_theta: float = 10000.0) -> Rope:
+def read_rope(
+    raw: RawConfig,
+    layer_type: str | None = None,
+    default_theta: float = 10000.0,
+    aliases: Mapping[str, str] | None = None,
+) -> Rope:
     """RoPE from `rope_parameters` (transformers 5, per layer type for Gemma 3) or the old fields,
-    each value checked against the schema under its own key path (`rope_scaling.factor`)."""
+    each value checked against the schema under its own key path (`rope_scaling.factor`).
+    `aliases` renames rope types a family reads as another (Phi-3's "su" is longrope)."""
+    nested = False
     if raw.has("rope_parameters"):
         params = raw.nested("rope_parameters")
         if layer_type is not None and params.has(layer_type):
-            params = params.nested(layer_type)
+            params, nested = params.nested(layer_type), True
     else:
         scaling = raw.nested("rope_scaling")
         data = dict(scaling.data)
         data.setdefault("rope_theta", raw.get("rope_theta", default_theta))
         params = RawConfig(data, raw.source, raw.family, scaling.prefix)
     kind = params.get("rope_type", params.get("type", "default"))
+    kind = (aliases or {}).get(kind, kind)
     theta = float(params.get("rope_theta", raw.get("rope_theta", default_theta)))
     if kind == "default":
         return Rope(theta)
@@ -259,5 +352,96 @@ def read_rope(raw: RawConfig, layer_type: str | None = None, default_theta: floa
                 f"({rope.low_freq_factor:g}), got {rope.high_freq_factor:g}"
             )
         return rope
+    if kind == "yarn":
+        return _read_yarn(raw, params, theta, nested)
+    if kind == "dynamic":
+        return Rope(
+            theta, "dynamic", float(params.require("factor", float)), max_positions=_max_positions(raw)
+        )
+    if kind == "longrope":
+        return _read_longrope(raw, params, theta, nested)
     where = params.prefix.rstrip(".") or "rope parameters"
-    raise raw.fail(f"{where}: rope_type '{kind}' is not supported (supported: default, linear, llama3)")
+    raise raw.fail(
+        f"{where}: rope_type '{kind}' is not supported "
+        f"(supported: default, linear, llama3, yarn, dynamic, longrope)"
+    )
+
+
+def _max_positions(raw: RawConfig) -> int:
+    if not raw.has("max_position_embeddings"):
+        raise raw.fail(
+            f"missing field '{raw.path('max_position_embeddings')}' (the length RoPE scaling starts from)"
+        )
+    return int(raw.get("max_position_embeddings"))
+
+
+def _original_max(raw: RawConfig, params: RawConfig, nested: bool) -> int:
+    """The pretraining context yarn and longrope scale from, as transformers' standardize_rope_params
+    picks it: a top-level original_max_position_embeddings wins (Phi-3 keeps it there), then the
+    RoPE parameters' own, then max_position_embeddings."""
+    if not nested and raw.has("original_max_position_embeddings"):
+        return int(raw.get("original_max_position_embeddings"))
+    if params.has("original_max_position_embeddings"):
+        return int(params.get("original_max_position_embeddings"))
+    return _max_positions(raw)
+
+
+def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _read_yarn(raw: RawConfig, params: RawConfig, theta: float, nested: bool) -> Rope:
+    """YaRN: its factor, ramp (beta_fast, beta_slow, truncate) and attention factor: given, or from
+    mscale / mscale_all_dim (DeepSeek), or 0.1 ln(factor) + 1."""
+    factor = float(params.require("factor", float))
+    if theta <= 1.0:
+        raise params.fail(f"{params.path('rope_theta')}: yarn needs a base > 1, got {theta:g}")
+    attention = params.get("attention_factor")
+    if attention is None:
+        mscale, all_dims = params.get("mscale"), params.get("mscale_all_dim")
+        if mscale and all_dims:
+            attention = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, all_dims)
+        else:
+            attention = _yarn_mscale(factor)
+    beta_fast, beta_slow = float(params.get("beta_fast", 32.0)), float(params.get("beta_slow", 1.0))
+    if beta_fast < beta_slow:
+        raise params.fail(
+            f"{params.path('beta_fast')}: expected a number >= beta_slow ({beta_slow:g}), got {beta_fast:g}"
+        )
+    return Rope(
+        theta,
+        "yarn",
+        factor,
+        original_max_positions=_original_max(raw, params, nested),
+        attention_factor=float(attention),
+        beta_fast=beta_fast,
+        beta_slow=beta_slow,
+        truncate=bool(params.get("truncate", True)),
+    )
+
+
+def _read_longrope(raw: RawConfig, params: RawConfig, theta: float, nested: bool) -> Rope:
+    """LongRoPE: short and long per-frequency factors; the attention factor given, or
+    sqrt(1 + ln(factor) / ln(original)) with factor defaulting to max / original positions."""
+    original = _original_max(raw, params, nested)
+    if original < 2:
+        where = params.path("original_max_position_embeddings")
+        raise params.fail(f"{where}: longrope needs a number >= 2, got {original}")
+    short, long = params.require("short_factor", list), params.require("long_factor", list)
+    if len(short) != len(long):
+        raise params.fail(
+            f"{params.path('long_factor')}: expected {len(short)} entries like short_factor, got {len(long)}"
+        )
+    factor = float(params.get("factor", _max_positions(raw) / original))
+    attention = params.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+    return Rope(
+        theta,
+        "longrope",
+        factor,
+        original_max_positions=original,
+        attention_factor=float(attention),
+        short_factor=tuple(float(x) for x in short),
+        long_factor=tuple(float(x) for x in long),
+    )

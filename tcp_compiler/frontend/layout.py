@@ -4,8 +4,9 @@ The builder names weights in one canonical scheme: Llama's Hugging Face names an
 layouts (`model.layers.{i}.self_attn.q_proj.weight`, `...mlp.up_proj.weight`, ...), `.bias`
 twins of each, `model.embed_positions.weight` for learned positions and `model.embed_norm.*`
 for a norm after the embedding. A family whose checkpoint differs lists rules that find each
-tensor: renamed, transposed from GPT-2's Conv1D [in, out], cut out of a fused QKV projection, or
-with leading rows dropped (OPT's position table starts at row 2). The builder stays family-blind.
+tensor: renamed, transposed from GPT-2's Conv1D [in, out], cut out of a fused QKV projection or
+a fused [gate; up] (Phi-3), or with leading rows dropped (OPT's position table starts at row 2).
+The builder stays family-blind.
 
 Rules are small picklable records (a model config crosses process boundaries in sweeps).
 """
@@ -94,7 +95,30 @@ class FusedQkv:
         return Source((name,), load, stored)
 
 
-Rule = Rename | FusedQkv
+@dataclass(frozen=True)
+class Chunk:
+    """Block `index` (a template like `target`, or a number) of `parts` equal blocks of rows of the
+    tensor `target`: Phi-3's gate_up_proj is [gate; up], torch.chunk(2) of its output."""
+
+    target: str
+    index: str
+    parts: int
+
+    def source(self, match: re.Match[str]) -> Source:
+        name, index = match.expand(self.target), int(match.expand(self.index))
+
+        def load(get: Getter) -> np.ndarray:
+            w = get(name)
+            n = w.shape[0] // self.parts
+            return w[index * n : (index + 1) * n]
+
+        def stored(shape: Shape) -> Shape:
+            return (shape[0] * self.parts, *shape[1:])
+
+        return Source((name,), load, stored)
+
+
+Rule = Rename | FusedQkv | Chunk
 
 
 def split_qkv(

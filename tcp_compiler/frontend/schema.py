@@ -34,8 +34,9 @@ MAX_SCALE = 1e12
 
 @dataclass(frozen=True)
 class Field:
-    """The valid values of one field: `kind` is int, number (int or float), bool, str, object or
-    list; numbers lie in [lo, hi] (lo excluded when `lo_open`); `words` are strings a number field
+    """The valid values of one field: `kind` is int, number (int or float), bool, str, object,
+    list or numbers (a list of numbers, each in [lo, hi]; longrope's factors); numbers lie in
+    [lo, hi] (lo excluded when `lo_open`); `words` are strings a number field
     also takes (`residual_scale = "deepnet"`)."""
 
     kind: str
@@ -59,6 +60,9 @@ class Field:
                     bounds.append(f"{'<' if self.hi_open else '<='} {self.hi:g}")
                 text = f"{noun} {' and '.join(bounds)}" if bounds else f"a finite {noun[2:]}"
             return text + "".join(f" or {json.dumps(w)}" for w in self.words)
+        if self.kind == "numbers":
+            each = Field("number", self.lo, self.hi, self.lo_open, self.hi_open).expected()
+            return f"a list of numbers, each {each.removeprefix('a number ')}"
         return {
             "bool": "true or false",
             "str": "a string",
@@ -75,6 +79,9 @@ class Field:
             return isinstance(value, dict)
         if self.kind == "list":
             return isinstance(value, list)
+        if self.kind == "numbers":
+            item = Field("number", self.lo, self.hi, self.lo_open, self.hi_open)
+            return isinstance(value, list) and all(not isinstance(x, str) and item.accepts(x) for x in value)
         if isinstance(value, str):
             return value in self.words
         number = int if self.kind == "int" else (int, float)
@@ -136,17 +143,30 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(("num_experts", "num_local_experts", "num_experts_per_tok"), _count(MAX_EXPERTS)),
     "norm_topk_prob": _BOOL,
     # numbers
-    **dict.fromkeys(("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_eps"), _EPS),
+    **dict.fromkeys(
+        ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_eps", "norm_epsilon"), _EPS
+    ),
     **dict.fromkeys(("rope_theta", "rope_local_base_freq", "rotary_emb_base"), _positive()),
     **dict.fromkeys(("factor", "low_freq_factor", "high_freq_factor"), _positive(1e6)),
     **dict.fromkeys(("rotary_pct", "partial_rotary_factor"), _FRACTION),
     "query_pre_attn_scalar": _positive(),
+    **dict.fromkeys(("attn_logit_softcapping", "final_logit_softcapping"), _positive(1e6)),
+    **dict.fromkeys(
+        ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"),
+        _positive(1e6),
+    ),
     "residual_scale": Field("number", 0, 1e6, lo_open=True, words=("deepnet",)),
     # RoPE
     "rope_scaling": _OBJECT,
     "rope_parameters": _OBJECT,
     "rope_type": _STR,
     "type": _STR,
+    **dict.fromkeys(("attention_factor", "beta_fast", "beta_slow"), _positive(1e6)),
+    **dict.fromkeys(("mscale", "mscale_all_dim"), Field("number", 0, 1e6)),
+    **dict.fromkeys(("short_factor", "long_factor"), Field("numbers", 0, 1e6, lo_open=True)),
+    "truncate": _BOOL,
+    "no_rope_layers": _LIST,
+    "no_rope_layer_interval": _count(MAX_LAYERS),
     # names of variants (each family checks the name against its own list)
     **dict.fromkeys(
         (
@@ -162,7 +182,7 @@ FIELDS: dict[str, Field] = {
             "multi_query", "parallel_attn", "bias", "use_parallel_residual",
             "apply_residual_connection_post_layernorm", "do_layer_norm_before", "enable_bias",
             "_remove_final_layer_norm", "layer_norm_elementwise_affine", "scale_attn_by_inverse_layer_idx",
-            "add_cross_attention", "scale_attn_weights", "final_norm",
+            "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias",
         ),
         _BOOL,
     ),  # fmt: skip

@@ -45,8 +45,9 @@ def canonical_shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape]]:
             yield f"{pre}.self_attn.{proj}.bias", (rows,)
         yield f"{pre}.self_attn.o_proj.weight", (D, H * K)
         yield f"{pre}.self_attn.o_proj.bias", (D,)
-        yield f"{pre}.self_attn.q_norm.weight", (K,)
-        yield f"{pre}.self_attn.k_norm.weight", (K,)
+        all_heads = cfg.qk_norm_all_heads  # OLMo 2 norms all heads at once
+        yield f"{pre}.self_attn.q_norm.weight", (H * K,) if all_heads else (K,)
+        yield f"{pre}.self_attn.k_norm.weight", (Hkv * K,) if all_heads else (K,)
         if layer.moe and cfg.moe is not None:
             moe = cfg.moe
             yield moe.router_name.format(i=i), (moe.experts, D)

@@ -257,6 +257,7 @@ def test_every_bundled_model_builds_sharded(name: str, chips: int) -> None:
         ir.verify(built.graph)
         g = built.graph
         per_layer = 1 if cfg.block == "parallel" else 2
+        per_layer += 2 if cfg.qk_norm_all_heads else 0  # OLMo 2's q/k norm statistics join too
         assert len(g.of_kind("all_reduce")) == per_layer * len(cfg.layers)
         assert len(g.of_kind("all_gather")) == (cfg.vocab % chips == 0)
         assert g["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)

@@ -1,8 +1,9 @@
 """Tiny random-weight Hugging Face models, one per supported family, saved to disk for the oracle tests.
 
-float32, eager attention, weights 0.1 * randn (norm weights around 1, or around 0 for Gemma's
-(1 + w) norms) so a wrong transpose, scale or mask cannot hide behind small numbers. Windows are
-shorter than the test prompts so sliding attention really cuts.
+float32, eager attention (SDPA for ALiBi Falcon: see SDPA below), weights 0.1 * randn (norm
+weights around 1, or around 0 for Gemma's (1 + w) norms) so a wrong transpose, scale or mask
+cannot hide behind small numbers. Windows are shorter than the test prompts so sliding attention
+really cuts.
 """
 
 from __future__ import annotations
@@ -125,7 +126,97 @@ OWN_SIZES = {
     ),
 }
 FAMILIES.update(OWN_SIZES)
-DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES]
+
+# Families and RoPE types added with issue 17. Caps, multipliers and windows are small enough to
+# change the logits well beyond the tolerance; longrope's original context (8) and dynamic NTK's
+# max_position_embeddings (8) fall inside the test's 6-token prompt + 4 decode steps, so both
+# regimes (short / long factors, unscaled / rescaled base) and the switch between them are run.
+ISSUE_17 = {
+    "gemma2": (
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        dict(
+            head_dim=8,
+            sliding_window=3,
+            query_pre_attn_scalar=12,
+            attn_logit_softcapping=0.5,
+            final_logit_softcapping=0.3,
+            tie_word_embeddings=True,
+        ),
+    ),
+    "phi3": (
+        "Phi3Config",
+        "Phi3ForCausalLM",
+        dict(
+            pad_token_id=0,
+            eos_token_id=1,
+            original_max_position_embeddings=8,
+            rope_parameters={
+                "rope_type": "longrope",
+                "rope_theta": 100.0,
+                "short_factor": [1.0, 1.5, 2.5, 4.0],
+                "long_factor": [1.5, 3.0, 6.0, 12.0],
+            },
+        ),
+    ),
+    "phi3_partial": (
+        "Phi3Config",
+        "Phi3ForCausalLM",
+        dict(hidden_size=64, partial_rotary_factor=0.5, sliding_window=4, pad_token_id=0, eos_token_id=1),
+    ),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(head_dim=8)),
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", dict(sliding_window=3, norm_epsilon=1e-5)),
+    "granite": (
+        "GraniteConfig",
+        "GraniteForCausalLM",
+        dict(embedding_multiplier=3.0, attention_multiplier=0.2, residual_multiplier=0.5, logits_scaling=2.0),
+    ),
+    "smollm3": (
+        "SmolLM3Config",
+        "SmolLM3ForCausalLM",
+        dict(
+            head_dim=8,
+            no_rope_layer_interval=2,
+            use_sliding_window=True,
+            sliding_window=3,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+    ),
+    "llama_yarn": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        dict(
+            head_dim=16,
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 500.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 32,
+                "beta_fast": 8.0,
+                "beta_slow": 1.0,
+            },
+        ),
+    ),
+    "llama_dynamic": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        dict(
+            max_position_embeddings=8,
+            rope_parameters={"rope_type": "dynamic", "rope_theta": 100.0, "factor": 4.0},
+        ),
+    ),
+}
+FAMILIES.update(ISSUE_17)
+FALCON_ALIBI = dict(FALCON, alibi=True, bias=True, multi_query=False, parallel_attn=False)
+FAMILIES["falcon_alibi"] = ("FalconConfig", "FalconForCausalLM", FALCON_ALIBI)
+OWN_SIZES["falcon_alibi"] = FAMILIES["falcon_alibi"]
+# transformers' eager Falcon adds the ALiBi bias twice; its SDPA path adds it once, as the original
+# model does, so that is the reference for these (FLOPs are still counted on the eager path).
+SDPA = {"falcon_alibi"}
+ZERO_CENTRED_NORMS = {"gemma3", "gemma2"}  # (1 + w) norms
+DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
 MOE = ["mixtral", "qwen3_moe"]
 
 
@@ -134,10 +225,10 @@ def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedMod
     config_cls, model_cls, extra = FAMILIES[family]
     base = {} if family in OWN_SIZES else COMMON
     config = getattr(transformers, config_cls)(**{**base, **extra, **overrides})
-    config._attn_implementation = "eager"
+    config._attn_implementation = "sdpa" if family in SDPA else "eager"
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config).eval().to(torch.float32)
-    centre = 0.0 if family == "gemma3" else 1.0
+    centre = 0.0 if family in ZERO_CENTRED_NORMS else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(0.1 * torch.randn_like(p) + (centre if _is_norm_weight(name) else 0.0))

@@ -12,16 +12,22 @@ from tcp_compiler.frontend.config import ModelConfig, RawConfig
 from tcp_compiler.frontend.families import (
     bloom,
     falcon,
+    gemma2,
     gemma3,
     gpt2,
     gpt_neox,
+    granite,
     llama,
     mistral,
     mixtral,
+    olmo2,
     opt,
+    phi3,
     qwen2,
     qwen3,
     qwen3_moe,
+    smollm3,
+    starcoder2,
     tcpc_decoder,
 )
 
@@ -40,6 +46,12 @@ FAMILIES: dict[str, ModuleType] = {
         bloom,
         gpt_neox,
         falcon,
+        gemma2,
+        phi3,
+        olmo2,
+        starcoder2,
+        granite,
+        smollm3,
         tcpc_decoder,
     )
     for t in m.MODEL_TYPES

@@ -3,13 +3,21 @@
 per KV head its query heads then k and v) or per head (neither). Attention and MLP run in parallel
 off one shared norm (parallel_attn, 7B) or two (new_decoder_architecture), else in sequence.
 
-ALiBi Falcon configs (alibi = true, the Falcon-RW models) are refused: transformers 5's eager
-Falcon adds the ALiBi bias twice (inside the scaled scores and again in the mask), so there is no
-reference to check a lowering against.
+With alibi = true (the Falcon-RW models) positions are ALiBi biases instead of RoPE, scaled with the
+scores: softmax((q k + slope * k_pos) / sqrt(head_dim)), as the original model and transformers'
+SDPA path compute it. transformers' eager path adds the bias a second time (once in the scores,
+once more in the mask), so the oracle test checks against SDPA for these configs.
 """
 
 from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import activation, first, head_size, layers, saved_dtype
+from tcp_compiler.frontend.families.common import (
+    activation,
+    first,
+    head_size,
+    layers,
+    saved_dtype,
+    without_rope,
+)
 from tcp_compiler.frontend.layout import FusedQkv, Rename, TensorMap
 
 MODEL_TYPES = ("falcon",)
@@ -19,10 +27,7 @@ PREFIX = r"transformer.h.\1."
 
 
 def read(raw: RawConfig, name: str) -> ModelConfig:
-    if raw.get("alibi", False, kind=bool):
-        raise raw.fail(
-            "field 'alibi' = true is not supported for falcon models (see the falcon module docstring)"
-        )
+    alibi = bool(raw.get("alibi", False, kind=bool))
     hidden = raw.require("hidden_size")
     heads = first(raw, "num_attention_heads", "n_head")
     head_dim = head_size(raw, hidden, heads)
@@ -59,6 +64,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         )
     )
     n = first(raw, "num_hidden_layers", "n_layer")
+    ropes = {} if alibi else {"default": read_rope(raw)}
     return ModelConfig(
         name=name,
         family="falcon",
@@ -68,10 +74,12 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         kv_heads=kv_heads,
         head_dim=head_dim,
         intermediate=raw.get("ffn_hidden_size", 4 * hidden, kind=int),
-        layers=layers(raw, ["full_attention"] * n, None, {"default": read_rope(raw)}),
+        layers=without_rope(n) if alibi else layers(raw, ["full_attention"] * n, None, ropes),
         norm_eps=float(raw.get("layer_norm_epsilon", 1e-5, kind=(int, float))),
         activation=activation(raw, "gelu", "activation"),
         norm="layer",
+        position="alibi" if alibi else "rope",
+        alibi_scale=head_dim**-0.5 if alibi else 1.0,
         block="parallel" if parallel else "pre",
         parallel_norms=norms,
         mlp="plain",

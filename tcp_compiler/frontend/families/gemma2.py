@@ -1,0 +1,44 @@
+"""Gemma 2: Gemma 3's sandwich (1 + w) RMSNorms, scaled embeddings, GELU-tanh MLP and
+query_pre_attn_scalar, without its q/k norms; sliding and global layers alternating (even layers
+slide) under one RoPE; attention scores and the final logits soft-capped as cap * tanh(x / cap)."""
+
+from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.families.common import activation, layer_types, layers, sizes
+
+MODEL_TYPES = ("gemma2",)
+
+# Gemma2Config's defaults for the caps: a config that leaves them out is capped, one that sets
+# them to null is not.
+CAPS = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}
+
+
+def read(raw: RawConfig, name: str) -> ModelConfig:
+    n = raw.require("num_hidden_layers")
+    types = layer_types(raw, ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)])
+    fields = sizes(raw, head_dim_default=256)
+    bias = bool(raw.get("attention_bias", False, kind=bool))
+    attn_cap, final_cap = (_cap(raw, key) for key in CAPS)
+    return ModelConfig(
+        name=name,
+        family="gemma2",
+        activation=activation(raw, "gelu_pytorch_tanh", "hidden_activation", "hidden_act"),
+        layers=layers(raw, types, raw.get("sliding_window", 4096, kind=int), {"default": read_rope(raw)}),
+        norm_offset=1.0,
+        sandwich_norms=True,
+        embed_scale=float(fields["hidden"]) ** 0.5,
+        attn_scale=float(raw.get("query_pre_attn_scalar", 256, kind=(int, float))) ** -0.5,
+        attn_softcap=attn_cap,
+        final_softcap=final_cap,
+        qkv_bias=bias,
+        out_bias=bias,
+        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        **fields,
+    )
+
+
+def _cap(raw: RawConfig, key: str) -> float | None:
+    """The cap under `key`: its default when the key is absent, None (no capping) when null."""
+    if key not in raw.data:
+        return CAPS[key]
+    value = raw.get(key, kind=float)
+    return None if value is None else float(value)

@@ -1,0 +1,25 @@
+"""Granite (3.x): Llama-shaped with four multipliers: embeddings times embedding_multiplier,
+attention scores times attention_multiplier (instead of 1/sqrt(head_dim)), each branch's output
+times residual_multiplier before it joins the residual, logits divided by logits_scaling."""
+
+from tcp_compiler.frontend.config import ModelConfig, RawConfig
+from tcp_compiler.frontend.families.common import dense
+
+MODEL_TYPES = ("granite",)
+
+
+def read(raw: RawConfig, name: str) -> ModelConfig:
+    bias = bool(raw.get("attention_bias", False, kind=bool))
+    embed = float(raw.get("embedding_multiplier", 1.0, kind=(int, float)))
+    return dense(
+        raw,
+        "granite",
+        name,
+        qkv_bias=bias,
+        out_bias=bias,
+        mlp_bias=bool(raw.get("mlp_bias", False, kind=bool)),
+        embed_scale=None if embed == 1.0 else embed,
+        attn_scale=float(raw.get("attention_multiplier", 1.0, kind=(int, float))),
+        branch_scale=float(raw.get("residual_multiplier", 1.0, kind=(int, float))),
+        logits_divisor=float(raw.get("logits_scaling", 1.0, kind=(int, float))),
+    )

@@ -1,0 +1,54 @@
+"""Phi-3 / Phi-3.5 / Phi-4-mini: Llama-shaped, with the q, k and v projections fused into one
+qkv_proj (all q rows, then k, then v) and gate and up fused into one gate_up_proj ([gate; up]),
+both split at load; longrope RoPE (older configs spell it "su" or "yarn", which transformers reads
+as longrope), partial rotary (partial_rotary_factor), a sliding window on every layer when set."""
+
+from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.families.common import dense, layer_types, layers, sizes
+from tcp_compiler.frontend.layout import Chunk, FusedQkv, TensorMap
+
+MODEL_TYPES = ("phi3",)
+
+LAYER = r"model\.layers\.(\d+)\."
+PREFIX = r"model.layers.\1."
+# Phi3Config's defaults: original_max_position_embeddings is always set, so it always decides
+# longrope's switch from short to long factors.
+DEFAULTS = {"max_position_embeddings": 4096, "original_max_position_embeddings": 4096}
+ROPE_ALIASES = {"su": "longrope", "yarn": "longrope"}
+
+
+def read(raw: RawConfig, name: str) -> ModelConfig:
+    raw = RawConfig({**DEFAULTS, **raw.data}, raw.source, raw.family, raw.prefix)
+    fields = sizes(raw)
+    heads, kv_heads, head_dim = fields["heads"], fields["kv_heads"], fields["head_dim"]
+    fraction = raw.nested("rope_parameters").get(
+        "partial_rotary_factor", raw.get("partial_rotary_factor", 1.0, kind=(int, float))
+    )
+    rotary = int(head_dim * fraction)
+    if rotary <= 0 or rotary % 2:
+        raise raw.fail(
+            f"partial_rotary_factor {fraction} gives {rotary} rotary dims of {head_dim}; "
+            "expected an even count > 0"
+        )
+    tensors = TensorMap(
+        (
+            (
+                LAYER + r"self_attn\.([qkv])_proj\.weight",
+                FusedQkv(PREFIX + "self_attn.qkv_proj.weight", r"\2", "blocks", heads, kv_heads, head_dim),
+            ),
+            (LAYER + r"mlp\.gate_proj\.weight", Chunk(PREFIX + "mlp.gate_up_proj.weight", "0", 2)),
+            (LAYER + r"mlp\.up_proj\.weight", Chunk(PREFIX + "mlp.gate_up_proj.weight", "1", 2)),
+        )
+    )
+    n = raw.require("num_hidden_layers")
+    window = raw.get("sliding_window", kind=int)
+    types = layer_types(raw, ["sliding_attention" if window else "full_attention"] * n)
+    rope = read_rope(raw, aliases=ROPE_ALIASES)
+    return dense(
+        raw,
+        "phi3",
+        name,
+        layers=layers(raw, types, window, {"default": rope}),
+        rotary_dim=None if rotary == head_dim else rotary,
+        tensors=tensors,
+    )

@@ -1,0 +1,39 @@
+"""StarCoder 2: LayerNorm with bias (norm_epsilon), biases on every projection (use_bias), a plain
+GELU-tanh MLP (c_fc, then c_proj), GQA with RoPE, a sliding window on every layer when set, tied
+embeddings."""
+
+from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.families.common import activation, dense, layer_types, layers
+from tcp_compiler.frontend.layout import Rename, TensorMap
+
+MODEL_TYPES = ("starcoder2",)
+
+LAYER = r"model\.layers\.(\d+)\."
+TENSORS = TensorMap(
+    (
+        (LAYER + r"mlp\.up_proj\.(weight|bias)", Rename(r"model.layers.\1.mlp.c_fc.\2")),
+        (LAYER + r"mlp\.down_proj\.(weight|bias)", Rename(r"model.layers.\1.mlp.c_proj.\2")),
+    )
+)
+
+
+def read(raw: RawConfig, name: str) -> ModelConfig:
+    n = raw.require("num_hidden_layers")
+    window = raw.get("sliding_window", kind=int)
+    types = layer_types(raw, ["sliding_attention" if window else "full_attention"] * n)
+    bias = bool(raw.get("use_bias", True, kind=bool))
+    return dense(
+        raw,
+        "starcoder2",
+        name,
+        layers=layers(raw, types, window, {"default": read_rope(raw)}),
+        norm="layer",
+        norm_eps=float(raw.get("norm_epsilon", 1e-5, kind=(int, float))),
+        mlp="plain",
+        activation=activation(raw, "gelu_pytorch_tanh", "hidden_act"),
+        qkv_bias=bias,
+        out_bias=bias,
+        mlp_bias=bias,
+        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        tensors=TENSORS,
+    )
