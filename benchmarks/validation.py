@@ -20,6 +20,7 @@ from tcp_compiler.reporting import build_report
 from tcp_compiler.simulate import simulate_generation
 
 DOCS = Path(__file__).parents[1] / "docs"
+SERVING = "<!-- serving: benchmarks/serve_validation.py -->"  # where serve_validation.py's section starts
 BATCHES = (1, 8, 16, 32, 64, 128)
 PUBLISHED = [  # (what, source, tokens/s, dtype, prompt, gen)
     ("Llama 3.1 8B, FP8, 1 card, 128 in / 4,096 out", "furiosa.ai/rngd (via a third-party copy)", 3935, "fp8",
@@ -103,8 +104,12 @@ def main() -> None:
         "- Figures with a stated batch (or per-token latency) are what would calibrate the model; the",
         "  values marked assumed in the spec (`tcpc hw show rngd`) are the first to revisit.",
     ]
-    with atomic_output(DOCS / "validation.md") as tmp:
-        tmp.write_text("\n".join(lines) + "\n")
+    page = DOCS / "validation.md"
+    # The serving section (from SERVING on) is benchmarks/serve_validation.py's: keep it as it is.
+    text = page.read_text() if page.exists() else ""
+    kept = "\n" + text[text.index(SERVING):] if SERVING in text else ""
+    with atomic_output(page) as tmp:
+        tmp.write_text("\n".join(lines) + "\n" + kept)
 
 
 if __name__ == "__main__":

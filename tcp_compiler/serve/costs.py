@@ -1,0 +1,245 @@
+"""What one serving iteration costs, from tcpc's own compiler and cycle-counting engine.
+
+An iteration runs decodes (one token per sequence, each at its own KV length) and prefill chunks
+(C new tokens after P cached ones). Each piece is a compiled Program timed by the engine:
+
+- decodes: the decode graph at batch B (a template per B, tcp_compiler.mapping.steps patches it
+  per KV length). The graph has one KV length for the batch. `paged` (default) gives it the
+  batch's mean length, so the KV bytes and attention FLOPs are the sum of the sequences' own
+  lengths, as a paged-attention kernel reads them; `padded` gives it the longest, as a kernel over
+  a padded cache does.
+- fresh prefill chunks (P = 0): the prefill graph of one row of all their tokens, flattened as
+  vLLM runs them. Its causal mask spans the whole row, so attention is charged over the sum of
+  the chunks rather than each alone (a packed-document mask, whose segment ids are run-time
+  inputs, could not skip more blocks either); the projections and MLP, which dominate short
+  prompts, are exact.
+- chunks that continue a prompt (P > 0): the builder has no prefill over a past cache, so such a
+  chunk costs prefill(P + C) - prefill(P): the same compiled graphs' difference, which holds the
+  chunk's projections and MLP for C tokens and its attention over P + C keys, with the weights
+  read once in each and so cancelled (the iteration's other program reads them).
+
+The pieces of a mixed iteration run back to back (their cycles add): conservative by one read of
+the weights per extra piece, which the report counts (`mixed_iterations`).
+
+Costs are cached by shape. Shapes may be put on grids (Buckets: powers of two up to a step, then
+multiples of it) for batch, KV length and prefill tokens: between grid points the cost is
+interpolated linearly between the engine's exact costs. Step 1 is exact. The error each grid
+introduces is measured (bucket_error, benchmarks/serve_speed.py) and reported in docs/serving.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from simulator.hardware import Hardware
+from simulator.program import Program
+from tcp_compiler.frontend.builder import check_positions
+from tcp_compiler.frontend.config import ModelConfig
+from tcp_compiler.frontend.precision import Precision
+from tcp_compiler.mapping.steps import DecodeSteps
+from tcp_compiler.pipeline import CompileOptions, compile_phase, lower
+from tcp_compiler.pipeline import run as run_program
+
+ATTENTION_MODES = ("paged", "padded")
+
+
+class Cost(NamedTuple):
+    """Cycles on one chip and the work the engine timed (one chip's FLOPs and HBM bytes)."""
+
+    cycles: float
+    flops: float
+    hbm_bytes: float
+
+    def __add__(self, other: object) -> Cost:  # type: ignore[override]
+        assert isinstance(other, Cost)
+        return Cost(self.cycles + other.cycles, self.flops + other.flops, self.hbm_bytes + other.hbm_bytes)
+
+    def __sub__(self, other: Cost) -> Cost:
+        return Cost(self.cycles - other.cycles, self.flops - other.flops, self.hbm_bytes - other.hbm_bytes)
+
+    def toward(self, other: Cost, w: float) -> Cost:
+        """The point a fraction `w` of the way from self to other."""
+        return Cost(*(a + (b - a) * w for a, b in zip(self, other, strict=True)))
+
+
+ZERO = Cost(0.0, 0.0, 0.0)
+
+
+@dataclass
+class CostStats:
+    """How much compiling and simulating the cache saved: shown in reports and the benchmark."""
+
+    engine_runs: int = 0
+    decode_templates: int = 0
+    prefill_compiles: int = 0
+    lookups: int = 0
+
+
+def grid_points(x: int, step: int) -> tuple[int, int]:
+    """The grid points around x: powers of two up to `step`, then multiples of it (step 1: x)."""
+    if step <= 1 or x <= 1:
+        return x, x
+    if x < step:
+        low = 1 << (x.bit_length() - 1)
+        return low, (low if low == x else min(low * 2, step))
+    low = x - x % step
+    return low, (low if low == x else low + step)
+
+
+def interpolate(x: int, step: int, exact: Callable[[int], Cost]) -> Cost:
+    """exact(x) on the grid; between grid points, linear between the two around x."""
+    low, high = grid_points(x, step)
+    if low == high:
+        return exact(x)
+    return exact(low).toward(exact(high), (x - low) / (high - low))
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """Grid steps for the shapes an iteration can have; 1 is exact (every shape compiled)."""
+
+    kv: int = 64  # decode KV length
+    batch: int = 16  # decode batch
+    tokens: int = 256  # prefill tokens
+
+    @staticmethod
+    def exact() -> Buckets:
+        return Buckets(1, 1, 1)
+
+
+class IterationCosts:
+    """Costs of iteration pieces for one model, hardware, precision and chip count."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        hw: Hardware,
+        precision: Precision,
+        options: CompileOptions,
+        buckets: Buckets = Buckets(),
+        attention: str = "paged",
+    ) -> None:
+        if attention not in ATTENTION_MODES:
+            raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
+        self.config, self.hw, self.precision, self.options = config, hw, precision, options
+        self.buckets, self.attention = buckets, attention
+        self.stats = CostStats()
+        self._templates: dict[int, DecodeSteps] = {}
+        self._decodes: dict[tuple[int, int], Cost] = {}
+        self._prefills: dict[tuple[int, int, int], Cost] = {}
+
+    # -- decodes -------------------------------------------------------------------------------
+    def kv_length(self, lengths: list[int]) -> int:
+        """The one KV length the batch's graph gets (`lengths`: each sequence's cache after the step)."""
+        if self.attention == "padded":
+            return max(lengths)
+        return -(-sum(lengths) // len(lengths))
+
+    def decode(self, lengths: list[int]) -> Cost:
+        """A decode step of len(lengths) sequences whose caches hold `lengths` positions after it."""
+        self.stats.lookups += 1
+        return self.decode_at(len(lengths), self.kv_length(lengths))
+
+    def decode_at(self, batch: int, length: int) -> Cost:
+        """Batch `batch` at KV length `length`, interpolated on the grids (bilinear)."""
+        return interpolate(
+            batch,
+            self.buckets.batch,
+            lambda b: interpolate(length, self.buckets.kv, lambda n: self.exact_decode(b, n)),
+        )
+
+    def exact_decode(self, batch: int, length: int) -> Cost:
+        """The engine's cost of the compiled decode step (no bucketing), cached."""
+        key = (batch, length)
+        found = self._decodes.get(key)
+        if found is None:
+            found = self._decodes[key] = self._time(self._template(batch, length).at(length))
+        return found
+
+    def _template(self, batch: int, length: int) -> DecodeSteps:
+        template = self._templates.get(batch)
+        if template is None:
+            check_positions(self.config, length)
+            options = CompileOptions(batch=batch, chips=self.options.chips, policy=self.options.policy)
+            graph = lower(self.config, self.hw, self.precision, "decode", max(length - 1, 1), options).graph
+            template = self._templates[batch] = DecodeSteps(graph, self.hw, options.policy)
+            self.stats.decode_templates += 1
+        return template
+
+    # -- prefills ------------------------------------------------------------------------------
+    def prefill(self, parts: list[tuple[int, int]], alone: bool = False) -> Cost:
+        """Prefill chunks (C new tokens after P cached ones) of one iteration, back to back.
+        Fresh chunks (P = 0) run as one row of their tokens (flattened, as vLLM runs them);
+        continued ones by difference (module docstring). `alone`: nothing else runs in the
+        iteration; continued chunks, whose difference leaves out the weights' read, then cost at
+        least the prefill of their tokens on its own."""
+        self.stats.lookups += 1
+        fresh = sum(c for c, p in parts if p == 0)
+        total = self.prefill_at(fresh) if fresh else ZERO
+        for c, p in parts:
+            if p > 0:
+                total = total + self.continued_chunk(c, p)
+        if alone and not fresh:
+            own = self.prefill_at(sum(c for c, _ in parts))
+            total = own if own.cycles > total.cycles else total
+        return total
+
+    def continued_chunk(self, chunk: int, past: int) -> Cost:
+        """C tokens after P cached ones: prefill(P + C) - prefill(P) (see the module docstring)."""
+        return self.prefill_at(past + chunk) - self.prefill_at(past)
+
+    def prefill_at(self, tokens: int) -> Cost:
+        """One row of `tokens` prompt tokens, interpolated on the token grid."""
+        return interpolate(tokens, self.buckets.tokens, lambda n: self.exact_prefill(1, n))
+
+    def exact_prefill(self, batch: int, seq: int, documents: int = 0) -> Cost:
+        """The engine's cost of the compiled prefill (batch x seq, or `documents` packed in one row)."""
+        key = (batch, seq, documents)
+        found = self._prefills.get(key)
+        if found is None:
+            options = CompileOptions(
+                batch=batch, chips=self.options.chips, documents=documents, policy=self.options.policy
+            )
+            compiled = compile_phase(self.config, self.hw, self.precision, "prefill", seq, options)
+            self.stats.prefill_compiles += 1
+            found = self._prefills[key] = self._time(compiled.program)
+        return found
+
+    def _time(self, program: Program) -> Cost:
+        self.stats.engine_runs += 1
+        timeline = run_program(program, self.hw)
+        return Cost(float(timeline.cycles), float(program.flops.sum()), float(program.hbm_bytes.sum()))
+
+    def seconds(self, cost: Cost) -> float:
+        return self.hw.seconds(cost.cycles)
+
+
+def bucket_error(costs: IterationCosts, points: list[tuple[int, int]]) -> dict:
+    """Interpolated vs exact decode cost at (batch, KV length) points: the error the grids introduce."""
+    errors = []
+    for batch, n in points:
+        exact = costs.exact_decode(batch, n).cycles
+        errors.append((costs.decode_at(batch, n).cycles - exact) / exact)
+    return {
+        "buckets": {"kv": costs.buckets.kv, "batch": costs.buckets.batch},
+        "samples": len(points),
+        "max_abs_relative_error": max((abs(e) for e in errors), default=0.0),
+        "mean_relative_error": math.fsum(errors) / len(errors) if errors else 0.0,
+    }
+
+
+def prefill_bucket_error(costs: IterationCosts, tokens: list[int]) -> dict:
+    """Interpolated vs exact prefill cost at each token count."""
+    errors = []
+    for n in tokens:
+        exact = costs.exact_prefill(1, n).cycles
+        errors.append((costs.prefill_at(n).cycles - exact) / exact)
+    return {
+        "buckets": {"tokens": costs.buckets.tokens},
+        "samples": len(tokens),
+        "max_abs_relative_error": max((abs(e) for e in errors), default=0.0),
+        "mean_relative_error": math.fsum(errors) / len(errors) if errors else 0.0,
+    }
