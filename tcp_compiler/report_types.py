@@ -331,6 +331,7 @@ class Report(Record):
     prompt_len: int = doc("prompt tokens per sequence", "tokens")
     gen_len: int = doc("generated tokens per sequence (the prefill produces the first)", "tokens")
     dtype: str = doc("precision mode: `bf16`, `fp8`, `w4`, `f16`, `f32`")
+    kv_dtype: str = doc("the KV cache's dtype (`--kv-dtype`; by default the precision's)", default="")
     prefill: PrefillPhase = doc("the prompt phase")
     decode: DecodePhase = doc("the decode phase")
     ttft_seconds: float = doc("time to first token: the prefill's seconds", "s")

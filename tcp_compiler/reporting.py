@@ -195,6 +195,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
             hbm_bytes_per_s=rates.hbm_bytes_per_s, assumed=tuple(hw.assumed_keys),
         ),
         batch=sim.batch, prompt_len=sim.prompt_len, gen_len=sim.gen_len, dtype=sim.precision.name,
+        kv_dtype=sim.precision.kv.name,
         prefill=prefill,
         decode=decode,
         ttft_seconds=prefill_seconds,

@@ -14,7 +14,7 @@ from tcp_compiler.cli.output import check_outputs, si, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.builder import ModelGraph
 from tcp_compiler.frontend.model import bundled_models, load_model
-from tcp_compiler.frontend.precision import PRECISIONS, precision
+from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.pipeline import CompileOptions, build, compile_phase
 from tcp_compiler.pipeline import run as run_program
 
@@ -26,6 +26,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision of weights and activations"
+    )
+    p.add_argument(
+        "--kv-dtype", choices=sorted(KV_DTYPES), help="KV cache dtype (default: the precision's)"
     )
     p.add_argument(
         "--group-size", type=arg_types.group_size, metavar="N",
@@ -89,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"-o": args.output})
     model = load_model(args.model)
     hw = load_hardware(args.hw, args.chips)
-    prec = precision(args.dtype, args.group_size)
+    prec = precision(args.dtype, args.group_size, args.kv_dtype)
     options = CompileOptions(batch=args.batch, chips=args.chips, documents=args.documents)
     length = args.seq if args.phase == "prefill" else args.past
     if args.emit == "ir":

@@ -6,20 +6,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import replace
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ir import FP8E4M3
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.console import console
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
-from tcp_compiler.frontend.precision import PRECISIONS, precision
+from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.serve import ServeOptions, ServeResult, load_trace, serve, synthetic
 from tcp_compiler.serve.costs import ATTENTION_MODES, Buckets
@@ -32,7 +30,6 @@ DEFAULT_REQUESTS = 64
 DEFAULT_PROMPT = "uniform:64:512"
 DEFAULT_GEN = "uniform:32:256"
 DEFAULT_RATE = 8.0  # requests per second: enough to keep a batch of a few dozen busy
-KV_DTYPES = {"fp8": FP8E4M3}
 MAX_SECONDS = 1e6
 
 
@@ -187,9 +184,7 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--json": args.json}, {"--plot": args.plot})
     model = load_model(args.model)
     hw = load_hardware(args.hw, args.chips)
-    prec = precision(args.dtype)
-    if args.kv_dtype:
-        prec = replace(prec, kv=KV_DTYPES[args.kv_dtype])
+    prec = precision(args.dtype, kv_dtype=args.kv_dtype)
     if args.trace_file:
         if args.rate is not None or args.concurrency is not None:
             raise CliError("--trace-file gives each request's arrival: drop --rate / --concurrency")

@@ -16,7 +16,7 @@ from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.cli.status import StageStatus, large_plan_note
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
-from tcp_compiler.frontend.precision import PRECISIONS, precision
+from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.report_terminal import print_report
 from tcp_compiler.report_types import Report
 from tcp_compiler.reporting import build_report, render_markdown
@@ -55,6 +55,9 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision (default bf16)")
     p.add_argument(
+        "--kv-dtype", choices=sorted(KV_DTYPES), help="KV cache dtype (default: the precision's)"
+    )
+    p.add_argument(
         "--group-size", type=arg_types.group_size, metavar="N",
         help="w4 only: elements per scale (default 128)",
     )  # fmt: skip
@@ -91,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{model.config.max_positions:,} positions and the generation takes {args.gen_len}"
             )
     hw = load_hardware(args.hw, args.chips)
-    prec = precision(args.dtype, args.group_size)
+    prec = precision(args.dtype, args.group_size, args.kv_dtype)
     bar = _LazyProgress(enabled=args.gen_len >= 64)
     status = StageStatus()
 

@@ -22,12 +22,12 @@ class Precision:
     group_size: int = 0  # per-group scales along the contracted axis, for integer weights
     # What tensor-parallel collectives send: partial sums leave their einsum in f32 and are cast
     # to this before the all_reduce (as TP kernels reduce in the activation dtype); None: the
-    # KV dtype (bf16 for bf16, fp8 and w4).
+    # table dtype (bf16 for bf16, fp8 and w4), whatever the KV cache is stored in.
     collective_dtype: DType | None = None
 
     @property
     def collective(self) -> DType:
-        return self.collective_dtype or self.kv
+        return self.collective_dtype or self.table
 
     @property
     def quantised(self) -> bool:
@@ -44,10 +44,19 @@ PRECISIONS = {
 TORCH_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 
-def precision(name: str, group_size: int | None = None) -> Precision:
+# KV cache dtypes a run may choose apart from its precision (--kv-dtype): fp8 halves the cache's
+# bytes and capacity, as serving stacks' fp8 KV caches do; the attention einsums then read fp8.
+KV_DTYPES = {"bf16": BF16, "fp8": FP8E4M3}
+
+
+def precision(name: str, group_size: int | None = None, kv_dtype: str | None = None) -> Precision:
     if name not in PRECISIONS:
         raise CliError(f"--dtype {name!r} is not supported (supported: {', '.join(PRECISIONS)})")
     p = PRECISIONS[name]
+    if kv_dtype is not None:
+        if kv_dtype not in KV_DTYPES:
+            raise CliError(f"--kv-dtype {kv_dtype!r} is not supported (supported: {', '.join(KV_DTYPES)})")
+        p = replace(p, kv=KV_DTYPES[kv_dtype])
     if group_size is not None:
         if not p.quantised:
             raise CliError(f"--group-size applies to integer weights (w4), not to --dtype {name}")
