@@ -55,15 +55,17 @@ def _summary(report: Report, console: Console) -> None:
     pre, dec = report.prefill, report.decode
     rows = [[
         "prefill", ms(pre.seconds), ms(pre.roofline_seconds), f"{pre.seconds / pre.roofline_seconds:.2f}",
-        pre.bound, si(pre.flops), si(pre.hbm_bytes, "B"),
+        f"{pre.seconds / pre.config_bound_seconds:.2f}", pre.bound, si(pre.flops), si(pre.hbm_bytes, "B"),
     ]]  # fmt: skip
     if dec.steps:
         rows.append([
             "decode", ms(dec.tpot_seconds_mean), ms(dec.roofline_seconds_mean),
-            f"{dec.tpot_seconds_mean / dec.roofline_seconds_mean:.2f}", dec.bound,
+            f"{dec.tpot_seconds_mean / dec.roofline_seconds_mean:.2f}",
+            f"{dec.tpot_seconds_mean / dec.config_bound_seconds_mean:.2f}", dec.bound,
             si(dec.flops_per_step_mean), si(dec.hbm_bytes_per_step_mean, "B"),
         ])  # fmt: skip
-    columns = ("phase", "time", "roofline", "x roof", "bound", "FLOPs", "HBM")
+    # x roof: against the program's own FLOPs and bytes; x model: against the config-only floor.
+    columns = ("phase", "time", "roofline", "x roof", "x model", "bound", "FLOPs", "HBM")
     console.print(line_table("summary: prefill = TTFT, decode = mean TPOT", columns, rows, console.width,
                              left=_LEFT))  # fmt: skip
     if dec.steps:

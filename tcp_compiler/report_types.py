@@ -128,6 +128,11 @@ class PrefillPhase(Record):
     )
     bound: Bound = doc("the largest roofline term, or `overhead` when the phase took more than twice it")
     limiter: Limiter | None = doc("what the time beyond the roofline is made of", default=None)
+    config_bound_seconds: float = doc(
+        "a floor from the model config and spec alone, blind to the lowering (tcp_compiler/config_bound.py)",
+        "s",
+        default=0.0,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,6 +150,9 @@ class DecodePhase(Record):
     hbm_bytes_per_step_mean: float | None = doc("mean HBM traffic of a step", "B", default=None)
     bound: Bound | None = doc("as for the prefill, for the mean step", default=None)
     roofline_seconds_mean: float | None = doc("the roofline of the mean step", "s", default=None)
+    config_bound_seconds_mean: float | None = doc(
+        "mean over the steps of the config-only floor (tcp_compiler/config_bound.py)", "s", default=None
+    )
     limiter: Limiter | None = doc("as for the prefill, for the mean step", default=None)
 
 

@@ -10,6 +10,7 @@ from ir import DType
 from simulator.report import OpTotals, bound
 from simulator.units import UNIT_NAMES, UNITS
 from simulator.utilisation import totals_busy_cycles, utilisation
+from tcp_compiler.config_bound import phase_bound
 from tcp_compiler.report_limiter import PhaseTime, limiter
 from tcp_compiler.report_markdown import render_markdown
 from tcp_compiler.report_roles import op_roles
@@ -162,7 +163,16 @@ def _decode(sim: Simulation, rates: _Rates) -> DecodePhase:
         tpot_seconds_last=float(tpot[-1]), seconds_total=float(tpot.sum()), flops_per_step_mean=float(flops),
         hbm_bytes_per_step_mean=float(hbm), bound=bound(mean, *terms), roofline_seconds_mean=max(terms),
         limiter=_limiter(sim.decode_ops, steps, mean, terms, sim),
+        config_bound_seconds_mean=sum(
+            _config_bound(sim, "decode", sim.prompt_len + t + 1) for t in range(steps)
+        ) / steps,
     )  # fmt: skip
+
+
+def _config_bound(sim: Simulation, phase: str, length: int) -> float:
+    """The config-only floor of a phase, in seconds (the kernel launch included, as in the phase)."""
+    floor = phase_bound(sim.config, sim.precision, sim.hardware, sim.chips, sim.batch, phase, length)
+    return floor.seconds + sim.hardware.kernel_launch_s
 
 
 def build_report(sim: Simulation, top: int | None = None) -> Report:
@@ -179,6 +189,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         model_flops_utilisation=sim.prefill_model_flops / (prefill_seconds * rates.flops_per_s),
         hbm_bytes=int(p.hbm_bytes.sum()), roofline_seconds=max(terms), bound=bound(prefill_seconds, *terms),
         limiter=_limiter(sim.prefill_ops, 1, prefill_seconds, terms, sim),
+        config_bound_seconds=_config_bound(sim, "prefill", sim.prompt_len),
     )  # fmt: skip
     decode = _decode(sim, rates)
     steps = decode.steps
