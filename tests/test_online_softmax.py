@@ -142,3 +142,24 @@ def test_log_sum_exp_output_equals_the_plain_scores_logsumexp(
         top = masked.max(axis=-1, keepdims=True)
         expected = (top + np.log(np.exp(masked - top).sum(axis=-1, keepdims=True)))[..., 0]
         np.testing.assert_allclose(got[f"l{i}.attn.lse"], expected, atol=1e-5, rtol=0)
+
+
+GEMMA2 = {
+    "model_type": "gemma2", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+    "sliding_window": 3, "attn_logit_softcapping": 5.0, "final_logit_softcapping": 3.0,
+    "query_pre_attn_scalar": 8, "layer_types": ["sliding_attention", "full_attention"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("rows", [None, 4])
+def test_soft_capped_scores_run_as_online_softmax(rows: int | None) -> None:
+    """Gemma 2's cap * tanh(scores / cap) sits between the scores and the mask: the rewrite keeps it
+    per block, so long Gemma 2 prompts need not spill their scores."""
+    rng = np.random.default_rng(3)
+    cfg = read_model_config(RawConfig(GEMMA2, "tiny.json"), "tiny")
+    built = build_prefill(cfg, PRECISIONS["f32"], 2, 16, padded=True)
+    (match, _) = find_attention(built.graph)
+    assert [m.kind for m in match.modifiers] == ["mul", "div", "tanh", "mul"]
+    feeds = {"ids": rng.integers(0, 64, (2, 16)), "lengths": np.array([16, 5])}
+    _compare(built, feeds, 4, rng, rows and ("Sq", rows))

@@ -12,8 +12,9 @@ block may be shorter):
     l   = l * a + sum_A p_j            acc = acc * a + einsum(p_j, V_j)
     out = acc / l                       lse = safe + log l   (optional output)
 
-The score modifiers between the einsum and the mask (a scale, ALiBi's bias, ...) are any chain of
-element-wise mul/add with a side operand; a side operand spanning the key axis is sliced per block.
+The score modifiers between the einsum and the mask (a scale, ALiBi's bias, Gemma 2's soft cap ...)
+are any chain of element-wise arithmetic with a side operand or float functions of the scores
+alone; a side operand spanning the key axis is sliced per block.
 The log-sum-exp per query row is what split-K decoding needs to merge partial results.
 
 Interpreted, it equals the plain form to float rounding; the mapper uses it when a head's
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 from ir import Graph, Node, TensorType
 from ir.errors import VerifyError
+from ir.ops.elementwise import UNARY
 from ir.types import Axis
 from tcp_compiler.passes.mask_bounds import all_masked
 from tcp_compiler.passes.simplify import clone, finish, new_graph, verified_once
@@ -37,7 +39,7 @@ class Attention:
 
     axis: str
     scores: Node  # einsum(q, K)
-    modifiers: tuple[Node, ...]  # mul / add of the scores with a side operand, in order
+    modifiers: tuple[Node, ...]  # element-wise steps on the scores (see _modifies), in order
     masked: Node | None  # where(mask, ., -inf)
     maximum: Node
     shifted: Node
@@ -93,7 +95,7 @@ def _match(graph: Graph, users, out: Node) -> Attention | None:
     masked = x if x.kind == "where" else None
     y = graph[x.operands[1]] if masked else x
     modifiers: list[Node] = []
-    while y.kind in ("mul", "add") and graph[y.operands[0]].kind in ("mul", "add", "einsum"):
+    while _modifies(y) and (graph[y.operands[0]].kind == "einsum" or _modifies(graph[y.operands[0]])):
         modifiers.insert(0, y)
         y = graph[y.operands[0]]
     scores = y
@@ -108,6 +110,17 @@ def _match(graph: Graph, users, out: Node) -> Attention | None:
     if len(users[maximum.name]) != 1 or len(users[shifted.name]) != 1 or len(users[total.name]) != 1:
         return None
     return Attention(axis, scores, tuple(modifiers), masked, maximum, shifted, e, total, probs, cast, out)
+
+
+SCORE_ARITHMETIC = frozenset({"mul", "add", "sub", "div"})
+
+
+def _modifies(node: Node) -> bool:
+    """An element-wise step on the scores before the mask: arithmetic with a side operand (a scale,
+    ALiBi's bias), or a float function of them alone (Gemma 2's tanh soft cap)."""
+    if node.kind in SCORE_ARITHMETIC:
+        return len(node.operands) == 2
+    return node.kind in UNARY and len(node.operands) == 1 and "float" in UNARY[node.kind][1]
 
 
 def online_softmax(
@@ -208,12 +221,12 @@ def _tile(
         blk = f"{tag}.blk{lo // block}"
         # Every slice first, so the score einsum's pass can take the element-wise work after it.
         k, v = _cut(g, g[k_name], keys), _cut(g, g[m.out.operands[1]], keys)
-        sides = [_cut(g, g[mod.operands[1]], spans) for mod in m.modifiers]
+        sides = [[_cut(g, g[side], spans) for side in mod.operands[1:]] for mod in m.modifiers]
         mask = _cut(g, g[m.masked.operands[0]], spans) if m.masked is not None else None
         s = g.add("einsum", q, k, name=f"{blk}.scores", eq=m.scores.attrs["eq"],
                   type=_resized(m.scores.type, spans))  # fmt: skip
         for mod, side in zip(m.modifiers, sides, strict=True):
-            s = g.add(mod.kind, s, side, name=f"{blk}.{mod.name.rsplit('.', 1)[-1]}")
+            s = g.add(mod.kind, s, *side, name=f"{blk}.{mod.name.rsplit('.', 1)[-1]}")
         if mask is not None:
             s = g.add("where", mask, s, g[m.masked.operands[2]], name=f"{blk}.masked")
         block_max = g.add("reduce", s, name=f"{blk}.max", op="max", axes=[m.axis])
