@@ -170,3 +170,16 @@ def test_bad_variant_fields_are_one_line_errors(change: dict, message: str) -> N
     with pytest.raises(FrontendError) as e:
         read_model_config(RawConfig({**SIZES, **change}, "v.json"), "v")
     assert str(e.value).startswith("v.json: ") and message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_gemma_scales_embeddings_by_sqrt_hidden_in_the_table_dtype() -> None:
+    """transformers holds Gemma's normalizer in the model dtype: sqrt(1152) = 33.94 is 34.0 in bf16."""
+    from tcp_compiler.frontend.builder import build_prefill
+    from tcp_compiler.frontend.model import load_model
+    from tcp_compiler.frontend.precision import precision
+
+    cfg = load_model("gemma-3-1b").config
+    for dtype, expected in (("bf16", 34.0), ("f32", float(np.float32(1152**0.5)))):
+        graph = build_prefill(cfg, precision(dtype), 1, 4).graph
+        scale = graph[graph["embed.scaled"].operands[1]]
+        assert scale.attrs["value"] == expected, dtype

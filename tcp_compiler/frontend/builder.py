@@ -435,7 +435,10 @@ class _Builder:
         table = self.tensor("model.embed_tokens.weight", self.p.table, {"V": cfg.vocab, "D": cfg.hidden})
         x = self.to(g.add("gather", table, ids, name="embed", axis="V"), F32)
         if cfg.embed_scale is not None:
-            x = g.add("mul", x, self.const(float(np.float32(cfg.embed_scale))), name="embed.scaled")
+            scale = np.float32(cfg.embed_scale)
+            if cfg.embed_scale_in_table_dtype:
+                scale = self.p.table.round(scale)
+            x = g.add("mul", x, self.const(float(scale)), name="embed.scaled")
         if cfg.position in ("learned", "sinusoidal"):
             table = self.position_table()
             where = g.add("gather", table, pos, name="embed.position", axis=table.type.names[0])

@@ -203,6 +203,9 @@ class ModelConfig:
     sandwich_norms: bool = False  # Gemma: norms after attention and MLP as well as before
     pre_norms: bool = True  # False with sandwich_norms: OLMo 2 norms only the branch outputs
     embed_scale: float | None = None
+    # Gemma multiplies by sqrt(hidden) held in the embedding's dtype (transformers builds the
+    # normalizer as a tensor of that dtype): sqrt(1152) = 33.94 becomes 34.0 in bf16.
+    embed_scale_in_table_dtype: bool = False
     attn_scale: float | None = None  # default 1/sqrt(head_dim)
     attn_softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
     final_softcap: float | None = None  # Gemma 2: the same on the logits

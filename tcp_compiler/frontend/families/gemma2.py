@@ -26,6 +26,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         norm_offset=1.0,
         sandwich_norms=True,
         embed_scale=float(fields["hidden"]) ** 0.5,
+        embed_scale_in_table_dtype=True,
         attn_scale=float(raw.get("query_pre_attn_scalar", 256, kind=(int, float))) ** -0.5,
         attn_softcap=attn_cap,
         final_softcap=final_cap,

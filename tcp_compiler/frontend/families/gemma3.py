@@ -43,6 +43,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         qk_norm=True,
         sandwich_norms=True,
         embed_scale=float(fields["hidden"]) ** 0.5,
+        embed_scale_in_table_dtype=True,
         attn_scale=float(raw.get("query_pre_attn_scalar", 256, kind=(int, float))) ** -0.5,
         tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
         **fields,
