@@ -374,3 +374,33 @@ def test_missing_tensor_name_suggests_close_ones(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="did you mean 'model.layers.0.mlp.up_proj.weight'") as e:
         ckpt.load("model.layers.0.mlp.up_proj")
     check_message(e, str(tmp_path), "'model.layers.0.mlp.up_proj'")
+
+
+@pytest.mark.parametrize("spell", [
+    lambda n: n.replace("model.", "model.language_model.", 1),  # transformers 5's multimodal class
+    lambda n: "language_model." + n,  # transformers 4's
+])  # fmt: skip
+def test_gemma3_saved_from_the_multimodal_class_loads(tmp_path, spell) -> None:
+    """Gemma 3 checkpoints saved from Gemma3ForConditionalGeneration keep the text model under
+    `language_model`: the same weights load and give the same logits."""
+    from safetensors.numpy import load_file, save_file
+
+    from tcp_compiler.frontend.model import load_model
+    from tcp_compiler.frontend.precision import PRECISIONS
+    from tcp_compiler.runtime.generate import generate
+    from tests.oracle.tiny_models import build, save
+
+    plain = save(build("gemma3"), tmp_path / "plain")
+    multi = tmp_path / "multi"
+    multi.mkdir()
+    (multi / "config.json").write_text((plain / "config.json").read_text())
+    (path,) = plain.glob("*.safetensors")
+    save_file({spell(k): v for k, v in load_file(path).items()}, multi / path.name, metadata={"format": "pt"})
+    runs = []
+    for directory in (plain, multi):
+        model = load_model(directory)
+        runs.append(generate(model.config, model.checkpoint.load, [[5, 17, 3]], PRECISIONS["f32"], 2))
+    saved = load_file(multi / path.name)
+    assert any(k.startswith(("model.language_model.", "language_model.")) for k in saved)
+    np.testing.assert_array_equal(runs[0].prefill_logits, runs[1].prefill_logits)
+    np.testing.assert_array_equal(runs[0].decode_logits[-1], runs[1].decode_logits[-1])

@@ -110,7 +110,9 @@ class Checkpoint:
     def info(self, name: str) -> TensorInfo:
         """The tensor `name`, or, when the checkpoint was saved from the bare base model (GPT-2's
         hub files: `h.0.attn.c_attn.weight`), `name` without its base-model prefix
-        (`transformer.`, `model.`, ...)."""
+        (`transformer.`, `model.`, ...), or from a multimodal class whose text model is its
+        `language_model` (Gemma 3: `model.language_model.layers...` in transformers 5,
+        `language_model.model.layers...` before)."""
         found = self.find(name)
         if found is None:
             raise CheckpointError(self._no_such_tensor(name))
@@ -118,10 +120,10 @@ class Checkpoint:
 
     def find(self, name: str) -> TensorInfo | None:
         """`info(name)`, or None when there is no such tensor (cheap: no suggestions)."""
-        if name in self._tensors:
-            return self._tensors[name]
-        _, dot, bare = name.partition(".")
-        return self._tensors.get(bare) if dot else None
+        for candidate in _spellings(name):
+            if candidate in self._tensors:
+                return self._tensors[candidate]
+        return None
 
     def load(self, name: str) -> np.ndarray:
         """The tensor's values: floats as float32 (exact from bf16 / f16 / fp8; F64 is rounded), ints and
@@ -337,3 +339,11 @@ def _convert(raw: np.ndarray, spec: _Dtype) -> np.ndarray:
     if spec.bits_as is not None:
         raw = raw.astype(raw.dtype.newbyteorder("="), copy=False).view(spec.bits_as)
     return raw.astype(spec.result)
+
+
+def _spellings(name: str) -> tuple[str, ...]:
+    """The names a text model's tensor `name` may be saved under (see Checkpoint.info)."""
+    head, dot, bare = name.partition(".")
+    if not dot:
+        return (name,)
+    return (name, bare, f"{head}.language_model.{bare}", f"language_model.{name}")
