@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from ir.errors import TirError
 from simulator.errors import SimulatorError
@@ -94,34 +95,36 @@ def run_point(point: Point) -> dict:
 
 
 def run_sweep(
-    points: Sequence[Point], jobs: int, progress: Callable[[int, int], None] | None = None
+    points: Sequence, jobs: int, progress: Callable[[int, int], None] | None = None,
+    run: Callable[[Any], dict] = run_point,
 ) -> list[dict]:
-    """Rows in the grid's order, whatever order the workers finish in."""
+    """Rows in the grid's order, whatever order the workers finish in; `run` makes one point's row
+    (a simulation by default, tcp_compiler.serve.sweep.run_serve_point for serving sweeps)."""
     rows: list[dict | None] = [None] * len(points)
-    for done, (index, row) in enumerate(_results(points, jobs), start=1):
+    for done, (index, row) in enumerate(_results(points, jobs, run), start=1):
         rows[index] = row
         if progress is not None:
             progress(done, len(points))
     return [r for r in rows if r is not None]
 
 
-def _results(points: Sequence[Point], jobs: int) -> Iterator[tuple[int, dict]]:
+def _results(points: Sequence, jobs: int, run: Callable[[Any], dict]) -> Iterator[tuple[int, dict]]:
     if jobs <= 1:
         for i, p in enumerate(points):
-            yield i, run_point(p)
+            yield i, run(p)
         return
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run_point, p): i for i, p in enumerate(points)}
+        futures = {pool.submit(run, p): i for i, p in enumerate(points)}
         for future in as_completed(futures):
             yield futures[future], future.result()
 
 
-def csv_text(rows: Sequence[dict]) -> str:
+def csv_text(rows: Sequence[dict], columns: Sequence[str] = COLUMNS) -> str:
     import csv
     import io
 
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()

@@ -17,17 +17,43 @@ from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomi
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.line_table import line_table
-from tcp_compiler.sweep import csv_text, grid, run_sweep
+from tcp_compiler.serve.sweep import SERVE_COLUMNS, run_serve_point, serve_grid
+from tcp_compiler.sweep import COLUMNS, csv_text, grid, run_point, run_sweep
 
 MAX_POINTS = 4096  # simulations one sweep may ask for
 
 
 def check_args(args: argparse.Namespace) -> None:
     """The rules between flags (each flag's own range is its argparse type): a bounded grid."""
-    lists = (args.batch, args.prompt_len, args.gen_len, args.dtype, args.chips or [1])
+    if args.serve:
+        if not (args.rate or args.concurrency):
+            raise CliError("--serve needs --rate R,... or --concurrency C,... (the loads to sweep)")
+        if len(args.requests) != 1 or args.batch != [1]:
+            raise CliError("--serve takes one --requests count and no --batch (the scheduler forms batches)")
+        lists = (args.prompt_len, args.gen_len, args.dtype, args.chips or [1], args.rate + args.concurrency)
+    else:
+        if args.rate or args.concurrency:
+            raise CliError("--rate and --concurrency sweep serving runs: add --serve")
+        lists = (args.batch, args.prompt_len, args.gen_len, args.dtype, args.chips or [1])
     points = math.prod(len(v) for v in lists)
     if points > MAX_POINTS:
         raise CliError(f"the grid has {points:,} points; a sweep runs at most {MAX_POINTS:,}")
+
+
+def _rates(text: str) -> list[float]:
+    """Arrival rates: finite numbers of requests per second, above 0 and at most 1e6."""
+    values = []
+    for part in (t.strip() for t in text.split(",")):
+        try:
+            value = float(part)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and 0 < value <= 1e6):
+            raise argparse.ArgumentTypeError(f"--rate: expected requests/s in (0, 1e6], got {part!r}")
+        values.append(value)
+    if len(values) > arg_types.MAX_LIST:
+        raise argparse.ArgumentTypeError(f"--rate: at most {arg_types.MAX_LIST} values, got {len(values)}")
+    return values
 
 
 def _dtypes(text: str) -> list[str]:
@@ -69,6 +95,20 @@ def add_parser(subparsers) -> None:
         help=f"precisions, comma-separated: {', '.join(PRECISIONS)} (default bf16)",
     )  # fmt: skip
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
+    serving = p.add_argument_group("serving sweeps (--serve): one `tcpc serve` run per load x chips x dtype")
+    serving.add_argument("--serve", action="store_true", help="sweep serving runs instead of one batch")
+    serving.add_argument(
+        "--rate", type=_rates, default=[], metavar="R,...",
+        help="Poisson arrival rates in requests/s, comma-separated",
+    )  # fmt: skip
+    serving.add_argument(
+        "--concurrency", type=arg_types.integers(1, arg_types.MAX_BATCH), default=[], metavar="C,...",
+        help="closed-loop clients, comma-separated",
+    )  # fmt: skip
+    serving.add_argument(
+        "--requests", type=arg_types.integers(1, 100_000), default=[64], metavar="N",
+        help="requests per serving run (default 64); --prompt-len / --gen-len are their lengths",
+    )  # fmt: skip
     p.add_argument("--jobs", type=arg_types.jobs, metavar="N", help="worker processes (default: CPUs)")
     p.add_argument("--csv", metavar="FILE", help="write the rows as CSV")
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
@@ -81,7 +121,13 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--csv": args.csv, "--json": args.json}, {"--plot": args.plot})
     hw = load_hardware(args.hw)  # a bad spec is an error for the whole sweep, not per point
     chips = args.chips or [hw.chips]
-    points = grid(args.model, args.hw, chips, args.batch, args.prompt_len, args.gen_len, args.dtype)
+    if args.serve:
+        points: list = serve_grid(args.model, args.hw, chips, args.dtype, args.requests[0], args.prompt_len,
+                                  args.gen_len, args.rate, args.concurrency)  # fmt: skip
+        run_row, columns, shown = run_serve_point, SERVE_COLUMNS, SERVE_SHOWN
+    else:
+        points = grid(args.model, args.hw, chips, args.batch, args.prompt_len, args.gen_len, args.dtype)
+        run_row, columns, shown = run_point, COLUMNS, SHOWN
     jobs = args.jobs or min(len(points), os.cpu_count() or 1)
     if jobs < 1:
         raise CliError(f"--jobs must be at least 1, got {jobs}")
@@ -90,15 +136,17 @@ def run(args: argparse.Namespace) -> int:
         console=Console(stderr=True), transient=True,
     ) as bar:  # fmt: skip
         task = bar.add_task("sweep", total=len(points))
-        rows = run_sweep(points, jobs, lambda done, total: bar.update(task, completed=done))
-    _print(rows, saved=bool(args.csv or args.json))
+        rows = run_sweep(points, jobs, lambda done, total: bar.update(task, completed=done), run_row)
+    _print(rows, shown, saved=bool(args.csv or args.json))
     if args.csv:
-        write_atomically(args.csv, csv_text(rows))
+        write_atomically(args.csv, csv_text(rows, columns))
         announce(args.csv, f"{len(rows)} rows")
     if args.json:
         write_atomically(args.json, json.dumps(rows, indent=2) + "\n")
         announce(args.json, f"{len(rows)} rows")
-    if args.plot:
+    if args.plot and args.serve:
+        announce(args.plot, "no plots: serving sweeps write rows only (tcpc serve --plot plots one run)")
+    elif args.plot:
         from pathlib import Path
 
         from tcp_compiler.sweep_plots import sweep_plots
@@ -121,17 +169,28 @@ SHOWN = (  # column, header, format
 )  # fmt: skip
 
 
-def _print(rows: list[dict], saved: bool) -> None:
+SERVE_SHOWN = (  # column, header, format
+    ("chips", "chips", str), ("dtype", "dtype", str), ("prompt_len", "prompt", str), ("gen_len", "gen", str),
+    ("rate", "req/s", str), ("concurrency", "clients", str),
+    ("throughput_output_tokens_per_s", "out tok/s", lambda v: f"{float(v):,.0f}"),
+    ("ttft_p50_s", "TTFT p50 ms", lambda v: f"{float(v) * 1e3:.1f}"),
+    ("ttft_p99_s", "TTFT p99 ms", lambda v: f"{float(v) * 1e3:.1f}"),
+    ("tpot_p50_s", "TPOT p50 ms", lambda v: f"{float(v) * 1e3:.2f}"),
+    ("preemptions", "preempted", str),
+)  # fmt: skip
+
+
+def _print(rows: list[dict], shown: tuple, saved: bool) -> None:
     """One line per point: a failed point's error is cut to the line (its row in --csv and --json
     holds all of it)."""
     cells = [
-        [*(fmt(r[column]) if r[column] != "" else "-" for column, _, fmt in SHOWN),
+        [*(fmt(r[column]) if r[column] != "" else "-" for column, _, fmt in shown),
          "ok" if r["status"] == "ok" else f"failed: {status_line(r['error'])}"]
         for r in rows
     ]  # fmt: skip
     out = console()
-    columns = (*(header for _, header, _ in SHOWN), "status")
-    table = line_table(f"sweep: {len(rows)} points", columns, cells, out.width, elastic=len(SHOWN),
+    columns = (*(header for _, header, _ in shown), "status")
+    table = line_table(f"sweep: {len(rows)} points", columns, cells, out.width, elastic=len(shown),
                        left={"dtype", "status"})  # fmt: skip
     out.print(table)
     failed = sum(r["status"] != "ok" for r in rows)
