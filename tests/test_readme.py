@@ -90,8 +90,9 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def make_checkpoint(path: Path) -> None:
-    """A checkpoint tcpc run can load: two layers of random weights, saved by transformers."""
-    transformers = pytest.importorskip("transformers")
+    """A checkpoint tcpc run can load: two layers of random weights, saved by transformers (a test
+    dependency: missing, this fails rather than skips)."""
+    import transformers
     config = transformers.LlamaConfig(
         vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         intermediate_size=48, max_position_embeddings=64,
