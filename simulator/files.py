@@ -58,8 +58,8 @@ STALE_AFTER_S = 60.0  # a temporary without a readable pid is stale once this ol
 def remove_stale_temporaries(target: Path) -> list[Path]:
     """Removes the temporaries earlier writes of `target` left behind when killed (kill -9 skips
     the cleanup in `atomic_output`): only files named as `atomic_output` names them for this very
-    target, `.NAME.PID.XXXXXXXX.tmp`, and only when that PID is no longer running; a name without
-    a pid (older releases: `.NAME.XXXXXXXX.tmp`) goes once it is older than STALE_AFTER_S. A live
+    target, `.NAME.PID.<random>.tmp`, and only when that PID is no longer running; a name without
+    a pid (older releases: `.NAME.<random>.tmp`) goes once it is older than STALE_AFTER_S. A live
     writer's temporary is never touched. Returns what was removed; failures are ignored (the folder
     may be read-only, another run may have removed the file first)."""
     folder = target.parent if str(target.parent) else Path(".")

@@ -82,7 +82,12 @@ def link_cycles(hw: Hardware, nbytes: int, steps: int = 1) -> int:
     """A collective of `steps` sequential chip-link transfers (a ring: each chip sends to its
     neighbour while receiving from the other): each step pays the link latency, and the `nbytes`
     each chip sends in all go at the per-direction bandwidth."""
-    return max(steps, 1) * hw.link_latency_cycles + math.ceil(nbytes / hw.link_bytes_per_cycle)
+    return max(steps, 1) * hw.link_latency_cycles + link_transfer_cycles(hw, nbytes)
+
+
+def link_transfer_cycles(hw: Hardware, nbytes: int) -> int:
+    """`nbytes` at the per-direction link bandwidth, no latency."""
+    return math.ceil(nbytes / hw.link_bytes_per_cycle)
 
 
 # --- vector -------------------------------------------------------------------------------------

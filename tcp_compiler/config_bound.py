@@ -45,7 +45,7 @@ def phase_bound(
     holds `length` positions (the new one included)."""
     queries = length if phase == "prefill" else 1
     tokens = batch * queries
-    per_token, weight_elements = _matmul_weights(cfg)
+    per_token, weight_elements = matmul_weights(cfg)
     flops = 2.0 * per_token * tokens + 2.0 * cfg.hidden * cfg.vocab * batch  # logits: one token per row
     flops += sum(_attention_flops(cfg, layer.sliding_window, batch, queries, length) for layer in cfg.layers)
     rate = max(hw.flops_per_second(d.name) for d in (precision.weight, precision.act, precision.kv)
@@ -70,7 +70,7 @@ def phase_bound(
 
 
 @lru_cache(maxsize=64)
-def _matmul_weights(cfg: ModelConfig) -> tuple[float, float]:
+def matmul_weights(cfg: ModelConfig) -> tuple[float, float]:
     """(weights each token multiplies by, weights any forward must read), LM head and embedding
     apart: every dense projection, and of each MoE layer the router and top_k experts."""
     per_token = read = 0.0

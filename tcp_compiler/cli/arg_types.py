@@ -10,6 +10,7 @@ MAX_JOBS and MAX_LIST (values per sweep list).
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
 MAX_TOKENS = 1 << 20
@@ -63,6 +64,27 @@ def integers(lo: int, hi: int, max_count: int = MAX_LIST) -> Callable[[str], lis
         return values  # type: ignore[return-value]
 
     parse.__name__ = "integers"
+    return parse
+
+
+def numbers(lo: float, hi: float, max_count: int = MAX_LIST) -> Callable[[str], list[float]]:
+    """An argparse type: comma-separated finite numbers above lo and at most hi, at most max_count."""
+
+    def parse(text: str) -> list[float]:
+        values = []
+        for part in (t.strip() for t in text.split(",")):
+            try:
+                value = float(part)
+            except ValueError:
+                value = math.nan
+            if not (math.isfinite(value) and lo < value <= hi):
+                raise argparse.ArgumentTypeError(f"expected numbers in ({lo:g}, {hi:g}], got {part!r}")
+            values.append(value)
+        if len(values) > max_count:
+            raise argparse.ArgumentTypeError(f"expected at most {max_count} values, got {len(values)}")
+        return values
+
+    parse.__name__ = "numbers"
     return parse
 
 

@@ -40,22 +40,6 @@ def check_args(args: argparse.Namespace) -> None:
         raise CliError(f"the grid has {points:,} points; a sweep runs at most {MAX_POINTS:,}")
 
 
-def _rates(text: str) -> list[float]:
-    """Arrival rates: finite numbers of requests per second, above 0 and at most 1e6."""
-    values = []
-    for part in (t.strip() for t in text.split(",")):
-        try:
-            value = float(part)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and 0 < value <= 1e6):
-            raise argparse.ArgumentTypeError(f"--rate: expected requests/s in (0, 1e6], got {part!r}")
-        values.append(value)
-    if len(values) > arg_types.MAX_LIST:
-        raise argparse.ArgumentTypeError(f"--rate: at most {arg_types.MAX_LIST} values, got {len(values)}")
-    return values
-
-
 def _dtypes(text: str) -> list[str]:
     values = [t.strip() for t in text.split(",") if t.strip()]
     bad = [v for v in values if v not in PRECISIONS]
@@ -98,7 +82,7 @@ def add_parser(subparsers) -> None:
     serving = p.add_argument_group("serving sweeps (--serve): one `tcpc serve` run per load x chips x dtype")
     serving.add_argument("--serve", action="store_true", help="sweep serving runs instead of one batch")
     serving.add_argument(
-        "--rate", type=_rates, default=[], metavar="R,...",
+        "--rate", type=arg_types.numbers(0, 1e6), default=[], metavar="R,...",
         help="Poisson arrival rates in requests/s, comma-separated",
     )  # fmt: skip
     serving.add_argument(

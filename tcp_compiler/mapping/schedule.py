@@ -135,7 +135,7 @@ def view_of(graph: Graph, op: FusedOp, where: Mapping[str, str], wiring: Wiring,
     if tiles < 2:
         return view
     cost = view.nodes[0].cost()
-    transfer = units.link_cycles(hw, cost.link_bytes, 0) - hw.link_latency_cycles
+    transfer = units.link_transfer_cycles(hw, cost.link_bytes)
     latency = max(cost.link_steps, 1) * hw.link_latency_cycles
     chunks = min(tiles, max(1, transfer // max(latency, 1)))
     return replace(view, chunks=chunks) if chunks > 1 else view

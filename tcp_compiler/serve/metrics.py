@@ -15,8 +15,7 @@ import math
 
 import numpy as np
 
-from tcp_compiler.frontend.config import ModelConfig
-from tcp_compiler.frontend.weight_shapes import canonical_shapes
+from tcp_compiler.config_bound import matmul_weights
 from tcp_compiler.serve.server import ServeResult
 
 PERCENTILES = (50, 90, 99)
@@ -58,27 +57,13 @@ def model_bound_cycles(result: ServeResult) -> np.ndarray:
     """Per iteration, the independent floor (module docstring), in cycles of one chip."""
     hw, it = result.hardware, result.iterations
     tokens = it.array("decodes") + it.array("prefill_tokens")
-    params = matmul_params(result.config) / result.chips
+    params = matmul_weights(result.config)[0] / result.chips  # weights each token multiplies by
     peak_flops = (
         max(hw.macs_per_cycle(d) for d in (result.precision.weight.name, result.precision.act.name)) * 2
     )
     compute = 2.0 * params * tokens / peak_flops
     memory = result.budget.weight_bytes / hw.hbm_peak_bytes_per_cycle
     return np.maximum(compute, memory)
-
-
-def matmul_params(cfg: ModelConfig) -> float:
-    """Weights each token multiplies by in every layer (projections, MLP, the top-k of the
-    experts; not the embedding gather nor the LM head, which prefill runs on one token)."""
-    total = 0.0
-    for name, shape in canonical_shapes(cfg):
-        if len(shape) != 2 or name.startswith(("model.embed", "lm_head")):
-            continue
-        share = 1.0
-        if cfg.moe is not None and ".experts." in name:
-            share = cfg.moe.top_k / cfg.moe.experts
-        total += share * shape[0] * shape[1]
-    return total
 
 
 def summary(result: ServeResult, slo_ttft: float | None = None, slo_tpot: float | None = None) -> dict:
