@@ -41,6 +41,7 @@ class OpInfo:
     layer: int
     nodes: tuple[str, ...] = ()
     placement: str = ""
+    inputs: tuple[str, ...] = ()  # the values it reads from memory
 
 
 @dataclass

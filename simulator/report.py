@@ -70,7 +70,8 @@ def _op_columns(ops: list) -> tuple:
 
 
 def op_totals(program: Program, timeline: Timeline) -> OpTotals:
-    """Sums per op; an op's commands are contiguous in a program, so each sum is one reduceat."""
+    """Sums per op; an op's commands are contiguous in a program, so each sum is one reduceat. A
+    pipelined program lists an op once per micro-batch (the same OpInfo): those rows add up."""
     ops = len(program.ops)
     duration = timeline.end - timeline.start
     starts = np.searchsorted(program.op, np.arange(ops))
@@ -84,7 +85,7 @@ def op_totals(program: Program, timeline: Timeline) -> OpTotals:
     busy = per(program.busy)
     names, kinds, layers, placements, layer_ids, of_layer = _op_columns(program.ops)
     spans = _busy_spans(first, last, of_layer, len(layer_ids))
-    return OpTotals(
+    totals = OpTotals(
         names=names,
         kinds=kinds,
         layers=layers,
@@ -101,6 +102,28 @@ def op_totals(program: Program, timeline: Timeline) -> OpTotals:
         layer_span_cycles=spans,
         state_cycles=state_cycles(program, timeline),
     )
+    return _fold_copies(totals, program.ops)
+
+
+def _fold_copies(totals: OpTotals, ops: list) -> OpTotals:
+    """One row per distinct OpInfo: copies of an op (one per micro-batch) sum, their spans too."""
+    first: dict[int, int] = {}
+    row = np.array([first.setdefault(id(o), len(first)) for o in ops], np.int64)
+    if len(first) == len(ops):
+        return totals
+    keep = np.unique(row, return_index=True)[1]
+
+    def fold(values: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(first), *values.shape[1:]))
+        np.add.at(out, row, values)
+        return out
+
+    per_op = {f: fold(getattr(totals, f)) for f in SUMMED if f not in ("layer_span_cycles", "state_cycles")}
+    return OpTotals(
+        [totals.names[k] for k in keep], [totals.kinds[k] for k in keep], totals.layers[keep],
+        [totals.placements[k] for k in keep], layer_ids=totals.layer_ids,
+        layer_span_cycles=totals.layer_span_cycles, state_cycles=totals.state_cycles, **per_op,
+    )  # fmt: skip
 
 
 def _busy_spans(first: np.ndarray, last: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:

@@ -19,6 +19,7 @@ from simulator.timeline import Timeline
 from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
+from tcp_compiler.frontend.stages import Stage
 from tcp_compiler.mapping.attention import choose_attention
 from tcp_compiler.mapping.capacity import Capacity, capacity, check_capacity
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
@@ -34,6 +35,7 @@ class CompileOptions:
     batch: int = 1
     chips: int | None = None  # tensor-parallel chips; None: the spec's
     documents: int = 0  # prefill only: documents packed per row
+    stage: Stage | None = None  # a pipeline stage's layers only (None: the whole model)
     policy: MappingPolicy = DEFAULT_POLICY
 
     def chips_on(self, hw: Hardware) -> int:
@@ -70,9 +72,10 @@ def build(config: ModelConfig, precision: Precision, phase: str, length: int, op
     """The model graph of one phase: `length` is the prompt (prefill) or the cached tokens (decode)."""
     if phase == "prefill":
         return build_prefill(
-            config, precision, options.batch, length, chips=chips, documents=options.documents
-        )
-    return build_decode(config, precision, options.batch, length, chips=chips)
+            config, precision, options.batch, length, chips=chips, documents=options.documents,
+            stage=options.stage,
+        )  # fmt: skip
+    return build_decode(config, precision, options.batch, length, chips=chips, stage=options.stage)
 
 
 def lower(

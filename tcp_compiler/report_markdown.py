@@ -10,10 +10,14 @@ from tcp_compiler.report_limiter import limiter_line
 from tcp_compiler.report_text import (
     LAYER_COLUMNS,
     OTHER_NOTE,
+    PIPELINE_COLUMNS,
     ROLE_COLUMNS,
     attention_lines,
     layer_cells,
     layer_label,
+    pipeline_caption,
+    pipeline_cells,
+    pipeline_title,
     role_cells,
     top_roles,
 )
@@ -57,6 +61,10 @@ def render_markdown(report: Report, top: int = 10) -> str:
         if part.limiter is not None:
             lines.append(f"- {limiter_line(phase, part.limiter, shown=len(part.limiter.parts), least=0.0)}")
     lines += [f"- {line}" for line in attention_lines(report)] + [""]
+    if report.pipeline is not None:
+        pipe = report.pipeline
+        lines += [f"## {pipeline_title(pipe).capitalize()}", "", pipeline_caption(pipe) + ".", ""]
+        lines += _table(PIPELINE_COLUMNS, [pipeline_cells(s) for s in pipe.stages])
     for phase, units in report.units.items():
         lines += [f"## Units, {phase}", "", "| unit | busy cycles | utilisation |", "|---|---:|---:|"]
         lines += [f"| {u.unit} | {u.busy_cycles:.0f} | {100 * u.utilisation:.1f} % |" for u in units]

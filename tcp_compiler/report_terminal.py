@@ -16,10 +16,14 @@ from tcp_compiler.report_limiter import limiter_line
 from tcp_compiler.report_text import (
     LAYER_COLUMNS,
     OTHER_NOTE,
+    PIPELINE_COLUMNS,
     ROLE_COLUMNS,
     attention_lines,
     layer_groups,
     ms,
+    pipeline_caption,
+    pipeline_cells,
+    pipeline_title,
     role_cells,
     top_roles,
 )
@@ -38,6 +42,7 @@ def print_report(report: Report, console: Console, top: int = 10) -> None:
         f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}"
     )
     _summary(report, console)
+    _pipeline(report, console)
     _units(report, console)
     _layers(report, console)
     _roles(report, console, top)
@@ -85,6 +90,15 @@ def _summary(report: Report, console: Console) -> None:
             console.print(limiter_line(phase, part.limiter))
     for line in attention_lines(report):
         console.print(line)
+
+
+def _pipeline(report: Report, console: Console) -> None:
+    """Per stage: its layers and how much of each phase it works (the rest it waits)."""
+    pipe = report.pipeline
+    if pipe is not None:
+        rows = [pipeline_cells(s) for s in pipe.stages]
+        console.print(line_table(pipeline_title(pipe), PIPELINE_COLUMNS, rows, console.width,
+                                 left={"stage", "layers"}, caption=pipeline_caption(pipe)))  # fmt: skip
 
 
 def _units(report: Report, console: Console) -> None:

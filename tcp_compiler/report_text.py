@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simulator.numbers import si
-from tcp_compiler.report_types import AttentionNote, LayerRow, OpRoleRow, Report
+from simulator.numbers import plural, si
+from tcp_compiler.report_types import AttentionNote, LayerRow, OpRoleRow, Pipeline, Report, StageRow
 
 ROLE_COLUMNS = ("op role", "n", "total ms", "ms/layer", "share", "FLOPs", "HBM", "FLOP/HBM B", "bound")
 LAYER_COLUMNS = ("ms", "share", "FLOPs", "HBM", "FLOP/HBM B", "x roof", "bound", "attention")
@@ -114,3 +114,25 @@ def ranges(values: Sequence[int]) -> str:
         else:
             spans.append([v, v])
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+PIPELINE_COLUMNS = ("stage", "layers", "weights", "prefill/mb", "busy", "decode step", "busy")
+
+
+def pipeline_title(pipe: Pipeline) -> str:
+    batches = f"{pipe.micro_batches} micro-batch" + ("es" if pipe.micro_batches > 1 else "")
+    return f"pipeline: {pipe.pp} stages x {plural(pipe.tp, 'chip')}, prefill in {batches}"
+
+
+def pipeline_caption(pipe: Pipeline) -> str:
+    return (
+        "each stage timed alone; busy: its share of TTFT / TPOT. Sent per decode step: "
+        f"{si(pipe.link_bytes_per_step, 'B')} per chip"
+    )
+
+
+def pipeline_cells(s: StageRow) -> list[str]:
+    return [
+        str(s.stage), f"{s.first_layer}-{s.last_layer}", si(s.weights_bytes, "B"), ms(s.prefill_seconds),
+        f"{100 * s.prefill_busy_share:.0f}%", ms(s.decode_seconds), f"{100 * s.decode_busy_share:.0f}%",
+    ]  # fmt: skip

@@ -50,7 +50,10 @@ class HardwareSummary(Record):
     """The hardware spec as the report used it."""
 
     name: str = doc("spec name (`rngd`, `rngd-4`, or the file's)")
-    chips: int = doc("tensor-parallel chips; the report describes one chip of the SPMD program")
+    chips: int = doc(
+        "chips in all: tensor-parallel chips x pipeline stages; the figures describe one chip of each "
+        "tensor-parallel group, summed over the stages (`pipeline`)"
+    )
     clock_hz: float = doc("chip clock", "Hz")
     peak_flops_per_s: float = doc(
         "contraction-engine peak per chip for this precision's operand dtype (int weights are "
@@ -279,6 +282,39 @@ class Memory(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class StageRow(Record):
+    """One pipeline stage: a tensor-parallel group of chips running consecutive layers."""
+
+    stage: int = doc("stage index; stage 0 embeds, the last holds the LM head")
+    first_layer: int = doc("its first decoder layer")
+    last_layer: int = doc("its last decoder layer")
+    weights_bytes: int = doc("params per chip of the stage", "B")
+    kv_cache_bytes: int = doc("KV cache per chip of the stage at the end of the generation", "B")
+    prefill_seconds: float = doc("one micro-batch's prefill on this stage alone", "s")
+    prefill_busy_share: float = doc(
+        "`micro_batches * prefill_seconds / ttft`: the share of the prefill the stage works; the rest it "
+        "waits on the pipeline (fill, drain, slower stages)"
+    )
+    decode_seconds: float = doc("the first decode step on this stage alone", "s")
+    decode_busy_share: float = doc("`decode_seconds / tpot`: the share of a decode step the stage works")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pipeline(Record):
+    """Pipeline parallelism (`--pp`): how the layers and the time split over the stages."""
+
+    tp: int = doc("tensor-parallel chips per stage")
+    pp: int = doc("pipeline stages")
+    micro_batches: int = doc(
+        "micro-batches the prefill's batch splits into; a decode step sends the whole batch"
+    )
+    link_bytes_per_step: float = doc(
+        "hidden state one stage sends the next per decode step, per chip", "B"
+    )
+    stages: tuple[StageRow, ...] = doc("per stage")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ByPhase(Record):
     """One list per phase; `decode` only when there are decode steps."""
 
@@ -357,4 +393,7 @@ class Report(Record):
         "`--top N`"
     )
     attention: Attention = doc("the prefill's attention form per layer")
-    memory: Memory = doc("HBM capacity per chip")
+    memory: Memory = doc("HBM capacity per chip (with `--pp`: of the fullest stage's chips)")
+    pipeline: Pipeline | None = doc(
+        "pipeline stages (`--pp`); absent without pipeline parallelism", default=None
+    )

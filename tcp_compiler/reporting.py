@@ -11,6 +11,7 @@ from simulator.report import OpTotals, bound
 from simulator.units import UNIT_NAMES, UNITS
 from simulator.utilisation import totals_busy_cycles, utilisation
 from tcp_compiler.config_bound import phase_bound
+from tcp_compiler.mapping.stage_chain import SENT
 from tcp_compiler.report_limiter import PhaseTime, limiter
 from tcp_compiler.report_markdown import render_markdown
 from tcp_compiler.report_roles import op_roles
@@ -28,8 +29,10 @@ from tcp_compiler.report_types import (
     OpRoles,
     OpRow,
     Ops,
+    Pipeline,
     PrefillPhase,
     Report,
+    StageRow,
     UnitRow,
     Units,
 )
@@ -51,9 +54,11 @@ class _Rates:
     link_bytes_per_s: float
 
     @classmethod
-    def of(cls, sim: Simulation) -> _Rates:
+    def of(cls, sim: Simulation, chips: int = 1) -> _Rates:
+        """One chip's roofs, or `chips`' together (a pipelined phase's work is spread over its stages)."""
         hw = sim.hardware
-        return cls(hw.flops_per_second(_ce_dtype(sim)), hw.hbm_bytes_per_second, hw.link_bytes_per_s)
+        flops = hw.flops_per_second(_ce_dtype(sim))
+        return cls(flops * chips, hw.hbm_bytes_per_second * chips, hw.link_bytes_per_s * chips)
 
     def roofline(self, flops: float, hbm: float, link: float) -> tuple[float, float, float]:
         """Seconds of the compute, memory and communication terms."""
@@ -171,14 +176,16 @@ def _decode(sim: Simulation, rates: _Rates) -> DecodePhase:
 
 def _config_bound(sim: Simulation, phase: str, length: int) -> float:
     """The config-only floor of a phase, in seconds (the kernel launch included, as in the phase)."""
-    floor = phase_bound(sim.config, sim.precision, sim.hardware, sim.chips, sim.batch, phase, length)
+    chips = sim.chips * sim.stages
+    floor = phase_bound(sim.config, sim.precision, sim.hardware, chips, sim.batch, phase, length)
     return floor.seconds + sim.hardware.kernel_launch_s
 
 
 def build_report(sim: Simulation, top: int | None = None) -> Report:
     """The report of a simulation; `top` keeps only the heaviest ops in `ops` (None: every op, as
     `--json` writes; op roles are always complete)."""
-    hw, clock, rates = sim.hardware, sim.hardware.clock_hz, _Rates.of(sim)
+    hw, clock, stages = sim.hardware, sim.hardware.clock_hz, sim.stages
+    rates = _Rates.of(sim, stages)  # a pipelined phase's roofs: every stage's chips
     launch = hw.kernel_launch_s
     p = sim.prefill.program
     prefill_seconds = sim.prefill.cycles / clock + launch
@@ -202,8 +209,9 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         model=sim.config.name,
         family=sim.config.family,
         hardware=HardwareSummary(
-            name=hw.name, chips=sim.chips, clock_hz=clock, peak_flops_per_s=rates.flops_per_s,
-            hbm_bytes_per_s=rates.hbm_bytes_per_s, assumed=tuple(hw.assumed_keys),
+            name=hw.name, chips=sim.chips * stages, clock_hz=clock,
+            peak_flops_per_s=rates.flops_per_s / stages, hbm_bytes_per_s=rates.hbm_bytes_per_s / stages,
+            assumed=tuple(hw.assumed_keys),
         ),
         batch=sim.batch, prompt_len=sim.prompt_len, gen_len=sim.gen_len, dtype=sim.precision.name,
         kv_dtype=sim.precision.kv.name,
@@ -213,8 +221,8 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         throughput_tokens_per_s=sim.batch * sim.gen_len / total if total else 0.0,
         decode_tokens_per_s=sim.batch / decode.tpot_seconds_mean if steps else 0.0,
         units=Units(
-            prefill=_units(sim.prefill_ops, sim.prefill.cycles, sim),
-            decode=_units(sim.decode_ops, float(sim.decode_cycles.sum()), sim) if steps else None,
+            prefill=_units(sim.prefill_ops, sim.prefill.cycles * stages, sim),
+            decode=_units(sim.decode_ops, float(sim.decode_cycles.sum()) * stages, sim) if steps else None,
         ),
         layers=Layers(
             prefill=_layers(sim.prefill_ops, 1, sim, _attention_forms(sim)),
@@ -230,7 +238,32 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
             hbm_capacity_bytes=cap.available, weights_bytes=cap.weights, kv_cache_bytes=cap.kv_cache,
             kv_cache_bytes_per_token=kv_per_token, activations_bytes=cap.activations, free_bytes=cap.free,
         ),
+        pipeline=_pipeline(sim, prefill_seconds, decode) if sim.pipeline else None,
     )  # fmt: skip
+
+
+def _pipeline(sim: Simulation, ttft: float, decode: DecodePhase) -> Pipeline:
+    """Each stage's work timed alone against the phase: what share of it the stage is busy."""
+    pipe, clock = sim.pipeline, sim.hardware.clock_hz
+    assert pipe is not None
+    tpot = decode.tpot_seconds_mean if decode.steps else 0.0
+    sent = 0.0
+    if decode.steps:
+        sends = [k for k, name in enumerate(sim.decode_ops.names) if name == SENT]
+        sent = float(sim.decode_ops.link_bytes[sends].sum()) / decode.steps
+    rows = []
+    for s in pipe.stages:
+        prefill, step = s.prefill_cycles / clock, s.decode_cycles / clock
+        rows.append(
+            StageRow(
+                stage=s.index, first_layer=s.first_layer, last_layer=s.last_layer,
+                weights_bytes=s.weights_bytes, kv_cache_bytes=s.kv_cache_bytes, prefill_seconds=prefill,
+                prefill_busy_share=pipe.micro_batches * prefill / ttft, decode_seconds=step,
+                decode_busy_share=step / tpot if tpot else 0.0,
+            )
+        )  # fmt: skip
+    return Pipeline(tp=pipe.tp, pp=pipe.pp, micro_batches=pipe.micro_batches, link_bytes_per_step=sent,
+                    stages=tuple(rows))  # fmt: skip
 
 
 __all__ = ["attention_lines", "build_report", "render_markdown"]  # the renderers, where callers found them

@@ -24,6 +24,7 @@ from tcp_compiler.mapping.capacity import Capacity, capacity, check_capacity
 from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.pipeline import CompileOptions, compile_phase, larger, lower
 from tcp_compiler.pipeline import run as run_program
+from tcp_compiler.simulate_pipeline import PipelineFigures, simulate_pipelined
 
 
 @dataclass
@@ -58,6 +59,13 @@ class Simulation:
     traced_steps: list[Run] = field(default_factory=list)  # the first few steps, for traces
     attention: list[dict] = field(default_factory=list)  # the prefill's attention form per layer, and why
     prefill_model_flops: int = 0  # the model's math; the prefill program executes prefill.program.flops
+    # Pipeline parallelism: `chips` is then each stage's tensor-parallel group, and the programs
+    # run the stages on chips 0..pp-1 (tcp_compiler.simulate_pipeline).
+    pipeline: PipelineFigures | None = None
+
+    @property
+    def stages(self) -> int:
+        return self.pipeline.pp if self.pipeline else 1
 
 
 def simulate_generation(
@@ -73,10 +81,18 @@ def simulate_generation(
     options: CompileOptions | None = None,
     stage: Callable[[str], None] | None = None,
     planned: Callable[[list[dict]], None] | None = None,
+    pp: int = 1,
+    micro_batches: int | None = None,
 ) -> Simulation:
     """Prefill of `prompt_len` tokens, then gen_len - 1 decode steps (the prefill gives token 1).
     `stage` hears what is under way (for a status line), `planned` the prefill's attention plan
-    before its rewrite, `progress` each decode step."""
+    before its rewrite, `progress` each decode step. With `pp` > 1 the layers split into pipeline
+    stages of `chips` each (tcp_compiler.simulate_pipeline)."""
+    if pp > 1:
+        return simulate_pipelined(
+            config, hardware, precision, batch, prompt_len, gen_len, chips or hardware.chips // pp, pp,
+            micro_batches, trace_steps, progress, options, stage,
+        )  # fmt: skip
     stage = stage or (lambda what: None)
     options = options or CompileOptions(batch=batch, chips=chips)
     chips = options.chips_on(hardware)

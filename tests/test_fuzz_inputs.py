@@ -265,7 +265,7 @@ def test_an_index_naming_a_missing_shard_names_index_and_shard(tmp_path: Path) -
     [
         (
             ["simulate", "{d}/tiny.json", "--chips", "0"],
-            "argument --chips: expected an integer from 1 to 1,024, got '0'",
+            "argument --chips/--tp: expected an integer from 1 to 1,024, got '0'",
         ),
         (
             ["simulate", "{d}/tiny.json", "--trace-steps", "-1"],

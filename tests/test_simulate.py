@@ -147,7 +147,7 @@ def test_cli_writes_json_markdown_trace_and_plots(tmp_path: Path, capsys) -> Non
         (["--batch", "0"], "argument --batch: expected an integer from 1 to 65,536, got '0'"),
         (["--hw", "nope"], "nope"),
         (["--chips", "3"], "do not split over 3 chips"),
-        (["--chips", "0"], "argument --chips: expected an integer from 1 to 1,024, got '0'"),
+        (["--chips", "0"], "argument --chips/--tp: expected an integer from 1 to 1,024, got '0'"),
         (["--hw", "rngd", "--prompt-len", "1000000", "--batch", "2"], "bytes of HBM per chip"),
     ],
 )

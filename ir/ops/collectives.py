@@ -119,3 +119,30 @@ class AllGather(_Collective):
         n = call.attrs["chips"]
         out = call.out.nbytes
         return OpCost(0, call.operands[0].nbytes, out, out * (n - 1) // n, n - 1)
+
+
+@register
+class Send(OpDef):
+    """A pipeline stage hands its activations to the next stage's chips (point to point).
+
+    The value is unchanged: each stage is its own graph, and the next one takes the sent tensor as
+    an input. The cost is one transfer of the tensor over the link, from each chip of the stage's
+    tensor-parallel group to its peer in the next group.
+    """
+
+    kind = "send"
+    min_operands = max_operands = 1
+    attrs = {"stage": AttrSpec("int", doc="the pipeline stage that receives the tensor")}
+    summary = "Hand a tensor to the next pipeline stage's chips over the chip links (value unchanged)."
+    example = "%h_out = send(%h) {stage = 1} : bf16[B=1, S=8, D=64]"
+
+    def infer(self, call):
+        require(call.attrs["stage"] >= 1, f"stage must be at least 1, got {call.attrs['stage']}")
+        return call.operands[0]
+
+    def evaluate(self, args, call, ctx):
+        return args[0].copy()
+
+    def cost(self, call):
+        (x,) = call.operands
+        return OpCost(0, x.nbytes, 0, x.nbytes, 1)

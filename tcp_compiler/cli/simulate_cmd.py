@@ -9,8 +9,7 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from simulator.hardware import load_hardware
-from tcp_compiler.cli import arg_types
+from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.cli.status import StageStatus, large_plan_note
@@ -39,10 +38,7 @@ def add_parser(subparsers) -> None:
         help=f"config.json, checkpoint dir or bundled name: {', '.join(bundled_models())}",
     )  # fmt: skip
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
-    p.add_argument(
-        "--chips", type=arg_types.chips, metavar="N",
-        help="tensor-parallel chips of the spec's kind (default: its count; --chips 4 on rngd is rngd-4)",
-    )  # fmt: skip
+    parallel.add_arguments(p)
     p.add_argument(
         "--batch", type=arg_types.batch, default=1, metavar="B", help="sequences per batch (default 1)"
     )
@@ -93,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                 f"prompt {args.prompt_len} (not {DEFAULT_PROMPT}): {model.config.name} has "
                 f"{model.config.max_positions:,} positions and the generation takes {args.gen_len}"
             )
-    hw = load_hardware(args.hw, args.chips)
+    hw, tp = parallel.system(args)
     prec = precision(args.dtype, args.group_size, args.kv_dtype)
     bar = _LazyProgress(enabled=args.gen_len >= 64)
     status = StageStatus()
@@ -109,9 +105,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         sim = simulate_generation(
-            model.config, hw, prec, args.batch, args.prompt_len, args.gen_len, args.chips,
+            model.config, hw, prec, args.batch, args.prompt_len, args.gen_len, tp,
             trace_steps=args.trace_steps if args.trace or args.plot else 0, progress=progress,
-            stage=status, planned=planned,
+            stage=status, planned=planned, pp=args.pp, micro_batches=args.micro_batches,
         )  # fmt: skip
     finally:
         status.stop()
@@ -184,7 +180,8 @@ def _trace(sim: Simulation, path: str) -> None:
     for run in [sim.prefill, *sim.traced_steps]:
         runs.append(TraceRun(run.name, run.program, run.timeline, offset))
         offset += run.cycles
-    write_trace(path, runs, sim.hardware, chips=sim.chips)
+    # A pipelined program already places each stage on its own chip: no mirrors of chip 0 then.
+    write_trace(path, runs, sim.hardware, chips=sim.chips if sim.stages == 1 else 1)
 
 
 def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:

@@ -33,6 +33,7 @@ from tcp_compiler.frontend.masks import DecodeMasks, PrefillMasks
 from tcp_compiler.frontend.positions import alibi_slopes, sinusoidal_table
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.quantize import group_split, quantise
+from tcp_compiler.frontend.stages import Stage, whole_model
 
 Getter = Callable[[str], np.ndarray]
 Cut = Callable[[np.ndarray, int], np.ndarray]  # (whole Hugging Face tensor, rank) -> the rank's part
@@ -164,6 +165,7 @@ def build_prefill(
     padded: bool = False,
     chips: int = 1,
     documents: int = 0,
+    stage: Stage | None = None,
 ) -> ModelGraph:
     """Prompt processing: logits at each sequence's last real token, and every layer's KV cache.
 
@@ -175,29 +177,37 @@ def build_prefill(
     position within its document and `ends` [B, N] the index of each document's last token. A
     token attends causally within its own document only, and the logits are [B, N, V], one row
     per document's last token, as if each document had been run on its own.
+
+    With a pipeline `stage` (tcp_compiler.frontend.stages), the graph holds that stage's layers
+    only: after the first stage it takes the hidden state as an input `hidden`, and before the
+    last it ends by sending its own (output `hidden.sent`) instead of computing logits.
     """
+    stage = stage or whole_model(cfg)
     _check_sizes(batch=batch, seq=seq, chips=chips)
     if documents and padded:
         raise FrontendError(
             "a packed prefill takes no padding: give trailing tokens a segment id of their own"
         )
-    b = _Builder(cfg, precision, f"{cfg.name}.prefill", batch, seq, positions=seq, chips=chips)
-    ids = b.g.input("ids", TensorType.of(I32, B=batch, S=seq))
+    b = _Builder(cfg, precision, _graph_name(cfg, "prefill", stage), batch, seq, positions=seq, chips=chips)
+    ids = b.g.input("ids", TensorType.of(I32, B=batch, S=seq)) if stage.first else None
     lengths = b.g.input("lengths", TensorType.of(I32, B=batch)) if padded else None
     segment = None
     if documents:
         b.packed = True
         segment = b.g.input("segment", TensorType.of(I32, B=batch, S=seq))
         pos = b.g.input("position", TensorType.of(I32, B=batch, S=seq))
-        ends = b.g.input("ends", TensorType.of(I32, B=batch, N=documents))
+        ends = b.g.input("ends", TensorType.of(I32, B=batch, N=documents)) if stage.last else None
     else:
         pos = b.g.add("iota", name="pos", type=TensorType.of(I32, S=seq), axis="S")
     masks = PrefillMasks(b.g, b.const, b.seq, lengths, segment)
-    h = b.embed(ids, pos)
+    h = b.enter(stage, lambda: b.embed(ids, pos))
     outputs = []
-    for i, layer in enumerate(cfg.layers):
-        h, k, v = b.layer(i, layer, h, pos, masks, past=None)
+    for i in stage.layers:
+        h, k, v = b.layer(i, cfg.layers[i], h, pos, masks, past=None)
         outputs += [k, v]
+    if not stage.last:
+        b.g.set_outputs(b.leave(stage, h), *outputs)
+        return b.done("prefill", padded, outputs)
     if documents:
         last = b.g.add("gather", h, ends, name="h_last", axis="S")
     elif lengths is None:
@@ -211,23 +221,31 @@ def build_prefill(
     return b.done("prefill", padded, outputs)
 
 
-def build_decode(cfg: ModelConfig, precision: Precision, batch: int, past: int, chips: int = 1) -> ModelGraph:
+def build_decode(
+    cfg: ModelConfig, precision: Precision, batch: int, past: int, chips: int = 1, stage: Stage | None = None
+) -> ModelGraph:
     """One new token per sequence at position `pos` [B] against caches of past + 1 slots.
 
     Each layer's cache comes in as `l{i}.k_cache_in` / `l{i}.v_cache_in` [B, Hkv, P, K] and goes out
     updated (a scatter at `pos`) as `l{i}.k_cache` / `l{i}.v_cache`; keys after `pos` are masked.
-    With `chips` > 1 the caches hold only this chip's KV heads.
+    With `chips` > 1 the caches hold only this chip's KV heads; with a pipeline `stage`, only its
+    layers' caches (see build_prefill).
     """
+    stage = stage or whole_model(cfg)
     _check_sizes(batch=batch, past=past + 1, chips=chips)
-    b = _Builder(cfg, precision, f"{cfg.name}.decode", batch, 1, positions=past + 1, chips=chips)
-    ids = b.g.input("ids", TensorType.of(I32, B=batch, S=1))
+    name = _graph_name(cfg, "decode", stage)
+    b = _Builder(cfg, precision, name, batch, 1, positions=past + 1, chips=chips)
+    ids = b.g.input("ids", TensorType.of(I32, B=batch, S=1)) if stage.first else None
     pos = b.g.input("pos", TensorType.of(I32, B=batch))
     masks = DecodeMasks(b.g, b.const, b.positions, pos)
-    h = b.embed(ids, pos)
+    h = b.enter(stage, lambda: b.embed(ids, pos))
     outputs = []
-    for i, layer in enumerate(cfg.layers):
-        h, k, v = b.layer(i, layer, h, pos, masks, past=past + 1)
+    for i in stage.layers:
+        h, k, v = b.layer(i, cfg.layers[i], h, pos, masks, past=past + 1)
         outputs += [k, v]
+    if not stage.last:
+        b.g.set_outputs(b.leave(stage, h), *outputs)
+        return b.done("decode", False, outputs)
     last = b.g.add("reshape", h, name="h_last", type=TensorType.of(F32, B=batch, D=cfg.hidden))
     b.g.set_outputs(b.head(last), *outputs)
     return b.done("decode", False, outputs)
@@ -240,6 +258,10 @@ def check_positions(cfg: ModelConfig, positions: int) -> None:
             f"{cfg.name}: {positions} positions exceed its {cfg.max_positions} learned position "
             f"embeddings (max_position_embeddings)"
         )
+
+
+def _graph_name(cfg: ModelConfig, phase: str, stage: Stage) -> str:
+    return f"{cfg.name}.{phase}" if stage.count == 1 else f"{cfg.name}.{phase}.stage{stage.index}"
 
 
 def _layer_of_name(name: str) -> int:
@@ -287,6 +309,19 @@ class _Builder:
         return ModelGraph(
             self.g, self.cfg, self.p, phase, self.batch, self.seq, past, padded, self.sh.chips, self.bindings
         )
+
+    # -- pipeline stages -----------------------------------------------------------------------
+    def enter(self, stage: Stage, embed: Callable[[], Node]) -> Node:
+        """The first stage embeds; a later one receives the hidden state [B, S, D], sent in the
+        precision's collective dtype, and carries on in f32."""
+        if stage.first:
+            return embed()
+        sent = TensorType.of(self.p.collective, B=self.batch, S=self.seq, D=self.cfg.hidden)
+        return self.to(self.g.input("hidden", sent), F32)
+
+    def leave(self, stage: Stage, h: Node) -> Node:
+        """Hands the hidden state to the next stage: cast to the collective dtype, then sent."""
+        return self.g.add("send", self.to(h, self.p.collective), name="hidden.sent", stage=stage.index + 1)
 
     # -- small pieces --------------------------------------------------------------------------
     def const(self, value: float | int, dtype: DType = F32) -> Node:
@@ -866,9 +901,11 @@ class _Builder:
         cut = sh.column if parallel else _whole
         lead = [a for a in x.type.names if a != "D"]
         if cfg.tie_embeddings:
-            table = self.g["model.embed_tokens.weight"]
+            embedding = "model.embed_tokens.weight"  # the stage's own copy when it does not embed
             if parallel:
-                table = self.tensor("lm_head.weight", self.p.table, axes, cut, source=table.name)
+                table = self.tensor("lm_head.weight", self.p.table, axes, cut, source=embedding)
+            else:
+                table = self.tensor(embedding, self.p.table, {"V": cfg.vocab, "D": cfg.hidden})
             eq = f"{' '.join(lead)} D, V D -> {' '.join(lead)} V"
             logits = self.einsum(self.to(x, table.type.dtype), table, name="logits.raw", eq=eq)
         else:

@@ -153,7 +153,8 @@ def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY,
 def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip: int) -> None:
     """Appends one op's recipe to the program, wired to its producers."""
     b = wiring.builder
-    index = b.op(OpInfo(op.name, r.kind, op.layer, tuple(n.name for n in op.nodes), r.placement))
+    nodes = tuple(n.name for n in op.nodes)
+    index = b.op(OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs)))
     producers = [wiring.done[v] for v in op.inputs if v in wiring.done]
     from_hbm = [wiring.done[v] for v in op.inputs if v in wiring.done and where.get(v, HBM) == HBM]
     load = main = last = None
@@ -307,7 +308,7 @@ def _dma(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
 
 def _collective(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     (node,) = view.nodes
-    chips = dict(node.attrs)["chips"]
+    chips = dict(node.attrs).get("chips", 0)  # a send joins two stages, not a group
     if chips > hw.chips:
         raise TcpcError(
             f"the {node.kind} spans {chips} chips but hardware '{hw.name}' has {hw.chips}"

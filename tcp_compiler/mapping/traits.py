@@ -23,7 +23,8 @@ IMMEDIATE = frozenset({"const"})  # scalars carried in the command, no memory
 VIEW = frozenset({"reshape"})  # the same bytes under new axes
 # TensorDMA moves (dispatch: the token rows of the routed slots, ordered by expert)
 DMA = frozenset({"gather", "scatter", "concat", "slice", "dispatch"})
-COLLECTIVE = frozenset({"all_reduce", "reduce_scatter", "all_gather"})  # chip-link transfers
+# chip-link transfers: within a tensor-parallel group, and send from one pipeline stage to the next
+COLLECTIVE = frozenset({"all_reduce", "reduce_scatter", "all_gather", "send"})
 # Vector Engine work that ends its pass (bincount: slots per expert; combine: sum over each token's slots)
 REDUCTION = frozenset({"reduce", "topk", "bincount", "combine"})
 # grouped_einsum: one einsum per expert's rows, on the Contraction Engine like einsum

@@ -16,6 +16,7 @@ from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
+from tcp_compiler.frontend.stages import pipeline_stages
 from tcp_compiler.runtime.sampling import SamplingParams, StopState, sample
 
 
@@ -38,13 +39,17 @@ def generate(
     decode_steps: int,
     sampling: SamplingParams | None = None,
     chips: int = 1,
+    pp: int = 1,
 ) -> Generation:
     """Prefill the (right-padded) prompts, then up to `decode_steps` decode steps.
 
     Stops early only when every sequence has met an EOS / stop id of `sampling`. With `chips` > 1
     the graphs are tensor-parallel and run SPMD, one rank per chip with its own weight shards and
-    KV caches; every rank ends with the full logits, and rank 0's are the ones returned.
+    KV caches; every rank ends with the full logits, and rank 0's are the ones returned. With
+    `pp` > 1 the layers split into pipeline stages (tcp_compiler.frontend.stages), each a group of
+    `chips` ranks: a stage's ranks run their graph and pass the hidden state to the next stage's.
     """
+    stages = pipeline_stages(config, pp)
     lengths = _check_prompts(config, prompts)
     sampling = sampling or SamplingParams(max_tokens=decode_steps + 1)
     rng = np.random.default_rng(sampling.seed)
@@ -54,24 +59,28 @@ def generate(
     ids = np.zeros((batch, seq), np.int32)
     for b, prompt in enumerate(prompts):
         ids[b, : len(prompt)] = prompt
-    prefill = build_prefill(config, precision, batch, seq, padded=padded, chips=chips)
+    prefills = [build_prefill(config, precision, batch, seq, padded, chips, stage=s) for s in stages]
     feeds = {"ids": ids, **({"lengths": lengths} if padded else {})}
-    outs = _run(prefill, [feeds] * chips, weights)
-    result = Generation(outs[0]["logits"])
+    outs = _run_stages(prefills, [[feeds] * chips for _ in stages], weights)
+    result = Generation(outs[-1][0]["logits"])
     history = [list(p) for p in prompts]
     stop = StopState(sampling, batch)
-    token = _next(outs[0]["logits"], sampling, history, rng, result, stop)
-    source = prefill.graph  # the graph whose outputs hold the caches
+    token = _next(outs[-1][0]["logits"], sampling, history, rng, result, stop)
+    sources = [m.graph for m in prefills]  # the graphs whose outputs hold each stage's caches
     for step in range(decode_steps):
         if stop.all_finished:
             break
         past = seq + step
-        decode = build_decode(config, precision, batch, past, chips=chips)
+        decodes = [build_decode(config, precision, batch, past, chips, stage=s) for s in stages]
         shared = {"ids": token[:, None].astype(np.int32), "pos": (lengths + step).astype(np.int32)}
-        outs = _run(decode, [{**shared, **_grown_caches(source, out)} for out in outs], weights)
-        source = decode.graph
-        result.decode_logits.append(outs[0]["logits"])
-        token = _next(outs[0]["logits"], sampling, history, rng, result, stop)
+        stage_feeds = [
+            [{**shared, **_grown_caches(src, out)} for out in stage_outs]
+            for src, stage_outs in zip(sources, outs, strict=True)
+        ]
+        outs = _run_stages(decodes, stage_feeds, weights)
+        sources = [m.graph for m in decodes]
+        result.decode_logits.append(outs[-1][0]["logits"])
+        token = _next(outs[-1][0]["logits"], sampling, history, rng, result, stop)
     return result
 
 
@@ -108,6 +117,20 @@ def _grown_caches(graph: ir.Graph, out: dict[str, np.ndarray]) -> dict[str, np.n
         pad = [(0, more) if i == axis else (0, 0) for i in range(t.rank)]
         grown[f"{name}_in"] = np.pad(out[name], pad)
     return grown
+
+
+def _run_stages(models: list[ModelGraph], feeds: list[list[dict]], weights: _Memo) -> list[list[dict]]:
+    """Each stage's ranks' outputs, stage after stage: rank r of a stage receives the hidden state
+    rank r of the stage before sent. Feeds the graph does not take (ids after the first stage) are
+    dropped."""
+    outs: list[list[dict]] = []
+    for model, stage_feeds in zip(models, feeds, strict=True):
+        taken = {n.name for n in model.graph.of_kind("input")}
+        ranks = [{k: v for k, v in f.items() if k in taken} for f in stage_feeds]
+        if outs:
+            ranks = [{**f, "hidden": prev["hidden.sent"]} for f, prev in zip(ranks, outs[-1], strict=True)]
+        outs.append(_run(model, ranks, weights))
+    return outs
 
 
 def _run(model: ModelGraph, feeds: list[dict], weights: _Memo) -> list[dict[str, np.ndarray]]:

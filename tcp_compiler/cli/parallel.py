@@ -1,0 +1,43 @@
+"""`--tp` / `--pp` / `--micro-batches`: how a command spreads a model over chips.
+
+`--chips N` and `--tp N` are one option: N chips of tensor parallelism. `--pp P` adds P pipeline
+stages of layers, each a tensor-parallel group, so a run takes tp x pp chips of the spec's kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from simulator.hardware import Hardware, load_hardware
+from tcp_compiler.cli import arg_types
+from tcp_compiler.errors import CliError
+
+
+def add_arguments(p: argparse.ArgumentParser, micro_batches: bool = True) -> None:
+    p.add_argument(
+        "--chips", "--tp", dest="chips", type=arg_types.chips, metavar="N",
+        help="tensor-parallel chips of the spec's kind (per pipeline stage; default: the spec's count "
+        "over --pp; --chips 4 on rngd is rngd-4)",
+    )  # fmt: skip
+    p.add_argument(
+        "--pp", type=arg_types.chips, default=1, metavar="P",
+        help="pipeline stages of layers, each on its own --tp chips (default 1)",
+    )  # fmt: skip
+    if micro_batches:
+        p.add_argument(
+            "--micro-batches", type=arg_types.chips, metavar="M",
+            help="with --pp: micro-batches the prefill's batch splits into (default: up to --pp)",
+        )  # fmt: skip
+
+
+def system(args: argparse.Namespace) -> tuple[Hardware, int]:
+    """The hardware of tp x pp chips and the tensor-parallel degree tp."""
+    if getattr(args, "micro_batches", None) is not None and args.pp == 1:
+        raise CliError("--micro-batches applies to pipeline parallelism: give --pp too")
+    if args.pp == 1:
+        hw = load_hardware(args.hw, args.chips)
+        return hw, args.chips or hw.chips
+    tp = args.chips or max(load_hardware(args.hw).chips // args.pp, 1)
+    if tp * args.pp > arg_types.MAX_CHIPS:
+        raise CliError(f"--tp {tp} x --pp {args.pp} exceeds {arg_types.MAX_CHIPS} chips")
+    return load_hardware(args.hw, tp * args.pp), tp

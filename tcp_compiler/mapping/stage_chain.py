@@ -1,0 +1,83 @@
+"""Pipeline parallelism on the engine: stage programs joined into one program over the stages' chips.
+
+Each stage's program is compiled as one chip of its tensor-parallel group (chip 0). Joined, block
+(stage s, micro-batch j) runs on chip s; the commands of the ops that read the received hidden
+state wait for the send of block (s - 1, j), which ends the previous stage's program. Everything
+else (a stage works through its micro-batches in order, weights prefetch, HBM and DMA bandwidth
+shared per chip, the link queue a stage's sends share with its tensor-parallel collectives) is the
+engine's, as for one chip. Blocks are given in an order where every block comes after the one it
+receives from (micro-batch by micro-batch), so dependencies point backwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.program import COLUMNS, CONTEXTS, Program
+
+_COLUMNS = tuple(name for name, _ in COLUMNS)
+RECEIVED = "hidden"  # the input a later stage's graph takes (tcp_compiler.frontend.builder)
+SENT = "hidden.sent"  # the send that ends an earlier stage's graph
+
+
+@dataclass(frozen=True)
+class Block:
+    stage: int  # the chip it runs on, and the index of its program
+    receives_from: int | None  # the index (in the block list) of the block whose send it waits for
+
+
+def receivers(program: Program) -> np.ndarray:
+    """Commands of the ops that read the received hidden state."""
+    ops = [k for k, op in enumerate(program.ops) if RECEIVED in op.inputs]
+    return np.flatnonzero(np.isin(program.op, ops))
+
+
+def sender(program: Program) -> int:
+    """The last link command of the send that hands the hidden state on."""
+    ops = [k for k, op in enumerate(program.ops) if SENT in op.nodes]
+    link = np.flatnonzero(np.isin(program.op, ops) & (program.context == CONTEXTS.index("link")))
+    if not len(link):
+        raise ValueError("the stage program has no send of its hidden state")
+    return int(link[-1])
+
+
+def chain(stages: Sequence[Program], blocks: Sequence[Block]) -> Program:
+    """One program of `blocks`, each a copy of its stage's program on chip = stage. Each copy lists
+    its stage's OpInfo objects again (simulator.report adds the copies' rows up per op)."""
+    op_base = np.cumsum([0] + [len(stages[b.stage].ops) for b in blocks])
+    sizes = [len(stages[b.stage]) for b in blocks]
+    base = np.cumsum([0, *sizes])
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in _COLUMNS}
+    owners, deps, busy = [], [], []
+    for k, b in enumerate(blocks):
+        p = stages[b.stage]
+        for c in _COLUMNS:
+            cols[c].append(getattr(p, c))
+        cols["chip"][-1] = np.full(len(p), b.stage, np.int16)
+        cols["op"][-1] = p.op + op_base[k]
+        busy.append(p.busy)
+        owners.append(np.repeat(np.arange(len(p)), np.diff(p.dep_ptr)) + base[k])
+        deps.append(p.dep_idx + base[k])
+        if b.receives_from is not None:
+            waiting = receivers(p)
+            owners.append(waiting + base[k])
+            source = blocks[b.receives_from]
+            deps.append(np.full(len(waiting), base[b.receives_from] + sender(stages[source.stage])))
+    owner, dep = np.concatenate(owners), np.concatenate(deps)
+    order = np.lexsort((dep, owner))
+    owner, dep = owner[order], dep[order]
+    n = int(base[-1])
+    ptr = np.zeros(n + 1, np.int64)
+    ptr[1:] = np.cumsum(np.bincount(owner, minlength=n))
+    program = Program(
+        **{c: np.concatenate(v) for c, v in cols.items()},
+        busy=np.concatenate(busy),
+        dep_ptr=ptr,
+        dep_idx=dep.astype(np.int64),
+        ops=[op for b in blocks for op in stages[b.stage].ops],
+    )
+    program.validate()
+    return program

@@ -1,0 +1,125 @@
+"""Pipeline parallelism on the engine (`--pp`): stages, micro-batches, the report and the CLI.
+
+Numerics (TP x PP logits equal one chip) are in tests/oracle/test_pipeline_parallel.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simulator.hardware import load_hardware
+from tcp_compiler.cli import main
+from tcp_compiler.config_bound import phase_bound
+from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.frontend.stages import pipeline_stages
+from tcp_compiler.mapping.stage_chain import Block, chain
+from tcp_compiler.pipeline import CompileOptions, compile_phase
+from tcp_compiler.pipeline import run as run_program
+from tcp_compiler.reporting import build_report
+from tcp_compiler.simulate import simulate_generation
+
+MODEL = load_model("llama-3.2-1b").config  # 16 layers
+BF16 = PRECISIONS["bf16"]
+
+
+def _sim(tp: int, pp: int, batch: int = 4, micro_batches: int | None = None, gen: int = 4):
+    hw = load_hardware("rngd", tp * pp)
+    return simulate_generation(MODEL, hw, BF16, batch, 256, gen, tp, pp=pp, micro_batches=micro_batches)
+
+
+def test_stages_split_the_layers_evenly_earlier_stages_taking_the_extra() -> None:
+    stages = pipeline_stages(load_model("llama-3.1-8b").config, 3)  # 32 layers
+    assert [len(s.layers) for s in stages] == [11, 11, 10]
+    assert [s.layers.start for s in stages] == [0, 11, 22] and stages[-1].layers.stop == 32
+    with pytest.raises(FrontendError, match="exceeds its 16 layers"):
+        pipeline_stages(MODEL, 17)
+
+
+def test_one_block_chain_is_the_program_itself() -> None:
+    hw = load_hardware("rngd")
+    program = compile_phase(MODEL, hw, BF16, "prefill", 64, CompileOptions()).program
+    joined = chain([program], [Block(0, None)])
+    assert run_program(joined, hw).cycles == run_program(program, hw).cycles
+    assert (joined.dep_idx == program.dep_idx).all() and (joined.dep_ptr == program.dep_ptr).all()
+
+
+def test_a_pipelined_generation_is_deterministic() -> None:
+    a, b = _sim(1, 2), _sim(1, 2)
+    assert a.prefill.cycles == b.prefill.cycles and (a.decode_cycles == b.decode_cycles).all()
+
+
+@pytest.mark.parametrize(("tp", "pp", "batch"), [(1, 2, 1), (1, 4, 4), (2, 2, 4)])
+def test_no_pipelined_phase_beats_its_bounds(tp: int, pp: int, batch: int) -> None:
+    """Physics: no faster than the config-only floor over all tp x pp chips; and each stage
+    works through every micro-batch, and a micro-batch through every stage, one after another."""
+    sim = _sim(tp, pp, batch)
+    hw, pipe = sim.hardware, sim.pipeline
+    assert pipe is not None and pipe.micro_batches == min(batch, pp)
+    floor = phase_bound(MODEL, BF16, hw, tp * pp, batch, "prefill", 256).seconds * hw.clock_hz
+    assert sim.prefill.cycles >= floor
+    slowest = max(s.prefill_cycles for s in pipe.stages)
+    assert sim.prefill.cycles >= pipe.micro_batches * slowest
+    # a micro-batch's pass through the stages: each stage's share of the work is at least its
+    # main-context time; the stages of one micro-batch do not overlap beyond weight prefetch
+    assert sim.prefill.cycles >= 0.95 * sum(s.prefill_cycles for s in pipe.stages)
+    for t, cycles in enumerate(sim.decode_cycles):
+        floor = phase_bound(MODEL, BF16, hw, tp * pp, batch, "decode", 256 + t + 1).seconds * hw.clock_hz
+        assert cycles >= floor
+    assert sim.decode_cycles[0] >= 0.95 * sum(s.decode_cycles for s in pipe.stages)
+
+
+def test_micro_batches_fill_the_pipeline() -> None:
+    """Two micro-batches keep both stages busy part of the time: a shorter prefill than one batch
+    through the stages in turn (same work), and close to the (m + pp - 1) / m GPipe schedule."""
+    one, two = _sim(1, 2, 8, micro_batches=1), _sim(1, 2, 8, micro_batches=2)
+    assert two.prefill.cycles < 0.85 * one.prefill.cycles
+    per_micro_batch = max(s.prefill_cycles for s in two.pipeline.stages)
+    assert two.prefill.cycles <= 1.1 * 3 * per_micro_batch
+
+
+def test_pipeline_parallel_is_slower_per_token_than_tensor_parallel_at_batch_1() -> None:
+    """At batch 1 a decode step passes the stages in turn, so PP 2 reads its weights at one chip's
+    bandwidth at a time while TP 2 reads them at two: the tradeoff users compare."""
+    assert _sim(1, 2, 1).decode_cycles.mean() > 1.5 * _sim(2, 1, 1).decode_cycles.mean()
+
+
+def test_report_shows_every_stage_and_the_chips_in_all() -> None:
+    report = build_report(_sim(2, 2, 4))
+    assert report.hardware.chips == 4
+    pipe = report.pipeline
+    assert pipe is not None and (pipe.tp, pipe.pp, pipe.micro_batches) == (2, 2, 2)
+    layers = [i for s in pipe.stages for i in range(s.first_layer, s.last_layer + 1)]
+    assert layers == list(range(16))
+    assert all(0 < s.prefill_busy_share <= 1.0 and 0 < s.decode_busy_share <= 1.0 for s in pipe.stages)
+    assert pipe.link_bytes_per_step == 4 * MODEL.hidden * 2  # one bf16 hidden state per sequence
+    assert all(0 <= u.utilisation <= 1.0 for u in report.units.prefill)
+    assert report.prefill.model_flops_utilisation <= 1.0
+    assert build_report(_sim(2, 1, 4)).pipeline is None
+
+
+def test_cli_tp_pp_writes_the_pipeline(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "r.json"
+    args = ["simulate", "llama-3.2-1b", "--tp", "2", "--pp", "2", "--prompt-len", "128", "--gen-len", "3"]
+    assert main([*args, "--json", str(out), "--top", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "pipeline: 2 stages x 2 chips" in text
+    assert json.loads(out.read_text())["pipeline"]["pp"] == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--pp", "0"], "--pp"),
+        (["--pp", "17"], "exceeds its 16 layers"),
+        (["--micro-batches", "2"], "give --pp too"),
+        (["--pp", "2", "--batch", "4", "--micro-batches", "3"], "must divide the batch"),
+    ],
+)
+def test_bad_pipeline_arguments_are_one_line_exit_2(args: list[str], expected: str, capsys) -> None:
+    assert main(["simulate", "llama-3.2-1b", "--prompt-len", "32", "--gen-len", "2", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected in err and "\n" not in err and "Traceback" not in err
