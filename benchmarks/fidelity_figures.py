@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+from doc_sections import write_section
+
 from simulator.hardware import load_hardware
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.model import load_model
@@ -105,14 +107,7 @@ def write(now: dict, before: dict, before_label: str) -> None:
             f"| {_cell(n, 'kv_mb')} |"
         )
     errors = [f"- {label}, before: {b['error']}" for label, b in before.items() if "error" in b]
-    body = [BEGIN, *rows, "", *errors, END]
-    text = PAGE.read_text()
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + "\n".join(body) + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(body) + "\n"
-    PAGE.write_text(text)
-    print(f"wrote {PAGE}")
+    write_section(PAGE, BEGIN, END, [*rows, "", *errors])
 
 
 def main() -> None:

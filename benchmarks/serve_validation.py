@@ -16,8 +16,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from doc_sections import write_section
+
 from ir import FP8E4M3
-from simulator.files import atomic_output
 from simulator.hardware import load_hardware
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.model import load_model
@@ -70,7 +71,6 @@ def main(quick: bool) -> None:
     small = [("bf16", 64)] if quick else [("bf16", 64), ("bf16", 128), ("fp8", 128), ("fp8", 256)]
     big = [("bf16", 64)] if quick else [("bf16", 64), ("bf16", 256)]
     body = [
-        BEGIN,
         "## Serving: `tcpc serve` against published throughput",
         "",
         f"Produced by `python benchmarks/serve_validation.py`. Chunked prefill (2,048 tokens per iteration), "
@@ -85,16 +85,8 @@ def main(quick: bool) -> None:
             PUBLISHED_8B,
         ),
         *table("Llama 3.1 70B, FP8, 8 chips (tensor parallel)", "llama-3.1-70b", "rngd-8", big, None),
-        END,
     ]
-    text = PAGE.read_text()
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + "\n".join(body) + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(body) + "\n"
-    with atomic_output(PAGE) as tmp:
-        tmp.write_text(text)
-    print(f"wrote {PAGE}")
+    write_section(PAGE, BEGIN, END, body)
 
 
 if __name__ == "__main__":

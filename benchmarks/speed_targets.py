@@ -3,7 +3,10 @@
 Prints one line per run: CPU seconds (user + system of the process), wall seconds, peak RSS, and
 the target. Nothing is asserted: figures depend on the machine (docs/performance.md records them).
 
-Run: python benchmarks/speed_targets.py [--quick]   (--quick skips the runs that take minutes)
+Run: python benchmarks/speed_targets.py [--quick] [--repeat N] [--only TEXT]
+  --quick skips the runs that take minutes; --repeat N prints the median CPU of N runs (the
+  machine is shared: CPU time is steadier than wall time, the median steadier than one run);
+  --only runs the targets whose arguments contain TEXT.
 """
 
 from __future__ import annotations
@@ -40,14 +43,20 @@ def measure(args: list[str]) -> tuple[float, float, int, int]:
     return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status)
 
 
-def main(quick: bool) -> None:
+def main(quick: bool, repeat: int, only: str) -> None:
     for args, target, slow in RUNS:
-        if quick and slow:
+        if (quick and slow) or only not in " ".join(args):
             continue
-        cpu, wall, rss, code = measure(args)
+        runs = sorted((measure(args) for _ in range(repeat)), key=lambda r: r[0])
+        cpu, wall, rss, code = runs[len(runs) // 2]
         print(f"tcpc {' '.join(args)}: {cpu:.2f} s CPU, {wall:.2f} s wall, {rss / 1e6:,.0f} MB peak RSS, "
               f"exit {code} (target {target})")  # fmt: skip
 
 
+def _option(name: str, default: str) -> str:
+    argv = sys.argv[1:]
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
 if __name__ == "__main__":
-    main("--quick" in sys.argv[1:])
+    main("--quick" in sys.argv[1:], int(_option("--repeat", "1")), _option("--only", ""))

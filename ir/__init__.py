@@ -1,7 +1,7 @@
 """tcpc's IR: einsum / gather / reduce graphs over named axes, their text form and semantics."""
 
 from ir.analysis import GraphCost, analyze
-from ir.dtypes import BF16, BOOL, DTYPES, F16, F32, FP8E4M3, FP8E5M2, I4, I8, I32, DType
+from ir.dtypes import BF16, BOOL, DTYPES, E8M0, F16, F32, FP8E4M3, FP8E5M2, I4, I8, I32, U4, DType
 from ir.errors import InterpretError, ParseError, TirError, VerifyError
 from ir.graph import Graph, Node
 from ir.interpret import interpret, interpret_spmd
@@ -14,6 +14,7 @@ __all__ = [
     "BF16",
     "BOOL",
     "DTYPES",
+    "E8M0",
     "F16",
     "F32",
     "FP8E4M3",
@@ -21,6 +22,7 @@ __all__ = [
     "I4",
     "I8",
     "I32",
+    "U4",
     "DType",
     "Axis",
     "TensorType",

@@ -52,9 +52,16 @@ FP8E5M2 = DType("fp8e5m2", 8, "float")
 I32 = DType("i32", 32, "int")
 I8 = DType("i8", 8, "int")
 I4 = DType("i4", 4, "int")
+# Storage-only types of packed weight formats, which the Fetch Adapter converts as it fetches:
+# u4 holds unsigned 4-bit codes (AWQ/GPTQ values and zero points, fp4 e2m1 bit patterns that a
+# table lookup decodes); e8m0 is MX's shared power-of-two scale, 2^(e - 127).
+U4 = DType("u4", 4, "int")
+E8M0 = DType("e8m0", 8, "float")
 BOOL = DType("bool", 8, "bool")
 
-DTYPES: dict[str, DType] = {d.name: d for d in (F32, F16, BF16, FP8E4M3, FP8E5M2, I32, I8, I4, BOOL)}
+DTYPES: dict[str, DType] = {
+    d.name: d for d in (F32, F16, BF16, FP8E4M3, FP8E5M2, E8M0, I32, I8, I4, U4, BOOL)
+}
 
 _STORAGE: dict[str, np.dtype] = {
     "float": np.dtype(np.float32),
@@ -78,9 +85,9 @@ def _float_rounder(narrow: type | None, saturate: bool):
     return rounder
 
 
-def _int_rounder(bits: int):
-    """Float to int rounds half to even; everything saturates to the signed range."""
-    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+def _int_rounder(bits: int, signed: bool = True):
+    """Float to int rounds half to even; everything saturates to the (signed or unsigned) range."""
+    low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
 
     def rounder(a: np.ndarray) -> np.ndarray:
         # Clip in float64 / int64: float32 cannot hold 2**31 - 1 and would overflow the cast.
@@ -102,5 +109,7 @@ _ROUNDERS = {
     "i32": _int_rounder(32),
     "i8": _int_rounder(8),
     "i4": _int_rounder(4),
+    "u4": _int_rounder(4, signed=False),
+    "e8m0": _float_rounder(ml_dtypes.float8_e8m0fnu, False),
     "bool": lambda a: a.astype(np.bool_),
 }

@@ -188,9 +188,10 @@ def _run(chip, cycles, latency, moved, hbm, dep_ptr, user_ptr, users, prev, foll
                 waiting[users[u]] -= 1
                 n_cand = _add_candidate(candidates, n_cand, mark, stamp, users[u])
         count = kept
-        ordered = np.sort(candidates[:n_cand])  # ascending index, as the reference starts them
+        if n_cand > 1:
+            candidates[:n_cand].sort()  # ascending index, as the reference starts them (in place)
         for c in range(n_cand):
-            i = ordered[c]
+            i = candidates[c]
             if start[i] < 0 and waiting[i] == 0 and (prev[i] < 0 or end[prev[i]] >= 0):
                 start[i] = now
                 active[count] = i

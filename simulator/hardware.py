@@ -97,6 +97,9 @@ PARAMS: tuple[Param, ...] = (
     _p("memory", "fetch_sub_bytes_per_cycle", int, "B/cycle"),
     _p("memory", "commit_main_bytes_per_cycle", int, "B/cycle"),
     _p("memory", "commit_sub_bytes_per_cycle", int, "B/cycle"),
+    _p("fetch_adapter", "lookup_bytes_per_cycle", int, "B/cycle/slice", "adapter_lookup_bytes_per_cycle"),
+    _p("fetch_adapter", "convert_bytes_per_cycle", int, "B/cycle/slice", "adapter_convert_bytes_per_cycle"),
+    _p("fetch_adapter", "stage_latency_cycles", int, "cycles", "adapter_stage_latency_cycles"),
     _p("switch", "ring_slices", int, "slices", "switch_ring_slices"),
     _p("switch", "hop_cycles", int, "cycles", "switch_hop_cycles"),
     _p("hbm", "capacity_bytes", int, "B", "hbm_capacity_bytes"),
@@ -145,6 +148,9 @@ RANGES: dict[str, tuple[float, float]] = {
     "memory.fetch_sub_bytes_per_cycle": _COUNT,
     "memory.commit_main_bytes_per_cycle": _COUNT,
     "memory.commit_sub_bytes_per_cycle": _COUNT,
+    "fetch_adapter.lookup_bytes_per_cycle": _COUNT,
+    "fetch_adapter.convert_bytes_per_cycle": _COUNT,
+    "fetch_adapter.stage_latency_cycles": _CYCLES,
     "switch.ring_slices": (1, 1 << 24),
     "switch.hop_cycles": _CYCLES,
     "hbm.capacity_bytes": (1, 1 << 60),
@@ -220,6 +226,10 @@ class Hardware:
     fetch_sub_bytes_per_cycle: int
     commit_main_bytes_per_cycle: int
     commit_sub_bytes_per_cycle: int
+    # [fetch_adapter]
+    adapter_lookup_bytes_per_cycle: int
+    adapter_convert_bytes_per_cycle: int
+    adapter_stage_latency_cycles: int
     # [switch]
     switch_ring_slices: int
     switch_hop_cycles: int

@@ -69,52 +69,94 @@ def _op_columns(ops: list) -> tuple:
     return columns
 
 
+_STARTS: list[tuple[np.ndarray, int, np.ndarray]] = []  # (program.op, ops, starts): steps share one
+
+
+def _op_starts(op: np.ndarray, ops: int) -> np.ndarray:
+    """The first command of each op (decode steps share their template's op column)."""
+    for known, count, starts in _STARTS:
+        if known is op and count == ops:
+            return starts
+    starts = np.searchsorted(op, np.arange(ops))
+    assert np.all(np.diff(op) >= 0) and np.all(np.diff(starts) > 0), "each op owns a run of commands"
+    _STARTS[:] = [(op, ops, starts), *_STARTS[:3]]
+    return starts
+
+
 def op_totals(program: Program, timeline: Timeline) -> OpTotals:
     """Sums per op; an op's commands are contiguous in a program, so each sum is one reduceat. A
     pipelined program lists an op once per micro-batch (the same OpInfo): those rows add up."""
-    ops = len(program.ops)
+    starts = op_starts(program)
+    integers = command_integers(program)
+    per_op = {f: np.add.reduceat(v.astype(np.float64), starts, axis=0) for f, v in integers.items()}
+    return _fold_copies(assemble(program.ops, per_op, timed_totals(program, timeline)), program.ops)
+
+
+def op_starts(program: Program) -> np.ndarray:
+    return _op_starts(program.op, len(program.ops))
+
+
+def command_integers(program: Program) -> dict[str, np.ndarray]:
+    """The integer figures op totals sum, per command (OpTotals fields; each sum per op is exact
+    in float64 below 2^53, so their order does not matter: simulator.step_totals uses that)."""
+    return {
+        "flops": program.flops, "hbm_bytes": program.hbm_bytes, "dm_bytes": program.dm_bytes,
+        "link_bytes": program.link_bytes, "unit_busy": program.busy,
+        "dma_bytes": command_bytes(program)["dma_bytes"],  # integers, as floats
+    }  # fmt: skip
+
+
+def timed_totals(program: Program, timeline: Timeline) -> dict[str, np.ndarray]:
+    """The OpTotals fields that come from the timeline (floats: sums depend on their order)."""
+    starts = op_starts(program)
     duration = timeline.end - timeline.start
-    starts = np.searchsorted(program.op, np.arange(ops))
-    assert np.all(np.diff(program.op) >= 0) and np.all(np.diff(starts) > 0), "each op owns a run of commands"
-
-    def per(values: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(values.astype(np.float64), starts, axis=0)
-
     first = np.minimum.reduceat(timeline.start, starts)
     last = np.maximum.reduceat(timeline.end, starts)
-    busy = per(program.busy)
-    names, kinds, layers, placements, layer_ids, of_layer = _op_columns(program.ops)
-    spans = _busy_spans(first, last, of_layer, len(layer_ids))
-    totals = OpTotals(
-        names=names,
-        kinds=kinds,
-        layers=layers,
-        placements=placements,
-        main_cycles=per(np.where(program.context == MAIN, duration, 0.0)),
-        span_cycles=last - first,
-        flops=per(program.flops.astype(np.float64)),
-        hbm_bytes=per(program.hbm_bytes.astype(np.float64)),
-        dm_bytes=per(program.dm_bytes.astype(np.float64)),
-        link_bytes=per(program.link_bytes.astype(np.float64)),
-        unit_busy=busy,
-        dma_bytes=per(command_bytes(program)["dma_bytes"]),
-        layer_ids=layer_ids,
-        layer_span_cycles=spans,
-        state_cycles=state_cycles(program, timeline),
-    )
-    return _fold_copies(totals, program.ops)
+    _, _, _, _, layer_ids, of_layer = _op_columns(program.ops)
+    return {
+        "main_cycles": np.add.reduceat(np.where(program.context == MAIN, duration, 0.0), starts, axis=0),
+        "span_cycles": last - first,
+        "layer_span_cycles": _busy_spans(first, last, of_layer, len(layer_ids)),
+        "state_cycles": state_cycles(program, timeline),
+    }
+
+
+def assemble(ops: list, per_op: dict[str, np.ndarray], timed: dict[str, np.ndarray]) -> OpTotals:
+    """OpTotals of an op list from its summed integer and timeline figures."""
+    names, kinds, layers, placements, layer_ids, _ = _op_columns(ops)
+    return OpTotals(names=names, kinds=kinds, layers=layers, placements=placements, layer_ids=layer_ids,
+                    **per_op, **timed)  # fmt: skip
+
+
+_COPY_ROWS: list[tuple[list, np.ndarray, int]] = []  # (program.ops, rows, distinct): steps share one
+
+
+def _copy_rows(ops: list) -> tuple[np.ndarray, int]:
+    """Each op's row among the distinct OpInfo objects of `ops`, and how many there are (per op
+    list, not per program: every decode step of a generation has the same one)."""
+    for known, row, distinct in _COPY_ROWS:
+        if known is ops:
+            return row, distinct
+    first: dict[int, int] = {}
+    row = np.array([first.setdefault(id(o), len(first)) for o in ops], np.int64)
+    _COPY_ROWS[:] = [(ops, row, len(first)), *_COPY_ROWS[:3]]
+    return row, len(first)
+
+
+def distinct_ops(ops: list) -> int:
+    """How many distinct OpInfo objects `ops` lists (fewer than its length: copies to fold)."""
+    return _copy_rows(ops)[1]
 
 
 def _fold_copies(totals: OpTotals, ops: list) -> OpTotals:
     """One row per distinct OpInfo: copies of an op (one per micro-batch) sum, their spans too."""
-    first: dict[int, int] = {}
-    row = np.array([first.setdefault(id(o), len(first)) for o in ops], np.int64)
-    if len(first) == len(ops):
+    row, distinct = _copy_rows(ops)
+    if distinct == len(ops):
         return totals
     keep = np.unique(row, return_index=True)[1]
 
     def fold(values: np.ndarray) -> np.ndarray:
-        out = np.zeros((len(first), *values.shape[1:]))
+        out = np.zeros((distinct, *values.shape[1:]))
         np.add.at(out, row, values)
         return out
 

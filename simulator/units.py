@@ -43,8 +43,10 @@ UNITS: tuple[Unit, ...] = (
     Unit("vector", "main", ("vector.float_ways", "vector.int_ways", "vector.alu_latency",
                             "vector.inter_slice_reduce_hop_cycles"), None,
          "Vector Engine: element-wise work and reductions after the contraction"),
-    Unit("fetch", "main", ("memory.fetch_main_bytes_per_cycle",), None,
-         "Fetch Engine: DM -> pipeline operand stream"),
+    Unit("fetch", "main", ("memory.fetch_main_bytes_per_cycle", "fetch_adapter.lookup_bytes_per_cycle",
+                           "fetch_adapter.convert_bytes_per_cycle", "fetch_adapter.stage_latency_cycles"),
+         None,
+         "Fetch Engine and its Fetch Adapter: DM -> pipeline operand stream, packed weights decoded"),
     Unit("switch", "main", ("contraction.stream_supply_bytes", "chip.packet_bytes"), None,
          "switch network: delivers streamed packets to the slices"),
     Unit("commit", "main", ("memory.commit_main_bytes_per_cycle",), None,
@@ -110,6 +112,15 @@ def vector_cycles(hw: Hardware, elements: int, is_float: bool, ops: int, reduces
 def fetch_cycles(hw: Hardware, nbytes: int, slices: int) -> int:
     """Cycles the Fetch Engines of `slices` slices take to stream `nbytes` from DM."""
     return math.ceil(nbytes / (slices * hw.fetch_main_bytes_per_cycle))
+
+
+def adapter_cycles(hw: Hardware, lookup_bytes: int, convert_bytes: int, stages: int, slices: int):
+    """(throughput cycles, latency) of the Fetch Adapter decoding packed weight codes as `slices`
+    slices fetch them: `lookup_bytes` through the fp4 -> fp8 table, `convert_bytes` through
+    zero-point subtraction, each stage adding its latency."""
+    lookup = math.ceil(lookup_bytes / (slices * hw.adapter_lookup_bytes_per_cycle))
+    convert = math.ceil(convert_bytes / (slices * hw.adapter_convert_bytes_per_cycle))
+    return max(lookup, convert), stages * hw.adapter_stage_latency_cycles
 
 
 # --- contraction, switch, trf_load, commit (vectorised over candidate placements) ----------------

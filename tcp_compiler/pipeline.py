@@ -20,9 +20,11 @@ from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefil
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import Stage
-from tcp_compiler.mapping.attention import choose_attention
+from tcp_compiler.mapping.attention import plan_attention, rewrite_attention
 from tcp_compiler.mapping.capacity import Capacity, capacity, check_capacity
+from tcp_compiler.mapping.layer_period import LayerPeriod, layer_period, stand_in
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from tcp_compiler.mapping.replicate import replicate as replicate_layers
 from tcp_compiler.mapping.schedule import schedule
 from tcp_compiler.passes import run_passes
 from tcp_compiler.passes.online_softmax import find_attention
@@ -48,13 +50,16 @@ class Lowered:
 
     phase: str
     model: ModelGraph  # as built (names, bindings, config)
-    graph: Graph  # after the passes and the attention choice
+    graph: Graph  # after the passes and the attention choice; with `period`, the stand-in's
     attention: list[dict]  # per attention: its form and why
     capacity: Capacity  # HBM per chip for this phase alone
     options: CompileOptions = field(default_factory=CompileOptions)
     # The FLOPs the model's math takes (the graph before the attention rewrite). What the program
     # executes differs: online softmax rescales (more), and skips the blocks a mask hides (less).
     model_flops: int = 0
+    # Set when `graph` stands in for the model with repeating layers left out: its program is
+    # completed by copying them (tcp_compiler.mapping.layer_period and replicate).
+    period: LayerPeriod | None = None
 
     @property
     def weight_names(self) -> tuple[str, ...]:
@@ -88,23 +93,39 @@ def lower(
     check: bool = False,
     fits_with: Capacity | None = None,
     planned: Callable[[list[dict]], None] | None = None,
+    replicate: bool = False,
 ) -> Lowered:
     """The LOWERING steps on one phase's graph (no schedule). With `check`, a prefill that cannot
     fit HBM (alone, or beside `fits_with`: another phase's use) is refused before the attention
-    rewrite, whose cost grows with the prompt: what it does not replace already spills that much."""
+    rewrite, whose cost grows with the prompt: what it does not replace already spills that much.
+    With `replicate`, repeating layers are left out of the rewritten graph when they can be
+    (`period` says so); its capacity is still the whole model's."""
     model = build(config, precision, phase, length, options, options.chips_on(hw))
     graph = run_passes(model.graph)
     model_flops = analyze(graph).total.flops
     attention: list[dict] = []
+    weights = tuple(model.bindings)
+    period = layer_period(graph) if replicate else None
+    lowered = stand_in(graph, period) if period is not None else None
+    if lowered is None:
+        period = None
     if phase == "prefill":
         if check:
             replaced = frozenset().union(*(m.nodes for m in find_attention(graph)))
-            bound = capacity(graph, tuple(model.bindings), hw, options.policy, ignore=replaced)
+            bound = capacity(graph, weights, hw, options.policy, ignore=replaced)
             bound = bound if fits_with is None else larger(bound, fits_with)
             check_capacity(bound, config.name, hw, options.chips_on(hw), at_least=True)
-        graph, attention = choose_attention(graph, hw, options.policy, planned)
-    cap = capacity(graph, tuple(model.bindings), hw, options.policy)
-    return Lowered(phase, model, graph, attention, cap, options, model_flops)
+        attention, tiles = plan_attention(graph, hw, options.policy)
+        if planned is not None:
+            planned(attention)
+        lowered = rewrite_attention(graph if lowered is None else lowered, tiles)
+    if lowered is None:
+        cap = capacity(graph, weights, hw, options.policy)
+        return Lowered(phase, model, graph, attention, cap, options, model_flops)
+    # The stand-in's spill peak is the model's: each left-out layer repeats a kept one's values and
+    # lifetimes (layer_period), and values shared by all layers live to the same phase's last one.
+    cap = capacity(graph, weights, hw, options.policy, spills=lowered)
+    return Lowered(phase, model, lowered, attention, cap, options, model_flops, period)
 
 
 def compile_phase(
@@ -116,14 +137,23 @@ def compile_phase(
     options: CompileOptions = CompileOptions(),
     fits_with: Capacity | None = None,
     planned: Callable[[list[dict]], None] | None = None,
+    replicate: bool = True,
 ) -> Compiled:
     """Lowered, checked against HBM (with `fits_with`, another phase's use: the larger of each
-    part must fit), and scheduled into the Program of one chip."""
+    part must fit), and scheduled into the Program of one chip. With `replicate` (the fast path),
+    repeating decoder layers are compiled once per phase of their period and copied; the program
+    is the one compiling every layer gives (tests/test_layer_replication.py), and when the copies
+    cannot be shown to repeat, every layer is compiled after all."""
     lowered = lower(config, hw, precision, phase, length, options, check=True, fits_with=fits_with,
-                    planned=planned)  # fmt: skip
+                    planned=planned, replicate=replicate)  # fmt: skip
     cap = lowered.capacity if fits_with is None else larger(lowered.capacity, fits_with)
     check_capacity(cap, config.name, hw, options.chips_on(hw))
     program = schedule(lowered.graph, hw, options.policy)
+    if lowered.period is not None:
+        full = replicate_layers(program, lowered.period)
+        if full is None:  # the stand-in's layers do not repeat as the graph's do: compile them all
+            return compile_phase(config, hw, precision, phase, length, options, fits_with, replicate=False)
+        program = full
     return Compiled(**{f: getattr(lowered, f) for f in Lowered.__dataclass_fields__}, program=program)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from tcp_compiler.report_types import OpRoleRow, OpRow
 
@@ -23,6 +24,12 @@ def role_of(name: str, layer: int) -> str:
     """The op's name without its layer prefix (`l3.`), tile indices read `*`."""
     if layer >= 0:
         name = name.removeprefix(f"l{layer}.")
+    return _untiled(name)
+
+
+@lru_cache(maxsize=1 << 16)
+def _untiled(name: str) -> str:
+    """The name with tile indices read `*` (every layer repeats its tiles' names)."""
     return ".".join(re.sub(_TILE, lambda m: f"{m[1]}*", part) for part in name.split("."))
 
 

@@ -5,6 +5,7 @@ which docs/report-schema.md is generated (tcp_compiler.report_schema); `Report.t
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cache
 from typing import Any, Literal
 
 import numpy as np
@@ -27,14 +28,20 @@ class Record:
     """Base of every report object: numpy scalars become Python numbers, so the report is plain JSON."""
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
             if isinstance(value, np.generic):
-                object.__setattr__(self, f.name, value.item())
+                object.__setattr__(self, name, value.item())
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object, keys in field order, None fields left out."""
         return {f.name: _json(v) for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A record class's field names (dataclasses.fields is slow, and reports make many rows)."""
+    return tuple(f.name for f in fields(cls))
 
 
 def _json(value: Any) -> Any:

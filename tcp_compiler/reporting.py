@@ -40,9 +40,8 @@ from tcp_compiler.simulate import Simulation
 
 
 def _ce_dtype(sim: Simulation) -> DType:
-    """The contraction engine's operand dtype in this precision (int weights are dequantised)."""
-    p = sim.precision
-    return p.act if p.quantised else p.weight
+    """The contraction engine's operand dtype in this precision (formats dequantise, but w8a8)."""
+    return sim.precision.operand
 
 
 @dataclass(frozen=True)
@@ -54,31 +53,40 @@ class _Rates:
     link_bytes_per_s: float
 
     @classmethod
-    def of(cls, sim: Simulation, chips: int = 1) -> _Rates:
-        """One chip's roofs, or `chips`' together (a pipelined phase's work is spread over its stages)."""
+    def of(cls, sim: Simulation) -> _Rates:
         hw = sim.hardware
-        flops = hw.flops_per_second(_ce_dtype(sim))
-        return cls(flops * chips, hw.hbm_bytes_per_second * chips, hw.link_bytes_per_s * chips)
+        return cls(hw.flops_per_second(_ce_dtype(sim)), hw.hbm_bytes_per_second, hw.link_bytes_per_s)
 
     def roofline(self, flops: float, hbm: float, link: float) -> tuple[float, float, float]:
         """Seconds of the compute, memory and communication terms."""
         return flops / self.flops_per_s, hbm / self.hbm_bytes_per_s, link / self.link_bytes_per_s
+
+    def pipeline_roofline(self, stages: list[tuple[int, int, int]], micro_batches: int) -> tuple[float, ...]:
+        """Each term of a pipeline whose stages (work per chip of one micro-batch each) follow one
+        another: a micro-batch passes every stage in turn, and the busiest stage works through
+        every micro-batch, so a term is its sum over the stages plus (m - 1) of its largest."""
+        per_stage = [self.roofline(*work) for work in stages]
+        return tuple(sum(t) + (micro_batches - 1) * max(t) for t in zip(*per_stage, strict=True))
 
 
 def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[OpRow, ...]:
     """Every op, averaged per program run (per decode step for decode), heaviest first."""
     clock, rates = sim.hardware.clock_hz, _Rates.of(sim)
     rows = []
+    # Python floats (the same doubles): a long prefill has ~10^5 ops, and numpy scalars are slow.
+    spans, main, layers = totals.span_cycles.tolist(), totals.main_cycles.tolist(), totals.layers.tolist()
+    all_flops, all_hbm = totals.flops.tolist(), totals.hbm_bytes.tolist()
+    all_link, all_dm = totals.link_bytes.tolist(), totals.dm_bytes.tolist()
     for i, name in enumerate(totals.names):
-        seconds = totals.span_cycles[i] / clock / steps
-        flops, hbm = totals.flops[i] / steps, totals.hbm_bytes[i] / steps
-        link, dm = totals.link_bytes[i] / steps, totals.dm_bytes[i] / steps
+        seconds = spans[i] / clock / steps
+        flops, hbm = all_flops[i] / steps, all_hbm[i] / steps
+        link, dm = all_link[i] / steps, all_dm[i] / steps
         terms = rates.roofline(flops, hbm, link)
         moved = hbm + dm
         rows.append(
             OpRow(
-                name=name, kind=totals.kinds[i], layer=int(totals.layers[i]), placement=totals.placements[i],
-                seconds=seconds, tensor_unit_seconds=totals.main_cycles[i] / clock / steps, flops=flops,
+                name=name, kind=totals.kinds[i], layer=int(layers[i]), placement=totals.placements[i],
+                seconds=seconds, tensor_unit_seconds=main[i] / clock / steps, flops=flops,
                 hbm_bytes=hbm, dm_bytes=dm, link_bytes=link, intensity=flops / moved if moved else 0.0,
                 hbm_intensity=flops / hbm if hbm else 0.0,
                 roofline_seconds=max(terms), bound=bound(seconds, *terms),
@@ -120,12 +128,16 @@ def _attention_forms(sim: Simulation) -> dict[int, str]:
     """The prefill's attention form per layer: each note names its attention's output value, an
     op of the layer (or, once rewritten into tiles, the prefix of its tiles' ops)."""
     totals = sim.prefill_ops
+    first: dict[str, int] = {}  # each op name and each of its dotted prefixes -> the first op's layer
+    for name, layer in zip(totals.names, totals.layers.tolist(), strict=True):
+        head, dot = name, True
+        while dot:
+            first.setdefault(head, int(layer))
+            head, dot, _ = head.rpartition(".")
     forms = {}
     for note in sim.attention:
-        layers = [int(layer) for name, layer in zip(totals.names, totals.layers, strict=True)
-                  if name == note["op"] or name.startswith(note["op"] + ".")]  # fmt: skip
-        if layers:
-            forms[layers[0]] = note["form"]
+        if note["op"] in first:
+            forms[first[note["op"]]] = note["form"]
     return forms
 
 
@@ -162,6 +174,7 @@ def _decode(sim: Simulation, rates: _Rates) -> DecodePhase:
     tpot = sim.decode_cycles / sim.hardware.clock_hz + sim.hardware.kernel_launch_s
     mean = float(tpot.mean())
     flops, hbm = sim.decode_flops.mean(), sim.decode_hbm.mean()
+    # a step passes the stages in turn: the summed work of one chip per stage at one chip's roofs
     terms = rates.roofline(flops, hbm, sim.decode_ops.link_bytes.sum() / steps)
     return DecodePhase(
         steps=steps, tpot_seconds_mean=mean, tpot_seconds_first=float(tpot[0]),
@@ -176,8 +189,8 @@ def _decode(sim: Simulation, rates: _Rates) -> DecodePhase:
 
 def _config_bound(sim: Simulation, phase: str, length: int) -> float:
     """The config-only floor of a phase, in seconds (the kernel launch included, as in the phase)."""
-    chips = sim.chips * sim.stages
-    floor = phase_bound(sim.config, sim.precision, sim.hardware, chips, sim.batch, phase, length)
+    cfg, p = sim.config, sim.precision
+    floor = phase_bound(cfg, p, sim.hardware, sim.chips, sim.batch, phase, length, sim.stages)
     return floor.seconds + sim.hardware.kernel_launch_s
 
 
@@ -185,15 +198,19 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
     """The report of a simulation; `top` keeps only the heaviest ops in `ops` (None: every op, as
     `--json` writes; op roles are always complete)."""
     hw, clock, stages = sim.hardware, sim.hardware.clock_hz, sim.stages
-    rates = _Rates.of(sim, stages)  # a pipelined phase's roofs: every stage's chips
+    rates = _Rates.of(sim)  # one chip's: a pipelined program adds one chip's work per stage
     launch = hw.kernel_launch_s
     p = sim.prefill.program
     prefill_seconds = sim.prefill.cycles / clock + launch
-    terms = rates.roofline(p.flops.sum(), p.hbm_bytes.sum(), p.link_bytes.sum())
+    if sim.pipeline:
+        work = [s.prefill_work for s in sim.pipeline.stages]
+        terms = rates.pipeline_roofline(work, sim.pipeline.micro_batches)
+    else:
+        terms = rates.roofline(p.flops.sum(), p.hbm_bytes.sum(), p.link_bytes.sum())
     prefill = PrefillPhase(
         cycles=sim.prefill.cycles, seconds=prefill_seconds, launch_seconds=launch, flops=int(p.flops.sum()),
         model_flops=sim.prefill_model_flops,
-        model_flops_utilisation=sim.prefill_model_flops / (prefill_seconds * rates.flops_per_s),
+        model_flops_utilisation=sim.prefill_model_flops / (prefill_seconds * rates.flops_per_s * stages),
         hbm_bytes=int(p.hbm_bytes.sum()), roofline_seconds=max(terms), bound=bound(prefill_seconds, *terms),
         limiter=_limiter(sim.prefill_ops, 1, prefill_seconds, terms, sim),
         config_bound_seconds=_config_bound(sim, "prefill", sim.prompt_len),
@@ -210,7 +227,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         family=sim.config.family,
         hardware=HardwareSummary(
             name=hw.name, chips=sim.chips * stages, clock_hz=clock,
-            peak_flops_per_s=rates.flops_per_s / stages, hbm_bytes_per_s=rates.hbm_bytes_per_s / stages,
+            peak_flops_per_s=rates.flops_per_s, hbm_bytes_per_s=rates.hbm_bytes_per_s,
             assumed=tuple(hw.assumed_keys),
         ),
         batch=sim.batch, prompt_len=sim.prompt_len, gen_len=sim.gen_len, dtype=sim.precision.name,

@@ -16,6 +16,7 @@ import numpy as np
 from simulator.hardware import Hardware
 from simulator.program import Program
 from simulator.report import OpTotals, op_totals
+from simulator.step_totals import StepTotals
 from simulator.timeline import Timeline
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
@@ -125,19 +126,18 @@ def simulate_generation(
     stage("simulating the decode steps")
     template = DecodeSteps(decode.graph, hardware, options.policy)
     cycles, flops, hbm = (np.zeros(steps, np.int64) for _ in range(3))
-    totals: OpTotals | None = None
+    totals = StepTotals()  # what adding every step's op_totals gives, summed as integers where exact
     for t in range(steps):
         past = prompt_len + t
         step = _run(f"decode {t}", template.at(past + 1), hardware)
         cycles[t], flops[t], hbm[t] = step.cycles, step.program.flops.sum(), step.program.hbm_bytes.sum()
-        step_totals = op_totals(step.program, step.timeline)
-        totals = step_totals if totals is None else totals + step_totals
+        totals.add(step.program, step.timeline)
         if t < trace_steps:
             result.traced_steps.append(step)
         if progress is not None:
             progress(t + 1, steps)
     result.decode_cycles, result.decode_flops, result.decode_hbm = cycles, flops, hbm
-    result.decode_ops = totals
+    result.decode_ops = totals.totals()
     return result
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from simulator.hardware import Hardware
 from simulator.program import Program
 from simulator.report import OpTotals, op_totals
+from simulator.step_totals import StepTotals
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
@@ -43,6 +44,7 @@ class StageFigures:
     kv_cache_bytes: int
     prefill_cycles: int  # one micro-batch's prefill on this stage alone
     decode_cycles: int  # the first decode step on this stage alone
+    prefill_work: tuple[int, int, int]  # one micro-batch's FLOPs, HBM bytes and link bytes per chip
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,10 @@ def pipeline_prefill(plans: list[StagePlan], micro_batches: int) -> Program:
 
 
 def pipeline_step(programs: list[Program]) -> Program:
-    """One decode step: the batch through the stages in turn."""
+    """One step (a decode, or a serving iteration's piece): the batch through the stages in turn;
+    one stage's program is itself."""
+    if len(programs) == 1:
+        return programs[0]
     return chain(programs, [Block(s, s - 1 if s else None) for s in range(len(programs))])
 
 
@@ -127,6 +132,7 @@ def stage_figures(plans: list[StagePlan], hw: Hardware, prompt_len: int) -> tupl
             p.stage.index, p.stage.layers.start, p.stage.layers.stop - 1, p.capacity.weights,
             p.capacity.kv_cache, run_program(p.prefill, hw).cycles,
             run_program(p.decode.at(prompt_len + 1), hw).cycles,
+            (int(p.prefill.flops.sum()), int(p.prefill.hbm_bytes.sum()), int(p.prefill.link_bytes.sum())),
         )  # fmt: skip
         for p in plans
     )
@@ -139,19 +145,18 @@ def decode_runs(
     """Every decode step's cycles, FLOPs and HBM bytes (over all stages), the summed op totals and
     the first steps' (program, timeline) pairs."""
     cycles, flops, hbm = (np.zeros(steps, np.int64) for _ in range(3))
-    totals: OpTotals | None = None
+    totals = StepTotals()
     first = []
     for t in range(steps):
         program = pipeline_step([p.decode.at(prompt_len + t + 1) for p in plans])
         timeline = run_program(program, hw)
         cycles[t], flops[t], hbm[t] = timeline.cycles, program.flops.sum(), program.hbm_bytes.sum()
-        step_totals = op_totals(program, timeline)
-        totals = step_totals if totals is None else totals + step_totals
+        totals.add(program, timeline)
         if t < 2:
             first.append((program, timeline))
         if progress is not None:
             progress(t + 1, steps)
-    return cycles, flops, hbm, totals, first
+    return cycles, flops, hbm, totals.totals(), first
 
 
 def largest(caps: list[Capacity]) -> Capacity:

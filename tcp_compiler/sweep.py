@@ -33,14 +33,23 @@ class Point:
     prompt_len: int
     gen_len: int
     dtype: str
+    pp: int = 1  # pipeline stages, each of `chips` tensor-parallel chips
 
 
 def grid(model: str, hw: str, chips: Sequence[int], batch: Sequence[int], prompt_len: Sequence[int],
-         gen_len: Sequence[int], dtype: Sequence[str]) -> list[Point]:  # fmt: skip
+         gen_len: Sequence[int], dtype: Sequence[str], pp: Sequence[int] = (1,)) -> list[Point]:  # fmt: skip
     """Every combination, in a stable order (the order of the options as given)."""
-    return [
-        Point(model, hw, *values) for values in itertools.product(chips, batch, prompt_len, gen_len, dtype)
-    ]
+    values = itertools.product(chips, batch, prompt_len, gen_len, dtype, pp)
+    return [Point(model, hw, *v) for v in values]
+
+
+def options_of(point) -> dict:
+    """A point's options for its hash; pp = 1 (no pipeline) is left out, so rows hashed before
+    pipeline parallelism existed keep their hashes."""
+    options = asdict(point)
+    if options.get("pp") == 1:
+        del options["pp"]
+    return options
 
 
 def point_hash(point: Point) -> str:
@@ -48,14 +57,14 @@ def point_hash(point: Point) -> str:
     digest = hashlib.sha256()
     model = load_model(point.model)
     digest.update(model.source.read_bytes())
-    hw = load_hardware(point.hw, point.chips)
+    hw = load_hardware(point.hw, point.chips * point.pp)
     digest.update(json.dumps(hw.to_dict(), sort_keys=True, default=str).encode())
-    digest.update(json.dumps(asdict(point), sort_keys=True).encode())
+    digest.update(json.dumps(options_of(point), sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
 
 COLUMNS = (
-    "hash", "model", "hw", "chips", "batch", "prompt_len", "gen_len", "dtype", "status", "error",
+    "hash", "model", "hw", "chips", "pp", "batch", "prompt_len", "gen_len", "dtype", "status", "error",
     "ttft_seconds", "tpot_seconds_mean", "tpot_seconds_first", "tpot_seconds_last", "throughput_tokens_per_s",
     "decode_tokens_per_s", "prefill_bound", "decode_bound", "weights_bytes", "kv_cache_bytes", "free_bytes",
 )  # fmt: skip
@@ -67,9 +76,9 @@ def run_point(point: Point) -> dict:
     try:
         row["hash"] = point_hash(point)
         config = load_model(point.model).config
-        hw = load_hardware(point.hw, point.chips)
+        hw = load_hardware(point.hw, point.chips * point.pp)
         sim = simulate_generation(config, hw, precision(point.dtype), point.batch, point.prompt_len,
-                                  point.gen_len, point.chips)  # fmt: skip
+                                  point.gen_len, point.chips, pp=point.pp)  # fmt: skip
         report = build_report(sim, top=1)
     except (TirError, TcpcError, SimulatorError) as e:
         row.update(status="failed", error=str(e))

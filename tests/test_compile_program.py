@@ -117,7 +117,7 @@ def test_a_prefill_too_big_for_hbm_is_refused_before_the_attention_rewrite(capsy
     def never(*args, **kwargs):
         raise AssertionError("the attention rewrite ran for a graph that cannot fit")
 
-    monkeypatch.setattr(pipeline, "choose_attention", never)
+    monkeypatch.setattr(pipeline, "rewrite_attention", never)
     assert main(["compile", "llama-3.1-8b", "--batch", "64", "--seq", "2048", "--emit", "program"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs at least" in err and "it would fit on 2 chips" in err

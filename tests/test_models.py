@@ -24,7 +24,7 @@ REQUIRED = {
     "gemma-3-1b", "gemma-3-27b", "mistral-7b-v0.1", "mixtral-8x7b",
     "gpt2", "opt-1.3b", "bloom-560m", "pythia-1.4b", "falcon-7b",
     "gemma-2-2b", "phi-3-mini-4k-instruct", "olmo-2-1124-7b", "starcoder2-3b", "granite-3.1-2b-instruct",
-    "smollm3-3b", "falcon-rw-1b",
+    "smollm3-3b", "falcon-rw-1b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3",
 }  # fmt: skip
 
 
@@ -53,7 +53,8 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
 def _group_tiles(cfg, group: int) -> bool:
     """Quantisation groups tile every projection's input: the hidden size, and a head's K whole or
     whole heads per group."""
-    return cfg.hidden % group == 0 and (cfg.head_dim % group == 0 or group % cfg.head_dim == 0)
+    heads = (cfg.mla.v_dim, cfg.mla.nope_dim) if cfg.mla is not None else (cfg.head_dim,)  # MLA's contracted
+    return cfg.hidden % group == 0 and all(k % group == 0 or group % k == 0 for k in heads)
 
 
 def _agrees(count: int, figure: str) -> bool:
@@ -77,12 +78,17 @@ def test_agreement_rule() -> None:
 
 
 def test_moe_active_parameters_match_the_card() -> None:
-    for name in ("qwen3-30b-a3b", "mixtral-8x7b"):
+    for name in ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3"):
         cfg = load_model(name).config
         built = build_prefill(cfg, PRECISIONS["bf16"], 1, 1)
         total = sum(p.type.numel for p in built.checkpoint_params())
         per_expert = 3 * cfg.hidden * cfg.moe.intermediate
-        inactive = len(cfg.layers) * (cfg.moe.experts - cfg.moe.top_k) * per_expert
+        if cfg.moe.expert_bias:
+            per_expert += 2 * cfg.moe.intermediate + cfg.hidden
+        moe_layers = sum(layer.moe for layer in cfg.layers)  # DeepSeek's first layers are dense
+        inactive = moe_layers * (cfg.moe.experts - cfg.moe.top_k) * per_expert
+        if name == "gpt-oss-20b":  # OpenAI counts the unembedding as active, not the embedding
+            inactive += cfg.vocab * cfg.hidden
         card = BY_FILE[f"{name}.json"]
         assert _agrees(total - inactive, card["active_params"]), name
 
@@ -146,6 +152,15 @@ LLAMA = json.loads((EXAMPLES / "llama-3.2-1b.json").read_text())
         (
             {"model_type": "bloom", "num_attention_heads": 30},
             "hidden_size (2048) must be a multiple of n_head (30)",
+        ),
+        ({"model_type": "gpt_oss"}, "missing field 'num_local_experts' (needed for gpt_oss models)"),
+        (
+            {"model_type": "gpt_oss", "num_local_experts": 2, "num_experts_per_tok": 4},
+            "num_experts_per_tok (4) exceeds num_local_experts (2)",
+        ),
+        (
+            {"model_type": "gpt_oss", "num_local_experts": 8, "num_experts_per_tok": 2, "swiglu_limit": -1},
+            "swiglu_limit: expected a number > 0",
         ),
     ],
 )

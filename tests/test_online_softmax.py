@@ -53,10 +53,13 @@ def test_prefill_with_padding_and_sliding_windows(block: int, rows: int | None) 
     _compare(built, feeds, block, rng, rows and ("Sq", rows))
 
 
-def test_decode_with_fully_masked_blocks() -> None:
-    """Sequence 1 sits at position 3 of a 16-slot cache: blocks 1-3 hold no visible key."""
+@pytest.mark.parametrize("config", ["plain", "attention sinks"])
+def test_decode_with_fully_masked_blocks(config: str) -> None:
+    """Sequence 1 sits at position 3 of a 16-slot cache: blocks 1-3 hold no visible key (with
+    gpt-oss's sinks, the sink's share of the softmax must survive the empty blocks)."""
     rng = np.random.default_rng(7)
-    cfg = read_model_config(RawConfig(TINY, "tiny.json"), "tiny")
+    raw = {"plain": TINY, "attention sinks": GPT_OSS}[config]
+    cfg = read_model_config(RawConfig(raw, "tiny.json"), "tiny")
     built = build_decode(cfg, PRECISIONS["f32"], 2, 15)
     feeds = {"ids": rng.integers(0, 64, (2, 1)), "pos": np.array([15, 3])}
     for n in built.graph.of_kind("input"):
@@ -163,3 +166,24 @@ def test_soft_capped_scores_run_as_online_softmax(rows: int | None) -> None:
     assert [m.kind for m in match.modifiers] == ["mul", "div", "tanh", "mul"]
     feeds = {"ids": rng.integers(0, 64, (2, 16)), "lengths": np.array([16, 5])}
     _compare(built, feeds, 4, rng, rows and ("Sq", rows))
+
+
+GPT_OSS = {
+    "model_type": "gpt_oss", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+    "sliding_window": 3, "num_local_experts": 4, "num_experts_per_tok": 2, "swiglu_limit": 0.5,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("rows", [None, 4])
+def test_attention_sinks_run_as_online_softmax(rows: int | None) -> None:
+    """gpt-oss's sink joins the max and the sum of the softmax: the rewrite folds it in after the
+    last key block, with padding, sliding windows and query tiles."""
+    rng = np.random.default_rng(5)
+    cfg = read_model_config(RawConfig(GPT_OSS, "tiny.json"), "tiny")
+    built = build_prefill(cfg, PRECISIONS["f32"], 2, 16, padded=True)
+    (match, _) = find_attention(built.graph)
+    assert match.sink is not None and match.sink.value.name == "model.layers.0.self_attn.sinks"
+    feeds = {"ids": rng.integers(0, 64, (2, 16)), "lengths": np.array([16, 5])}
+    _compare(built, feeds, 4, rng, rows and ("Sq", rows))
+

@@ -627,6 +627,14 @@ def test_moe_ops_equal_a_plain_numpy_moe(b, s, k, e, rng) -> None:
     assert list(np.sort(idx.ravel())) == list(idx.ravel()[slots])
 
 
+def test_dispatch_of_the_index_itself_gives_each_rows_expert() -> None:
+    """With every index axis in x, each slot reads its own element: dispatch(idx, idx) is the
+    expert of each sorted row (gpt-oss gathers its experts' biases by it)."""
+    idx = np.array([[2, 0], [0, 1], [2, 1]], np.int32)
+    g = unit("dispatch", T(I32, T=3, Kk=2), T(I32, T=3, Kk=2), axis="R")
+    np.testing.assert_array_equal(run(g, idx, idx), [0, 0, 1, 1, 2, 2])
+
+
 def test_grouped_einsum_refuses_counts_that_miss_rows(rng) -> None:
     g = unit("grouped_einsum", T(F32, R=4, D=3), T(F32, E=2, F=2, D=3), T(I32, E=2),
              eq="R D, E F D -> R F", group="E", top_k=1)  # fmt: skip
@@ -722,6 +730,16 @@ def test_all_gather(chips, rng) -> None:
     assert g["y"].type == T(F32, S=2, D=3 * chips)
     for out in spmd(g, xs):
         np.testing.assert_array_equal(out, np.concatenate(xs, axis=1))
+
+
+@covers("send")
+def test_send_hands_the_value_on_unchanged(rng) -> None:
+    """A pipeline stage's send: the next stage's graph takes the same tensor as its input."""
+    x = f32(rng, 2, 3)
+    g = unit("send", T(F32, S=2, D=3), stage=1)
+    out = spmd(g, [x])[0]
+    np.testing.assert_array_equal(out, x)
+    assert g["y"].type == T(F32, S=2, D=3)
 
 
 def test_collective_on_wrong_rank_count_raises(rng) -> None:

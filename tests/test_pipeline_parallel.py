@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simulator.hardware import load_hardware
@@ -20,7 +21,12 @@ from tcp_compiler.mapping.stage_chain import Block, chain
 from tcp_compiler.pipeline import CompileOptions, compile_phase
 from tcp_compiler.pipeline import run as run_program
 from tcp_compiler.reporting import build_report
+from tcp_compiler.serve import ServeOptions, serve
+from tcp_compiler.serve.costs import Buckets
+from tcp_compiler.serve.metrics import model_bound_cycles, summary
+from tcp_compiler.serve.workload import Request, lengths, synthetic
 from tcp_compiler.simulate import simulate_generation
+from tcp_compiler.sweep import Point, grid, options_of, point_hash, run_point
 
 MODEL = load_model("llama-3.2-1b").config  # 16 layers
 BF16 = PRECISIONS["bf16"]
@@ -59,7 +65,7 @@ def test_no_pipelined_phase_beats_its_bounds(tp: int, pp: int, batch: int) -> No
     sim = _sim(tp, pp, batch)
     hw, pipe = sim.hardware, sim.pipeline
     assert pipe is not None and pipe.micro_batches == min(batch, pp)
-    floor = phase_bound(MODEL, BF16, hw, tp * pp, batch, "prefill", 256).seconds * hw.clock_hz
+    floor = phase_bound(MODEL, BF16, hw, tp, batch, "prefill", 256, pp).seconds * hw.clock_hz
     assert sim.prefill.cycles >= floor
     slowest = max(s.prefill_cycles for s in pipe.stages)
     assert sim.prefill.cycles >= pipe.micro_batches * slowest
@@ -67,7 +73,7 @@ def test_no_pipelined_phase_beats_its_bounds(tp: int, pp: int, batch: int) -> No
     # main-context time; the stages of one micro-batch do not overlap beyond weight prefetch
     assert sim.prefill.cycles >= 0.95 * sum(s.prefill_cycles for s in pipe.stages)
     for t, cycles in enumerate(sim.decode_cycles):
-        floor = phase_bound(MODEL, BF16, hw, tp * pp, batch, "decode", 256 + t + 1).seconds * hw.clock_hz
+        floor = phase_bound(MODEL, BF16, hw, tp, batch, "decode", 256 + t + 1, pp).seconds * hw.clock_hz
         assert cycles >= floor
     assert sim.decode_cycles[0] >= 0.95 * sum(s.decode_cycles for s in pipe.stages)
 
@@ -123,3 +129,45 @@ def test_bad_pipeline_arguments_are_one_line_exit_2(args: list[str], expected: s
     assert main(["simulate", "llama-3.2-1b", "--prompt-len", "32", "--gen-len", "2", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert expected in err and "\n" not in err and "Traceback" not in err
+
+
+def test_serving_one_request_on_stages_matches_simulate() -> None:
+    """One request over 2 stages: the server times each stage's program alone and adds them; tcpc
+    simulate runs them joined, where the second stage's first weights stream in during the first
+    stage's work. The two agree to a few percent, the joined run never slower."""
+    hw, prompt, gen = load_hardware("rngd", 2), 96, 8
+    request = [Request(0, 0.0, prompt, gen)]
+    exact = ServeOptions(buckets=Buckets.exact())
+    result = serve(MODEL, hw, BF16, request, exact, CompileOptions(chips=1), pp=2)
+    sim = simulate_generation(MODEL, hw, BF16, 1, prompt, gen, 1, pp=2)
+    cycles = result.iterations.array("cycles")
+    joined = np.array([sim.prefill.cycles, *sim.decode_cycles])
+    assert (joined <= cycles).all() and (cycles <= 1.03 * joined).all()
+    assert result.chips == 2
+    assert (cycles >= model_bound_cycles(result)).all()
+
+
+def test_virtual_engines_keep_both_stages_busy() -> None:
+    """With 2 stages the server runs 2 virtual engines: their iterations overlap (one per stage),
+    so the run is shorter than its iterations back to back and faster than one engine would be,
+    yet never faster than the config-only bound over both chips allows."""
+    hw = load_hardware("rngd", 2)
+    requests = synthetic(24, lengths("64"), lengths("24"), None, True, 0)
+    closed = ServeOptions(concurrency=8)
+    result = serve(MODEL, hw, BF16, requests, closed, CompileOptions(chips=1), pp=2)
+    figures = summary(result)
+    spans = result.iterations.array("duration_s")
+    assert figures["duration_s"] < 0.8 * spans.sum()
+    cycles, bound = result.iterations.array("cycles"), model_bound_cycles(result)
+    assert (cycles >= bound).all()
+    tokens = result.iterations.array("decodes") + result.iterations.array("prefill_tokens")
+    assert figures["throughput_total_tokens_per_s"] <= tokens.sum() / hw.seconds(bound.sum())
+
+
+def test_sweep_rows_carry_pp_and_keep_one_stage_hashes() -> None:
+    one, two = grid("llama-3.2-1b", "rngd", [1], [2], [64], [3], ["bf16"], [1, 2])
+    assert (one.pp, two.pp) == (1, 2)
+    assert "pp" not in options_of(one) and options_of(two)["pp"] == 2
+    assert point_hash(one) == point_hash(Point("llama-3.2-1b", "rngd", 1, 2, 64, 3, "bf16"))
+    row = run_point(two)
+    assert row["status"] == "ok" and row["pp"] == 2 and row["ttft_seconds"] > 0

@@ -96,10 +96,13 @@ def test_sweep_help_describes_every_list_option(capsys) -> None:
     with contextlib.suppress(SystemExit):
         main(["sweep", "--help"])
     help_text = capsys.readouterr().out
-    for flag in ("--batch", "--prompt-len", "--gen-len", "--chips", "--dtype"):
-        line = next(line for line in help_text.splitlines() if line.strip().startswith(flag))
-        described = line.split(maxsplit=2)
-        assert len(described) == 3 and "comma-separated" in described[2], line
+    lines = help_text.splitlines()
+    for flag in ("--batch", "--prompt-len", "--gen-len", "--chips", "--pp", "--dtype"):
+        start = next(i for i, line in enumerate(lines) if line.strip().startswith(flag))
+        # the option's help: its line and the indented ones after it, up to the next option
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].strip().startswith("-")), len(lines))
+        described = " ".join(line.strip() for line in lines[start:end])
+        assert "comma-separated" in described, described
 
 
 def test_a_failed_sweep_point_is_one_line_and_its_file_row_whole(monkeypatch, tmp_path: Path, capsys) -> None:

@@ -324,12 +324,6 @@ CASES = [
         "%i must be an integer index, got f32",
     ),
     case(
-        "dispatch without a slot axis",
-        "%x = input() : f32[T=2, D=4]\n%i = input() : i32[T=2]\n"
-        "%y = dispatch(%x, %i) {axis = R} : f32[R=2, D=4]",
-        "%i : i32[T=2] has no slot axis",
-    ),
-    case(
         "bincount declared as float",
         "%i = input() : i32[T=2, Kk=2]\n%y = bincount(%i) : f32[E=4]",
         "bincount gives a 1-axis integer count, not f32[E=4]",
@@ -486,6 +480,11 @@ CASES = [
         "all_gather chips of wrong type",
         "%a = input() : f32[D=6]\n%y = all_gather(%a) {axis = D, chips = 2.0} : f32[D=12]",
         "attribute 'chips' must be an integer, got 2.0",
+    ),
+    case(
+        "send to stage 0",
+        "%a = input() : f32[D=6]\n%y = send(%a) {stage = 0} : f32[D=6]",
+        "stage must be at least 1, got 0",
     ),
     case(
         "all_reduce zero chips",

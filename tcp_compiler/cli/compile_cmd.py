@@ -98,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
     if args.emit == "ir":
         built = build(model.config, prec, args.phase, length, options, options.chips_on(hw))
         return _write(args.output, ir.print_graph(built.graph), built)
-    compiled = compile_phase(model.config, hw, prec, args.phase, length, options)
+    # The final graph is printed whole: copying repeated layers' programs would leave them out of it.
+    whole = args.emit == "ir-final"
+    compiled = compile_phase(model.config, hw, prec, args.phase, length, options, replicate=not whole)
     if args.emit == "ir-final":
         text = ir.print_graph(compiled.graph)
     else:

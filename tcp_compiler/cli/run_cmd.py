@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.checkpoint}: run needs a checkpoint directory with *.safetensors weights")
     cfg = model.config
     check_args(args, cfg.vocab, cfg.max_positions)
-    prec = precision(args.dtype, args.group_size) if args.dtype else checkpoint_precision(cfg.dtype)
+    stored = model.scheme.format if model.scheme is not None else None
+    prec = precision(args.dtype, args.group_size) if args.dtype else checkpoint_precision(cfg.dtype, stored)
     result = generate(
         cfg,
         model.checkpoint.load,

@@ -11,8 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from simulator.hardware import load_hardware
-from tcp_compiler.cli import arg_types
+from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.errors import CliError
@@ -49,14 +48,7 @@ def add_parser(subparsers) -> None:
         help=f"config.json, checkpoint dir or bundled name: {', '.join(bundled_models())}",
     )
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
-    p.add_argument(
-        "--tp",
-        "--chips",
-        dest="chips",
-        type=arg_types.chips,
-        metavar="T",
-        help="tensor-parallel chips of the spec's kind (default: its count)",
-    )
+    parallel.add_arguments(p, micro_batches=False)
     p.add_argument("--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision (default bf16)")
     p.add_argument("--kv-dtype", choices=sorted(KV_DTYPES), help="KV cache dtype (default: the precision's)")
     work = p.add_argument_group("requests")
@@ -183,7 +175,7 @@ def _seconds(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--json": args.json}, {"--plot": args.plot})
     model = load_model(args.model)
-    hw = load_hardware(args.hw, args.chips)
+    hw, tp = parallel.system(args)
     prec = precision(args.dtype, kv_dtype=args.kv_dtype)
     if args.trace_file:
         if args.rate is not None or args.concurrency is not None:
@@ -207,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     bar = _Bar()
     try:
         result = serve(
-            model.config, hw, prec, requests, options, CompileOptions(chips=args.chips), bar.update
+            model.config, hw, prec, requests, options, CompileOptions(chips=tp), bar.update, pp=args.pp
         )
     finally:
         bar.stop()
@@ -235,6 +227,7 @@ def _run_info(result: ServeResult, args: argparse.Namespace) -> dict:
         "model": result.config.name,
         "hardware": result.hardware.name,
         "chips": result.chips,
+        "pp": args.pp,
         "dtype": result.precision.name,
         "kv_dtype": result.precision.kv.name,
         "scheduler": result.options.scheduler,

@@ -30,11 +30,12 @@ def check_args(args: argparse.Namespace) -> None:
             raise CliError("--serve needs --rate R,... or --concurrency C,... (the loads to sweep)")
         if len(args.requests) != 1 or args.batch != [1]:
             raise CliError("--serve takes one --requests count and no --batch (the scheduler forms batches)")
-        lists = (args.prompt_len, args.gen_len, args.dtype, args.chips or [1], args.rate + args.concurrency)
+        lists = (args.prompt_len, args.gen_len, args.dtype, args.chips or [1], args.pp,
+                 args.rate + args.concurrency)  # fmt: skip
     else:
         if args.rate or args.concurrency:
             raise CliError("--rate and --concurrency sweep serving runs: add --serve")
-        lists = (args.batch, args.prompt_len, args.gen_len, args.dtype, args.chips or [1])
+        lists = (args.batch, args.prompt_len, args.gen_len, args.dtype, args.chips or [1], args.pp)
     points = math.prod(len(v) for v in lists)
     if points > MAX_POINTS:
         raise CliError(f"the grid has {points:,} points; a sweep runs at most {MAX_POINTS:,}")
@@ -71,8 +72,12 @@ def add_parser(subparsers) -> None:
         help="generated tokens, comma-separated (default 128)",
     )  # fmt: skip
     p.add_argument(
-        "--chips", type=arg_types.integers(1, arg_types.MAX_CHIPS), metavar="N,...",
-        help="tensor-parallel chips, comma-separated (default: the spec's chip count)",
+        "--chips", "--tp", dest="chips", type=arg_types.integers(1, arg_types.MAX_CHIPS), metavar="N,...",
+        help="comma-separated tensor-parallel chips per pipeline stage (default: the spec's count)",
+    )  # fmt: skip
+    p.add_argument(
+        "--pp", type=arg_types.integers(1, arg_types.MAX_CHIPS), default=[1], metavar="P,...",
+        help="pipeline stages, comma-separated (default 1): each point runs on chips x stages",
     )  # fmt: skip
     p.add_argument(
         "--dtype", type=_dtypes, default=["bf16"], metavar="D,...",
@@ -107,10 +112,11 @@ def run(args: argparse.Namespace) -> int:
     chips = args.chips or [hw.chips]
     if args.serve:
         points: list = serve_grid(args.model, args.hw, chips, args.dtype, args.requests[0], args.prompt_len,
-                                  args.gen_len, args.rate, args.concurrency)  # fmt: skip
+                                  args.gen_len, args.rate, args.concurrency, args.pp)  # fmt: skip
         run_row, columns, shown = run_serve_point, SERVE_COLUMNS, SERVE_SHOWN
     else:
-        points = grid(args.model, args.hw, chips, args.batch, args.prompt_len, args.gen_len, args.dtype)
+        points = grid(args.model, args.hw, chips, args.batch, args.prompt_len, args.gen_len, args.dtype,
+                      args.pp)  # fmt: skip
         run_row, columns, shown = run_point, COLUMNS, SHOWN
     jobs = args.jobs or min(len(points), os.cpu_count() or 1)
     if jobs < 1:
@@ -145,8 +151,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed == len(rows) else 0
 
 
-SHOWN = (  # column, header, format
-    ("chips", "chips", str), ("batch", "batch", str), ("prompt_len", "prompt", str), ("gen_len", "gen", str),
+SHOWN = (  # column, header, format (pp: shown when a row has stages)
+    ("chips", "chips", str), ("pp", "pp", str), ("batch", "batch", str), ("prompt_len", "prompt", str),
+    ("gen_len", "gen", str),
     ("dtype", "dtype", str), ("ttft_seconds", "TTFT ms", lambda v: f"{float(v) * 1e3:.3f}"),
     ("tpot_seconds_mean", "TPOT ms", lambda v: f"{float(v) * 1e3:.3f}"),
     ("throughput_tokens_per_s", "tok/s", lambda v: f"{float(v):.1f}"),
@@ -154,7 +161,8 @@ SHOWN = (  # column, header, format
 
 
 SERVE_SHOWN = (  # column, header, format
-    ("chips", "chips", str), ("dtype", "dtype", str), ("prompt_len", "prompt", str), ("gen_len", "gen", str),
+    ("chips", "chips", str), ("pp", "pp", str), ("dtype", "dtype", str), ("prompt_len", "prompt", str),
+    ("gen_len", "gen", str),
     ("rate", "req/s", str), ("concurrency", "clients", str),
     ("throughput_output_tokens_per_s", "out tok/s", lambda v: f"{float(v):,.0f}"),
     ("ttft_p50_s", "TTFT p50 ms", lambda v: f"{float(v) * 1e3:.1f}"),
@@ -166,7 +174,9 @@ SERVE_SHOWN = (  # column, header, format
 
 def _print(rows: list[dict], shown: tuple, saved: bool) -> None:
     """One line per point: a failed point's error is cut to the line (its row in --csv and --json
-    holds all of it)."""
+    holds all of it). The pp column appears when some point has pipeline stages."""
+    if all(r.get("pp", 1) == 1 for r in rows):
+        shown = tuple(c for c in shown if c[0] != "pp")
     cells = [
         [*(fmt(r[column]) if r[column] != "" else "-" for column, _, fmt in shown),
          "ok" if r["status"] == "ok" else f"failed: {status_line(r['error'])}"]

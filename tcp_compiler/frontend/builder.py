@@ -26,14 +26,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ir import F32, I32, Axis, DType, Graph, Node, TensorType
+from ir import F32, FP8E4M3, I32, U4, Axis, DType, Graph, Node, TensorType
 from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend import mla
 from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.masks import DecodeMasks, PrefillMasks
 from tcp_compiler.frontend.positions import alibi_slopes, sinusoidal_table
 from tcp_compiler.frontend.precision import Precision
-from tcp_compiler.frontend.quantize import group_split, quantise
+from tcp_compiler.frontend.routing import route, shared_expert
 from tcp_compiler.frontend.stages import Stage, whole_model
+from tcp_compiler.frontend.weight_format import Layout, Parts, WeightFormat, compress, layout, quantise
 
 Getter = Callable[[str], np.ndarray]
 Cut = Callable[[np.ndarray, int], np.ndarray]  # (whole Hugging Face tensor, rank) -> the rank's part
@@ -264,6 +266,22 @@ def _graph_name(cfg: ModelConfig, phase: str, stage: Stage) -> str:
     return f"{cfg.name}.{phase}" if stage.count == 1 else f"{cfg.name}.{phase}.stage{stage.index}"
 
 
+def _parts_maker(fmt: WeightFormat, lay: Layout, make: Callable[[Getter, int], np.ndarray]):
+    """(get, rank) -> the rank's weight in `fmt`: the checkpoint's stored parts (read as
+    `tensor:codes`, `:scale`, `:zero`, each through `make` so they are cut as the weight is), or
+    its float shard quantised."""
+    if not fmt.stored:
+        return lambda get, rank: quantise(make(get, rank), fmt, lay)
+
+    def stored(get: Getter, rank: int) -> Parts:
+        def part(suffix: str) -> np.ndarray:
+            return make(lambda tensor: get(f"{tensor}:{suffix}"), rank)
+
+        return Parts(part("codes"), part("scale"), part("zero") if fmt.zero else None)
+
+    return stored
+
+
 def _layer_of_name(name: str) -> int:
     head = name.split(".")[0]
     return int(head[1:]) if head.startswith("l") and head[1:].isdigit() else -1
@@ -292,6 +310,7 @@ class _Builder:
         self.batch, self.seq, self.positions = batch, seq, positions
         self.bindings: dict[str, Binding] = {}
         self._ropes: dict[str, Node] = {}
+        self.post_scales: dict[str, Node] = {}  # w8a8 weight -> its scales, applied after the einsum
         self.windows: set[int] = set()  # sliding windows whose KV caches are rings
         self.packed = False  # positions are per token [B, S] (packed documents), not an iota
 
@@ -339,10 +358,11 @@ class _Builder:
             return self.g[name]
         return self.g.add("cast", x, name=name, type=x.type.with_dtype(dtype))
 
-    def einsum(self, *operands: Node, eq: str, name: str) -> Node:
-        """An einsum accumulating in f32, as the contraction engine does for float operands."""
+    def einsum(self, *operands: Node, eq: str, name: str, dtype: DType = F32) -> Node:
+        """An einsum accumulating in f32 (float operands) or i32 (w8a8's int8), as the contraction
+        engine does."""
         sizes = {a.name: a.size for x in operands for a in x.type.axes}
-        out = TensorType.from_pairs(F32, [(n, sizes[n]) for n in eq.split("->")[1].split()])
+        out = TensorType.from_pairs(dtype, [(n, sizes[n]) for n in eq.split("->")[1].split()])
         return self.g.add("einsum", *operands, name=name, eq=eq, type=out)
 
     def param(self, name: str, dtype: DType, axes: dict[str, int], binding: Binding) -> Node:
@@ -385,47 +405,79 @@ class _Builder:
         sources: Sequence[str] | None = None,
         make: Callable[[Getter, int], np.ndarray] | None = None,
         cut: Cut = _whole,
+        scaled_after: bool = False,
     ) -> Weight:
-        """A projection weight, dequantised when integer; returns (operand, contracted axes, split).
+        """A projection weight in the precision's weight format, dequantised as it is fetched;
+        returns (operand, contracted axes, split).
 
-        `make` gives a rank's float weight (by default this rank's `cut` of the tensor `name`);
-        integer weights quantise that shard, so sharding happens before quantising.
+        `make` gives a rank's float weight (by default this rank's `cut` of the tensor `name`). A
+        format quantises that shard, or, when the checkpoint stores the format, reads the stored
+        parts (`name:codes`, `:scale`, `:zero`, expanded to one value per element) through the same
+        `make`, so scales and zero points are cut exactly as their weight is.
 
-        Integer weights have one scale per group of `group_size` consecutive input elements (the
-        contracted axes are the trailing ones of a Hugging Face [out, in] layout). The group
-        boundary falls inside one contracted axis A, which splits into `Ag` x `Ai`; `split` is
-        (A, size of Ai) so the caller splits the activation the same way.
+        The format's blocks (weight_format.layout) split a blocked axis A into `Ag` x `Ai`; on the
+        contracted side `split` is (A, size of Ai) so the caller splits the activation the same
+        way; a split output side is merged back after dequantising (a free view). With
+        `scaled_after` a format that quantises activations (w8a8) returns its integer codes and
+        leaves its scales in `self.post_scales` for the caller to apply after the einsum.
         """
         if make is None:
             found, shape = self.cfg.tensors.source(name), tuple(axes.values())
             sources = found.tensors
             make = lambda get, rank: cut(found.load(get), rank).reshape(shape)  # noqa: E731
         sources = tuple(sources or (name,))
-        p = self.p
-        if not p.quantised:
-            return self.param(name, p.weight, axes, Binding(sources, make)), tuple(contract), None
-        axis, inner = group_split(name, axes, contract, p.group_size)
-        split_axes: dict[str, int] = {}
-        for a, n in axes.items():
-            split_axes.update({f"{axis}g": n // inner, f"{axis}i": inner} if a == axis else {a: n})
-        within = set(contract[list(contract).index(axis) + 1 :]) | {f"{axis}i"}
-        scale_axes = {a: n for a, n in split_axes.items() if a not in within}
-        q_shape, s_shape, group = tuple(split_axes.values()), tuple(scale_axes.values()), p.group_size
-        q = self.param(
-            name,
-            p.weight,
-            split_axes,
-            Binding(sources, lambda get, rank: quantise(make(get, rank), group)[0].reshape(q_shape)),
-        )
-        s = self.param(
-            f"{name}.scale",
-            p.act,
-            scale_axes,
-            Binding(sources, lambda get, rank: quantise(make(get, rank), group)[1].reshape(s_shape)),
-        )
-        deq = self.g.add("mul", self.to(q, p.act), s, name=f"{q.name}.dequant")
-        grouped = tuple(c2 for c in contract for c2 in ((f"{axis}g", f"{axis}i") if c == axis else (c,)))
-        return deq, grouped, (axis, inner)
+        p, fmt = self.p, self.p.format
+        if fmt is None or not fmt.applies(name):
+            dtype = p.weight if fmt is None else p.act
+            return self.param(name, dtype, axes, Binding(sources, make)), tuple(contract), None
+        lay = layout(name, fmt, axes, contract)
+        parts = _parts_maker(fmt, lay, make)
+        shape = tuple(lay.codes.values())
+
+        def codes(get: Getter, rank: int) -> np.ndarray:
+            return parts(get, rank).codes.reshape(shape)
+
+        def per_block(part: str) -> Binding:
+            def made(get: Getter, rank: int) -> np.ndarray:
+                return compress(getattr(parts(get, rank), part), lay, name, part)
+
+            return Binding(sources, made)
+
+        q = self.param(name, fmt.codes, lay.codes, Binding(sources, codes))
+        s = self.param(f"{name}.scale", fmt.scale, lay.scales, per_block("scale"))
+        z = self.param(f"{name}.zero", U4, lay.scales, per_block("zero")) if fmt.zero else None
+        grouped = tuple(contract)
+        if lay.split is not None:
+            axis = lay.split[0]
+            grouped = tuple(c2 for c in contract for c2 in ((f"{axis}g", f"{axis}i") if c == axis else (c,)))
+        if scaled_after and fmt.act_quant:
+            self.post_scales[name] = s
+            return q, grouped, lay.split
+        return self.dequantise(q, s, z, fmt, lay), grouped, lay.split
+
+    def dequantise(self, q: Node, s: Node, z: Node | None, fmt: WeightFormat, lay: Layout) -> Node:
+        """(table[q] or q, minus the zero point) x scale, in the operand dtype: the Fetch Adapter's
+        lookup (fp4 -> fp8), casts and integer zero-point subtraction, then the scale multiply."""
+        g, name = self.g, q.name
+        work = self.p.act if fmt.scale == self.p.act else F32  # the VE multiplies in f32
+        if fmt.table:
+            table = self.lookup_table(fmt.table)
+            x = self.to(g.add("gather", table, q, name=f"{name}.decoded", axis="C"), work)
+        elif z is not None:
+            x = self.to(g.add("sub", self.to(q, I32), self.to(z, I32), name=f"{name}.centred"), work)
+        else:
+            x = self.to(q, work)
+        x = g.add("mul", x, self.to(s, work), name=f"{name}.dequant")
+        if lay.out_split is not None:
+            x = g.add("reshape", x, name=f"{name}.merged", type=TensorType.of(work, **lay.merged))
+        return self.to(x, self.p.act)
+
+    def lookup_table(self, values: tuple[float, ...]) -> Node:
+        """The codes' values as a const [C] in fp8 (the Fetch Adapter's fp4 -> fp8 table)."""
+        name = "fp4e2m1.table"
+        if name not in self.g:
+            self.g.add("const", name=name, type=TensorType.of(FP8E4M3, C=len(values)), values=list(values))
+        return self.g[name]
 
     def split_groups(self, x: Node, split: tuple[str, int] | None) -> Node:
         """Splits x's axis A into [Ag, Ai] (a free view) to meet a group-quantised weight."""
@@ -453,15 +505,39 @@ class _Builder:
     ) -> Node:
         """x times the weight `name`; with `bias` (its cut), plus the `.bias` twin of the weight over
         the weight's output axes."""
-        w, _, split = self.weight(name, axes, contract, cut=cut)
-        x = self.to(self.split_groups(x, split), w.type.dtype)
+        w, grouped, split = self.weight(name, axes, contract, cut=cut, scaled_after=True)
+        x = self.split_groups(x, split)
+        post = self.post_scales.get(w.name)
+        if post is None:
+            x = self.to(x, w.type.dtype)
+        else:
+            x, x_scale = self.quantise_rows(x, grouped, w.type.dtype)
         eq = f"{' '.join(x.type.names)}, {' '.join(w.type.names)} -> {' '.join(out)}"
-        y = self.einsum(x, w, name=label, eq=eq)
+        y = self.einsum(x, w, name=label, eq=eq, dtype=F32 if post is None else I32)
+        if post is not None:  # integer sums, scaled back per token and per output channel
+            y = self.g.add("mul", self.to(y, F32), x_scale, name=f"{label}.xs")
+            y = self.g.add("mul", y, self.to(post, F32), name=f"{label}.ws")
         if bias is None:
             return y
         bias_axes = {a: n for a, n in axes.items() if a not in contract}
         b = self.tensor(name.removesuffix(".weight") + ".bias", self.p.table, bias_axes, bias)
         return self.g.add("add", y, self.to(b, F32), name=f"{label}_b")
+
+    def quantise_rows(self, x: Node, contract: Sequence[str], dtype: DType) -> tuple[Node, Node]:
+        """x as `dtype` integers with one dynamic scale per token (its largest |x| over the
+        contracted axes maps to the largest code), as w8a8 kernels quantise activations; returns
+        (codes, f32 scales). Computed once however many projections read x."""
+        g, tag = self.g, f"{x.name}.{dtype}.rows"
+        if tag not in g:
+            xf = self.to(x, F32)
+            top = g.add("reduce", g.add("abs", xf, name=f"{tag}.abs"), name=f"{tag}.max", op="max",
+                        axes=list(contract))  # fmt: skip
+            limit = self.const(float(2 ** (dtype.bits - 1) - 1))
+            step = g.add("div", top, limit, name=f"{tag}.step")
+            step = g.add("max", step, self.const(1e-30), name=f"{tag}.scale")
+            scaled = g.add("div", xf, step, name=f"{tag}.scaled")
+            g.add("cast", scaled, name=tag, type=xf.type.with_dtype(dtype))
+        return g[tag], g[f"{tag}.scale"]
 
     # -- layers --------------------------------------------------------------------------------
     def embed(self, ids: Node, pos: Node) -> Node:
@@ -498,8 +574,11 @@ class _Builder:
         axes = {"Pos": cfg.max_positions, "D": cfg.hidden}  # not P: that is the KV length
         return self.tensor("model.embed_positions.weight", self.p.table, axes)
 
-    def norm(self, x: Node, axis: str, prefix: str, label: str, kind: str | None = None) -> Node:
-        """The model's norm (or `kind`) over `axis`, with weight `{prefix}.weight` (and `.bias`)."""
+    def norm(
+        self, x: Node, axis: str, prefix: str, label: str, kind: str | None = None, eps: float | None = None
+    ) -> Node:
+        """The model's norm (or `kind`) over `axis`, with weight `{prefix}.weight` (and `.bias`);
+        `eps` where a norm has its own (DeepSeek's low-rank norms)."""
         cfg, g = self.cfg, self.g
         n = x.type.size(axis)
         kind = kind or cfg.norm
@@ -510,9 +589,8 @@ class _Builder:
         sq = g.add("mul", x, x, name=f"{label}.sq")
         total = g.add("reduce", sq, name=f"{label}.sum", op="sum", axes=[axis])
         mean = g.add("mul", total, self.const(1.0 / n), name=f"{label}.mean")
-        rstd = g.add(
-            "rsqrt", g.add("add", mean, self.const(cfg.norm_eps), name=f"{label}.var"), name=f"{label}.rstd"
-        )
+        epsilon = self.const(cfg.norm_eps if eps is None else eps)
+        rstd = g.add("rsqrt", g.add("add", mean, epsilon, name=f"{label}.var"), name=f"{label}.rstd")
         unit = g.add("mul", x, rstd, name=f"{label}.unit")
         w = self.to(self.tensor(f"{prefix}.weight", self.p.table, {axis: n}), F32)
         if cfg.norm_offset:
@@ -639,7 +717,12 @@ class _Builder:
         self, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None, reduce: bool = True
     ):
         """This chip's heads: column-parallel Q/K/V, row-parallel o_proj summed over the chips
-        (by the caller when `reduce` is False, as a parallel block sums attention and MLP first)."""
+        (by the caller when `reduce` is False, as a parallel block sums attention and MLP first);
+        DeepSeek's latent attention in tcp_compiler.frontend.mla (per-head K/V expanded from the
+        latent in prefill, kv_b_proj absorbed into the query and output in decode)."""
+        if self.cfg.mla is not None:
+            o, latent_cache, rope_cache = mla.attention(self, i, layer, x, pos, masks, past)
+            return (self.all_reduce(o, f"l{i}.o.sum") if reduce else o), latent_cache, rope_cache
         cfg, g, p, sh = self.cfg, self.g, self.p, self.sh
         pre = f"model.layers.{i}.self_attn"
         D, H, Hkv, K, G = cfg.hidden, sh.heads, sh.kv_heads, cfg.head_dim, sh.groups
@@ -708,7 +791,8 @@ class _Builder:
         return (self.all_reduce(o, f"l{i}.o.sum") if reduce else o), k_cache, v_cache
 
     def attend(self, i: int, q: Node, keys: Node, values: Node, mask: Node, pos: Node) -> Node:
-        """Softmax(q k^T * scale [+ ALiBi], masked) v with K/V broadcast over the group axis G.
+        """Softmax(q k^T * scale [+ ALiBi], masked [, beside gpt-oss's sink]) v with K/V broadcast
+        over the group axis G.
         The key axis is the keys' third (Sk, or a sliding window's ring of slots)."""
         cfg, g, p = self.cfg, self.g, self.p
         sk = keys.type.names[2]
@@ -720,8 +804,14 @@ class _Builder:
             s = self.softcap(s, cfg.attn_softcap, f"l{i}.capped")
         s = g.add("where", mask, s, self.const(-float("inf")), name=f"l{i}.masked")
         top = g.add("reduce", s, name=f"l{i}.max", op="max", axes=[sk])
+        sink = self.sink(i) if cfg.attn_sinks else None
+        if sink is not None:  # gpt-oss: one more logit per head, with no value (see sink)
+            top = g.add("max", top, sink, name=f"l{i}.max_sink")
         e = g.add("exp", g.add("sub", s, top, name=f"l{i}.shifted"), name=f"l{i}.exp")
         total = g.add("reduce", e, name=f"l{i}.sum", op="sum", axes=[sk])
+        if sink is not None:
+            sink_e = g.add("exp", g.add("sub", sink, top, name=f"l{i}.sink_shifted"), name=f"l{i}.sink_exp")
+            total = g.add("add", total, sink_e, name=f"l{i}.sum_sink")
         probs = g.add("div", e, total, name=f"l{i}.probs")
         out = self.einsum(
             self.to(probs, p.kv),
@@ -733,6 +823,14 @@ class _Builder:
         return g.add(
             "reshape", self.to(out, F32), name=f"l{i}.attn_heads", type=TensorType.of(F32, B=B, H=H, S=S, K=K)
         )
+
+    def sink(self, i: int) -> Node:
+        """[Hkv, G] f32: layer i's learned sink logit per head (this chip's heads). It joins the
+        softmax's max and sum as a key with no value, so each row's weights sum to less than 1."""
+        sh = self.sh
+        axes = {"Hkv": sh.kv_heads, "G": sh.groups}
+        w = self.tensor(f"model.layers.{i}.self_attn.sinks", self.p.table, axes, sh.column)
+        return self.to(w, F32)
 
     def kv_axis_names(self, window: int | None) -> tuple[str, str]:
         """(cache axis, key axis) of a layer: P and Sk, or for a sliding window of W tokens its own
@@ -826,7 +924,8 @@ class _Builder:
         return self.all_reduce(down, f"l{i}.down.sum") if reduce else down
 
     def moe(self, i: int, x: Node, reduce: bool = True) -> Node:
-        """Router softmax, top-k (renormalised where the family does), then experts grouped by token.
+        """Router softmax, top-k (renormalised where the family does; gpt-oss: top-k of the logits,
+        then a softmax over them), then experts grouped by token.
 
         As real MoE kernels do: `dispatch` orders the T x k routed slots' token rows by expert,
         `bincount` gives each expert's row count, each projection is a `grouped_einsum` of those
@@ -835,13 +934,18 @@ class _Builder:
         weighted by its routing weights. Every chip routes (the router is replicated) and holds a
         1/chips slice of every expert's width; the combined partial sums join over the chips.
         """
-        cfg, g, sh = self.cfg, self.g, self.sh
+        cfg, g = self.cfg, self.g
         moe = cfg.moe
         assert moe is not None
-        D, F, E = cfg.hidden, sh.moe_intermediate, moe.experts
+        D, E = cfg.hidden, moe.experts
         router = self.linear(
-            x, moe.router_name.format(i=i), {"E": E, "D": D}, ["D"], ["B", "S", "E"], f"l{i}.router"
-        )
+            x, moe.router_name.format(i=i), {"E": E, "D": D}, ["D"], ["B", "S", "E"], f"l{i}.router",
+            bias=_whole if moe.router_bias else None,
+        )  # fmt: skip
+        if moe.softmax_after_top_k:
+            return self.experts(i, x, *self.top_k_softmax(i, router), reduce)
+        if moe.scoring == "sigmoid":
+            return self.experts(i, x, *route(self, i, router), reduce)
         top = g.add("reduce", router, name=f"l{i}.router.max", op="max", axes=["E"])
         e = g.add("exp", g.add("sub", router, top, name=f"l{i}.router.shifted"), name=f"l{i}.router.exp")
         probs = g.add(
@@ -855,37 +959,101 @@ class _Builder:
         if moe.normalize_top_k:
             total = g.add("reduce", weights, name=f"l{i}.expert_weights.sum", op="sum", axes=["Kk"])
             weights = g.add("div", weights, total, name=f"l{i}.expert_weights.norm")
+        return self.experts(i, x, idx, weights, reduce)
+
+    def top_k_softmax(self, i: int, router: Node) -> tuple[Node, Node]:
+        """gpt-oss's routing: the top-k router logits, then a softmax over those k only (the same
+        weights as a softmax over all experts renormalised over the k, in k exps, not E)."""
+        g, k = self.g, self.cfg.moe.top_k
+        idx = g.add("topk", router, name=f"l{i}.experts", axis="E", k=k, new_axis="Kk")
+        logits = g.add("gather", router, idx, name=f"l{i}.expert_logits", axis="E")
+        top = g.add("reduce", logits, name=f"l{i}.expert_logits.max", op="max", axes=["Kk"])
+        shifted = g.add("sub", logits, top, name=f"l{i}.expert_logits.shifted")
+        e = g.add("exp", shifted, name=f"l{i}.expert_exp")
+        total = g.add("reduce", e, name=f"l{i}.expert_exp.sum", op="sum", axes=["Kk"])
+        return idx, g.add("div", e, total, name=f"l{i}.expert_weights")
+
+    def experts(self, i: int, x: Node, idx: Node, weights: Node, reduce: bool) -> Node:
+        """The routed experts of layer i: x's rows for slots `idx` [B, S, Kk] through each chosen
+        expert's gated MLP, summed with `weights` (see moe)."""
+        cfg, g, sh = self.cfg, self.g, self.sh
+        D, F, E = cfg.hidden, sh.moe_intermediate, cfg.moe.experts
         counts = g.add("bincount", idx, name=f"l{i}.expert_counts", type=TensorType.of(I32, E=E))
         column, row = sh.column, sh.row
         gate_w = self.expert_weight(i, 0, {"E": E, "F": F, "D": D}, "D", column)
         rows = g.add("dispatch", self.to(x, gate_w[0].type.dtype), idx, name=f"l{i}.expert_rows", axis="R")
-        gate = self.expert(rows, counts, gate_w, f"l{i}.expert_gate")
+        gate = self.expert(rows, counts, gate_w, f"l{i}.expert_gate", self.expert_bias(i, 0, idx, F, column))
         up_w = self.expert_weight(i, 1, {"E": E, "F": F, "D": D}, "D", column)
-        up = self.expert(rows, counts, up_w, f"l{i}.expert_up")
-        act = g.add("mul", self.activate(gate, f"l{i}.expert_act"), up, name=f"l{i}.expert_glu")
+        up = self.expert(rows, counts, up_w, f"l{i}.expert_up", self.expert_bias(i, 1, idx, F, column))
+        act = self.glu(gate, up, f"l{i}.expert")
         down_w = self.expert_weight(i, 2, {"E": E, "D": D, "F": F}, "F", row)
-        down = self.expert(act, counts, down_w, f"l{i}.expert_down")
+        down_b = self.expert_bias(i, 2, idx, D, sh.row_bias)
+        down = self.expert(act, counts, down_w, f"l{i}.expert_down", down_b)
         out = g.add("combine", down, idx, weights, name=f"l{i}.moe", axis="R", slots=["Kk"])
+        shared = shared_expert(self, i, x)
+        if shared is not None:
+            out = g.add("add", out, shared, name=f"l{i}.moe_shared")
         return self.all_reduce(out, f"l{i}.moe.sum") if reduce else out
+
+    def glu(self, gate: Node, up: Node, label: str) -> Node:
+        """act(gate) * up, or with the experts' swiglu_limit gpt-oss's clamped SwiGLU: gate clamped
+        above at the limit, up to [-limit, limit], then (up + 1) * gate * sigmoid(alpha * gate)."""
+        g, moe = self.g, self.cfg.moe
+        if moe is None or moe.swiglu_limit is None:
+            return g.add("mul", self.activate(gate, f"{label}_act"), up, name=f"{label}_glu")
+        limit = float(np.float32(moe.swiglu_limit))
+        gate = g.add("min", gate, self.const(limit), name=f"{label}_gate_clamped")
+        up = g.add("max", g.add("min", up, self.const(limit), name=f"{label}_up_below"), self.const(-limit),
+                   name=f"{label}_up_clamped")  # fmt: skip
+        alpha = self.const(float(np.float32(moe.swiglu_alpha)))
+        scaled = g.add("mul", gate, alpha, name=f"{label}_gate_scaled")
+        act = g.add("mul", gate, g.add("sigmoid", scaled, name=f"{label}_sigmoid"), name=f"{label}_act")
+        shifted = g.add("add", up, self.const(1.0), name=f"{label}_up_plus1")
+        return g.add("mul", shifted, act, name=f"{label}_glu")
+
+    def stacked_experts(self, i: int, name: str, experts: int, cut: Cut) -> Binding:
+        """The one place expert tensors are bound: canonical per-expert tensor `name` ({i}, {e}) of
+        every expert, each found through the family's layout (a tensor of its own, or its slice of
+        a tensor stacking them all) and cut for the rank, stacked as [E, ...]."""
+        found = [self.cfg.tensors.source(name.format(i=i, e=e)) for e in range(experts)]
+        sources = tuple(dict.fromkeys(t for f in found for t in f.tensors))
+        return Binding(sources, lambda get, rank: np.stack([cut(f.load(get), rank) for f in found]))
 
     def expert_weight(self, i: int, which: int, axes: dict[str, int], contract: str, cut: Cut) -> Weight:
         """The whole stacked weight [E, ...] of expert projection `which` (gate, up, down), each
         expert's checkpoint tensor cut for this rank; dequantised as it is fetched when integer."""
         fmt = self.cfg.moe.expert_names[which]
-        names = tuple(fmt.format(i=i, e=e) for e in range(axes["E"]))
+        binding = self.stacked_experts(i, fmt, axes["E"], cut)
         name = fmt.format(i=i, e="all").replace(".all.", ".")
-        make = lambda get, rank: np.stack([cut(get(n), rank) for n in names])  # noqa: E731
-        return self.weight(name, axes, [contract], names, make)
+        return self.weight(name, axes, [contract], binding.sources, binding.make)
 
-    def expert(self, rows: Node, counts: Node, weight: Weight, label: str) -> Node:
-        """The rows [R, contract] (sorted by expert) against their experts' slices of the weight."""
+    def expert_bias(self, i: int, which: int, idx: Node, width: int, cut: Cut) -> Node | None:
+        """[R, out] f32: each sorted row's expert's bias for projection `which` (None when experts
+        have none): the stacked [E, out] biases gathered by each row's expert, dispatch(idx, idx)."""
+        moe, g = self.cfg.moe, self.g
+        if not moe.expert_bias:
+            return None
+        row_experts = f"l{i}.row_experts"
+        if row_experts not in g:
+            g.add("dispatch", idx, idx, name=row_experts, axis="R")
+        fmt = moe.expert_names[which].removesuffix(".weight") + ".bias"
+        name = fmt.format(i=i, e="all").replace(".all.", ".")
+        out = "D" if which == 2 else "F"
+        binding = self.stacked_experts(i, fmt, moe.experts, cut)
+        b = self.param(name, self.p.table, {"E": moe.experts, out: width}, binding)
+        return self.to(g.add("gather", b, g[row_experts], name=f"{name}.rows", axis="E"), F32)
+
+    def expert(self, rows: Node, counts: Node, weight: Weight, label: str, bias: Node | None = None) -> Node:
+        """The rows [R, contract] (sorted by expert) against their experts' slices of the weight,
+        plus each row's expert's `bias` [R, out] when given."""
         w, grouped, split = weight
         x = self.to(self.split_groups(rows, split), w.type.dtype)
         out = ["R", *(a for a in w.type.names if a != "E" and a not in grouped)]
         eq = f"{' '.join(x.type.names)}, {' '.join(w.type.names)} -> {' '.join(out)}"
         y = TensorType.from_pairs(F32, [(a, {**x.type.sizes, **w.type.sizes}[a]) for a in out])
         top_k = self.cfg.moe.top_k
-        return self.g.add("grouped_einsum", x, w, counts, name=label, eq=eq, group="E", top_k=top_k, type=y)
+        y = self.g.add("grouped_einsum", x, w, counts, name=label, eq=eq, group="E", top_k=top_k, type=y)
+        return y if bias is None else self.g.add("add", y, bias, name=f"{label}_b")
 
     def head(self, x: Node) -> Node:
         """Final norm and LM head on [B, (N,) D]; tied models reuse the embedding table.

@@ -158,6 +158,41 @@ class Moe:
     normalize_top_k: bool
     router_name: str  # format with {i}
     expert_names: tuple[str, str, str]  # gate, up, down; format with {i} and {e}
+    router_bias: bool = False  # gpt-oss: the router is a linear with a bias
+    softmax_after_top_k: bool = False  # gpt-oss: top-k of the router logits, softmax over those k
+    expert_bias: bool = False  # gpt-oss: every expert projection adds a bias (the weight's .bias twin)
+    swiglu_limit: float | None = None  # gpt-oss's clamped SwiGLU (builder.glu); None: act(gate) * up
+    swiglu_alpha: float = 1.0  # its sigmoid gain: gate * sigmoid(alpha * gate)
+    scoring: str = "softmax"  # "softmax" over all experts, or DeepSeek's independent "sigmoid"
+    correction_bias_name: str | None = None  # DeepSeek: added to pick experts, not to weigh them
+    groups: int = 1  # DeepSeek's n_group: experts pick among the best topk_groups groups only
+    topk_groups: int = 1
+    routed_scale: float = 1.0  # DeepSeek's routed_scaling_factor on the routing weights
+    shared: SharedExpert | None = None
+
+
+@dataclass(frozen=True)
+class SharedExpert:
+    """A gated MLP every token runs beside the routed experts (Qwen2-MoE, DeepSeek), optionally
+    scaled by sigmoid(x . gate) (Qwen2-MoE's shared_expert_gate)."""
+
+    intermediate: int
+    names: tuple[str, str, str]  # gate, up, down; format with {i}
+    gate_name: str | None = None  # [1, D]; format with {i}
+
+
+@dataclass(frozen=True)
+class Mla:
+    """DeepSeek's multi-head latent attention: queries through an optional low-rank q_a/q_b pair,
+    keys and values from one compressed latent per token (kv_lora_rank) plus one rotary key shared
+    by all heads (qk_rope_head_dim); the cache holds those two, not per-head K/V."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    nope_dim: int  # qk_nope_head_dim: the part of each head's query/key without RoPE
+    rope_dim: int  # qk_rope_head_dim
+    v_dim: int  # v_head_dim
+    interleave: bool  # rope_interleave: RoPE rotates pairs (x0, x1), (x2, x3), ... not (x_k, x_k+K/2)
 
 
 @dataclass(frozen=True)
@@ -208,12 +243,14 @@ class ModelConfig:
     embed_scale_in_table_dtype: bool = False
     attn_scale: float | None = None  # default 1/sqrt(head_dim)
     attn_softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
+    attn_sinks: bool = False  # gpt-oss: a learned logit per head joins each softmax's denominator
     final_softcap: float | None = None  # Gemma 2: the same on the logits
     logits_divisor: float = 1.0  # Granite's logits_scaling: logits / it
     branch_scale: float = 1.0  # Granite's residual_multiplier: x + m * f(x)
     alibi_scale: float = 1.0  # Falcon scales the ALiBi bias with the scores (1/sqrt(head_dim)), BLOOM not
     tie_embeddings: bool = False
     moe: Moe | None = None
+    mla: Mla | None = None  # DeepSeek's latent attention instead of per-head K/V
     max_positions: int = 0
     dtype: str = "bfloat16"
     tensors: TensorMap = IDENTITY  # where the canonical weight names live in the checkpoint

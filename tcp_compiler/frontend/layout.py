@@ -5,7 +5,8 @@ layouts (`model.layers.{i}.self_attn.q_proj.weight`, `...mlp.up_proj.weight`, ..
 twins of each, `model.embed_positions.weight` for learned positions and `model.embed_norm.*`
 for a norm after the embedding. A family whose checkpoint differs lists rules that find each
 tensor: renamed, transposed from GPT-2's Conv1D [in, out], cut out of a fused QKV projection or
-a fused [gate; up] (Phi-3), or with leading rows dropped (OPT's position table starts at row 2).
+a fused [gate; up] (Phi-3), with leading rows dropped (OPT's position table starts at row 2),
+or one expert's slice of a tensor stacking every expert (gpt-oss).
 The builder stays family-blind.
 
 Rules are small picklable records (a model config crosses process boundaries in sweeps).
@@ -118,7 +119,32 @@ class Chunk:
         return Source((name,), load, stored)
 
 
-Rule = Rename | FusedQkv | Chunk
+@dataclass(frozen=True)
+class Expert:
+    """One expert's [out, in] weight (or [out] bias) from `target`, a tensor stacking all `experts`
+    as [E, in, out] (or [E, out]), as gpt-oss stores them; with `parts` > 1 the out axis
+    interleaves that many projections and this one takes every `parts`-th column from `part`
+    (gate_up_proj: gate at even columns, up at odd). `expert` and `target` are templates."""
+
+    target: str
+    expert: str
+    experts: int
+    part: int = 0
+    parts: int = 1
+
+    def source(self, match: re.Match[str]) -> Source:
+        name, e = match.expand(self.target), int(match.expand(self.expert))
+
+        def load(get: Getter) -> np.ndarray:
+            return get(name)[e][..., self.part :: self.parts].T
+
+        def stored(shape: Shape) -> Shape:
+            return (self.experts, *shape[1:], shape[0] * self.parts)
+
+        return Source((name,), load, stored)
+
+
+Rule = Rename | FusedQkv | Chunk | Expert
 
 
 def split_qkv(

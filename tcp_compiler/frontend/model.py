@@ -9,6 +9,7 @@ from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.checkpoint import Checkpoint
 from tcp_compiler.frontend.config import ModelConfig, RawConfig
 from tcp_compiler.frontend.families import read_model_config
+from tcp_compiler.frontend.quantised_checkpoint import QuantisedCheckpoint, Scheme, read_scheme
 from tcp_compiler.frontend.weight_shapes import check_shapes
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
@@ -22,7 +23,8 @@ def bundled_models() -> list[str]:
 class Model:
     config: ModelConfig
     source: Path  # the config.json read
-    checkpoint: Checkpoint | None  # present when the model came as a checkpoint directory
+    checkpoint: Checkpoint | QuantisedCheckpoint | None  # present when the model came as a directory
+    scheme: Scheme | None = None  # how the checkpoint's weights are quantised (quantization_config)
 
 
 def load_model(spec: str | Path) -> Model:
@@ -47,7 +49,13 @@ def load_model(spec: str | Path) -> Model:
             f"{spec}: not a config.json, a checkpoint directory or a bundled model "
             f"(bundled: {', '.join(bundled_models()) or 'none'})"
         )
-    config = read_model_config(RawConfig.load(config_path), name)
+    raw = RawConfig.load(config_path)
+    config = read_model_config(raw, name)
+    scheme = None
     if checkpoint is not None:
         check_shapes(config, checkpoint, config_path)
-    return Model(config, config_path, checkpoint)
+        quant = raw.get("quantization_config", kind=dict)
+        if quant is not None:  # read only with weights: a bundled config is costed by --dtype
+            scheme = read_scheme(quant, str(config_path))
+            checkpoint = QuantisedCheckpoint(checkpoint, scheme)
+    return Model(config, config_path, checkpoint, scheme)

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ir import BF16, F16, F32, FP8E4M3, I4, DType
+from ir import BF16, F16, F32, FP8E4M3, DType
 from tcp_compiler.errors import CliError
+from tcp_compiler.frontend.weight_format import FORMATS, GROUP_SIZED, WeightFormat
 
 
 @dataclass(frozen=True)
 class Precision:
     name: str
-    weight: DType  # projection and expert weights
-    act: DType  # activation operand of projection einsums (when weights are not quantised to ints)
+    weight: DType  # projection and expert weights (a format's codes)
+    act: DType  # activation operand of projection einsums (a format's weights dequantise to it)
     kv: DType  # KV cache and the attention einsums' operands
     table: DType  # embedding table and norm weights
-    group_size: int = 0  # per-group scales along the contracted axis, for integer weights
+    format: WeightFormat | None = None  # scaled / packed projection weights (weight_format.py)
     # What tensor-parallel collectives send: partial sums leave their einsum in f32 and are cast
     # to this before the all_reduce (as TP kernels reduce in the activation dtype); None: the
     # table dtype (bf16 for bf16, fp8 and w4), whatever the KV cache is stored in.
@@ -31,7 +32,25 @@ class Precision:
 
     @property
     def quantised(self) -> bool:
-        return self.weight.is_int
+        return self.format is not None
+
+    @property
+    def operand(self) -> DType:
+        """The dtype projection einsums multiply in: the weights', a format's dequantised operand
+        (act), or w8a8's integer codes."""
+        if self.format is None:
+            return self.weight
+        return self.format.codes if self.format.act_quant else self.act
+
+    @property
+    def group_size(self) -> int:
+        """Inputs per scale of a group format (w4, w4-zp, mxfp4), 0 for the others."""
+        return self.format.block[1] if self.format is not None and self.format.block[0] == 1 else 0
+
+
+def _formatted(fmt: WeightFormat) -> Precision:
+    """A weight format with bf16 activations, KV cache and tables (w8a8: int8 activations)."""
+    return Precision(fmt.name, fmt.codes, BF16, BF16, BF16, format=fmt)
 
 
 PRECISIONS = {
@@ -39,8 +58,9 @@ PRECISIONS = {
     "f16": Precision("f16", F16, F16, F16, F16),
     "bf16": Precision("bf16", BF16, BF16, BF16, BF16),
     "fp8": Precision("fp8", FP8E4M3, FP8E4M3, BF16, BF16),
-    "w4": Precision("w4", I4, BF16, BF16, BF16, group_size=128),
+    **{name: _formatted(fmt) for name, fmt in FORMATS.items()},
 }
+GROUPED = GROUP_SIZED  # formats whose group size --group-size may change (MX blocks are 32 by definition)
 TORCH_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 
@@ -58,14 +78,19 @@ def precision(name: str, group_size: int | None = None, kv_dtype: str | None = N
             raise CliError(f"--kv-dtype {kv_dtype!r} is not supported (supported: {', '.join(KV_DTYPES)})")
         p = replace(p, kv=KV_DTYPES[kv_dtype])
     if group_size is not None:
-        if not p.quantised:
-            raise CliError(f"--group-size applies to integer weights (w4), not to --dtype {name}")
+        if name not in GROUPED or p.format is None:
+            raise CliError(
+                f"--group-size applies to integer weights ({', '.join(GROUPED)}), not to --dtype {name}"
+            )
         if group_size <= 0:
             raise CliError(f"--group-size must be positive, got {group_size}")
-        p = replace(p, group_size=group_size)
+        p = replace(p, format=replace(p.format, block=(1, group_size)))
     return p
 
 
-def checkpoint_precision(torch_dtype: str) -> Precision:
-    """The precision a checkpoint was saved in (config.json's torch_dtype / dtype)."""
+def checkpoint_precision(torch_dtype: str, fmt: WeightFormat | None = None) -> Precision:
+    """The precision a checkpoint was saved in (config.json's torch_dtype / dtype), with its
+    projection weights in `fmt` when its quantization_config stores them so."""
+    if fmt is not None:
+        return _formatted(fmt)
     return PRECISIONS[TORCH_DTYPES.get(torch_dtype, "bf16")]

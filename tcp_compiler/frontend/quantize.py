@@ -1,12 +1,9 @@
-"""Integer weights with per-group scales: where the groups fall, and quantising a float weight."""
+"""Where a weight's quantisation groups fall on its named axes (weight_format.py quantises)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from ir import BF16
 from tcp_compiler.errors import FrontendError
 
 
@@ -28,10 +25,3 @@ def group_split(name: str, axes: dict[str, int], contract: Sequence[str], group:
         "choose a --group-size that divides them"
     )
 
-
-def quantise(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int4 with one bf16 scale per `group` consecutive elements of the last axes."""
-    flat = w.astype(np.float32).reshape(-1, group)
-    scale = BF16.round(np.maximum(np.abs(flat).max(axis=1), 1e-30) / 7.0)
-    q = np.clip(np.rint(flat / scale[:, None]), -8, 7)
-    return q, scale

@@ -142,6 +142,7 @@ FIELDS: dict[str, Field] = {
     # experts
     **dict.fromkeys(("num_experts", "num_local_experts", "num_experts_per_tok"), _count(MAX_EXPERTS)),
     "norm_topk_prob": _BOOL,
+    **dict.fromkeys(("swiglu_limit", "swiglu_alpha"), _positive(1e6)),  # gpt-oss
     # numbers
     **dict.fromkeys(
         ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_eps", "norm_epsilon"), _EPS

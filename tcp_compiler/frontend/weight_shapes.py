@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tcp_compiler.frontend.checkpoint import Checkpoint, CheckpointError
-from tcp_compiler.frontend.config import ModelConfig
+from tcp_compiler.frontend.config import ModelConfig, SharedExpert
 
 Shape = tuple[int, ...]
 _NORMS = (
@@ -27,7 +27,7 @@ _NORMS = (
 def canonical_shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape]]:
     """(canonical name, whole unsharded shape in the canonical [out, in] layout) of every weight
     the config can ask for; a checkpoint need not hold all of them (biases, untied heads)."""
-    V, D, H, Hkv, K, F = cfg.vocab, cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.intermediate
+    V, D, F = cfg.vocab, cfg.hidden, cfg.intermediate
     yield "model.embed_tokens.weight", (V, D)
     yield "lm_head.weight", (V, D)
     if cfg.position == "learned":
@@ -40,28 +40,72 @@ def canonical_shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape]]:
         for norm in _NORMS:
             yield f"{pre}.{norm}.weight", (D,)
             yield f"{pre}.{norm}.bias", (D,)
-        for proj, rows in (("q_proj", H * K), ("k_proj", Hkv * K), ("v_proj", Hkv * K)):
-            yield f"{pre}.self_attn.{proj}.weight", (rows, D)
-            yield f"{pre}.self_attn.{proj}.bias", (rows,)
-        yield f"{pre}.self_attn.o_proj.weight", (D, H * K)
-        yield f"{pre}.self_attn.o_proj.bias", (D,)
-        all_heads = cfg.qk_norm_all_heads  # OLMo 2 norms all heads at once
-        yield f"{pre}.self_attn.q_norm.weight", (H * K,) if all_heads else (K,)
-        yield f"{pre}.self_attn.k_norm.weight", (Hkv * K,) if all_heads else (K,)
+        if cfg.mla is not None:
+            yield from _mla_shapes(cfg, f"{pre}.self_attn")
+        else:
+            yield from _attention_shapes(cfg, pre)
         if layer.moe and cfg.moe is not None:
             moe = cfg.moe
             yield moe.router_name.format(i=i), (moe.experts, D)
+            yield moe.router_name.removesuffix(".weight") + ".bias", (moe.experts,)
+            if moe.correction_bias_name is not None:
+                yield moe.correction_bias_name.format(i=i), (moe.experts,)
+            if moe.shared is not None:
+                yield from _shared_shapes(moe.shared, i, D)
             gate, up, down = moe.expert_names
             for e in range(moe.experts):
                 yield gate.format(i=i, e=e), (moe.intermediate, D)
                 yield up.format(i=i, e=e), (moe.intermediate, D)
                 yield down.format(i=i, e=e), (D, moe.intermediate)
+                for name, width in ((gate, moe.intermediate), (up, moe.intermediate), (down, D)):
+                    yield name.format(i=i, e=e).removesuffix(".weight") + ".bias", (width,)
             continue
         for proj in ("gate_proj", "up_proj"):
             yield f"{pre}.mlp.{proj}.weight", (F, D)
             yield f"{pre}.mlp.{proj}.bias", (F,)
         yield f"{pre}.mlp.down_proj.weight", (D, F)
         yield f"{pre}.mlp.down_proj.bias", (D,)
+
+
+def _attention_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape]]:
+    """Per-head attention: q/k/v/o projections, biases, sinks, q/k norms."""
+    D, H, Hkv, K = cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim
+    for proj, rows in (("q_proj", H * K), ("k_proj", Hkv * K), ("v_proj", Hkv * K)):
+        yield f"{pre}.self_attn.{proj}.weight", (rows, D)
+        yield f"{pre}.self_attn.{proj}.bias", (rows,)
+    yield f"{pre}.self_attn.o_proj.weight", (D, H * K)
+    yield f"{pre}.self_attn.o_proj.bias", (D,)
+    yield f"{pre}.self_attn.sinks", (H,)
+    all_heads = cfg.qk_norm_all_heads  # OLMo 2 norms all heads at once
+    yield f"{pre}.self_attn.q_norm.weight", (H * K,) if all_heads else (K,)
+    yield f"{pre}.self_attn.k_norm.weight", (Hkv * K,) if all_heads else (K,)
+
+
+def _mla_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape]]:
+    """DeepSeek's latent attention: low-rank q (or q_proj), kv_a to latent + rope key, kv_b to
+    per-head nope keys and values; its o_proj reads heads x v_head_dim."""
+    mla, D, H = cfg.mla, cfg.hidden, cfg.heads
+    assert mla is not None
+    qk = mla.nope_dim + mla.rope_dim
+    if mla.q_lora_rank is None:
+        yield f"{pre}.q_proj.weight", (H * qk, D)
+    else:
+        yield f"{pre}.q_a_proj.weight", (mla.q_lora_rank, D)
+        yield f"{pre}.q_a_layernorm.weight", (mla.q_lora_rank,)
+        yield f"{pre}.q_b_proj.weight", (H * qk, mla.q_lora_rank)
+    yield f"{pre}.kv_a_proj_with_mqa.weight", (mla.kv_lora_rank + mla.rope_dim, D)
+    yield f"{pre}.kv_a_layernorm.weight", (mla.kv_lora_rank,)
+    yield f"{pre}.kv_b_proj.weight", (H * (mla.nope_dim + mla.v_dim), mla.kv_lora_rank)
+    yield f"{pre}.o_proj.weight", (D, H * mla.v_dim)
+
+
+def _shared_shapes(shared: SharedExpert, i: int, D: int) -> Iterator[tuple[str, Shape]]:
+    gate, up, down = (n.format(i=i) for n in shared.names)
+    yield gate, (shared.intermediate, D)
+    yield up, (shared.intermediate, D)
+    yield down, (D, shared.intermediate)
+    if shared.gate_name is not None:
+        yield shared.gate_name.format(i=i), (1, D)
 
 
 def check_shapes(cfg: ModelConfig, checkpoint: Checkpoint, config_path: Path) -> None:

@@ -20,6 +20,19 @@ def choose_attention(
     """The graph with online softmax where the plain scores would spill, and one note per attention.
     `planned` hears the notes before the rewrite, whose cost grows with the tiles (one graph op
     per step of each tile): a caller can say up front that a long prompt will take a while."""
+    notes, tiles = plan_attention(graph, hw, policy)
+    if planned is not None:
+        planned(notes)
+    return rewrite_attention(graph, tiles), notes
+
+
+Tiling = dict[tuple[str, int, int], set[str]]  # (query axis or "", rows, block) -> attention outputs
+
+
+def plan_attention(
+    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
+) -> tuple[list[dict], Tiling]:
+    """One note per attention (its form and why), and the attentions to rewrite grouped by tiling."""
     budget = dm_budget(hw, policy)  # scores above it would spill (tcp_compiler.mapping.residency)
     notes, tiles = [], {}
     for m in find_attention(graph):
@@ -44,11 +57,16 @@ def choose_attention(
             "reason": f"scores {nbytes:,} B exceed DM ({budget:,} B); tiles of {rows} queries x {block} keys "
                       f"hold {held:,} B",
         })  # fmt: skip
-    if planned is not None:
-        planned(notes)
+    return notes, tiles
+
+
+def rewrite_attention(graph: Graph, tiles: Tiling) -> Graph:
+    """The graph with the planned attentions in online-softmax tiles (those of `tiles` it has)."""
     for (axis, rows, block), names in sorted(tiles.items()):
-        graph = online_softmax(graph, block, only=names, rows=(axis, rows) if axis else None)
-    return graph, notes
+        names = {n for n in names if n in graph}
+        if names:
+            graph = online_softmax(graph, block, only=names, rows=(axis, rows) if axis else None)
+    return graph
 
 
 def _tile(per_score: int, per_row: int, queries: int, keys: int, budget: int) -> tuple[int, int, int]:

@@ -43,12 +43,15 @@ def capacity(
     hw: Hardware,
     policy: MappingPolicy = DEFAULT_POLICY,
     ignore: frozenset[str] = frozenset(),
+    spills: Graph | None = None,
 ) -> Capacity:
     """HBM use of one chip running `graph`: its weights (the params named; tables sized by the
-    positions grow with the graph), the KV cache outputs it declares, and its peak of spilled values."""
+    positions grow with the graph), the KV cache outputs it declares, and its peak of spilled values
+    (of `spills` when given: a graph with the same peak, smaller to sweep)."""
     weights = sum(graph[n].type.nbytes for n in weights)
     kv_cache = sum(graph[o].type.nbytes for o in graph.meta.kv_outputs)
-    return Capacity(weights, kv_cache, peak_spill(graph, hw, policy, ignore), hw.hbm_capacity_bytes)
+    peak = peak_spill(graph if spills is None else spills, hw, policy, ignore)
+    return Capacity(weights, kv_cache, peak, hw.hbm_capacity_bytes)
 
 
 def peak_spill(

@@ -97,7 +97,7 @@ def on_the_fly(graph: Graph, aliases: dict[str, str]) -> dict[str, tuple[tuple[s
     fetches its weights, so the transformed weights never exist in DM or HBM."""
     fly: dict[str, tuple[tuple[str, ...], tuple[Node, ...]]] = {}
     for n in graph.nodes:
-        if not (traits(n.kind).elementwise or traits(n.kind).view):
+        if not (traits(n.kind).elementwise or traits(n.kind).view or is_lookup(graph, n)):
             continue
         params: list[str] = []
         chain: list[Node] = []
@@ -117,6 +117,12 @@ def on_the_fly(graph: Graph, aliases: dict[str, str]) -> dict[str, tuple[tuple[s
                 nodes = {c.name: c for c in [*chain, *own]}  # Nodes are not hashable; dedupe by name
                 fly[n.name] = (tuple(dict.fromkeys(params)), tuple(nodes.values()))
     return fly
+
+
+def is_lookup(graph: Graph, node: Node) -> bool:
+    """A gather from a constant table (MXFP4's fp4 -> fp8 codes): the Fetch Adapter's table
+    lookup, not a TensorDMA move."""
+    return node.kind == "gather" and traits(graph[node.operands[0]].kind).immediate
 
 
 def _can_join(op: FusedOp, node: Node, stage: int) -> bool:

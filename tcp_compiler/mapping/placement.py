@@ -53,17 +53,8 @@ class EinsumShape:
         )
 
     def roles(self, stationary: int) -> dict[str, list[str]]:
-        s, t = set(self.operands[stationary]), set(self.operands[1 - stationary])
-        out = set(self.output)
-        roles: dict[str, list[str]] = {"K": [], "N": [], "M": [], "B": []}
-        for name, _ in self.sizes:
-            if name in s and name in t:
-                roles["B" if name in out else "K"].append(name)
-            elif name in s:
-                roles["N" if name in out else "K"].append(name)
-            else:
-                roles["M" if name in out else "K"].append(name)
-        return roles
+        names = tuple(name for name, _ in self.sizes)
+        return {r: list(axes) for r, axes in _roles(self.operands, self.output, names, stationary).items()}
 
     def size(self, names: list[str]) -> int:
         sizes = dict(self.sizes)
@@ -72,6 +63,23 @@ class EinsumShape:
     @property
     def macs(self) -> int:
         return math.prod(s for _, s in self.sizes)
+
+
+@lru_cache(maxsize=1024)
+def _roles(operands, output, names: tuple[str, ...], stationary: int) -> dict[str, tuple[str, ...]]:
+    """Each axis's role with operand `stationary` in the TRF (the einsum's sizes do not matter:
+    decode steps ask again for every length)."""
+    s, t = set(operands[stationary]), set(operands[1 - stationary])
+    out = set(output)
+    roles: dict[str, list[str]] = {"K": [], "N": [], "M": [], "B": []}
+    for name in names:
+        if name in s and name in t:
+            roles["B" if name in out else "K"].append(name)
+        elif name in s:
+            roles["N" if name in out else "K"].append(name)
+        else:
+            roles["M" if name in out else "K"].append(name)
+    return {r: tuple(axes) for r, axes in roles.items()}
 
 
 @dataclass(frozen=True)
@@ -139,12 +147,16 @@ def _candidates(hw: Hardware, n: int, m: int, b: int, dtype) -> np.ndarray:
     """Every split of the slices among N, B and M (powers of two) with every power-of-two count of
     sequential N passes that leaves each a full lane group per slice, as rows (s_n, s_m, s_b, p),
     in the order of nested loops over s_n, s_b, s_m, p (ties go to the first)."""
+    return _candidate_grid(*_grid_args(hw, n, m, b), dtype)
+
+
+def _grid_args(hw: Hardware, n: int, m: int, b: int) -> tuple[int, int, int, int, int]:
+    """What the candidate grid depends on. Only powers of two are compared with n, m and b (with
+    power-of-two lanes, p * s_n * lanes is one too), so their largest powers of two below them
+    give the same grid: decode steps whose KV length differs share it."""
     lanes = hw.lanes_per_slice
-    # Only powers of two are compared with n, m and b (with power-of-two lanes, p * s_n * lanes is
-    # one too), so their largest powers of two below them give the same grid: decode steps whose
-    # KV length differs share it.
     n = _floor_pow2(n) if lanes & (lanes - 1) == 0 else n
-    return _candidate_grid(hw.slices, lanes, n, _floor_pow2(m), _floor_pow2(b), dtype)
+    return hw.slices, lanes, n, _floor_pow2(m), _floor_pow2(b)
 
 
 def _floor_pow2(x: int) -> int:
@@ -177,29 +189,86 @@ def _int_type(shape: EinsumShape):
     return np.int64 if shape.macs * 2 * 64 < 2**62 else object
 
 
-@lru_cache(maxsize=4096)
+_PLACED: dict[tuple[EinsumShape, Hardware, MappingPolicy], Placement] = {}
+
+
 def place(shape: EinsumShape, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> Placement:
     """The cheapest placement of the einsum on one chip (cached by shape and hw).
 
     All candidates are costed at once with integer arithmetic; ties go to fewer slices, then to
     the first candidate (operand 0 stationary first, then N, B, M splits in increasing order).
     """
-    best, best_key = None, None
+    found = _PLACED.get((shape, hw, policy))
+    if found is None:
+        place_ahead([shape], hw, policy)
+        found = _PLACED[(shape, hw, policy)]
+    return found
+
+
+def is_placed(shape: EinsumShape, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> bool:
+    """Whether `place` has the shape's placement already (a decode step then places no batch)."""
+    return (shape, hw, policy) in _PLACED
+
+
+def place_ahead(shapes: list[EinsumShape], hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> None:
+    """Places the shapes not placed yet, those that differ only in axis sizes with the same
+    candidates in one batch of arrays (decode steps place the next lengths' einsums together:
+    one numpy pass over all of them costs what one shape does). The same integers as one at a time."""
+    todo = [sh for sh in dict.fromkeys(shapes) if (sh, hw, policy) not in _PLACED]
+    if len(_PLACED) + len(todo) > 8192:
+        _PLACED.clear()
+    batches: dict[tuple, list[EinsumShape]] = {}
+    for sh in todo:
+        batches.setdefault(_batch_key(sh, hw), []).append(sh)
+    for batch in batches.values():
+        for sh, placement in zip(batch, _place_batch(batch, hw, policy), strict=True):
+            _PLACED[(sh, hw, policy)] = placement
+
+
+def _batch_key(shape: EinsumShape, hw: Hardware) -> tuple:
+    """Shapes with equal keys have the same roles, dtypes and candidate grids."""
+    grids = []
     for stationary in (0, 1):
         roles = shape.roles(stationary)
+        grids.append(_grid_args(hw, *(shape.size(roles[r]) for r in "NMB")))
+    names = tuple(name for name, _ in shape.sizes)
+    return (shape.operands, shape.output, names, shape.dtype, shape.out_dtype, _int_type(shape), *grids)
+
+
+def _place_batch(shapes: list[EinsumShape], hw: Hardware, policy: MappingPolicy) -> list[Placement]:
+    """Placements of shapes alike but for their sizes (equal _batch_key): [shapes, candidates]
+    arrays, each shape's winner picked as place's rule does (cycles, then slices, then passes)."""
+    first, count = shapes[0], len(shapes)
+    best_key = None
+    for stationary in (0, 1):
+        roles = first.roles(stationary)
         named = tuple((r, tuple(roles[r])) for r in "KNMB")
-        sizes = tuple(shape.size(roles[r]) for r in "KNMB")
-        splits = _candidates(hw, sizes[1], sizes[2], sizes[3], _int_type(shape))
-        terms = _costs(shape, hw, policy, sizes, splits)
-        cycles = np.maximum.reduce(terms["bounds"]) + terms["latency"]
+        per_shape = [tuple(sh.size(roles[r]) for r in "KNMB") for sh in shapes]
+        dtype = _int_type(first)
+        columns = np.array(per_shape, dtype=dtype).T[:, :, None]  # [K N M B][shape][1]
+        splits = _candidates(hw, *per_shape[0][1:], dtype)
+        terms = _costs(first, hw, policy, tuple(columns), splits)
+        grid = (count, len(splits))
+        cycles = np.maximum.reduce([np.broadcast_to(t, grid) for t in terms["bounds"]])
+        cycles = cycles + np.broadcast_to(terms["latency"], grid)
         used = splits[:, :3].prod(axis=1)
-        pick = int(np.lexsort((splits[:, 3], used, cycles))[0])  # ties: fewer slices, then fewer passes
-        key = (int(cycles[pick]), int(used[pick]))
-        if best_key is None or key < best_key:
-            chosen = {k: int(v[pick] if np.ndim(v) else v) for k, v in terms.items() if k != "bounds"}
-            best, best_key = (stationary, named, sizes, tuple(int(v) for v in splits[pick]), chosen), key
-    assert best is not None
-    return _placement(shape, hw, policy, *best)
+        # Per shape the first of the candidates sorted by (cycles, slices used, passes).
+        passes, slices = np.broadcast_to(splits[:, 3], grid), np.broadcast_to(used, grid)
+        pick = np.lexsort((passes, slices, cycles), axis=-1)[:, 0]
+        rows = np.arange(count)
+        key = (cycles[rows, pick], used[pick])
+        chosen = {k: np.broadcast_to(v, grid)[rows, pick] for k, v in terms.items() if k != "bounds"}
+        candidate = (stationary, named, per_shape, splits[pick], chosen)
+        if best_key is None:
+            best_key, best = key, [candidate] * count
+            continue
+        better = (key[0] < best_key[0]) | ((key[0] == best_key[0]) & (key[1] < best_key[1]))
+        best = [candidate if b else old for b, old in zip(better.tolist(), best, strict=True)]
+    return [
+        _placement(sh, hw, policy, st, named, sizes[i], tuple(int(v) for v in split[i]),
+                   {k: int(v[i]) for k, v in chosen.items()})  # fmt: skip
+        for i, (sh, (st, named, sizes, split, chosen)) in enumerate(zip(shapes, best, strict=True))
+    ]
 
 
 def _costs(shape: EinsumShape, hw: Hardware, policy: MappingPolicy, sizes, splits: np.ndarray) -> dict:

@@ -56,6 +56,7 @@ class OpView:
     inputs: tuple[tuple[TensorType, str, str], ...]  # (type, residency, producing kind) per memory input
     outputs: tuple[tuple[TensorType, str], ...]  # (type, residency) per memory output
     chunks: int = 1  # a collective sent in chunks, each as soon as one tile of its producer is done
+    fetched: int = 0  # the leading nodes that transform weights as the pass fetches them (prologue)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def op_view(graph: Graph, op: FusedOp, where: Mapping[str, str]) -> OpView:
     )
     inputs = tuple((graph[v].type, where.get(v, HBM), graph[v].kind) for v in op.inputs)
     outputs = tuple((graph[v].type, where[v]) for v in op.outputs)
-    return OpView(op.kind, nodes, inputs, outputs)
+    return OpView(op.kind, nodes, inputs, outputs, fetched=len(op.prologue))
 
 
 _RECIPES: dict[tuple[OpView, Hardware, MappingPolicy], Recipe] = {}
@@ -218,18 +219,51 @@ def _vector_cycles(
 ) -> tuple[int, int]:
     """(throughput cycles, latency) of the pass's element-wise and reduction work on the VE; a
     grouped pass transforms (dequantises) only the slices of the experts it hits."""
-    vector = [n for n in view.nodes if traits(n.kind).stage != "contraction"]
+    adapter = _adapter_nodes(view)
+    vector = [n for n in view.nodes if traits(n.kind).stage != "contraction" and n not in adapter]
     if not vector:
         return 0, 0
 
     def numel(t: TensorType) -> int:
-        return t.numel if grouped is None else math.ceil(t.numel * grouped.share(t))
+        return _share(t, grouped)
 
     elements = max(max(numel(t) for t in n.operands) if n.operands else numel(n.type) for n in vector)
     return units.vector_cycles(
         hw, elements, any(n.type.dtype.is_float for n in vector), len(vector),
         any(traits(n.kind).ends_pass for n in vector), slices,
     )  # fmt: skip
+
+
+def _share(t: TensorType, grouped: GroupedCost | None) -> int:
+    """Elements of t a pass touches: all, or a grouped pass's share of the experts it hits."""
+    return t.numel if grouped is None else math.ceil(t.numel * grouped.share(t))
+
+
+def _adapter_nodes(view: OpView) -> list[NodeView]:
+    """Weight transforms the Fetch Adapter does (tcp-hardware.md, Fetch Adapter): table lookups
+    (a gather from a const table) and zero-point subtraction (the integer sub of codes and zeros)."""
+    fetched = view.nodes[: view.fetched]
+    return [n for n in fetched if n.kind == "gather" or (n.kind == "sub" and n.type.dtype.is_int)]
+
+
+def _adapter_cycles(view: OpView, hw: Hardware, slices: int, grouped: GroupedCost | None) -> tuple[int, int]:
+    """(throughput cycles, latency) of the Fetch Adapter decoding the pass's packed weight codes."""
+    adapter = _adapter_nodes(view)
+    if not adapter:
+        return 0, 0
+
+    def code_bytes(n: NodeView) -> int:
+        """Bytes of the codes n decodes: a lookup's index, or the int weight input of n's size."""
+        if n.kind == "gather":
+            bits = n.operands[1].dtype.bits
+        else:
+            bits = next(t.dtype.bits for t, _, kind in view.inputs
+                        if traits(kind).weight and t.dtype.is_int and t.numel == n.type.numel)  # fmt: skip
+        return math.ceil(_share(n.type, grouped) * bits / 8)
+
+    lookup = sum(code_bytes(n) for n in adapter if n.kind == "gather")
+    convert = sum(code_bytes(n) for n in adapter if n.kind != "gather")
+    return units.adapter_cycles(hw, lookup, convert, len(adapter), slices)
 
 
 def _contraction(view: OpView) -> NodeView | None:
@@ -268,8 +302,9 @@ def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     else:
         slices, compute, latency = hw.slices, 0, 0
     vector, vector_latency = _vector_cycles(view, hw, slices, grouped)
-    fetch = units.fetch_cycles(hw, dm_bytes, slices)
-    main_cycles = max(compute, vector, fetch, 1) + latency + vector_latency
+    adapter, adapter_latency = _adapter_cycles(view, hw, slices, grouped)
+    fetch = max(units.fetch_cycles(hw, dm_bytes, slices), adapter)
+    main_cycles = max(compute, vector, fetch, 1) + latency + vector_latency + adapter_latency
     tiles = max(
         placement.tiles if placement else 1,
         min(policy.max_tiles, math.ceil(hbm_in / (hw.dm_bytes // policy.tile_divisor))),

@@ -17,6 +17,7 @@ from ir import Axis, Graph, Node, TensorType
 from simulator.hardware import Hardware
 from simulator.program import Program, busy_row, command_timing
 from tcp_compiler.mapping.fusion import fuse
+from tcp_compiler.mapping.placement import EinsumShape, is_placed, place_ahead
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import DM, DM_STORED, placed, residency
 from tcp_compiler.mapping.schedule import (
@@ -30,6 +31,7 @@ from tcp_compiler.mapping.schedule import (
 )
 from tcp_compiler.mapping.traits import traits
 
+AHEAD = 64  # decode lengths whose einsums are placed together
 PATCHED = ("cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link_bytes")
 
 
@@ -91,12 +93,28 @@ class DecodeSteps:
         patches = []
         for key, ks in self.dynamic.items():
             # Each length is new: build the recipe directly instead of through the shared cache.
-            r = build_recipe(self._resized(ks[0], sizes), self.hw, self.policy)
+            view = self._resized(ks[0], sizes)
+            self._place_ahead(view, length)
+            r = build_recipe(view, self.hw, self.policy)
             if [s.role for s in r.steps] != [s.role for s in self.recipes[ks[0]].steps]:
                 self._compile(resize_graph(self.graph, sizes))  # the structure changed
                 return self.program
             patches.append((self.starts[key], r))
         return _patched(self.program, patches)
+
+    def _place_ahead(self, view: OpView, length: int) -> None:
+        """Places the view's einsums at the next AHEAD lengths in one batch when this length's is
+        not placed yet (placing costs the same for one shape or a batch of them)."""
+        for node in view.nodes:
+            if node.kind != "einsum":
+                continue
+            shape = EinsumShape.of(dict(node.attrs)["eq"], node.operands, node.type)
+            if is_placed(shape, self.hw, self.policy):
+                continue
+            ahead = [self.graph.meta.kv_sizes(n) for n in range(length, length + AHEAD)]
+            shapes = [replace(shape, sizes=tuple((axis, kv.get(axis, size)) for axis, size in shape.sizes))
+                      for kv in ahead]  # fmt: skip
+            place_ahead(shapes, self.hw, self.policy)
 
     def _resized(self, k: int, sizes: dict[str, int]) -> OpView:
         view = self.views[k]

@@ -17,6 +17,10 @@ are any chain of element-wise arithmetic with a side operand or float functions 
 alone; a side operand spanning the key axis is sliced per block.
 The log-sum-exp per query row is what split-K decoding needs to merge partial results.
 
+An attention sink (gpt-oss: a logit per head joined to the max and the sum, with no value) is one
+more step after the last block: m' = max(m, sink), a = exp(m - m'), l = l * a + exp(sink - m'),
+acc = acc * a (the lse then counts the sink too).
+
 Interpreted, it equals the plain form to float rounding; the mapper uses it when a head's
 scores do not fit on chip.
 """
@@ -34,6 +38,21 @@ from tcp_compiler.passes.simplify import clone, finish, new_graph, verified_once
 
 
 @dataclass(frozen=True)
+class Sink:
+    """A sink logit joined to a softmax: max(key max, value), and exp(value - that) added to the sum."""
+
+    value: Node  # the sink logits, without the key axis (gpt-oss: [Hkv, G])
+    joined_max: Node
+    shifted: Node
+    exp: Node
+    joined_sum: Node
+
+    @property
+    def nodes(self) -> set[str]:
+        return {n.name for n in (self.joined_max, self.shifted, self.exp, self.joined_sum)}
+
+
+@dataclass(frozen=True)
 class Attention:
     """One matched attention: the nodes of its plain softmax and what they read."""
 
@@ -48,12 +67,13 @@ class Attention:
     probs: Node
     cast: Node | None
     out: Node  # einsum(probs, V)
+    sink: Sink | None = None
 
     @property
     def nodes(self) -> set[str]:
         parts = (self.scores, *self.modifiers, self.masked, self.maximum, self.shifted, self.exp, self.total,
                  self.probs, self.cast, self.out)  # fmt: skip
-        return {n.name for n in parts if n is not None}
+        return {n.name for n in parts if n is not None} | (self.sink.nodes if self.sink else set())
 
 
 def find_attention(graph: Graph) -> list[Attention]:
@@ -79,6 +99,9 @@ def _match(graph: Graph, users, out: Node) -> Attention | None:
     if probs.kind != "div":
         return None
     e, total = graph[probs.operands[0]], graph[probs.operands[1]]
+    joined_sum = total if total.kind == "add" else None
+    if joined_sum is not None:
+        total = graph[joined_sum.operands[0]]
     if e.kind != "exp" or total.kind != "reduce" or total.attrs["op"] != "sum" or total.operands[0] != e.name:
         return None
     (axis,) = total.attrs["axes"] if len(total.attrs["axes"]) == 1 else (None,)
@@ -86,6 +109,12 @@ def _match(graph: Graph, users, out: Node) -> Attention | None:
     if axis is None or shifted.kind != "sub":
         return None
     x, maximum = graph[shifted.operands[0]], graph[shifted.operands[1]]
+    sink = None
+    if joined_sum is not None:
+        sink = _sink(graph, users, joined_sum, maximum, axis)
+        if sink is None:
+            return None
+        maximum = graph[maximum.operands[0]]
     if (
         maximum.kind != "reduce"
         or maximum.attrs != {"op": "max", "axes": (axis,)}
@@ -109,7 +138,27 @@ def _match(graph: Graph, users, out: Node) -> Attention | None:
         return None
     if len(users[maximum.name]) != 1 or len(users[shifted.name]) != 1 or len(users[total.name]) != 1:
         return None
-    return Attention(axis, scores, tuple(modifiers), masked, maximum, shifted, e, total, probs, cast, out)
+    parts = (maximum, shifted, e, total, probs, cast, out)
+    return Attention(axis, scores, tuple(modifiers), masked, *parts, sink)
+
+
+def _sink(graph: Graph, users, joined_sum: Node, joined_max: Node, axis: str) -> Sink | None:
+    """The sink of sum + exp(value - max(key max, value)), the key max a reduce over `axis`, the
+    value without that axis; None for any other form (the attention then stays plain)."""
+    if joined_max.kind != "max" or len(joined_max.operands) != 2:
+        return None
+    value = graph[joined_max.operands[1]]
+    sink_exp = graph[joined_sum.operands[1]]
+    if sink_exp.kind != "exp" or axis in value.type.names:
+        return None
+    shifted = graph[sink_exp.operands[0]]
+    if shifted.kind != "sub" or tuple(shifted.operands) != (value.name, joined_max.name):
+        return None
+    if graph[joined_max.operands[0]].kind != "reduce" or len(users[joined_max.name]) != 2:
+        return None
+    if any(len(users[n.name]) != 1 for n in (shifted, sink_exp, joined_sum)):
+        return None
+    return Sink(value, joined_max, shifted, sink_exp, joined_sum)
 
 
 SCORE_ARITHMETIC = frozenset({"mul", "add", "sub", "div"})
@@ -248,6 +297,14 @@ def _tile(
             )
             acc = g.add("add", g.add("mul", acc, rescale, name=f"{blk}.acc_old"), part, name=f"{blk}.acc")
         running = new_max
+    if m.sink is not None:
+        sink = _cut(g, g[m.sink.value.name], rows)
+        joined = g.add("max", running, sink, name=f"{tag}.m_sink")  # finite, so no safe form
+        rescale = g.add("exp", g.add("sub", running, joined, name=f"{tag}.dm_sink"), name=f"{tag}.alpha_sink")
+        sink_p = g.add("exp", g.add("sub", sink, joined, name=f"{tag}.sink_shifted"), name=f"{tag}.sink_p")
+        total = g.add("add", g.add("mul", total, rescale, name=f"{tag}.l_keys"), sink_p, name=f"{tag}.l_sink")
+        acc = g.add("mul", acc, rescale, name=f"{tag}.acc_sink")
+        safe = joined
     final = tag if not rows and m.out.type.dtype == f32 else f"{tag}.online"
     result = g.add("div", acc, total, name=final)
     lse = g.add("add", safe, g.add("log", total, name=f"{tag}.log_l"), name=f"{tag}.lse")

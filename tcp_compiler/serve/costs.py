@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 from simulator.hardware import Hardware
@@ -39,6 +39,7 @@ from simulator.program import Program
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
+from tcp_compiler.frontend.stages import Stage, pipeline_stages
 from tcp_compiler.mapping.steps import DecodeSteps
 from tcp_compiler.pipeline import CompileOptions, compile_phase, lower
 from tcp_compiler.pipeline import run as run_program
@@ -76,6 +77,10 @@ class CostStats:
     decode_templates: int = 0
     prefill_compiles: int = 0
     lookups: int = 0
+
+    def __add__(self, other: CostStats) -> CostStats:
+        """Both caches' counts (a pipelined server keeps one cache per stage)."""
+        return CostStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
 
 def grid_points(x: int, step: int) -> tuple[int, int]:
@@ -121,12 +126,17 @@ class IterationCosts:
         options: CompileOptions,
         buckets: Buckets = Buckets(),
         attention: str = "paged",
+        pp: int = 1,
+        stage: int = 0,
     ) -> None:
         if attention not in ATTENTION_MODES:
             raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
         self.config, self.hw, self.precision, self.options = config, hw, precision, options
         self.buckets, self.attention = buckets, attention
         self.stats = CostStats()
+        # With pipeline parallelism, the costs of one stage's programs (`stage` of `pp`): the
+        # server passes each iteration through the stages (tcp_compiler.serve.server).
+        self.stage: Stage | None = pipeline_stages(config, pp)[stage] if pp > 1 else None
         self._templates: dict[int, DecodeSteps] = {}
         self._decodes: dict[tuple[int, int], Cost] = {}
         self._prefills: dict[tuple[int, int, int], Cost] = {}
@@ -163,7 +173,9 @@ class IterationCosts:
         template = self._templates.get(batch)
         if template is None:
             check_positions(self.config, length)
-            options = CompileOptions(batch=batch, chips=self.options.chips, policy=self.options.policy)
+            options = CompileOptions(
+                batch=batch, chips=self.options.chips, policy=self.options.policy, stage=self.stage
+            )
             graph = lower(self.config, self.hw, self.precision, "decode", max(length - 1, 1), options).graph
             template = self._templates[batch] = DecodeSteps(graph, self.hw, options.policy)
             self.stats.decode_templates += 1
@@ -201,8 +213,9 @@ class IterationCosts:
         found = self._prefills.get(key)
         if found is None:
             options = CompileOptions(
-                batch=batch, chips=self.options.chips, documents=documents, policy=self.options.policy
-            )
+                batch=batch, chips=self.options.chips, documents=documents, policy=self.options.policy,
+                stage=self.stage,
+            )  # fmt: skip
             compiled = compile_phase(self.config, self.hw, self.precision, "prefill", seq, options)
             self.stats.prefill_compiles += 1
             found = self._prefills[key] = self._time(compiled.program)

@@ -59,7 +59,7 @@ def model_bound_cycles(result: ServeResult) -> np.ndarray:
     tokens = it.array("decodes") + it.array("prefill_tokens")
     params = matmul_weights(result.config)[0] / result.chips  # weights each token multiplies by
     peak_flops = (
-        max(hw.macs_per_cycle(d) for d in (result.precision.weight.name, result.precision.act.name)) * 2
+        max(hw.macs_per_cycle(d) for d in (result.precision.operand.name, result.precision.act.name)) * 2
     )
     compute = 2.0 * params * tokens / peak_flops
     memory = result.budget.weight_bytes / hw.hbm_peak_bytes_per_cycle

@@ -6,6 +6,8 @@ Nothing here computes a time of its own: an iteration takes the cycles of its co
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,12 +19,13 @@ from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
+from tcp_compiler.frontend.stages import pipeline_stages
 from tcp_compiler.mapping.capacity import capacity
 from tcp_compiler.mapping.steps import resize_graph
 from tcp_compiler.pipeline import CompileOptions, lower
 from tcp_compiler.serve.blocks import BlockManager, KvBudget
 from tcp_compiler.serve.costs import ZERO, Buckets, Cost, CostStats, IterationCosts
-from tcp_compiler.serve.schedulers import scheduler
+from tcp_compiler.serve.schedulers import Chunked, Continuous, Static, scheduler
 from tcp_compiler.serve.state import Plan, Sequence, ServerState
 from tcp_compiler.serve.workload import Request
 
@@ -76,7 +79,7 @@ class ServeResult:
     config: ModelConfig
     hardware: Hardware
     precision: Precision
-    chips: int
+    chips: int  # in all: tensor-parallel chips x pipeline stages
     options: ServeOptions
     sequences: list[Sequence]  # every request, finished
     iterations: Iterations
@@ -94,22 +97,25 @@ def kv_budget(
     serve: ServeOptions,
     longest: int,
     longest_prefill: int,
+    pp: int = 1,
 ) -> KvBudget:
     """Blocks that fit one chip: HBM minus the weights (capacity's figure, with the position tables
-    at the longest sequence) minus the largest prefill's spilled activations."""
+    at the longest sequence) minus the largest prefill's spilled activations. With pipeline stages,
+    every stage holds every sequence's cache for its layers: the stage with the fewest blocks sets
+    the count."""
     check_positions(config, longest)
-    decode = lower(config, hw, precision, "decode", max(longest - 1, 1), CompileOptions(chips=options.chips))
-    per_token = [
-        capacity(resize_graph(decode.graph, decode.graph.meta.kv_sizes(n)), (), hw).kv_cache for n in (1, 2)
-    ]
-    prefill = lower(config, hw, precision, "prefill", longest_prefill, CompileOptions(chips=options.chips))
-    return KvBudget(
-        hw.hbm_capacity_bytes,
-        decode.capacity.weights,
-        prefill.capacity.activations,
-        per_token[1] - per_token[0],
-        serve.block_size,
-    )
+    budgets = []
+    for stage in pipeline_stages(config, pp) if pp > 1 else [None]:
+        opts = CompileOptions(chips=options.chips, stage=stage)
+        decode = lower(config, hw, precision, "decode", max(longest - 1, 1), opts)
+        sized = [resize_graph(decode.graph, decode.graph.meta.kv_sizes(n)) for n in (1, 2)]
+        per_token = [capacity(graph, (), hw).kv_cache for graph in sized]
+        prefill = lower(config, hw, precision, "prefill", longest_prefill, opts)
+        budgets.append(
+            KvBudget(hw.hbm_capacity_bytes, decode.capacity.weights, prefill.capacity.activations,
+                     per_token[1] - per_token[0], serve.block_size)
+        )  # fmt: skip
+    return min(budgets, key=lambda b: b.blocks)
 
 
 def serve(
@@ -121,75 +127,100 @@ def serve(
     compile_options: CompileOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
     costs: IterationCosts | None = None,
+    pp: int = 1,
 ) -> ServeResult:
-    """Runs every request to completion and returns what happened, iteration by iteration."""
+    """Runs every request to completion and returns what happened, iteration by iteration.
+
+    With `pp` pipeline stages (of compile_options.chips each) the server runs pp virtual engines,
+    as vLLM does: each has its own scheduler and 1/pp of the KV blocks, an arriving request joins
+    the one with the fewest unfinished requests, and an engine's iteration passes the stages in
+    turn, each stage taking it when it has finished the iteration before (of any engine). So up to
+    pp iterations are in flight, one per stage; an engine's next iteration starts once its last
+    one's tokens are out. Each stage's time is its own compiled program timed by the engine."""
     if not requests:
         raise TcpcError("no requests to serve")
     compile_options = compile_options or CompileOptions()
     longest = max(r.prompt_len + r.output_len for r in requests)
     chunk = options.max_batch_tokens if options.scheduler == "chunked" else longest
     longest_prefill = min(max(r.prompt_len + r.output_len - 1 for r in requests), max(chunk, 1))
-    budget = kv_budget(config, hw, precision, compile_options, options, longest, longest_prefill)
-    blocks = BlockManager(budget.blocks, options.block_size)
+    budget = kv_budget(config, hw, precision, compile_options, options, longest, longest_prefill, pp)
+    engines = [
+        _Engine(ServerState(BlockManager(budget.blocks // pp, options.block_size), options.max_seqs,
+                            options.max_batch_tokens, int(options.watermark * budget.blocks // pp)),
+                scheduler(options.scheduler))
+        for _ in range(pp)
+    ]  # fmt: skip
+    blocks = engines[0].state.blocks
     if blocks.blocks_for(longest) > blocks.total:
         raise TcpcError(
             f"a request of {longest:,} tokens needs {blocks.blocks_for(longest):,} KV blocks of "
-            f"{options.block_size} tokens but {hw.name} holds {blocks.total:,} beside the weights "
+            f"{options.block_size} tokens but {hw.name} holds {blocks.total:,}"
+            f"{f' per virtual engine ({pp} engines)' if pp > 1 else ''} beside the weights "
             f"({budget.weight_bytes:,} bytes per chip): use more chips or shorter requests"
         )
-    costs = costs or IterationCosts(
-        config, hw, precision, compile_options, options.buckets, options.attention
-    )
-    st = ServerState(
-        blocks, options.max_seqs, options.max_batch_tokens, int(options.watermark * blocks.total)
-    )
-    policy = scheduler(options.scheduler)
+    stages = [costs] if costs is not None and pp == 1 else [
+        IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp, stage)
+        for stage in range(pp)
+    ]  # fmt: skip
     closed = options.concurrency is not None
-    arrivals: deque[tuple[float, Request]] = deque()
+    arrivals: list[tuple[float, int, Request]] = []  # a heap: closed-loop arrivals come out of order
     unissued = deque(requests)
     if closed:
         for _ in range(min(options.concurrency or 0, len(requests))):
-            arrivals.append((0.0, unissued.popleft()))
+            request = unissued.popleft()
+            heapq.heappush(arrivals, (0.0, request.id, request))
     else:
-        arrivals.extend((r.arrival_s or 0.0, r) for r in sorted(requests, key=lambda r: (r.arrival_s, r.id)))
+        arrivals = sorted(((r.arrival_s or 0.0, r.id, r) for r in requests), key=lambda a: (a[0], a[1]))
         unissued.clear()
     finished: list[Sequence] = []
     iterations = Iterations()
-    now, mixed = 0.0, 0
+    stage_free = [0.0] * len(stages)
+    mixed = 0
     while len(finished) < len(requests):
-        while arrivals and arrivals[0][0] <= now:
-            at, request = arrivals.popleft()
-            st.waiting.append(Sequence(request, at, request.prompt_len))
-        preempted = st.preemptions
-        plan = policy.plan(st)
-        if plan.empty:
-            if not arrivals:
-                raise TcpcError("the scheduler cannot run any waiting request (KV cache too small?)")
-            now = max(now, arrivals[0][0])
+        # The engine with work that can start first; an arrival before then joins first (it may
+        # wake an idle engine that starts earlier).
+        busy = [e for e in engines if e.has_work]
+        engine = min(busy, key=lambda e: max(e.ready, stage_free[0]), default=None)
+        now = max(engine.ready, stage_free[0]) if engine else math.inf
+        if arrivals and arrivals[0][0] < now:
+            _admit(arrivals, engines, arrivals[0][0])
             continue
-        cost = iteration_cost(plan, costs)
+        if engine is None:
+            raise TcpcError("the scheduler cannot run any waiting request (KV cache too small?)")
+        _admit(arrivals, engines, now)
+        st = engine.state
+        preempted = st.preemptions
+        plan = engine.policy.plan(st)
+        if plan.empty:  # work it can never start: nothing runs to free its blocks
+            raise TcpcError("the scheduler cannot run any waiting request (KV cache too small?)")
+        pieces = [iteration_cost(plan, c) for c in stages]
         mixed += bool(plan.decodes and plan.chunks)
-        duration = hw.seconds(cost.cycles)
+        end = now
+        for k, piece in enumerate(pieces):
+            end = max(end, stage_free[k]) + hw.seconds(piece.cycles)
+            stage_free[k] = end
+        cost = sum(pieces, ZERO)
         iterations.add(
             start_s=now,
-            duration_s=duration,
+            duration_s=end - now,
             cycles=cost.cycles,
             flops=cost.flops,
             hbm_bytes=cost.hbm_bytes,
             decodes=len(plan.decodes),
             prefill_tokens=sum(c for _, c in plan.chunks),
             prefill_sequences=len(plan.chunks),
-            kv_blocks_used=st.blocks.used,
+            kv_blocks_used=sum(e.state.blocks.used for e in engines),
             preemptions=st.preemptions - preempted,
         )
-        now += duration
-        for seq in _advance(plan, now):
-            seq.finish_s = now
+        engine.ready = end
+        for seq in _advance(plan, end):
+            seq.finish_s = end
             st.running.remove(seq)
             st.blocks.release(seq)
             finished.append(seq)
             if unissued:
-                arrivals.append((now, unissued.popleft()))
+                request = unissued.popleft()
+                heapq.heappush(arrivals, (end, request.id, request))
         if progress is not None:
             progress(len(finished), len(requests))
     finished.sort(key=lambda s: s.id)
@@ -197,15 +228,43 @@ def serve(
         config,
         hw,
         precision,
-        compile_options.chips_on(hw),
+        compile_options.chips_on(hw) * pp,
         options,
         finished,
         iterations,
         budget,
-        costs.stats,
+        sum((c.stats for c in stages), CostStats()),
         mixed,
-        st.preemptions,
+        sum(e.state.preemptions for e in engines),
     )
+
+
+@dataclass(eq=False)
+class _Engine:
+    """A virtual engine: its own scheduler state, and when its next iteration may start."""
+
+    state: ServerState
+    policy: Static | Continuous | Chunked
+    ready: float = 0.0
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.state.waiting or self.state.running)
+
+    @property
+    def unfinished(self) -> int:
+        return len(self.state.waiting) + len(self.state.running)
+
+
+def _admit(arrivals: list[tuple[float, int, Request]], engines: list[_Engine], now: float) -> None:
+    """Requests that have arrived by `now` join the engine with the fewest unfinished ones (an idle
+    engine wakes at the arrival)."""
+    while arrivals and arrivals[0][0] <= now:
+        at, _, request = heapq.heappop(arrivals)
+        engine = min(engines, key=lambda e: e.unfinished)
+        if not engine.has_work:
+            engine.ready = max(engine.ready, at)
+        engine.state.waiting.append(Sequence(request, at, request.prompt_len))
 
 
 def iteration_cost(plan: Plan, costs: IterationCosts) -> Cost:

@@ -114,7 +114,8 @@ def test_einsum_flops_equal_flop_counter(family, seq) -> None:
     assert _einsum_flops(graph) == _hf_flops(model, seq), name
     rope = _einsum_flops(graph, exclude_rope=False) - _einsum_flops(graph)
     rotated = sum(layer.rope is not None for layer in cfg.layers)  # SmolLM3 leaves some out
-    assert rope == rotated * 2 * seq * (cfg.heads + cfg.kv_heads) * cfg.rotary * 2
+    keys = 1 if cfg.mla is not None else cfg.kv_heads  # MLA rotates one key all heads share
+    assert rope == rotated * 2 * seq * (cfg.heads + keys) * cfg.rotary * 2
 
 
 @pytest.mark.parametrize("name", MOE)
@@ -128,7 +129,8 @@ def test_moe_expert_flops_are_tokens_times_top_k_experts(name, tmp_path) -> None
         if nc.node.name.split(".")[-1].startswith("expert_") and nc.node.kind in CONTRACTIONS
     )
     per_expert = 3 * 2 * cfg.hidden * cfg.moe.intermediate
-    assert experts == len(cfg.layers) * batch * seq * cfg.moe.top_k * per_expert
+    moe_layers = sum(layer.moe for layer in cfg.layers)  # Qwen2-MoE and DeepSeek keep dense layers
+    assert experts == moe_layers * batch * seq * cfg.moe.top_k * per_expert
 
 
 def test_dense_and_moe_lists_cover_every_family() -> None:

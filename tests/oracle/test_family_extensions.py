@@ -119,7 +119,10 @@ def test_phi3_top_level_original_context_wins() -> None:
     assert rope.inv_freq(HEAD, 16)[-1] != pytest.approx(rope.inv_freq(HEAD, 17)[-1])
 
 
-SHARDED = ["gemma2", "phi3", "phi3_partial", "olmo2", "starcoder2", "granite", "smollm3", "falcon_alibi"]
+SHARDED = [
+    "gemma2", "phi3", "phi3_partial", "olmo2", "starcoder2", "granite", "smollm3", "falcon_alibi", "gpt_oss",
+    "qwen2_moe", "deepseek_v3", "deepseek_v3_q_proj",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("chips", [2, 4])
@@ -152,3 +155,38 @@ def test_falcon_alibi_eager_adds_the_bias_twice() -> None:
         model.config._attn_implementation = "eager"
         eager = model(ids).logits
     assert (sdpa - eager).abs().max() > 1e-2
+
+
+def test_gpt_oss_sinks_and_clamps_move_the_tiny_models_logits() -> None:
+    """The tiny gpt-oss is sensitive to what its oracle test checks: without sinks (-1e9), or with
+    a swiglu_limit too large to clamp anything, transformers' own logits move by > 1e-2."""
+    ids = torch.tensor([[5, 17, 3, 88, 42, 9]])
+    model = build("gpt_oss")
+    with torch.no_grad():
+        base = model(ids).logits
+        unclamped = build("gpt_oss", swiglu_limit=1e3)(ids).logits
+        for layer in model.model.layers:
+            layer.self_attn.sinks.fill_(-1e9)
+        sinkless = model(ids).logits
+    assert (unclamped - base).abs().max() > 1e-2
+    assert (sinkless - base).abs().max() > 1e-2
+
+
+def test_gpt_oss_experts_are_cut_from_the_stacked_interleaved_tensors(tmp_path) -> None:
+    """Expert e's gate is column 2j of gate_up_proj[e] ([E, D, 2F]), its up column 2j + 1, as
+    GptOssExperts._apply_gate splits them; down_proj[e] is [F, D]; each read as [out, in]."""
+    loaded = _load("gpt_oss", tmp_path)
+    cfg, get = loaded.config, loaded.checkpoint.load
+    experts = build("gpt_oss", vocab_size=cfg.vocab).model.layers[1].mlp.experts
+    expected = {
+        "gate_proj.weight": experts.gate_up_proj[2, :, ::2].T,
+        "up_proj.weight": experts.gate_up_proj[2, :, 1::2].T,
+        "down_proj.weight": experts.down_proj[2].T,
+        "gate_proj.bias": experts.gate_up_proj_bias[2, ::2],
+        "up_proj.bias": experts.gate_up_proj_bias[2, 1::2],
+        "down_proj.bias": experts.down_proj_bias[2],
+    }
+    for name, want in expected.items():
+        source = cfg.tensors.source(f"model.layers.1.mlp.experts.2.{name}")
+        np.testing.assert_array_equal(source.load(get), want.detach().numpy(), err_msg=name)
+    assert cfg.tensors.source("model.layers.1.mlp.experts.2.up_proj.weight").stored((48, 32)) == (4, 32, 96)

@@ -216,8 +216,87 @@ OWN_SIZES["falcon_alibi"] = FAMILIES["falcon_alibi"]
 # model does, so that is the reference for these (FLOPs are still counted on the eager path).
 SDPA = {"falcon_alibi"}
 ZERO_CENTRED_NORMS = {"gemma3", "gemma2"}  # (1 + w) norms
+# MoE families of issue 17: a dense layer among the MoE ones; DeepSeek with yarn (mscale !=
+# mscale_all_dim, so both the cos/sin factor and the softmax scale move), a routed scale != 1, a
+# nonzero correction bias (set in `build`) and experts in several groups; its second variant has
+# q_proj instead of the q LoRA pair and RoPE on rotate_half pairs instead of interleaved ones.
+DEEPSEEK = dict(
+    num_key_value_heads=4,
+    max_position_embeddings=32,  # yarn's factor x its original context
+    q_lora_rank=16,
+    kv_lora_rank=12,
+    qk_nope_head_dim=8,
+    qk_rope_head_dim=4,
+    v_head_dim=6,
+    n_routed_experts=8,
+    num_experts_per_tok=3,
+    moe_intermediate_size=24,
+    n_shared_experts=2,
+    n_group=4,
+    topk_group=2,
+    first_k_dense_replace=1,
+    routed_scaling_factor=2.5,
+    norm_topk_prob=True,
+    rope_parameters={
+        "rope_type": "yarn",
+        "rope_theta": 100.0,
+        "factor": 4.0,
+        "mscale": 0.7,
+        "mscale_all_dim": 1.0,
+        "original_max_position_embeddings": 8,
+    },
+)
+ISSUE_17_MOE = {
+    "qwen2_moe": (
+        "Qwen2MoeConfig",
+        "Qwen2MoeForCausalLM",
+        dict(
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=24,
+            shared_expert_intermediate_size=40,
+            mlp_only_layers=[1],
+        ),
+    ),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM", DEEPSEEK),
+    "deepseek_v3_q_proj": (
+        "DeepseekV3Config",
+        "DeepseekV3ForCausalLM",
+        dict(
+            DEEPSEEK,
+            q_lora_rank=None,
+            rope_interleave=False,
+            n_group=1,
+            topk_group=1,
+            norm_topk_prob=False,
+            routed_scaling_factor=1.5,
+            rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        ),
+    ),
+}
+FAMILIES.update(ISSUE_17_MOE)
+# gpt-oss: sinks, alternating windows shorter than the prompt, q/k/v/o, router and expert biases;
+# swiglu_limit 0.5 is small enough that both clamps cut values of gate_up (std ~0.6 here).
+GPT_OSS = dict(
+    head_dim=8,
+    sliding_window=3,
+    layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+    num_local_experts=4,
+    num_experts_per_tok=2,
+    swiglu_limit=0.5,
+    rope_parameters={
+        "rope_type": "yarn",
+        "rope_theta": 500.0,
+        "factor": 4.0,
+        "beta_fast": 8.0,
+        "beta_slow": 1.0,
+        "truncate": False,
+        "original_max_position_embeddings": 16,
+    },
+)
+FAMILIES["gpt_oss"] = ("GptOssConfig", "GptOssForCausalLM", GPT_OSS)
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
-MOE = ["mixtral", "qwen3_moe"]
+MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss"]
 
 
 def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
@@ -232,6 +311,9 @@ def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedMod
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(0.1 * torch.randn_like(p) + (centre if _is_norm_weight(name) else 0.0))
+        for name, buffer in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):  # DeepSeek's, zero as initialised
+                buffer.copy_(0.3 * torch.randn_like(buffer))
     return model
 
 

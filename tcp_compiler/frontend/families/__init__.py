@@ -11,11 +11,13 @@ from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.config import ModelConfig, RawConfig
 from tcp_compiler.frontend.families import (
     bloom,
+    deepseek_v3,
     falcon,
     gemma2,
     gemma3,
     gpt2,
     gpt_neox,
+    gpt_oss,
     granite,
     llama,
     mistral,
@@ -24,6 +26,7 @@ from tcp_compiler.frontend.families import (
     opt,
     phi3,
     qwen2,
+    qwen2_moe,
     qwen3,
     qwen3_moe,
     smollm3,
@@ -41,6 +44,8 @@ FAMILIES: dict[str, ModuleType] = {
         gemma3,
         mixtral,
         qwen3_moe,
+        qwen2_moe,
+        deepseek_v3,
         gpt2,
         opt,
         bloom,
@@ -52,6 +57,7 @@ FAMILIES: dict[str, ModuleType] = {
         starcoder2,
         granite,
         smollm3,
+        gpt_oss,
         tcpc_decoder,
     )
     for t in m.MODEL_TYPES

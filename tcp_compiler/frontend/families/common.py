@@ -157,3 +157,14 @@ def head_size(
     if hidden % heads:
         raise raw.fail(f"{hidden_key} ({hidden}) must be a multiple of {heads_key} ({heads})")
     return hidden // heads
+
+
+def sparse_layers(raw: RawConfig) -> set[int]:
+    """Qwen MoE's expert layers: every decoder_sparse_step-th layer not in mlp_only_layers."""
+    n = raw.require("num_hidden_layers")
+    step = raw.get("decoder_sparse_step", 1, kind=int)
+    dense_only = raw.get("mlp_only_layers", [], kind=list)
+    for i, layer in enumerate(dense_only):
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
+            raise raw.fail(f"{raw.path('mlp_only_layers')}[{i}]: expected a layer index from 0 to {n - 1}")
+    return {i for i in range(n) if i not in set(dense_only) and (i + 1) % step == 0}

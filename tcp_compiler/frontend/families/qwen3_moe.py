@@ -1,13 +1,12 @@
 """Qwen 3 MoE: Qwen 3 attention (q/k norms) with routed experts; optional top-k renormalisation."""
 
 from tcp_compiler.frontend.config import ModelConfig, Moe, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import dense, layers, qwen_windows
+from tcp_compiler.frontend.families.common import dense, layers, qwen_windows, sparse_layers
 
 MODEL_TYPES = ("qwen3_moe",)
 
 
 def read(raw: RawConfig, name: str) -> ModelConfig:
-    n = raw.require("num_hidden_layers")
     experts = raw.get("num_experts", raw.get("num_local_experts"), kind=int)
     if experts is None:
         raise raw.fail("missing field 'num_experts' (needed for qwen3_moe models)")
@@ -25,13 +24,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     )
     if moe.top_k > moe.experts:
         raise raw.fail(f"num_experts_per_tok ({moe.top_k}) exceeds num_experts ({moe.experts})")
-    step = raw.get("decoder_sparse_step", 1, kind=int)
-    dense_only = raw.get("mlp_only_layers", [], kind=list)
-    for i, layer in enumerate(dense_only):
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
-            raise raw.fail(f"{raw.path('mlp_only_layers')}[{i}]: expected a layer index from 0 to {n - 1}")
-    dense_only = set(dense_only)
-    moe_layers = {i for i in range(n) if i not in dense_only and (i + 1) % step == 0}
+    moe_layers = sparse_layers(raw)
     types, window = qwen_windows(raw)
     return dense(
         raw,

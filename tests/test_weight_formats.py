@@ -1,0 +1,288 @@
+"""Weight formats (fp8 with tensor / channel / block scales, w8a16, w8a8, int4 with zero points,
+MXFP4): pre-quantised checkpoints bind as stored and compute what transformers computes on their
+dequantised weights; --dtype formats equal a numpy quantise-dequantise from the formats'
+definitions; sharded equals unsharded; bad quantization_config fields are one-line errors; and a
+decode step's HBM bytes follow each format's bits per weight.
+
+Every run uses f32 activations (the formats' weights dequantise to f32), so the only difference
+from transformers is summation order: prefill and 4 decode steps agree within 1e-4 x max |logit|.
+The reference is transformers on the weights our numpy code dequantises (transformers' own fp8
+and compressed-tensors loaders need accelerate / compressed-tensors, not installed); for gpt-oss
+MXFP4 it is transformers' own dequantising loader (Mxfp4Config(dequantize=True)).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+import ir
+from simulator.hardware import load_hardware
+from tcp_compiler.cli import main
+from tcp_compiler.config_bound import head_bytes, matmul_weight_bytes
+from tcp_compiler.errors import TcpcError
+from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.precision import PRECISIONS, Precision, checkpoint_precision, precision
+from tcp_compiler.runtime.generate import generate
+from tcp_compiler.simulate import simulate_generation
+from tests.oracle.quantised_checkpoints import (
+    LINEARS,
+    asymmetric,
+    define_schemes,
+    fp8,
+    int8,
+    load_dequantised,
+    mxfp4,
+    write,
+    write_gpt_oss_mxfp4,
+)
+from tests.oracle.test_families import reference_logits
+from tests.oracle.tiny_models import build, save
+
+PROMPT = [5, 17, 3, 88, 42, 9]
+STEPS = 4
+SCHEMES = define_schemes(block=16, group=16)
+
+
+def _f32(p: Precision) -> Precision:
+    return replace(p, act=ir.F32, kv=ir.F32, table=ir.F32)
+
+
+def _ours(model, prec: Precision, chips: int = 1) -> tuple[list[np.ndarray], list[int]]:
+    result = generate(model.config, model.checkpoint.load, [PROMPT], prec, STEPS, chips=chips)
+    return [result.prefill_logits[0]] + [d[0] for d in result.decode_logits], result.token_matrix[0].tolist()
+
+
+def _assert_close(ours: list[np.ndarray], theirs: list[np.ndarray], label: str) -> None:
+    scale = float(np.abs(theirs[0]).max())
+    assert scale > 0.05, "logits too small to tell a bug from noise"
+    for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        np.testing.assert_allclose(a, b, atol=1e-4 * scale, rtol=0, err_msg=f"{label} step {step}")
+
+
+def _quantise_activations(model) -> list:
+    """w8a8's activations as the reference runs them: per token, max |x| -> 127, rounded to even."""
+
+    def hook(module, args):
+        x = args[0]
+        step = (x.abs().amax(-1, keepdim=True) / 127.0).clamp_min(1e-30)
+        return (torch.round(x / step) * step,)
+
+    linears = [m for n, m in model.named_modules() if n.split(".")[-1] in LINEARS]
+    return [m.register_forward_pre_hook(hook) for m in linears]
+
+
+@pytest.fixture(scope="module", params=sorted(SCHEMES))
+def stored(request, tmp_path_factory):
+    quant, writer = SCHEMES[request.param]
+    model = build("llama")
+    directory = tmp_path_factory.mktemp(request.param)
+    load_dequantised(model, write(model, directory, quant, writer))
+    return request.param, model, directory
+
+
+def test_stored_checkpoint_matches_transformers_on_its_dequantised_weights(stored) -> None:
+    name, model, directory = stored
+    loaded = load_model(directory)
+    assert loaded.scheme is not None
+    ours, tokens = _ours(loaded, _f32(checkpoint_precision(loaded.config.dtype, loaded.scheme.format)))
+    hooks = _quantise_activations(model) if name == "ct-w8a8" else []
+    try:
+        theirs = reference_logits(model, PROMPT, tokens[:STEPS])
+    finally:
+        for h in hooks:
+            h.remove()
+    _assert_close(ours, theirs, name)
+
+
+def test_stored_codes_are_bound_as_stored(stored) -> None:
+    """No dequantise-then-requantise: the codes param holds the checkpoint's codes, the scale
+    param one stored scale per block, and the LM head (on the ignore list) stays float."""
+    name, _, directory = stored
+    loaded = load_model(directory)
+    fmt = loaded.scheme.format
+    built = build_prefill(loaded.config, _f32(checkpoint_precision("float32", fmt)), 1, 4)
+    params = built.bind(loaded.checkpoint.load)
+    q_name = "model.layers.0.self_attn.q_proj.weight"
+    assert built.graph[q_name].type.dtype == fmt.codes
+    assert built.graph["lm_head.weight"].type.dtype == ir.F32
+    expected = loaded.checkpoint.load(f"{q_name}:codes")
+    np.testing.assert_array_equal(params[q_name].reshape(expected.shape), expected)
+    if name.startswith(("ct-fp8", "deepseek", "ct-w8")):
+        stored_weight = loaded.checkpoint.checkpoint.load(q_name)
+        np.testing.assert_array_equal(params[q_name].reshape(stored_weight.shape), stored_weight)
+    scales = params[f"{q_name}.scale"]
+    assert scales.size == {"ct-fp8-tensor": 1, "ct-fp8-block": 4, "deepseek-fp8": 4}.get(name, scales.size)
+
+
+@pytest.mark.parametrize("name", ["ct-fp8-channel", "awq"])
+def test_sharded_equals_unsharded(name: str, tmp_path) -> None:
+    quant, writer = define_schemes(block=16, group=8)[name]
+    directory = tmp_path / name
+    write(build("llama", vocab_size=96), directory, quant, writer)
+    loaded = load_model(directory)
+    prec = _f32(checkpoint_precision(loaded.config.dtype, loaded.scheme.format))
+    one, _ = _ours(loaded, prec)
+    two, _ = _ours(loaded, prec, chips=2)
+    for step, (a, b) in enumerate(zip(one, two, strict=True)):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0, err_msg=f"{name} step {step}")
+
+
+def test_gpt_oss_mxfp4_checkpoint_matches_transformers_dequantising_it(tmp_path) -> None:
+    import transformers
+
+    directory = tmp_path / "gpt_oss"
+    ours_dequantised = write_gpt_oss_mxfp4(build("gpt_oss", intermediate_size=64), directory)
+    loaded = load_model(directory)
+    fmt = loaded.scheme.format
+    assert fmt.codes == ir.U4 and fmt.table and loaded.scheme.method == "mxfp4"
+    ours, tokens = _ours(loaded, _f32(checkpoint_precision(loaded.config.dtype, fmt)))
+    hf = transformers.GptOssForCausalLM.from_pretrained(
+        directory, quantization_config=transformers.Mxfp4Config(dequantize=True), dtype=torch.float32
+    ).eval()
+    hf.config._attn_implementation = "eager"
+    theirs_dequantised = hf.state_dict()
+    for name, w in ours_dequantised.items():  # transformers reads the blocks as our reference does
+        np.testing.assert_array_equal(theirs_dequantised[name].numpy(), w)
+    _assert_close(ours, reference_logits(hf, PROMPT, tokens[:STEPS]), "gpt_oss mxfp4")
+    built = build_decode(loaded.config, checkpoint_precision(loaded.config.dtype, fmt), 1, 8)
+    assert built.graph["model.layers.0.mlp.experts.gate_proj.weight"].type.dtype == ir.U4
+    assert built.graph["model.layers.0.self_attn.q_proj.weight"].type.dtype == ir.BF16  # not an expert
+
+
+# --dtype formats on a float checkpoint: tcpc quantises each projection itself (the LM head stays float).
+REFERENCES = {
+    "fp8-tensor": (None, lambda w: fp8(w, (0, 0), "s")[1]),
+    "fp8-channel": (None, lambda w: fp8(w, (1, 0), "s")[1]),
+    "fp8-block": ((16, 16), lambda w: fp8(w, (16, 16), "s")[1]),
+    "w8a16": (None, lambda w: int8(w)[1]),
+    "w4-zp": ((1, 16), None),
+    "mxfp4": (None, mxfp4),
+}
+
+
+def _w4_zp(w: np.ndarray) -> np.ndarray:
+    import ml_dtypes
+
+    q, zero, scale = asymmetric(w, 16, scale_dtype=ml_dtypes.bfloat16)
+    return ((q - np.repeat(zero, 16, 0)) * np.repeat(scale, 16, 0)).T.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def float_llama(tmp_path_factory):
+    model = build("llama", intermediate_size=64)  # MX blocks of 32 tile the MLP width
+    return model, load_model(save(model, tmp_path_factory.mktemp("float_llama")))
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_dtype_format_equals_numpy_quantise_dequantise(float_llama, name: str) -> None:
+    model, loaded = float_llama
+    block, reference = REFERENCES[name]
+    prec = precision(name)
+    if block is not None:
+        prec = replace(prec, format=replace(prec.format, block=block))
+    ours, tokens = _ours(loaded, _f32(prec))
+    reference = reference or _w4_zp
+    copy = build("llama", intermediate_size=64)
+    weights = {
+        n: reference(p.detach().numpy())
+        for n, p in copy.named_parameters()
+        if n.endswith(".weight") and n.split(".")[-2] in LINEARS
+    }
+    load_dequantised(copy, weights)
+    _assert_close(ours, reference_logits(copy, PROMPT, tokens[:STEPS]), name)
+
+
+def test_mxfp4_is_a_table_lookup_and_a_shared_exponent(float_llama) -> None:
+    graph = build_decode(float_llama[1].config, precision("mxfp4"), 1, 8).graph
+    w = "model.layers.0.mlp.down_proj.weight"
+    assert graph[w].type.dtype == ir.U4 and graph[f"{w}.scale"].type.dtype == ir.E8M0
+    decoded = graph[f"{w}.decoded"]
+    assert decoded.kind == "gather" and graph[decoded.operands[0]].kind == "const"
+    assert graph[f"{w}.scale"].type.sizes == {"D": 32, "Fg": 2}  # one scale per 32 inputs
+    assert graph[decoded.operands[0]].type == ir.TensorType.of(ir.FP8E4M3, C=16)
+
+
+def test_w8a8_contracts_int8_operands_into_int32(float_llama) -> None:
+    graph = build_decode(float_llama[1].config, precision("w8a8"), 1, 8).graph
+    q = graph["l0.q"]
+    assert [graph[o].type.dtype for o in q.operands] == [ir.I8, ir.I8] and q.type.dtype == ir.I32
+
+
+# -- errors --------------------------------------------------------------------------------------------------
+
+BAD = [
+    ("awq", {"quant_method": "squeeze"}, "quantization_config.quant_method: 'squeeze' is not supported"),
+    ("awq", {"bits": 3}, "quantization_config.bits: 3 is not supported"),
+    ("awq", {"version": "gemv"}, "quantization_config.version: 'gemv' is not supported"),
+    ("gptq", {"group_size": 0}, "quantization_config.group_size: expected a positive integer or -1"),
+    ("deepseek-fp8", {"weight_block_size": [16]}, "quantization_config.weight_block_size: expected [rows"),
+    ("deepseek-fp8", {"weight_block_size": None}, "quantization_config.weight_block_size: missing"),
+    ("ct-fp8-block", {"config_groups": {"a": {}, "b": {}}}, "quantization_config.config_groups: 2 groups"),
+]
+
+
+@pytest.fixture(scope="module")
+def quantised_dirs(tmp_path_factory):
+    dirs = {}
+    for name in {b[0] for b in BAD}:
+        quant, writer = SCHEMES[name]
+        dirs[name] = tmp_path_factory.mktemp(name)
+        write(build("llama"), dirs[name], quant, writer)
+    return dirs
+
+
+@pytest.mark.parametrize(("scheme", "change", "message"), BAD, ids=[b[2].split(":")[1] for b in BAD])
+def test_bad_quantization_config_is_a_one_line_error(
+    quantised_dirs, tmp_path, capsys, scheme, change, message
+) -> None:
+    directory = tmp_path / "ckpt"
+    shutil.copytree(quantised_dirs[scheme], directory)
+    config = json.loads((directory / "config.json").read_text())
+    config["quantization_config"].update(change)
+    (directory / "config.json").write_text(json.dumps(config))
+    with pytest.raises(TcpcError, match=message.replace("[", r"\[")):
+        load_model(directory)
+    assert main(["run", str(directory), "--prompt-ids", "1,2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_nested_compressed_tensors_field_is_named(quantised_dirs, tmp_path) -> None:
+    directory = tmp_path / "ckpt"
+    shutil.copytree(quantised_dirs["ct-fp8-block"], directory)
+    config = json.loads((directory / "config.json").read_text())
+    config["quantization_config"]["config_groups"]["group_0"]["weights"]["block_structure"] = [16, 0]
+    (directory / "config.json").write_text(json.dumps(config))
+    with pytest.raises(TcpcError, match=r"config_groups\.group_0\.weights\.block_structure: expected"):
+        load_model(directory)
+
+
+# -- cost ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["fp8-channel", "fp8-block", "w8a16", "w8a8", "w4-zp", "mxfp4"])
+def test_decode_hbm_bytes_follow_bits_per_weight(name: str) -> None:
+    """A decode step reads every weight once: its HBM bytes differ from bf16's by the weights'
+    bytes in the format (codes plus scales and zero points, as the config bound counts them)."""
+    cfg = load_model("llama-3.2-1b").config
+    hw = load_hardware("rngd")
+
+    def decode_bytes(prec: Precision) -> float:
+        return float(simulate_generation(cfg, hw, prec, 1, 64, 2).decode_hbm[0])
+
+    bf16, fmt = PRECISIONS["bf16"], precision(name)
+
+    def weights(prec: Precision) -> float:
+        return matmul_weight_bytes(cfg, prec) + head_bytes(cfg, prec)
+
+    expected = decode_bytes(bf16) - weights(bf16) + weights(fmt)
+    got = decode_bytes(fmt)
+    assert abs(got - expected) / expected < 0.005, (got, expected)
+    assert got < decode_bytes(bf16)
