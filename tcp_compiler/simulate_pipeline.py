@@ -91,7 +91,7 @@ def plan_stages(
     check_positions(config, prompt_len + steps)
     plans = []
     for s in pipeline_stages(config, pp):
-        what = f"{config.name} stage {s.index} (layers {s.layers.start}-{s.layers.stop - 1})"
+        what = f"{config.name} stage {s.index} (layers {s.layers.start}-{s.layers.stop - 1}) on --tp {tp}"
         stage(f"compiling {what}")
         opts = replace(options, chips=tp, stage=s, batch=batch)
         decode = lower(config, hw, precision, "decode", prompt_len, opts)
