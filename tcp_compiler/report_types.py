@@ -137,7 +137,10 @@ class PrefillPhase(Record):
         "s",
     )
     bound: Bound = doc("the largest roofline term, or `overhead` when the phase took more than twice it")
-    limiter: Limiter | None = doc("what the time beyond the roofline is made of", default=None)
+    limiter: Limiter | None = doc(
+        "what the time beyond the roofline is made of; absent with pipeline stages (see `pipeline`)",
+        default=None,
+    )
     config_bound_seconds: float = doc(
         "a floor from the model config and spec alone, blind to the lowering (tcp_compiler/config_bound.py)",
         "s",

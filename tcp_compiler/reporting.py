@@ -141,8 +141,12 @@ def _attention_forms(sim: Simulation) -> dict[int, str]:
     return forms
 
 
-def _limiter(totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Simulation) -> Limiter:
-    """What a phase's time beyond its roofline is made of (per step for decode)."""
+def _limiter(totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Simulation) -> Limiter | None:
+    """What a phase's time beyond its roofline is made of (per step for decode). None for a
+    pipeline: the activity states are one chip's, while its stages wait on one another by design
+    (the per-stage table's busy shares say how much)."""
+    if sim.pipeline:
+        return None
     clock = sim.hardware.clock_hz
     busy = totals.unit_busy.sum(axis=0)[UNIT_NAMES.index("contraction")]
     phase = PhaseTime(
