@@ -104,6 +104,7 @@ def test_report_shows_every_stage_and_the_chips_in_all() -> None:
     assert pipe.link_bytes_per_step == 4 * MODEL.hidden * 2  # one bf16 hidden state per sequence
     assert all(0 <= u.utilisation <= 1.0 for u in report.units.prefill)
     assert report.prefill.model_flops_utilisation <= 1.0
+    assert report.prefill.limiter is None and report.decode.limiter is None  # the stage table explains
     assert build_report(_sim(2, 1, 4)).pipeline is None
 
 
