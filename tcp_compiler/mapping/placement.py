@@ -246,8 +246,11 @@ def _place_batch(shapes: list[EinsumShape], hw: Hardware, policy: MappingPolicy)
         per_shape = [tuple(sh.size(roles[r]) for r in "KNMB") for sh in shapes]
         dtype = _int_type(first)
         columns = np.array(per_shape, dtype=dtype).T[:, :, None]  # [K N M B][shape][1]
+        # A size the batch shares is one row: the terms that depend on it alone are computed once
+        # per candidate, not per shape (decode steps vary one axis), and broadcast as before.
+        by_role = tuple(c[:1] if (c == c[0]).all() else c for c in columns)
         splits = _candidates(hw, *per_shape[0][1:], dtype)
-        terms = _costs(first, hw, policy, tuple(columns), splits)
+        terms = _costs(first, hw, policy, by_role, splits)
         grid = (count, len(splits))
         cycles = np.maximum.reduce([np.broadcast_to(t, grid) for t in terms["bounds"]])
         cycles = cycles + np.broadcast_to(terms["latency"], grid)

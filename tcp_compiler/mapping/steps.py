@@ -13,16 +13,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from ir import Axis, Graph, Node, TensorType
+from ir import Graph, Node, TensorType
 from simulator.hardware import Hardware
-from simulator.program import Program, busy_row, command_timing
+from simulator.program import UNITS, Program, command_timing
 from tcp_compiler.mapping.fusion import fuse
 from tcp_compiler.mapping.placement import EinsumShape, is_placed, place_ahead
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import DM, DM_STORED, placed, residency
 from tcp_compiler.mapping.schedule import (
-    NodeView,
     OpView,
+    Step,
     Wiring,
     build_recipe,
     emit,
@@ -30,15 +30,11 @@ from tcp_compiler.mapping.schedule import (
     view_of,
 )
 from tcp_compiler.mapping.traits import traits
+from tcp_compiler.mapping.view_resize import ResizePlan, resize_type
 
 AHEAD = 64  # decode lengths whose einsums are placed together
+_UNIT_COLUMN = {unit: i for i, unit in enumerate(UNITS)}  # a busy unit's column in Program.busy
 PATCHED = ("cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link_bytes")
-
-
-def resize_type(t: TensorType, sizes: dict[str, int]) -> TensorType:
-    if sizes.keys().isdisjoint(t.names):
-        return t
-    return t.with_axes(Axis(a.name, sizes.get(a.name, a.size)) for a in t.axes)
 
 
 def resize_graph(graph: Graph, sizes: dict[str, int]) -> Graph:
@@ -85,26 +81,38 @@ class DecodeSteps:
         self.program = wiring.builder.build()
         first = np.searchsorted(self.program.op, np.arange(len(self.ops)))
         # Where each dynamic group's commands start, one entry per op of the group.
-        self.starts = {key: first[np.array(ks)] for key, ks in self.dynamic.items()}
+        starts = {key: first[np.array(ks)] for key, ks in self.dynamic.items()}
+        # The rows a step patches, per (group, recipe step) in order, and how many each one has.
+        self.roles = {key: [s.role for s in self.recipes[ks[0]].steps] for key, ks in self.dynamic.items()}
+        patched = [starts[key] + j for key, roles in self.roles.items() for j in range(len(roles))]
+        self.rows = np.concatenate(patched) if patched else np.zeros(0, np.int64)
+        self.counts = [len(r) for r in patched]
+        self.plans = {key: ResizePlan(*key, graph.meta.kv_axes) for key in self.dynamic}
+        # Per dynamic group, the lengths whose einsums its last batch placed (a range).
+        self.placed: dict[tuple, range] = {}
 
     def at(self, length: int) -> Program:
         """The program of the step whose KV cache holds `length` positions (past + 1)."""
         sizes = self.graph.meta.kv_sizes(length)
-        patches = []
-        for key, ks in self.dynamic.items():
+        steps: list[Step] = []  # the recipe steps of every dynamic group, in self.rows' order
+        memo: dict[TensorType, TensorType] = {}  # the groups share types (scores, probabilities)
+        for key in self.dynamic:
             # Each length is new: build the recipe directly instead of through the shared cache.
-            view = self._resized(ks[0], sizes)
-            self._place_ahead(view, length)
+            view = self.plans[key].at(sizes, memo, self._where)
+            if length not in self.placed.get(key, ()):
+                self._place_ahead(key, view, length)
             r = build_recipe(view, self.hw, self.policy)
-            if [s.role for s in r.steps] != [s.role for s in self.recipes[ks[0]].steps]:
+            if [s.role for s in r.steps] != self.roles[key]:
                 self._compile(resize_graph(self.graph, sizes))  # the structure changed
                 return self.program
-            patches.append((self.starts[key], r))
-        return _patched(self.program, patches)
+            steps.extend(r.steps)
+        return _patched(self.program, self.rows, self.counts, steps)
 
-    def _place_ahead(self, view: OpView, length: int) -> None:
+    def _place_ahead(self, key: tuple, view: OpView, length: int) -> None:
         """Places the view's einsums at the next AHEAD lengths in one batch when this length's is
-        not placed yet (placing costs the same for one shape or a batch of them)."""
+        not placed yet (placing costs the same for one shape or a batch of them). Steps at the
+        lengths of the group's last batch skip this check: placements are pure, so one the cache
+        has dropped meanwhile is placed again, alone, to the same integers."""
         for node in view.nodes:
             if node.kind != "einsum":
                 continue
@@ -115,29 +123,11 @@ class DecodeSteps:
             shapes = [replace(shape, sizes=tuple((axis, kv.get(axis, size)) for axis, size in shape.sizes))
                       for kv in ahead]  # fmt: skip
             place_ahead(shapes, self.hw, self.policy)
+            self.placed[key] = range(length, length + AHEAD)
 
-    def _resized(self, k: int, sizes: dict[str, int]) -> OpView:
-        view = self.views[k]
-        memo: dict[TensorType, TensorType] = {}  # a view repeats its types (result, then operand)
-
-        def size(t: TensorType) -> TensorType:
-            found = memo.get(t)
-            if found is None:
-                found = memo[t] = resize_type(t, sizes)
-            return found
-
-        nodes = tuple(
-            NodeView(n.kind, n.attrs, size(n.type), tuple(size(t) for t in n.operands)) for n in view.nodes
-        )
-        inputs = tuple(
-            (size(t), _where(size(t), w, fixed, self.hw, self.policy), kind)
-            for (t, w, kind), fixed in zip(view.inputs, self.fixed_in[k], strict=True)
-        )
-        outputs = tuple(
-            (size(t), _where(size(t), w, fixed, self.hw, self.policy))
-            for (t, w), fixed in zip(view.outputs, self.fixed_out[k], strict=True)
-        )
-        return replace(view, nodes=nodes, inputs=inputs, outputs=outputs)
+    def _where(self, t: TensorType, was: str, fixed: bool) -> str:
+        """Residency of a resized value on this template's hardware and policy (for ResizePlan)."""
+        return _where(t, was, fixed, self.hw, self.policy)
 
 
 def _where(t: TensorType, was: str, fixed: bool, hw: Hardware, policy: MappingPolicy) -> str:
@@ -155,20 +145,23 @@ def _mentions(view: OpView, axes: tuple[str, ...]) -> bool:
     return any(a.name in axes for t in types for a in t.axes)
 
 
-def _patched(program: Program, patches) -> Program:
-    """A copy of `program` with the patched ops' commands replaced (same structure)."""
-    columns = {name: getattr(program, name).copy() for name in PATCHED}
+def _patched(program: Program, rows: np.ndarray, counts: list[int], steps: list[Step]) -> Program:
+    """A copy of `program` with the dynamic ops' commands replaced (same structure): one row of
+    values per recipe step, repeated over its group's ops (`counts`), written to `rows` in one
+    assignment per column."""
+    if not steps:
+        return program
+    values, busy_values = [], np.zeros((len(steps), len(UNITS)), np.int64)
+    for i, s in enumerate(steps):
+        cycles, latency = command_timing(s.cycles, s.latency)
+        values.append((cycles, latency, s.moved, s.flops, s.hbm_bytes, s.dm_bytes, s.link_bytes))
+        for unit, value in s.busy:
+            busy_values[i, _UNIT_COLUMN[unit]] = value
+    new = np.repeat(np.array(values, np.int64), counts, axis=0)
+    columns = {}
+    for c, name in enumerate(PATCHED):
+        columns[name] = column = getattr(program, name).copy()
+        column[rows] = new[:, c]
     busy = program.busy.copy()
-    for starts, r in patches:
-        for j, s in enumerate(r.steps):
-            rows = starts + j
-            cycles, latency = command_timing(s.cycles, s.latency)
-            columns["cycles"][rows] = cycles
-            columns["latency"][rows] = latency
-            columns["moved"][rows] = s.moved
-            columns["flops"][rows] = s.flops
-            columns["hbm_bytes"][rows] = s.hbm_bytes
-            columns["dm_bytes"][rows] = s.dm_bytes
-            columns["link_bytes"][rows] = s.link_bytes
-            busy[rows] = busy_row(dict(s.busy))
+    busy[rows] = np.repeat(busy_values, counts, axis=0)
     return replace(program, **columns, busy=busy)
