@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import reduce
 
 import numpy as np
 
@@ -159,16 +160,6 @@ def decode_runs(
     return cycles, flops, hbm, totals.totals(), first
 
 
-def largest(caps: list[Capacity]) -> Capacity:
-    out = caps[0]
-    for c in caps[1:]:
-        out = larger(out, c)
-    return out
-
-
-__all__ = ["PipelineFigures", "StageFigures", "default_micro_batches", "plan_stages"]
-
-
 def simulate_pipelined(
     config: ModelConfig, hardware: Hardware, precision: Precision, batch: int, prompt_len: int,
     gen_len: int, tp: int, pp: int, micro_batches: int | None = None, trace_steps: int = 2,
@@ -193,7 +184,7 @@ def simulate_pipelined(
     run = Run("prefill", program, run_program(program, hardware))
     result = Simulation(
         config, hardware, precision, tp, batch, prompt_len, gen_len, run, op_totals(program, run.timeline),
-        largest([p.capacity for p in plans]), attention=[n for p in plans for n in p.attention],
+        reduce(larger, [p.capacity for p in plans]), attention=[n for p in plans for n in p.attention],
         prefill_model_flops=sum(p.model_flops for p in plans) * micro_batches,
         pipeline=PipelineFigures(tp, pp, micro_batches, stage_figures(plans, hardware, prompt_len)),
     )  # fmt: skip
