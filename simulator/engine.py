@@ -107,6 +107,22 @@ def _add_candidate(candidates, size, mark, stamp, value):
 
 
 @njit(cache=True)
+def _sort_ascending(values, size):
+    """Sorts values[:size] in place: by insertion while short (most events start one or two
+    commands, and numba's sort costs more than the event itself), else numba's sort."""
+    if size > 16:
+        values[:size].sort()
+        return
+    for x in range(1, size):
+        v = values[x]
+        y = x - 1
+        while y >= 0 and values[y] > v:
+            values[y + 1] = values[y]
+            y -= 1
+        values[y + 1] = v
+
+
+@njit(cache=True)
 def _run(chip, cycles, latency, moved, hbm, dep_ptr, user_ptr, users, prev, following, chips, hbm_bw, dma_bw):
     n = cycles.shape[0]
     waiting = np.empty(n, np.int64)
@@ -188,8 +204,7 @@ def _run(chip, cycles, latency, moved, hbm, dep_ptr, user_ptr, users, prev, foll
                 waiting[users[u]] -= 1
                 n_cand = _add_candidate(candidates, n_cand, mark, stamp, users[u])
         count = kept
-        if n_cand > 1:
-            candidates[:n_cand].sort()  # ascending index, as the reference starts them (in place)
+        _sort_ascending(candidates, n_cand)  # ascending index, as the reference starts them
         for c in range(n_cand):
             i = candidates[c]
             if start[i] < 0 and waiting[i] == 0 and (prev[i] < 0 or end[prev[i]] >= 0):

@@ -82,8 +82,8 @@ class Program:
 
 def command_timing(cycles: int, latency: int | None) -> tuple[int, int]:
     """A command's (cycles, latency) as stored: at least one cycle; no latency given = all of it."""
-    cycles = max(1, int(cycles))
-    return cycles, cycles if latency is None else int(latency)
+    cycles = max(1, cycles)
+    return cycles, cycles if latency is None else latency
 
 
 def busy_row(busy: dict[str, int] | None) -> np.ndarray:

@@ -127,9 +127,9 @@ def simulate_generation(
     template = DecodeSteps(decode.graph, hardware, options.policy)
     cycles, flops, hbm = (np.zeros(steps, np.int64) for _ in range(3))
     totals = StepTotals()  # what adding every step's op_totals gives, summed as integers where exact
-    for t in range(steps):
-        past = prompt_len + t
-        step = _run(f"decode {t}", template.at(past + 1), hardware)
+    # Step t's cache holds prompt_len + t + 1 positions (past + the new one).
+    for t, program in enumerate(template.programs(range(prompt_len + 1, prompt_len + steps + 1))):
+        step = _run(f"decode {t}", program, hardware)
         cycles[t], flops[t], hbm[t] = step.cycles, step.program.flops.sum(), step.program.hbm_bytes.sum()
         totals.add(step.program, step.timeline)
         if t < trace_steps:

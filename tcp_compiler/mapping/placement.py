@@ -17,7 +17,7 @@ the cost model keeps the cheapest. Every limit comes from the Hardware (hardware
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -27,6 +27,7 @@ from ir.ops.einsum import parse_equation
 from simulator import units
 from simulator.hardware import Hardware
 from simulator.units import ceil_div
+from tcp_compiler.mapping.lanes import Diverged, Lanes, has_lanes, lane_values, maximum, minimum
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 
 
@@ -106,7 +107,7 @@ class Placement:
     @property
     def cycles(self) -> int:
         return (
-            max(self.compute_cycles, self.supply_cycles, self.reload_cycles, self.commit_cycles)
+            maximum(self.compute_cycles, self.supply_cycles, self.reload_cycles, self.commit_cycles)
             + self.latency
         )
 
@@ -198,6 +199,8 @@ def place(shape: EinsumShape, hw: Hardware, policy: MappingPolicy = DEFAULT_POLI
     All candidates are costed at once with integer arithmetic; ties go to fewer slices, then to
     the first candidate (operand 0 stationary first, then N, B, M splits in increasing order).
     """
+    if has_lanes(size for _, size in shape.sizes):
+        return _place_lanes(shape, hw, policy)
     found = _PLACED.get((shape, hw, policy))
     if found is None:
         place_ahead([shape], hw, policy)
@@ -217,6 +220,7 @@ def place_ahead(shapes: list[EinsumShape], hw: Hardware, policy: MappingPolicy =
     todo = [sh for sh in dict.fromkeys(shapes) if (sh, hw, policy) not in _PLACED]
     if len(_PLACED) + len(todo) > 8192:
         _PLACED.clear()
+        todo = list(dict.fromkeys(shapes))  # every one asked for is placed on return
     batches: dict[tuple, list[EinsumShape]] = {}
     for sh in todo:
         batches.setdefault(_batch_key(sh, hw), []).append(sh)
@@ -236,20 +240,82 @@ def _batch_key(shape: EinsumShape, hw: Hardware) -> tuple:
 
 
 def _place_batch(shapes: list[EinsumShape], hw: Hardware, policy: MappingPolicy) -> list[Placement]:
-    """Placements of shapes alike but for their sizes (equal _batch_key): [shapes, candidates]
-    arrays, each shape's winner picked as place's rule does (cycles, then slices, then passes)."""
-    first, count = shapes[0], len(shapes)
-    best_key = None
+    """Placements of shapes alike but for their sizes (equal _batch_key), from one set of arrays."""
+    first = shapes[0]
+    sizes = {st: np.array([tuple(sh.size(roles[r]) for r in "KNMB") for sh in shapes], _int_type(first))
+             for st, roles in ((st, first.roles(st)) for st in (0, 1))}  # fmt: skip
+    win = _winners(first, sizes, hw, policy)
+    return [
+        _placement(sh, hw, policy, int(win.stationary[i]), win.named[win.stationary[i]],
+                   tuple(int(v) for v in win.sizes[i]), tuple(int(v) for v in win.split[i]),
+                   {k: int(v[i]) for k, v in win.chosen.items()})  # fmt: skip
+        for i, sh in enumerate(shapes)
+    ]
+
+
+def _place_lanes(shape: EinsumShape, hw: Hardware, policy: MappingPolicy) -> Placement:
+    """The placement of a block of shapes whose sizes are Lanes, as one Placement with Lanes
+    fields where the lanes differ (tcp_compiler.mapping.lanes); Diverged when the lanes' candidate
+    grids or winning splits differ (the block is then placed in parts)."""
+    count = next(len(size) for _, size in shape.sizes if isinstance(size, Lanes))
+    axis = {name: lane_values(size, count) for name, size in shape.sizes}
+    top = {name: int(values.max()) for name, values in axis.items()}
+    dtype = _int_type(replace(shape, sizes=tuple(top.items())))
+    if dtype is not np.int64:
+        raise Diverged  # sizes beyond int64 products: placed one by one with Python ints
+    sizes = {}
+    for st in (0, 1):
+        roles = shape.roles(st)
+        columns = [np.prod([axis[n] for n in roles[r]] or [np.ones(count, dtype)], axis=0, dtype=dtype)
+                   for r in "KNMB"]  # fmt: skip
+        if len({_grid_args(hw, *row) for row in zip(*(c.tolist() for c in columns[1:]), strict=True)}) > 1:
+            raise Diverged  # the lanes have different candidates
+        sizes[st] = np.stack(columns, axis=1)
+    win = _winners(shape, sizes, hw, policy)
+    if (win.stationary != win.stationary[0]).any() or (win.split != win.split[0]).any():
+        raise Diverged
+    stationary = int(win.stationary[0])
+    return _placement(
+        shape, hw, policy, stationary, win.named[stationary], tuple(_lanes_of(c) for c in win.sizes.T),
+        tuple(int(v) for v in win.split[0]), {k: _lanes_of(v) for k, v in win.chosen.items()},
+    )  # fmt: skip
+
+
+def _lanes_of(values: np.ndarray):
+    """A Python int when every lane holds it, else Lanes (bools stay bools)."""
+    if (values == values[0]).all():
+        return values[0].item()
+    return Lanes(values)
+
+
+@dataclass
+class _Winners:
+    """Per shape of a batch: the winning stationary operand, its role sizes and split, cost terms."""
+
+    stationary: np.ndarray  # [shapes]
+    named: dict[int, tuple]  # stationary -> ((role, axis names), ...)
+    sizes: np.ndarray  # [shapes, K N M B]
+    split: np.ndarray  # [shapes, (s_n, s_m, s_b, passes)]
+    chosen: dict[str, np.ndarray]  # cost term -> [shapes]
+
+
+def _winners(
+    first: EinsumShape, sizes: dict[int, np.ndarray], hw: Hardware, policy: MappingPolicy
+) -> _Winners:
+    """Each shape's cheapest candidate, by place's rule (cycles, then slices, then passes; operand 0
+    stationary on ties), from [shapes, candidates] arrays; `sizes[stationary]` holds each shape's
+    K, N, M, B sizes with that operand stationary (the shapes share roles and candidate grids)."""
+    count = len(sizes[0])
+    best = None
+    named = {}
     for stationary in (0, 1):
         roles = first.roles(stationary)
-        named = tuple((r, tuple(roles[r])) for r in "KNMB")
-        per_shape = [tuple(sh.size(roles[r]) for r in "KNMB") for sh in shapes]
-        dtype = _int_type(first)
-        columns = np.array(per_shape, dtype=dtype).T[:, :, None]  # [K N M B][shape][1]
+        named[stationary] = tuple((r, tuple(roles[r])) for r in "KNMB")
+        columns = sizes[stationary].T[:, :, None]  # [K N M B][shape][1]
         # A size the batch shares is one row: the terms that depend on it alone are computed once
         # per candidate, not per shape (decode steps vary one axis), and broadcast as before.
         by_role = tuple(c[:1] if (c == c[0]).all() else c for c in columns)
-        splits = _candidates(hw, *per_shape[0][1:], dtype)
+        splits = _candidates(hw, *(int(v) for v in sizes[stationary][0, 1:]), sizes[stationary].dtype)
         terms = _costs(first, hw, policy, by_role, splits)
         grid = (count, len(splits))
         cycles = np.maximum.reduce([np.broadcast_to(t, grid) for t in terms["bounds"]])
@@ -261,17 +327,18 @@ def _place_batch(shapes: list[EinsumShape], hw: Hardware, policy: MappingPolicy)
         rows = np.arange(count)
         key = (cycles[rows, pick], used[pick])
         chosen = {k: np.broadcast_to(v, grid)[rows, pick] for k, v in terms.items() if k != "bounds"}
-        candidate = (stationary, named, per_shape, splits[pick], chosen)
-        if best_key is None:
-            best_key, best = key, [candidate] * count
+        candidate = _Winners(np.full(count, stationary), named, sizes[stationary], splits[pick], chosen)
+        if best is None:
+            best, best_key = candidate, key
             continue
         better = (key[0] < best_key[0]) | ((key[0] == best_key[0]) & (key[1] < best_key[1]))
-        best = [candidate if b else old for b, old in zip(better.tolist(), best, strict=True)]
-    return [
-        _placement(sh, hw, policy, st, named, sizes[i], tuple(int(v) for v in split[i]),
-                   {k: int(v[i]) for k, v in chosen.items()})  # fmt: skip
-        for i, (sh, (st, named, sizes, split, chosen)) in enumerate(zip(shapes, best, strict=True))
-    ]
+        best = _Winners(
+            np.where(better, stationary, best.stationary), named,
+            np.where(better[:, None], candidate.sizes, best.sizes),
+            np.where(better[:, None], candidate.split, best.split),
+            {k: np.where(better, v, best.chosen[k]) for k, v in chosen.items()},
+        )  # fmt: skip
+    return best
 
 
 def _costs(shape: EinsumShape, hw: Hardware, policy: MappingPolicy, sizes, splits: np.ndarray) -> dict:
@@ -322,12 +389,12 @@ def _placement(
         stationary=stationary,
         roles=named,
         slices=(("N", s_n), ("M", s_m), ("B", s_b)),
-        lanes=min(hw.lanes_per_slice, t["n_s"]),
-        packet=min(hw.packet_elements(shape.dtype), sizes[0]),
+        lanes=minimum(hw.lanes_per_slice, t["n_s"]),
+        packet=minimum(hw.packet_elements(shape.dtype), sizes[0]),
         time=(("B", t["b_s"]), ("M", t["m_s"]), ("N", t["lane_groups"] * passes), ("K", t["k_packets"])),
         m_tile=t["m_tile"],
-        accumulators=t["m_tile"] * min(t["n_s"], hw.accumulators_per_slice),
-        trf_tile_bytes=t["tile_bytes"] if t["resident"] else min(t["tile_bytes"], trf_budget),
+        accumulators=t["m_tile"] * minimum(t["n_s"], hw.accumulators_per_slice),
+        trf_tile_bytes=t["tile_bytes"] if t["resident"] else minimum(t["tile_bytes"], trf_budget),
         trf_resident=bool(t["resident"]),
         dm_tile_bytes=ceil_div(t["dm_tile"], t["tiles"]),
         tiles=t["tiles"],

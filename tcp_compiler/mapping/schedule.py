@@ -25,6 +25,7 @@ from simulator.program import OpInfo, Program, ProgramBuilder
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.mapping.experts import GroupedCost, grouped_cost
 from tcp_compiler.mapping.fusion import FusedOp, fuse
+from tcp_compiler.mapping.lanes import maximum
 from tcp_compiler.mapping.placement import EinsumShape, place
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import HBM, residency, writes_hbm
@@ -200,8 +201,10 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
 
 
 def _split(total: int, parts: int) -> list[int]:
+    """`total` in `parts` near-equal ints, the larger first (a comparison, not a branch: the
+    total may be lanes of a block of decode lengths, tcp_compiler.mapping.lanes)."""
     base, extra = divmod(total, parts)
-    return [base + (1 if i < extra else 0) for i in range(parts)]
+    return [base + (i < extra) for i in range(parts)]
 
 
 def _transfer(role: str, nbytes: int, hw: Hardware, hbm_sides: int) -> Step:
@@ -304,7 +307,7 @@ def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     vector, vector_latency = _vector_cycles(view, hw, slices, grouped)
     adapter, adapter_latency = _adapter_cycles(view, hw, slices, grouped)
     fetch = max(units.fetch_cycles(hw, dm_bytes, slices), adapter)
-    main_cycles = max(compute, vector, fetch, 1) + latency + vector_latency + adapter_latency
+    main_cycles = maximum(compute, vector, fetch, 1) + latency + vector_latency + adapter_latency
     tiles = max(
         placement.tiles if placement else 1,
         min(policy.max_tiles, math.ceil(hbm_in / (hw.dm_bytes // policy.tile_divisor))),

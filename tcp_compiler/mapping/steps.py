@@ -9,6 +9,7 @@ tile), the step is scheduled afresh from the resized graph and becomes the new t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -17,6 +18,7 @@ from ir import Graph, Node, TensorType
 from simulator.hardware import Hardware
 from simulator.program import UNITS, Program, command_timing
 from tcp_compiler.mapping.fusion import fuse
+from tcp_compiler.mapping.lanes import Diverged, Lanes, lane_values
 from tcp_compiler.mapping.placement import EinsumShape, is_placed, place_ahead
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import DM, DM_STORED, placed, residency
@@ -33,6 +35,7 @@ from tcp_compiler.mapping.traits import traits
 from tcp_compiler.mapping.view_resize import ResizePlan, resize_type
 
 AHEAD = 64  # decode lengths whose einsums are placed together
+BLOCK = 64  # decode lengths costed together as lanes
 _UNIT_COLUMN = {unit: i for i, unit in enumerate(UNITS)}  # a busy unit's column in Program.busy
 PATCHED = ("cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link_bytes")
 
@@ -56,6 +59,7 @@ class DecodeSteps:
         self, graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0
     ) -> None:
         self.hw, self.policy, self.chip = hw, policy, chip
+        self.in_blocks = 0  # lengths `programs` costed as part of a block, not alone
         self._compile(graph)
 
     def _compile(self, graph: Graph) -> None:
@@ -106,7 +110,45 @@ class DecodeSteps:
                 self._compile(resize_graph(self.graph, sizes))  # the structure changed
                 return self.program
             steps.extend(r.steps)
-        return _patched(self.program, self.rows, self.counts, steps)
+        values, busy = _step_values(steps, self.counts, 1)
+        return _patched(self.program, self.rows, values[0], busy[0])
+
+    def programs(self, lengths: range) -> Iterator[Program]:
+        """The programs at consecutive lengths, in order (what `at` gives at each): BLOCK lengths
+        are costed at once (tcp_compiler.mapping.lanes); a block whose lengths need different
+        control flow or a new structure is halved, down to single lengths costed by `at`."""
+        for first in range(0, len(lengths), BLOCK):
+            yield from self._block(lengths[first : first + BLOCK])
+
+    def _block(self, lengths: range) -> Iterator[Program]:
+        patched = self._lanes(lengths) if len(lengths) > 1 else None
+        if patched is not None:
+            values, busy = patched
+            self.in_blocks += len(lengths)
+            for k in range(len(lengths)):
+                yield _patched(self.program, self.rows, values[k], busy[k])
+        elif len(lengths) == 1:
+            yield self.at(lengths[0])
+        else:  # the first half may compile a new template, which the second half then uses
+            half = len(lengths) // 2
+            yield from self._block(lengths[:half])
+            yield from self._block(lengths[half:])
+
+    def _lanes(self, lengths: range) -> tuple[np.ndarray, np.ndarray] | None:
+        """The dynamic commands' values at every length of the block (_step_values), or None
+        when the lanes diverge or the template's structure does not hold for them all."""
+        memo: dict[TensorType, TensorType] = {}
+        steps: list[Step] = []
+        try:
+            sizes = self.graph.meta.kv_sizes(Lanes(np.arange(lengths.start, lengths.stop, dtype=np.int64)))
+            for key in self.dynamic:
+                r = build_recipe(self.plans[key].at(sizes, memo, self._where), self.hw, self.policy)
+                if [s.role for s in r.steps] != self.roles[key]:
+                    return None
+                steps.extend(r.steps)
+            return _step_values(steps, self.counts, len(lengths))
+        except Diverged:
+            return None
 
     def _place_ahead(self, key: tuple, view: OpView, length: int) -> None:
         """Places the view's einsums at the next AHEAD lengths in one batch when this length's is
@@ -145,23 +187,30 @@ def _mentions(view: OpView, axes: tuple[str, ...]) -> bool:
     return any(a.name in axes for t in types for a in t.axes)
 
 
-def _patched(program: Program, rows: np.ndarray, counts: list[int], steps: list[Step]) -> Program:
-    """A copy of `program` with the dynamic ops' commands replaced (same structure): one row of
-    values per recipe step, repeated over its group's ops (`counts`), written to `rows` in one
-    assignment per column."""
-    if not steps:
-        return program
-    values, busy_values = [], np.zeros((len(steps), len(UNITS)), np.int64)
+def _step_values(steps: list[Step], counts: list[int], lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The patched columns (PATCHED) and busy cycles of the dynamic commands, per lane:
+    [lanes, rows, len(PATCHED)] and [lanes, rows, len(UNITS)]; one row of values per recipe
+    step, repeated over its group's ops (`counts`). Values may be ints or Lanes."""
+    values = np.empty((lanes, len(steps), len(PATCHED)), np.int64)
+    busy = np.zeros((lanes, len(steps), len(UNITS)), np.int64)
     for i, s in enumerate(steps):
         cycles, latency = command_timing(s.cycles, s.latency)
-        values.append((cycles, latency, s.moved, s.flops, s.hbm_bytes, s.dm_bytes, s.link_bytes))
+        for c, value in enumerate((cycles, latency, s.moved, s.flops, s.hbm_bytes, s.dm_bytes, s.link_bytes)):
+            values[:, i, c] = lane_values(value, lanes)
         for unit, value in s.busy:
-            busy_values[i, _UNIT_COLUMN[unit]] = value
-    new = np.repeat(np.array(values, np.int64), counts, axis=0)
+            busy[:, i, _UNIT_COLUMN[unit]] = lane_values(value, lanes)
+    return np.repeat(values, counts, axis=1), np.repeat(busy, counts, axis=1)
+
+
+def _patched(program: Program, rows: np.ndarray, values: np.ndarray, busy_values: np.ndarray) -> Program:
+    """A copy of `program` with the dynamic commands' columns replaced (same structure), one
+    assignment per column."""
+    if not len(rows):
+        return program
     columns = {}
     for c, name in enumerate(PATCHED):
         columns[name] = column = getattr(program, name).copy()
-        column[rows] = new[:, c]
+        column[rows] = values[:, c]
     busy = program.busy.copy()
-    busy[rows] = np.repeat(busy_values, counts, axis=0)
+    busy[rows] = busy_values
     return replace(program, **columns, busy=busy)
