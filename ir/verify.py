@@ -45,10 +45,16 @@ _AXIS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 RESERVED_WORDS = {"true", "false", "inf", "nan", "graph", "return"}
 
 
+# Result types whose axis names and sizes passed _check_names (a model repeats a few dozen types).
+_NAMED_TYPES: set[TensorType] = set()
+
+
 def _check_names(node: Node) -> None:
     """Names must read back from text: value names [A-Za-z0-9_.]+, axis names identifiers."""
     if not NAME_RE.fullmatch(node.name):
         raise TypeRuleError(f"value name {node.name!r} may use only letters, digits, '_' and '.'")
+    if node.type in _NAMED_TYPES:
+        return
     for axis in node.type.axes:
         if not _AXIS_NAME.fullmatch(axis.name) or axis.name in RESERVED_WORDS:
             raise TypeRuleError(f"axis name {axis.name!r} is not an identifier")
@@ -56,6 +62,9 @@ def _check_names(node: Node) -> None:
             raise TypeRuleError(f"axis '{axis.name}' must have a positive size, got {axis.size}")
     if len(set(node.type.names)) != node.type.rank:
         raise TypeRuleError(f"result type {node.type} repeats an axis name")
+    if len(_NAMED_TYPES) >= _CHECKED_LIMIT:
+        _NAMED_TYPES.clear()
+    _NAMED_TYPES.add(node.type)
 
 
 # Successful checks by (kind, operand types, attributes, declared type): a type rule is a pure
@@ -114,17 +123,19 @@ def verify(graph: Graph, source: str | None = None) -> None:
     """Raises VerifyError at the first ill-formed node or output."""
     defined: set[str] = set()
     for node in graph.nodes:
-        where = _where(node, source)
         if node.kind not in REGISTRY:
-            raise VerifyError(f"{where}: unknown op '{node.kind}'")
+            raise VerifyError(f"{_where(node, source)}: unknown op '{node.kind}'")
         for o in node.operands:
             if o not in defined:
-                raise VerifyError(f"{where}: operand %{o} is not defined before it is used")
+                raise VerifyError(f"{_where(node, source)}: operand %{o} is not defined before it is used")
         try:
             _check_names(node)
         except TypeRuleError as e:
-            raise VerifyError(f"{where}: {e}") from None
-        check_call(REGISTRY[node.kind], graph.call(node), where)
+            raise VerifyError(f"{_where(node, source)}: {e}") from None
+        call = graph.call(node)
+        key = _check_key(call)
+        if key is None or key not in _CHECKED:  # else check_call would return the memo's result
+            check_call(REGISTRY[node.kind], call, _where(node, source))
         defined.add(node.name)
     if not graph.outputs:
         raise VerifyError(f"{source + ': ' if source else ''}graph {graph.name} returns nothing")

@@ -19,7 +19,7 @@ The bound is the largest of the three; no simulated phase may beat it (tests/tes
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -48,31 +48,87 @@ def phase_bound(
     holds `length` positions (the new one included), on `chips` tensor-parallel chips per each of
     `pp` pipeline stages: the work spread over all of them, each stage's all-reduces among its
     chips for its layers, and one hidden state sent on per stage boundary."""
-    queries = length if phase == "prefill" else 1
-    tokens = batch * queries
-    per_token, _ = matmul_weights(cfg)
-    flops = 2.0 * per_token * tokens + 2.0 * cfg.hidden * cfg.vocab * batch  # logits: one token per row
-    flops += sum(_attention_flops(cfg, layer.sliding_window, batch, queries, length) for layer in cfg.layers)
-    rate = max(hw.flops_per_second(d.name) for d in (precision.operand, precision.act, precision.kv))
-    weight_bytes = matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision)
-    kv_token = kv_elements_per_token(cfg) * precision.kv.bits / 8
-    if phase == "prefill":
-        kv_bytes = sum(batch * _kept(layer.sliding_window, length) * kv_token for layer in cfg.layers)
-    else:  # the cache read once, the new position included
-        kv_bytes = sum(batch * _kept(layer.sliding_window, length) * kv_token for layer in cfg.layers)
-    kv_split = 1 if cfg.mla is not None else chips  # every chip holds MLA's whole latent cache
-    link_bytes = 0.0
-    hidden = tokens * cfg.hidden * precision.collective.bits / 8
-    if chips > 1:
-        per_layer = 1 if cfg.block == "parallel" else 2
-        link_bytes = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips * hidden
-    link_bytes += hidden if pp > 1 else 0.0
-    everywhere = chips * pp
-    return PhaseBound(
-        compute_seconds=flops / everywhere / rate,
-        memory_seconds=(weight_bytes / everywhere + kv_bytes / kv_split / pp) / hw.hbm_peak_bytes_per_second,
-        link_seconds=link_bytes / hw.link_bytes_per_s,
-    )
+    return _Fixed.of(cfg, precision, hw, chips, batch, pp).bound(phase, length)
+
+
+def decode_bound_seconds(
+    cfg: ModelConfig, precision: Precision, hw: Hardware, chips: int, batch: int, lengths: Iterable[int],
+    pp: int = 1,
+) -> list[float]:
+    """`phase_bound(..., "decode", n, pp).seconds` for each n of `lengths` (the report asks once
+    per decode step): what does not depend on the length is worked out once, the rest by the same
+    float operations in the same order, so each value is the same to the bit."""
+    fixed = _Fixed.of(cfg, precision, hw, chips, batch, pp)
+    return [fixed.bound("decode", n).seconds for n in lengths]
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """The parts of a bound that do not depend on the phase's length."""
+
+    cfg: ModelConfig
+    batch: int
+    per_token: float  # weights each token multiplies by
+    head_flops: float  # the logits: one token per row
+    attention_scale: float  # batch x heads x FLOPs per query, head and key
+    windows: tuple[int | None, ...]  # each layer's sliding window
+    rate: float
+    weight_bytes: float
+    kv_token: float
+    kv_split: int
+    collective_bits: int
+    link_scale: float | None  # the tensor-parallel all-reduces' bytes per hidden state's (chips > 1)
+    pp: int
+    everywhere: int
+    hbm_per_s: float
+    link_per_s: float
+
+    @classmethod
+    def of(
+        cls, cfg: ModelConfig, precision: Precision, hw: Hardware, chips: int, batch: int, pp: int
+    ) -> _Fixed:
+        per_token, _ = matmul_weights(cfg)
+        link_scale = None
+        if chips > 1:
+            per_layer = 1 if cfg.block == "parallel" else 2
+            link_scale = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips
+        return cls(
+            cfg=cfg, batch=batch, per_token=per_token, head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
+            attention_scale=batch * cfg.heads * _per_key(cfg),
+            windows=tuple(layer.sliding_window for layer in cfg.layers),
+            rate=max(hw.flops_per_second(d.name) for d in (precision.operand, precision.act, precision.kv)),
+            weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
+            kv_token=kv_elements_per_token(cfg) * precision.kv.bits / 8,
+            kv_split=1 if cfg.mla is not None else chips,  # every chip holds MLA's whole latent cache
+            collective_bits=precision.collective.bits, link_scale=link_scale,
+            pp=pp, everywhere=chips * pp, hbm_per_s=hw.hbm_peak_bytes_per_second,
+            link_per_s=hw.link_bytes_per_s,
+        )  # fmt: skip
+
+    def bound(self, phase: str, length: int) -> PhaseBound:
+        queries = length if phase == "prefill" else 1
+        batch, windows = self.batch, self.windows
+        tokens = batch * queries
+        flops = 2.0 * self.per_token * tokens + self.head_flops
+        # Layers of one window see the same keys: each distinct window's term once, summed per layer.
+        first, scale = length - queries, self.attention_scale
+        distinct = set(windows)
+        attention = {w: scale * visible_keys(w, first, queries) for w in distinct}
+        flops += sum([attention[w] for w in windows])
+        kv_token = self.kv_token  # prefill writes the cache once; decode reads it, the new position included
+        kv = {w: batch * _kept(w, length) * kv_token for w in distinct}
+        kv_bytes = sum([kv[w] for w in windows])
+        link_bytes = 0.0
+        hidden = tokens * self.cfg.hidden * self.collective_bits / 8
+        if self.link_scale is not None:
+            link_bytes = self.link_scale * hidden
+        link_bytes += hidden if self.pp > 1 else 0.0
+        everywhere, pp = self.everywhere, self.pp
+        return PhaseBound(
+            compute_seconds=flops / everywhere / self.rate,
+            memory_seconds=(self.weight_bytes / everywhere + kv_bytes / self.kv_split / pp) / self.hbm_per_s,
+            link_seconds=link_bytes / self.link_per_s,
+        )
 
 
 @lru_cache(maxsize=64)
@@ -138,11 +194,15 @@ def _attention_flops(cfg: ModelConfig, window: int | None, batch: int, queries: 
     """Scores and weighted values: 2 x 2 x head_dim FLOPs per query, head and key it sees; MLA's
     the cheaper of its expanded form (q.k over nope + rope dims, then v_head_dim) and its absorbed
     one (q.latent + q.rope key, then the latent)."""
-    per_key = 4.0 * cfg.head_dim
+    return batch * cfg.heads * _per_key(cfg) * visible_keys(window, length - queries, queries)
+
+
+def _per_key(cfg: ModelConfig) -> float:
+    """Attention FLOPs per query, head and key it sees."""
     if cfg.mla is not None:
         m = cfg.mla
-        per_key = 2.0 * min(m.nope_dim + m.rope_dim + m.v_dim, 2 * m.kv_lora_rank + m.rope_dim)
-    return batch * cfg.heads * per_key * visible_keys(window, length - queries, queries)
+        return 2.0 * min(m.nope_dim + m.rope_dim + m.v_dim, 2 * m.kv_lora_rank + m.rope_dim)
+    return 4.0 * cfg.head_dim
 
 
 def visible_keys(window: int | None, first: int, queries: int) -> float:

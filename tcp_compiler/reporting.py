@@ -10,7 +10,7 @@ from ir import DType
 from simulator.report import OpTotals, bound
 from simulator.units import UNIT_NAMES, UNITS
 from simulator.utilisation import totals_busy_cycles, utilisation
-from tcp_compiler.config_bound import phase_bound
+from tcp_compiler.config_bound import decode_bound_seconds, phase_bound
 from tcp_compiler.mapping.stage_chain import SENT
 from tcp_compiler.report_limiter import PhaseTime, limiter
 from tcp_compiler.report_markdown import render_markdown
@@ -185,10 +185,17 @@ def _decode(sim: Simulation, rates: _Rates) -> DecodePhase:
         tpot_seconds_last=float(tpot[-1]), seconds_total=float(tpot.sum()), flops_per_step_mean=float(flops),
         hbm_bytes_per_step_mean=float(hbm), bound=bound(mean, *terms), roofline_seconds_mean=max(terms),
         limiter=_limiter(sim.decode_ops, steps, mean, terms, sim),
-        config_bound_seconds_mean=sum(
-            _config_bound(sim, "decode", sim.prompt_len + t + 1) for t in range(steps)
-        ) / steps,
+        config_bound_seconds_mean=_decode_config_bound(sim, steps),
     )  # fmt: skip
+
+
+def _decode_config_bound(sim: Simulation, steps: int) -> float:
+    """The mean over the decode steps of their config-only floors (the kernel launch included)."""
+    lengths = range(sim.prompt_len + 1, sim.prompt_len + steps + 1)  # step t's cache holds prompt + t + 1
+    hw = sim.hardware
+    floors = decode_bound_seconds(sim.config, sim.precision, hw, sim.chips, sim.batch, lengths, sim.stages)
+    launch = hw.kernel_launch_s
+    return sum(floor + launch for floor in floors) / steps
 
 
 def _config_bound(sim: Simulation, phase: str, length: int) -> float:

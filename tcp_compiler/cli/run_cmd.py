@@ -12,8 +12,6 @@ from tcp_compiler.cli.output import check_outputs, write_atomically_bytes
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, checkpoint_precision, precision
-from tcp_compiler.runtime.generate import generate
-from tcp_compiler.runtime.sampling import SamplingParams
 
 
 def add_parser(subparsers) -> None:
@@ -53,6 +51,9 @@ def check_args(args: argparse.Namespace, vocab: int, max_positions: int) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    from tcp_compiler.runtime.generate import generate  # here: every tcpc command builds this parser
+    from tcp_compiler.runtime.sampling import SamplingParams
+
     check_outputs({"--logits-out": args.logits_out})
     ids = args.prompt_ids
     model = load_model(args.checkpoint)

@@ -17,8 +17,6 @@ from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomi
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.line_table import line_table
-from tcp_compiler.serve.sweep import SERVE_COLUMNS, run_serve_point, serve_grid
-from tcp_compiler.sweep import COLUMNS, csv_text, grid, run_point, run_sweep
 
 MAX_POINTS = 4096  # simulations one sweep may ask for
 
@@ -106,6 +104,11 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The sweep's modules (process pools, the serving model) are imported here: every tcpc command
+    # builds this parser, few run it.
+    from tcp_compiler.serve.sweep import SERVE_COLUMNS, run_serve_point, serve_grid
+    from tcp_compiler.sweep import COLUMNS, csv_text, grid, run_point, run_sweep
+
     check_args(args)
     check_outputs({"--csv": args.csv, "--json": args.json}, {"--plot": args.plot})
     hw = load_hardware(args.hw)  # a bad spec is an error for the whole sweep, not per point

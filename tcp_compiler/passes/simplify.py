@@ -14,8 +14,8 @@ from contextvars import ContextVar
 
 import numpy as np
 
-from ir import Graph, Node, TensorType, VerifyError, interpret, print_graph, verify
-from ir.printer import format_attr
+from ir import Graph, Node, TensorType, VerifyError, interpret, verify
+from ir.printer import format_attr, same_text
 
 # Largest result (in elements) folded into a `const`: bigger masks stay as the iota/compare ops
 # that make them, so the graph text (and the weights a backend must store) stays small.
@@ -266,15 +266,18 @@ def fold_constants(g: Graph) -> Graph:
 
 
 def simplify(g: Graph) -> Graph:
-    """fold_constants, cse and dce until the graph stops changing; verified once, at the end."""
-    current, text = g, print_graph(g)
+    """fold_constants, cse and dce until the graph stops changing (its text form stays the same);
+    verified once, at the end (by the composite pass inside verified_once)."""
+    verify_result = _VERIFY_EACH.get()  # inside verified_once, the composite pass verifies it
+    current = g
     with verified_once():
         for _ in range(_MAX_ROUNDS):
             changed = dce(cse(fold_constants(current)))
-            changed_text = print_graph(changed)  # text compares NaN attributes as equal; == would not
-            if changed_text == text:
+            # Unchanged means the same text: NaN attributes compare as equal; == would not.
+            if same_text(changed, current):
                 current = changed
                 break
-            current, text = changed, changed_text
-    verify(current)
+            current = changed
+    if verify_result:
+        verify(current)
     return current

@@ -1,0 +1,92 @@
+"""The config floor's fast paths give the same floats, to the bit, as the floor's definition: the
+original per-call `phase_bound` (kept here as the reference), on every bundled model, several
+precisions, chip counts, pipeline depths, batches and lengths; and the report's decode mean is the
+same sum, in the same order, as one `phase_bound` per step."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.hardware import load_hardware
+from tcp_compiler.config_bound import (
+    PhaseBound,
+    _attention_flops,
+    _kept,
+    decode_bound_seconds,
+    head_bytes,
+    kv_elements_per_token,
+    matmul_weight_bytes,
+    matmul_weights,
+    phase_bound,
+)
+from tcp_compiler.frontend.model import bundled_models, load_model
+from tcp_compiler.frontend.precision import precision
+
+
+def _reference(cfg, precision, hw, chips, batch, phase, length, pp=1) -> PhaseBound:
+    """phase_bound as it was written before its length-independent parts were hoisted out."""
+    queries = length if phase == "prefill" else 1
+    tokens = batch * queries
+    per_token, _ = matmul_weights(cfg)
+    flops = 2.0 * per_token * tokens + 2.0 * cfg.hidden * cfg.vocab * batch
+    flops += sum(_attention_flops(cfg, layer.sliding_window, batch, queries, length) for layer in cfg.layers)
+    rate = max(hw.flops_per_second(d.name) for d in (precision.operand, precision.act, precision.kv))
+    weight_bytes = matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision)
+    kv_token = kv_elements_per_token(cfg) * precision.kv.bits / 8
+    kv_bytes = sum(batch * _kept(layer.sliding_window, length) * kv_token for layer in cfg.layers)
+    kv_split = 1 if cfg.mla is not None else chips
+    link_bytes = 0.0
+    hidden = tokens * cfg.hidden * precision.collective.bits / 8
+    if chips > 1:
+        per_layer = 1 if cfg.block == "parallel" else 2
+        link_bytes = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips * hidden
+    link_bytes += hidden if pp > 1 else 0.0
+    everywhere = chips * pp
+    return PhaseBound(
+        compute_seconds=flops / everywhere / rate,
+        memory_seconds=(weight_bytes / everywhere + kv_bytes / kv_split / pp) / hw.hbm_peak_bytes_per_second,
+        link_seconds=link_bytes / hw.link_bytes_per_s,
+    )
+
+
+def _bits(b: PhaseBound) -> tuple[str, ...]:
+    return (b.compute_seconds.hex(), b.memory_seconds.hex(), b.link_seconds.hex(), b.seconds.hex())
+
+
+HW = load_hardware("rngd")
+LENGTHS = [1, 2, 3, 7, 64, 65, 511, 4095, 4096, 4097, 8192, 131_073]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8", "w4", "mxfp4"])
+@pytest.mark.parametrize("name", bundled_models())
+def test_phase_bound_is_the_reference_to_the_bit(name: str, dtype: str) -> None:
+    cfg, p = load_model(name).config, precision(dtype)
+    for chips, pp, batch in [(1, 1, 1), (2, 1, 3), (4, 2, 1), (8, 4, 16), (3, 3, 5)]:
+        for phase in ("prefill", "decode"):
+            for n in LENGTHS:
+                want = _reference(cfg, p, HW, chips, batch, phase, n, pp)
+                assert _bits(phase_bound(cfg, p, HW, chips, batch, phase, n, pp)) == _bits(want)
+        lengths = range(2040, 2100)
+        got = decode_bound_seconds(cfg, p, HW, chips, batch, lengths, pp)
+        want = [_reference(cfg, p, HW, chips, batch, "decode", n, pp).seconds for n in lengths]
+        assert [x.hex() for x in got] == [x.hex() for x in want]
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "gemma-3-1b", "gpt-oss-20b", "deepseek-v3"])
+def test_report_decode_mean_is_the_per_step_mean(name: str) -> None:
+    """The report's mean (tcp_compiler.reporting._decode_config_bound) over 2,048 steps, as the
+    report computed it before: one phase_bound per step, plus the launch, summed in step order."""
+    from types import SimpleNamespace
+
+    from tcp_compiler.reporting import _decode_config_bound
+
+    cfg, p = load_model(name).config, precision("bf16")
+    for chips, pp, batch, prompt in [(1, 1, 1, 2048), (4, 2, 8, 100)]:
+        sim = SimpleNamespace(config=cfg, precision=p, hardware=HW, chips=chips, batch=batch, stages=pp,
+                              prompt_len=prompt)  # fmt: skip
+        steps = 2048
+        want = sum(
+            _reference(cfg, p, HW, chips, batch, "decode", prompt + t + 1, pp).seconds + HW.kernel_launch_s
+            for t in range(steps)
+        ) / steps
+        assert _decode_config_bound(sim, steps).hex() == want.hex()
