@@ -173,24 +173,13 @@ def _busy_spans(first: np.ndarray, last: np.ndarray, group: np.ndarray, groups: 
     ops run back to back, while the non-layer ops (embedding, final norm, LM head) sit at both
     ends of the program, and the time between them belongs to the layers.
 
-    In start order within a group, each interval adds what lies beyond the latest end before it;
-    the groups are rows of a padded matrix so the running maximum is one numpy call per step."""
+    In start order within a group, each interval adds what lies beyond the latest end before it
+    (simulator.span_kernels); each group's pieces are one row, summed by numpy."""
     if len(first) == 0:
         return np.zeros(groups)
-    order = np.lexsort((first, group))
-    g = group[order]
-    counts = np.bincount(g, minlength=groups)
-    column = np.arange(len(order)) - np.repeat(np.cumsum(counts) - counts, counts)
-    ends = np.full((groups, int(counts.max())), -np.inf)
-    ends[g, column] = last[order]
-    before = np.maximum.accumulate(ends, axis=1)
-    previous = np.full_like(ends, -np.inf)
-    previous[:, 1:] = before[:, :-1]
-    starts = np.full_like(ends, np.inf)
-    starts[g, column] = first[order]
-    added = np.maximum(ends - np.maximum(starts, previous), 0.0)
-    added[~np.isfinite(added)] = 0.0
-    return added.sum(axis=1)
+    from simulator.span_kernels import span_pieces  # numba: loaded when a program runs, not for --help
+
+    return span_pieces(first, last, group, groups).sum(axis=1)
 
 
 def bound(seconds: float, compute: float, memory: float, communication: float) -> str:

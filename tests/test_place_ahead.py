@@ -11,7 +11,7 @@ from simulator.program import COLUMNS
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.placement import EinsumShape, _place_batch, place, place_ahead
+from tcp_compiler.mapping.placement import EinsumShape, _place_batch, first_best, place, place_ahead
 from tcp_compiler.mapping.policy import DEFAULT_POLICY
 from tcp_compiler.mapping.schedule import schedule
 from tcp_compiler.mapping.steps import DecodeSteps
@@ -50,3 +50,16 @@ def test_consecutive_steps_across_a_power_of_two_equal_fresh_schedules():
         for name, _ in COLUMNS:
             assert np.array_equal(getattr(step, name), getattr(fresh, name)), (past, name)
         assert np.array_equal(step.busy, fresh.busy) and np.array_equal(step.dep_idx, fresh.dep_idx)
+
+
+def test_first_best_is_the_stable_lexsort_first() -> None:
+    """The packed argmin picks what a stable lexsort by (cycles, slices, passes) puts first, ties
+    and all; cycles too large to pack take the lexsort itself."""
+    rng = np.random.default_rng(3)
+    for top in (4, 50, 10**6, 2**60):
+        cycles = rng.integers(0, top, (40, 300), dtype=np.int64)
+        slices = 1 << rng.integers(0, 7, 300)
+        passes = 1 << rng.integers(0, 4, 300)
+        keys = (np.broadcast_to(passes, cycles.shape), np.broadcast_to(slices, cycles.shape), cycles)
+        want = np.lexsort(keys, axis=-1)[:, 0]
+        assert np.array_equal(first_best(cycles, slices, passes), want), top

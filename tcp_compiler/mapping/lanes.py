@@ -49,12 +49,16 @@ def _is_int(x: Any) -> bool:
 
 
 def _arith(op: Callable, a: Any, b: Any, bound: Callable[[float, float], float]) -> Lanes:
-    """op lane by lane; for ints, refuses results int64 might not hold (`bound` of the magnitudes)."""
+    """op lane by lane; for ints, refuses results int64 might not hold: `bound` of the operands'
+    magnitudes bounds the result's, and is kept as its magnitude (no pass over the lanes)."""
     _check_int(a)
     _check_int(b)
-    if _is_int(a) and _is_int(b) and bound(_magnitude(a), _magnitude(b)) >= _INT_LIMIT:
-        raise Diverged
-    return Lanes(op(_raw(a), _raw(b)))
+    out = Lanes(op(_raw(a), _raw(b)))
+    if _is_int(a) and _is_int(b):
+        out.m = bound(_magnitude(a), _magnitude(b))
+        if out.m >= _INT_LIMIT:
+            raise Diverged
+    return out
 
 
 def _sum_bound(x: float, y: float) -> float:
@@ -65,8 +69,12 @@ def _product_bound(x: float, y: float) -> float:
     return x * y
 
 
-def _no_growth(x: float, y: float) -> float:
-    return x
+def _quotient_bound(x: float, y: float) -> float:
+    return x + 1  # floor division by a nonzero int: at most one past the dividend
+
+
+def _remainder_bound(x: float, y: float) -> float:
+    return y  # below the divisor
 
 
 def _divide(a: Any, b: Any) -> Lanes:
@@ -83,13 +91,13 @@ def _divide(a: Any, b: Any) -> Lanes:
 def _floor_divide(a: Any, b: Any) -> Lanes:
     if np.any(np.asarray(_raw(b)) == 0):
         raise ZeroDivisionError("integer division or modulo by zero")
-    return _arith(np.floor_divide, a, b, _no_growth)
+    return _arith(np.floor_divide, a, b, _quotient_bound)
 
 
 def _modulo(a: Any, b: Any) -> Lanes:
     if np.any(np.asarray(_raw(b)) == 0):
         raise ZeroDivisionError("integer division or modulo by zero")
-    return _arith(np.remainder, a, b, _no_growth)
+    return _arith(np.remainder, a, b, _remainder_bound)
 
 
 class Lanes:
@@ -100,7 +108,7 @@ class Lanes:
 
     def __init__(self, values: np.ndarray) -> None:
         self.v = values
-        self.m: float | None = None  # the largest magnitude, once asked
+        self.m: float | None = None  # a bound on the largest magnitude: computed, or from operands
 
     @staticmethod
     def of(values: Any) -> Lanes:

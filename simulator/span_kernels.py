@@ -1,0 +1,45 @@
+"""The compiled loop of simulator.report's layer spans (Numba), apart so that importing the report
+does not import Numba."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def span_pieces(first, last, group, groups):
+    """Row g, column r: what the r-th interval of group g in start order (ties in index order)
+    adds past the latest end before it, max(last - max(first, latest end), 0); rows padded with 0.
+    The rows' sums are the groups' busy spans (simulator.report._busy_spans)."""
+    n = first.shape[0]
+    counts = np.zeros(groups + 1, np.int64)
+    for i in range(n):
+        counts[group[i] + 1] += 1
+    width = 0
+    for g in range(groups):
+        width = max(width, counts[g + 1])
+        counts[g + 1] += counts[g]
+    order = np.empty(n, np.int64)
+    fill = counts[:-1].copy()
+    for i in range(n):  # by group, index order within each
+        order[fill[group[i]]] = i
+        fill[group[i]] += 1
+    pieces = np.zeros((groups, width))
+    for g in range(groups):
+        lo, hi = counts[g], counts[g + 1]
+        for x in range(lo + 1, hi):  # stable insertion sort by start: ops run nearly in order
+            v = order[x]
+            y = x - 1
+            while y >= lo and first[order[y]] > first[v]:
+                order[y + 1] = order[y]
+                y -= 1
+            order[y + 1] = v
+        end = -np.inf
+        for r in range(hi - lo):
+            i = order[lo + r]
+            start = first[i] if first[i] >= end else end
+            piece = last[i] - start
+            pieces[g, r] = piece if piece >= 0.0 else 0.0
+            end = end if end >= last[i] else last[i]
+    return pieces
