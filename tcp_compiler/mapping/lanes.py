@@ -21,7 +21,17 @@ _FLOAT_EXACT = 2**53  # ints converted to float64 for a true division are exact 
 
 
 class Diverged(Exception):
-    """The lanes need different control flow, or a value outside exact int64: cost them apart."""
+    """The lanes need different control flow, or a value outside exact int64: cost them apart.
+    `lane`, when known, is the first lane whose answer differs from lane 0's (0: not known)."""
+
+    def __init__(self, lane: int = 0) -> None:
+        super().__init__(lane)
+        self.lane = lane
+
+
+def first_difference(values: np.ndarray) -> int:
+    """The first index whose value differs from values[0] (0 when all agree)."""
+    return int(np.argmax(values != values[0]))
 
 
 def _raw(x: Any) -> Any:
@@ -211,7 +221,7 @@ class Lanes:
             return True
         if not self.v.any():
             return False
-        raise Diverged
+        raise Diverged(first_difference(self.v))
 
     def __index__(self) -> int:
         return int(self.uniform())
@@ -220,7 +230,7 @@ class Lanes:
         """The one value every lane holds (a Python scalar), or Diverged."""
         first = self.v[0]
         if not (self.v == first).all():
-            raise Diverged
+            raise Diverged(first_difference(self.v))
         return first.item()
 
     def __format__(self, spec: str) -> str:
@@ -244,6 +254,11 @@ def minimum(*values: Any) -> Any:
     if not has_lanes(values) or not all(_is_int(v) for v in values):
         return min(values)
     return Lanes(np.minimum.reduce(np.broadcast_arrays(*(np.asarray(_raw(v)) for v in values))))
+
+
+def any_lane(condition: Any) -> bool:
+    """bool(condition), or whether any lane holds it (for text describing a block of lengths)."""
+    return bool(condition.v.any()) if type(condition) is Lanes else bool(condition)
 
 
 def lane_values(x: Any, count: int) -> np.ndarray:

@@ -27,7 +27,16 @@ from ir.ops.einsum import parse_equation
 from simulator import units
 from simulator.hardware import Hardware
 from simulator.units import ceil_div
-from tcp_compiler.mapping.lanes import Diverged, Lanes, has_lanes, lane_values, maximum, minimum
+from tcp_compiler.mapping.lanes import (
+    Diverged,
+    Lanes,
+    any_lane,
+    first_difference,
+    has_lanes,
+    lane_values,
+    maximum,
+    minimum,
+)
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 
 
@@ -133,13 +142,13 @@ class Placement:
         roles = dict(self.roles)
         parts = [f"TRF<-op{self.stationary}", f"Cluster={self.clusters(hw)}"]
         for role, n in self.slices:
-            if n > 1:
+            if any_lane(n > 1):
                 parts.append(f"Slice[{role}:{'.'.join(roles[role])}]={n}")
         parts.append(f"Lane[N]={self.lanes}")
         parts.append(f"Packet[K:{'.'.join(roles['K']) or '-'}]={self.packet}")
-        parts.append("Time[" + ", ".join(f"{r}={n}" for r, n in self.time if n > 1) + "]")
+        parts.append("Time[" + ", ".join(f"{r}={n}" for r, n in self.time if any_lane(n > 1)) + "]")
         parts.append(f"tiles={self.tiles}")
-        if self.n_passes > 1:
+        if any_lane(self.n_passes > 1):
             parts.append(f"N-passes={self.n_passes}")
         return " ".join(parts)
 
@@ -255,8 +264,8 @@ def _place_batch(shapes: list[EinsumShape], hw: Hardware, policy: MappingPolicy)
 
 def _place_lanes(shape: EinsumShape, hw: Hardware, policy: MappingPolicy) -> Placement:
     """The placement of a block of shapes whose sizes are Lanes, as one Placement with Lanes
-    fields where the lanes differ (tcp_compiler.mapping.lanes); Diverged when the lanes' candidate
-    grids or winning splits differ (the block is then placed in parts)."""
+    fields where the lanes differ, their slice splits included (tcp_compiler.mapping.lanes);
+    Diverged when the lanes' candidate grids or stationary operands differ."""
     count = next(len(size) for _, size in shape.sizes if isinstance(size, Lanes))
     axis = {name: lane_values(size, count) for name, size in shape.sizes}
     top = {name: int(values.max()) for name, values in axis.items()}
@@ -268,16 +277,17 @@ def _place_lanes(shape: EinsumShape, hw: Hardware, policy: MappingPolicy) -> Pla
         roles = shape.roles(st)
         columns = [np.prod([axis[n] for n in roles[r]] or [np.ones(count, dtype)], axis=0, dtype=dtype)
                    for r in "KNMB"]  # fmt: skip
-        if len({_grid_args(hw, *row) for row in zip(*(c.tolist() for c in columns[1:]), strict=True)}) > 1:
-            raise Diverged  # the lanes have different candidates
+        grids = [_grid_args(hw, *row) for row in zip(*(c.tolist() for c in columns[1:]), strict=True)]
+        if grids.count(grids[0]) < count:  # the lanes have different candidates
+            raise Diverged(next(k for k, grid in enumerate(grids) if grid != grids[0]))
         sizes[st] = np.stack(columns, axis=1)
     win = _winners(shape, sizes, hw, policy)
-    if (win.stationary != win.stationary[0]).any() or (win.split != win.split[0]).any():
-        raise Diverged
+    if (win.stationary != win.stationary[0]).any():
+        raise Diverged(first_difference(win.stationary))  # the other operand stationary from here
     stationary = int(win.stationary[0])
     return _placement(
         shape, hw, policy, stationary, win.named[stationary], tuple(_lanes_of(c) for c in win.sizes.T),
-        tuple(int(v) for v in win.split[0]), {k: _lanes_of(v) for k, v in win.chosen.items()},
+        tuple(_lanes_of(c) for c in win.split.T), {k: _lanes_of(v) for k, v in win.chosen.items()},
     )  # fmt: skip
 
 
@@ -318,13 +328,14 @@ def _winners(
         splits = _candidates(hw, *(int(v) for v in sizes[stationary][0, 1:]), sizes[stationary].dtype)
         terms = _costs(first, hw, policy, by_role, splits)
         grid = (count, len(splits))
-        cycles = np.maximum.reduce([np.broadcast_to(t, grid) for t in terms["bounds"]])
-        cycles = cycles + np.broadcast_to(terms["latency"], grid)
+        compute, supply, reload, commit = terms["bounds"]
+        cycles = np.broadcast_to(np.maximum(np.maximum(compute, supply), np.maximum(reload, commit))
+                                 + terms["latency"], grid)  # fmt: skip
         used = splits[:, :3].prod(axis=1)
         pick = first_best(cycles, used, splits[:, 3])
         rows = np.arange(count)
         key = (cycles[rows, pick], used[pick])
-        chosen = {k: np.broadcast_to(v, grid)[rows, pick] for k, v in terms.items() if k != "bounds"}
+        chosen = {k: _chosen(v, rows, pick) for k, v in terms.items() if k != "bounds"}
         candidate = _Winners(np.full(count, stationary), named, sizes[stationary], splits[pick], chosen)
         if best is None:
             best, best_key = candidate, key
@@ -337,6 +348,14 @@ def _winners(
             {k: np.where(better, v, best.chosen[k]) for k, v in chosen.items()},
         )  # fmt: skip
     return best
+
+
+def _chosen(term: np.ndarray, rows: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """term[row, pick[row]] per row of a [shapes or 1, candidates or 1] cost term."""
+    term = np.asarray(term)
+    if term.ndim < 2:
+        term = term.reshape((1,) * (2 - term.ndim) + term.shape)
+    return term[rows if term.shape[0] > 1 else 0 * rows, pick if term.shape[1] > 1 else 0 * pick]
 
 
 def first_best(cycles: np.ndarray, slices: np.ndarray, passes: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ from tcp_compiler.mapping.traits import traits
 from tcp_compiler.mapping.view_resize import ResizePlan, resize_type
 
 AHEAD = 64  # decode lengths whose einsums are placed together
-BLOCK = 64  # decode lengths costed together as lanes
+BLOCK = 256  # decode lengths costed together as lanes
 _UNIT_COLUMN = {unit: i for i, unit in enumerate(UNITS)}  # a busy unit's column in Program.busy
 PATCHED = ("cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link_bytes")
 
@@ -121,34 +121,34 @@ class DecodeSteps:
             yield from self._block(lengths[first : first + BLOCK])
 
     def _block(self, lengths: range) -> Iterator[Program]:
-        patched = self._lanes(lengths) if len(lengths) > 1 else None
-        if patched is not None:
-            values, busy = patched
-            self.in_blocks += len(lengths)
-            for k in range(len(lengths)):
-                yield _patched(self.program, self.rows, values[k], busy[k])
-        elif len(lengths) == 1:
+        if len(lengths) == 1:
             yield self.at(lengths[0])
-        else:  # the first half may compile a new template, which the second half then uses
-            half = len(lengths) // 2
-            yield from self._block(lengths[:half])
-            yield from self._block(lengths[half:])
+            return
+        try:
+            values, busy = self._lanes(lengths)
+        except Diverged as diverged:
+            # Split where the lanes first differ (they agree before it), else in halves; the
+            # first part may compile a new template, which the second then uses.
+            cut = diverged.lane if 0 < diverged.lane < len(lengths) else len(lengths) // 2
+            yield from self._block(lengths[:cut])
+            yield from self._block(lengths[cut:])
+            return
+        self.in_blocks += len(lengths)
+        for k in range(len(lengths)):
+            yield _patched(self.program, self.rows, values[k], busy[k])
 
-    def _lanes(self, lengths: range) -> tuple[np.ndarray, np.ndarray] | None:
-        """The dynamic commands' values at every length of the block (_step_values), or None
-        when the lanes diverge or the template's structure does not hold for them all."""
+    def _lanes(self, lengths: range) -> tuple[np.ndarray, np.ndarray]:
+        """The dynamic commands' values at every length of the block (_step_values); Diverged
+        when the lanes need different control flow or the template's structure fails them."""
         memo: dict[TensorType, TensorType] = {}
         steps: list[Step] = []
-        try:
-            sizes = self.graph.meta.kv_sizes(Lanes(np.arange(lengths.start, lengths.stop, dtype=np.int64)))
-            for key in self.dynamic:
-                r = build_recipe(self.plans[key].at(sizes, memo, self._where), self.hw, self.policy)
-                if [s.role for s in r.steps] != self.roles[key]:
-                    return None
-                steps.extend(r.steps)
-            return _step_values(steps, self.counts, len(lengths))
-        except Diverged:
-            return None
+        sizes = self.graph.meta.kv_sizes(Lanes(np.arange(lengths.start, lengths.stop, dtype=np.int64)))
+        for key in self.dynamic:
+            r = build_recipe(self.plans[key].at(sizes, memo, self._where), self.hw, self.policy)
+            if [s.role for s in r.steps] != self.roles[key]:
+                raise Diverged  # a new structure somewhere in the block
+            steps.extend(r.steps)
+        return _step_values(steps, self.counts, len(lengths))
 
     def _place_ahead(self, key: tuple, view: OpView, length: int) -> None:
         """Places the view's einsums at the next AHEAD lengths in one batch when this length's is
