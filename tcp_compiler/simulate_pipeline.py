@@ -148,8 +148,9 @@ def decode_runs(
     cycles, flops, hbm = (np.zeros(steps, np.int64) for _ in range(3))
     totals = StepTotals()
     first = []
-    for t in range(steps):
-        program = pipeline_step([p.decode.at(prompt_len + t + 1) for p in plans])
+    lengths = range(prompt_len + 1, prompt_len + steps + 1)  # each step's cache, its new position included
+    for t, stage_programs in enumerate(zip(*(p.decode.programs(lengths) for p in plans), strict=True)):
+        program = pipeline_step(list(stage_programs))
         timeline = run_program(program, hw)
         cycles[t], flops[t], hbm[t] = timeline.cycles, program.flops.sum(), program.hbm_bytes.sum()
         totals.add(program, timeline)
