@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from simulator.program import CONTEXTS, ORDERED, Program
+from simulator.program import CONTEXTS, ORDERED, VARYING, Program, ProgramBlock
 from simulator.timeline import EPS, Timeline
 
 _ORDERED = np.array([c in ORDERED for c in CONTEXTS])
@@ -38,6 +38,44 @@ def simulate(program: Program, hbm_bytes_per_cycle: float, dma_bytes_per_cycle: 
     if n and end.min() < 0:
         raise RuntimeError("deadlock: no command can start")
     return Timeline(start, end)
+
+
+def simulate_block(block: ProgramBlock, hbm_bytes_per_cycle: float, dma_bytes_per_cycle: float) -> Timeline:
+    """The timelines of a block's programs in one call: Timeline of [programs, commands] arrays,
+    row k program k's (what `simulate(block.program(k))` gives)."""
+    base = block.base
+    chips, prev, following, user_ptr, users = _structure(base)
+    columns = [VARYING.index(name) for name in ("cycles", "latency", "moved", "hbm_bytes")]
+    start, end = _run_each(
+        base.chip, base.cycles, base.latency, base.moved, base.hbm_bytes, block.rows,
+        np.ascontiguousarray(block.values[:, :, columns]), base.dep_ptr, user_ptr, users, prev, following,
+        chips, float(hbm_bytes_per_cycle), float(dma_bytes_per_cycle),
+    )  # fmt: skip
+    if end.size and end.min() < 0:
+        raise RuntimeError("deadlock: no command can start")
+    return Timeline(start, end)
+
+
+@njit(cache=True)
+def _run_each(
+    chip, cycles, latency, moved, hbm, rows, values, dep_ptr, user_ptr, users, prev, following, chips, hbm_bw,
+    dma_bw,
+):  # fmt: skip
+    """_run on each program of a block: the base's timing columns with `rows` set to values[k]
+    (cycles, latency, moved, HBM bytes)."""
+    count, n = values.shape[0], cycles.shape[0]
+    start = np.empty((count, n))
+    end = np.empty((count, n))
+    own = (cycles.copy(), latency.copy(), moved.copy(), hbm.copy())
+    for k in range(count):
+        for r in range(rows.shape[0]):
+            own[0][rows[r]] = values[k, r, 0]
+            own[1][rows[r]] = values[k, r, 1]
+            own[2][rows[r]] = values[k, r, 2]
+            own[3][rows[r]] = values[k, r, 3]
+        start[k], end[k] = _run(chip, own[0], own[1], own[2], own[3], dep_ptr, user_ptr, users, prev,
+                                following, chips, hbm_bw, dma_bw)  # fmt: skip
+    return start, end
 
 
 # The last few programs' queue links and users, by the arrays they derive from. Decode steps are

@@ -29,22 +29,29 @@ _INDEX = {name: i for i, name in enumerate(ACTIVITIES)}
 BIT = {name: 1 << i for name, i in _INDEX.items()}
 STATES = 1 << len(ACTIVITIES)
 
-_CONTRACTION = UNIT_NAMES.index("contraction")
+CONTRACTION = UNIT_NAMES.index("contraction")
 
 
 def state_cycles(program: Program, timeline: Timeline, chip: int = 0) -> np.ndarray:
     """Cycles of `chip` spent in each combination of ACTIVITIES (index = bit mask), from cycle 0
     to the program's last cycle; they sum to `timeline.cycles`. State 0 is nothing under way
     (waits between dependent commands). Multi-chip programs are SPMD: one chip speaks for all."""
-    context, start, end = program.context, timeline.start, timeline.end
-    latency, cycles, moved, hbm = program.latency, program.cycles, program.moved, program.hbm_bytes
-    busy = program.busy[:, _CONTRACTION]
-    if len(context) and program.chip.max() > 0:
-        mine = program.chip == chip
+    return states(
+        program.context, program.chip, timeline.start, timeline.end, program.latency, program.cycles,
+        program.moved, program.hbm_bytes, program.busy[:, CONTRACTION], timeline.cycles, chip,
+    )  # fmt: skip
+
+
+def states(
+    context, chips, start, end, latency, cycles, moved, hbm, busy, last: int, chip: int = 0
+) -> np.ndarray:
+    """state_cycles from the columns it reads (`busy`: the Contraction Engine's busy cycles)."""
+    if len(context) and chips.max() > 0:
+        mine = chips == chip
         context, start, end, latency = context[mine], start[mine], end[mine], latency[mine]
         cycles, moved, hbm, busy = cycles[mine], moved[mine], hbm[mine], busy[mine]
     from simulator.occupancy_kernels import events, sweep  # numba: loaded when a program runs, not for --help
 
     times, what = events(context, start, end, latency, cycles, moved, hbm, busy)
     order = np.argsort(times, kind="stable")  # numpy's stable sort is fast on the nearly sorted times
-    return sweep(times[order], what[order], float(timeline.cycles), len(ACTIVITIES))
+    return sweep(times[order], what[order], float(last), len(ACTIVITIES))

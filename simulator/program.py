@@ -8,7 +8,7 @@ keeps each hardware unit busy (for utilisation reports).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -78,6 +78,44 @@ class Program:
         assert np.all(self.dep_idx < owners), "a command depends on a later one"
         assert np.all(self.cycles >= 1)
         assert np.all((self.latency >= 0) & (self.latency <= self.cycles))
+
+
+# The per-command columns a block of programs may vary in (ProgramBlock.values), in this order.
+VARYING = ("cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link_bytes")
+
+
+@dataclass
+class ProgramBlock:
+    """Programs of one structure that differ only in some commands' figures: decode steps at
+    consecutive KV lengths (tcp_compiler.mapping.steps). Program k is `base` with commands `rows`
+    given values[k] (the VARYING columns) and busy[k]; the engine and the op totals take a block
+    whole, so its programs need not be built one by one."""
+
+    base: Program
+    rows: np.ndarray  # [R] the commands that vary
+    values: np.ndarray  # int64 [programs, R, len(VARYING)]
+    busy: np.ndarray  # int64 [programs, R, len(UNITS)]
+
+    def __len__(self) -> int:
+        return self.values.shape[0]
+
+    def program(self, k: int) -> Program:
+        """Program k, built (a copy of the base with its rows written, one assignment per column)."""
+        if not len(self.rows):
+            return self.base
+        columns = {}
+        for c, name in enumerate(VARYING):
+            columns[name] = column = getattr(self.base, name).copy()
+            column[self.rows] = self.values[k, :, c]
+        busy = self.base.busy.copy()
+        busy[self.rows] = self.busy[k]
+        return replace(self.base, **columns, busy=busy)
+
+    def sums(self, name: str) -> np.ndarray:
+        """Per program, the sum of a VARYING column over its commands (exact integers)."""
+        base = getattr(self.base, name)
+        varying = self.values[:, :, VARYING.index(name)]
+        return int(base.sum()) - int(base[self.rows].sum()) + varying.sum(axis=1)
 
 
 def command_timing(cycles: int, latency: int | None) -> tuple[int, int]:

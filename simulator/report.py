@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.occupancy import state_cycles
-from simulator.program import CONTEXTS, Program
+from simulator.occupancy import CONTRACTION, state_cycles, states
+from simulator.program import CONTEXTS, VARYING, Program, ProgramBlock
 from simulator.timeline import Timeline
 from simulator.utilisation import command_bytes
 
@@ -118,6 +118,36 @@ def timed_totals(program: Program, timeline: Timeline) -> dict[str, np.ndarray]:
         "span_cycles": last - first,
         "layer_span_cycles": _busy_spans(first, last, of_layer, len(layer_ids)),
         "state_cycles": state_cycles(program, timeline),
+    }
+
+
+def block_timed_totals(block: ProgramBlock, timeline: Timeline) -> dict[str, np.ndarray]:
+    """timed_totals of every program of a block at once, from its [programs, commands] timeline:
+    each figure gets a leading axis, row k what timed_totals(block.program(k), timeline k) gives."""
+    base = block.base
+    starts = op_starts(base)
+    first = np.minimum.reduceat(timeline.start, starts, axis=1)
+    last = np.maximum.reduceat(timeline.end, starts, axis=1)
+    _, _, _, _, layer_ids, of_layer = _op_columns(base.ops)
+    duration = timeline.end - timeline.start
+    spans = [_busy_spans(f, e, of_layer, len(layer_ids)) for f, e in zip(first, last, strict=True)]
+    # Each program's columns as state_cycles reads them: the base's, with the varying rows written.
+    own = {name: getattr(base, name).copy() for name in ("latency", "cycles", "moved", "hbm_bytes")}
+    busy = base.busy[:, CONTRACTION].copy()
+    columns = {name: block.values[:, :, VARYING.index(name)] for name in own}
+    states_of = []
+    for k in range(len(block)):
+        for name, column in own.items():
+            column[block.rows] = columns[name][k]
+        busy[block.rows] = block.busy[k, :, CONTRACTION]
+        row = timeline.row(k)
+        states_of.append(states(base.context, base.chip, row.start, row.end, own["latency"], own["cycles"],
+                                own["moved"], own["hbm_bytes"], busy, row.cycles))  # fmt: skip
+    return {
+        "main_cycles": np.add.reduceat(np.where(base.context == MAIN, duration, 0.0), starts, axis=1),
+        "span_cycles": last - first,
+        "layer_span_cycles": np.array(spans),
+        "state_cycles": np.array(states_of),
     }
 
 

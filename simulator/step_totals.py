@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.program import Program
+from simulator.program import VARYING, Program, ProgramBlock
 from simulator.report import (
+    DMA,
     OpTotals,
     assemble,
+    block_timed_totals,
     command_integers,
     distinct_ops,
     op_starts,
@@ -62,6 +64,31 @@ class StepTotals:
         for f, v in integers.items():
             self._sums[f] += v
 
+    def add_block(self, block: ProgramBlock, timeline: Timeline) -> None:
+        """Adds every program of a block, `timeline` holding their [programs, commands] times:
+        what adding block.program(k) and its timeline for each k in turn gives."""
+        base = block.base
+        integers = _block_integers(block)
+        largest = self._largest + max(int(v.sum()) for v in integers.values())  # all >= 0
+        if self._one_by_one is not None or distinct_ops(base.ops) != len(base.ops) or largest >= _EXACT:
+            for k in range(len(block)):
+                self.add(block.program(k), timeline.row(k))
+            return
+        self._largest = largest
+        timed = block_timed_totals(block, timeline)
+        for k in range(len(block)):  # in step order: float sums depend on it
+            self._timed = {f: v[k] for f, v in timed.items()} if self._timed is None else {
+                f: self._timed[f] + v[k] for f, v in timed.items()
+            }
+        if self._program is None or not _same_structure(self._program, base):
+            self._reduce()
+            self._program = base
+            self._ops = base.ops if self._ops is None else self._ops
+            self._sums = integers
+            return
+        for f, v in integers.items():
+            self._sums[f] += v
+
     def totals(self) -> OpTotals | None:
         """The sums of every program added (None before any)."""
         if self._one_by_one is not None:
@@ -86,6 +113,19 @@ class StepTotals:
             self._one_by_one = self.totals()  # None when nothing was added yet
         step = op_totals(program, timeline)
         self._one_by_one = step if self._one_by_one is None else self._one_by_one + step
+
+
+def _block_integers(block: ProgramBlock) -> dict[str, np.ndarray]:
+    """command_integers summed over a block's programs, per command (exact: integers): the base's
+    times the programs, corrected at the rows that vary."""
+    base, rows, count = block.base, block.rows, len(block)
+    out = {f: v * count for f, v in command_integers(base).items()}
+    for name in ("flops", "hbm_bytes", "dm_bytes", "link_bytes"):
+        out[name][rows] = block.values[:, :, VARYING.index(name)].sum(axis=0)
+    out["unit_busy"][rows] = block.busy.sum(axis=0)
+    moved = block.values[:, :, VARYING.index("moved")].sum(axis=0)
+    out["dma_bytes"][rows] = np.where(base.context[rows] == DMA, moved, 0).astype(np.float64)
+    return out
 
 
 def _same_structure(a: Program, b: Program) -> bool:

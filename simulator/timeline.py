@@ -15,6 +15,10 @@ class Timeline:
     start: np.ndarray  # float64 cycles
     end: np.ndarray
 
+    def row(self, k: int) -> Timeline:
+        """Program k's timeline, of a block's [programs, commands] one (simulator.engine.simulate_block)."""
+        return Timeline(self.start[k], self.end[k])
+
     @property
     def cycles(self) -> int:
         return int(math.ceil(self.end.max() - EPS)) if len(self.end) else 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ir import Graph, analyze
 from simulator.hardware import Hardware
-from simulator.program import Program
+from simulator.program import Program, ProgramBlock
 from simulator.timeline import Timeline
 from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.config import ModelConfig
@@ -161,6 +161,13 @@ def larger(a: Capacity, b: Capacity) -> Capacity:
     """Each part at the larger of two phases' use: conservative, as both must fit one after another."""
     return Capacity(max(a.weights, b.weights), max(a.kv_cache, b.kv_cache),
                     max(a.activations, b.activations), a.available)  # fmt: skip
+
+
+def run_block(block: ProgramBlock, hw: Hardware) -> Timeline:
+    """The timelines of a block's programs ([programs, commands] arrays), as `run` gives each."""
+    from simulator.engine import simulate_block  # numba: imported when a program runs, not for --help
+
+    return simulate_block(block, hw.hbm_sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)
 
 
 def run(program: Program, hw: Hardware) -> Timeline:

@@ -23,7 +23,7 @@ from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.mapping.capacity import Capacity, capacity, check_capacity
 from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
-from tcp_compiler.pipeline import CompileOptions, compile_phase, larger, lower
+from tcp_compiler.pipeline import CompileOptions, compile_phase, larger, lower, run_block
 from tcp_compiler.pipeline import run as run_program
 from tcp_compiler.simulate_pipeline import PipelineFigures, simulate_pipelined
 
@@ -128,14 +128,18 @@ def simulate_generation(
     cycles, flops, hbm = (np.zeros(steps, np.int64) for _ in range(3))
     totals = StepTotals()  # what adding every step's op_totals gives, summed as integers where exact
     # Step t's cache holds prompt_len + t + 1 positions (past + the new one).
-    for t, program in enumerate(template.programs(range(prompt_len + 1, prompt_len + steps + 1))):
-        step = _run(f"decode {t}", program, hardware)
-        cycles[t], flops[t], hbm[t] = step.cycles, step.program.flops.sum(), step.program.hbm_bytes.sum()
-        totals.add(step.program, step.timeline)
-        if t < trace_steps:
-            result.traced_steps.append(step)
+    done = 0
+    for block in template.blocks(range(prompt_len + 1, prompt_len + steps + 1)):
+        timeline = run_block(block, hardware)
+        taken = slice(done, done + len(block))
+        cycles[taken] = [timeline.row(k).cycles for k in range(len(block))]
+        flops[taken], hbm[taken] = block.sums("flops"), block.sums("hbm_bytes")
+        totals.add_block(block, timeline)
+        for k in range(min(len(block), trace_steps - done)):
+            result.traced_steps.append(Run(f"decode {done + k}", block.program(k), timeline.row(k)))
+        done += len(block)
         if progress is not None:
-            progress(t + 1, steps)
+            progress(done, steps)
     result.decode_cycles, result.decode_flops, result.decode_hbm = cycles, flops, hbm
     result.decode_ops = totals.totals()
     return result

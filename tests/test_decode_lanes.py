@@ -1,8 +1,10 @@
 """Decode steps costed a block of lengths at once (tcp_compiler.mapping.lanes) equal the steps costed
-one length at a time, for every bundled model; and Lanes arithmetic equals Python's, lane by lane."""
+one length at a time, for every bundled model; a block run and totalled whole equals its programs
+run one by one; and Lanes arithmetic equals Python's, lane by lane."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -11,6 +13,7 @@ import pytest
 
 from simulator.hardware import load_hardware
 from simulator.program import COLUMNS
+from simulator.step_totals import StepTotals
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -18,6 +21,7 @@ from tcp_compiler.mapping.lanes import Diverged, Lanes, maximum, minimum
 from tcp_compiler.mapping.schedule import _split
 from tcp_compiler.mapping.steps import BLOCK, DecodeSteps
 from tcp_compiler.passes import run_passes
+from tcp_compiler.pipeline import run, run_block
 
 
 def _same(a, b) -> bool:
@@ -140,3 +144,29 @@ def test_lanes_refuse_what_they_cannot_do_exactly() -> None:
         Lanes.of([4, 5]) // Lanes.of([1, 0])
     with pytest.raises(Diverged):
         maximum(Lanes.of([1, 2]), 1.5)  # a float among them: the builtin, whose lanes disagree
+
+
+def test_blocks_run_whole_equal_their_programs_run_one_by_one() -> None:
+    """The engine and the op totals take a block whole; the same figures as program by program,
+    across blocks of several lengths, a single length and a template recompile."""
+    hw = load_hardware("rngd")
+    cfg = load_model("llama-3.2-1b").config
+    graph = run_passes(build_decode(cfg, PRECISIONS["bf16"], 2, 8099).graph)
+    blocks = list(DecodeSteps(graph, hw).blocks(range(8100, 8400)))  # KV reads take a tile more at 8193
+    assert len({len(b.base) for b in blocks}) > 1 and max(len(b) for b in blocks) > 1
+    whole, one_by_one = StepTotals(), StepTotals()
+    for block in blocks:
+        timeline = run_block(block, hw)
+        whole.add_block(block, timeline)
+        for k in range(len(block)):
+            program = block.program(k)
+            alone = run(program, hw)
+            row = timeline.row(k)
+            assert np.array_equal(row.start, alone.start) and np.array_equal(row.end, alone.end)
+            assert block.sums("flops")[k] == program.flops.sum()
+            assert block.sums("hbm_bytes")[k] == program.hbm_bytes.sum()
+            one_by_one.add(program, alone)
+    a, b = whole.totals(), one_by_one.totals()
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, field.name

@@ -16,7 +16,7 @@ import numpy as np
 
 from ir import Graph, Node, TensorType
 from simulator.hardware import Hardware
-from simulator.program import UNITS, Program, command_timing
+from simulator.program import UNITS, VARYING, Program, ProgramBlock, command_timing
 from tcp_compiler.mapping.fusion import fuse
 from tcp_compiler.mapping.lanes import Diverged, Lanes, lane_values
 from tcp_compiler.mapping.placement import EinsumShape, is_placed, place_ahead
@@ -37,7 +37,6 @@ from tcp_compiler.mapping.view_resize import ResizePlan, resize_type
 AHEAD = 64  # decode lengths whose einsums are placed together
 BLOCK = 256  # decode lengths costed together as lanes
 _UNIT_COLUMN = {unit: i for i, unit in enumerate(UNITS)}  # a busy unit's column in Program.busy
-PATCHED = ("cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link_bytes")
 
 
 def resize_graph(graph: Graph, sizes: dict[str, int]) -> Graph:
@@ -110,19 +109,25 @@ class DecodeSteps:
                 self._compile(resize_graph(self.graph, sizes))  # the structure changed
                 return self.program
             steps.extend(r.steps)
-        values, busy = _step_values(steps, self.counts, 1)
-        return _patched(self.program, self.rows, values[0], busy[0])
+        return ProgramBlock(self.program, self.rows, *_step_values(steps, self.counts, 1)).program(0)
 
     def programs(self, lengths: range) -> Iterator[Program]:
-        """The programs at consecutive lengths, in order (what `at` gives at each): BLOCK lengths
-        are costed at once (tcp_compiler.mapping.lanes); a block whose lengths need different
-        control flow or a new structure is halved, down to single lengths costed by `at`."""
+        """The programs at consecutive lengths, in order (what `at` gives at each)."""
+        for block in self.blocks(lengths):
+            for k in range(len(block)):
+                yield block.program(k)
+
+    def blocks(self, lengths: range) -> Iterator[ProgramBlock]:
+        """The programs at consecutive lengths, in order, as blocks of one structure: BLOCK
+        lengths are costed at once (tcp_compiler.mapping.lanes); a block whose lengths need
+        different control flow or a new structure splits, down to single lengths costed by `at`."""
         for first in range(0, len(lengths), BLOCK):
             yield from self._block(lengths[first : first + BLOCK])
 
-    def _block(self, lengths: range) -> Iterator[Program]:
+    def _block(self, lengths: range) -> Iterator[ProgramBlock]:
         if len(lengths) == 1:
-            yield self.at(lengths[0])
+            program = self.at(lengths[0])
+            yield ProgramBlock(program, *_unvarying(program))
             return
         try:
             values, busy = self._lanes(lengths)
@@ -134,8 +139,7 @@ class DecodeSteps:
             yield from self._block(lengths[cut:])
             return
         self.in_blocks += len(lengths)
-        for k in range(len(lengths)):
-            yield _patched(self.program, self.rows, values[k], busy[k])
+        yield ProgramBlock(self.program, self.rows, values, busy)
 
     def _lanes(self, lengths: range) -> tuple[np.ndarray, np.ndarray]:
         """The dynamic commands' values at every length of the block (_step_values); Diverged
@@ -188,10 +192,10 @@ def _mentions(view: OpView, axes: tuple[str, ...]) -> bool:
 
 
 def _step_values(steps: list[Step], counts: list[int], lanes: int) -> tuple[np.ndarray, np.ndarray]:
-    """The patched columns (PATCHED) and busy cycles of the dynamic commands, per lane:
-    [lanes, rows, len(PATCHED)] and [lanes, rows, len(UNITS)]; one row of values per recipe
+    """The patched columns (VARYING) and busy cycles of the dynamic commands, per lane:
+    [lanes, rows, len(VARYING)] and [lanes, rows, len(UNITS)]; one row of values per recipe
     step, repeated over its group's ops (`counts`). Values may be ints or Lanes."""
-    values = np.empty((lanes, len(steps), len(PATCHED)), np.int64)
+    values = np.empty((lanes, len(steps), len(VARYING)), np.int64)
     busy = np.zeros((lanes, len(steps), len(UNITS)), np.int64)
     for i, s in enumerate(steps):
         cycles, latency = command_timing(s.cycles, s.latency)
@@ -202,15 +206,7 @@ def _step_values(steps: list[Step], counts: list[int], lanes: int) -> tuple[np.n
     return np.repeat(values, counts, axis=1), np.repeat(busy, counts, axis=1)
 
 
-def _patched(program: Program, rows: np.ndarray, values: np.ndarray, busy_values: np.ndarray) -> Program:
-    """A copy of `program` with the dynamic commands' columns replaced (same structure), one
-    assignment per column."""
-    if not len(rows):
-        return program
-    columns = {}
-    for c, name in enumerate(PATCHED):
-        columns[name] = column = getattr(program, name).copy()
-        column[rows] = values[:, c]
-    busy = program.busy.copy()
-    busy[rows] = busy_values
-    return replace(program, **columns, busy=busy)
+def _unvarying(program: Program) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, values, busy) of a block of one program that is its base."""
+    none = np.zeros(0, np.int64)
+    return none, none.reshape(1, 0, 1).repeat(len(VARYING), 2), none.reshape(1, 0, 1).repeat(len(UNITS), 2)
