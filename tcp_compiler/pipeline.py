@@ -54,8 +54,9 @@ class Lowered:
     attention: list[dict]  # per attention: its form and why
     capacity: Capacity  # HBM per chip for this phase alone
     options: CompileOptions = field(default_factory=CompileOptions)
-    # The FLOPs the model's math takes (the graph before the attention rewrite). What the program
-    # executes differs: online softmax rescales (more), and skips the blocks a mask hides (less).
+    # A prefill's FLOPs of the model's math (the graph before the attention rewrite; 0 for a decode
+    # step, whose report has no model FLOPs). What the program executes differs: online softmax
+    # rescales (more), and skips the blocks a mask hides (less).
     model_flops: int = 0
     # Set when `graph` stands in for the model with repeating layers left out: its program is
     # completed by copying them (tcp_compiler.mapping.layer_period and replicate).
@@ -102,7 +103,7 @@ def lower(
     (`period` says so); its capacity is still the whole model's."""
     model = build(config, precision, phase, length, options, options.chips_on(hw))
     graph = run_passes(model.graph)
-    model_flops = analyze(graph).total.flops
+    model_flops = analyze(graph).total.flops if phase == "prefill" else 0
     attention: list[dict] = []
     weights = tuple(model.bindings)
     period = layer_period(graph) if replicate else None
