@@ -132,9 +132,11 @@ class DecodeSteps:
         try:
             values, busy = self._lanes(lengths)
         except Diverged as diverged:
-            # Split where the lanes first differ (they agree before it), else in halves; the
-            # first part may compile a new template, which the second then uses.
-            cut = diverged.lane if 0 < diverged.lane < len(lengths) else len(lengths) // 2
+            # Split where the lanes first differ (they agree before it), unless that is near the
+            # start (or unknown): then in halves, so lanes that all differ cost K log K, not K^2.
+            # The first part may compile a new template, which the second then uses.
+            near = diverged.lane < max(1, len(lengths) // 8) or diverged.lane >= len(lengths)
+            cut = len(lengths) // 2 if near else diverged.lane
             yield from self._block(lengths[:cut])
             yield from self._block(lengths[cut:])
             return
