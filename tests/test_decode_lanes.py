@@ -187,3 +187,9 @@ def test_blocks_run_whole_equal_their_programs_run_one_by_one() -> None:
     for field in dataclasses.fields(a):
         x, y = getattr(a, field.name), getattr(b, field.name)
         assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, field.name
+
+
+def test_lanes_compare_ints_with_floats_only_where_float64_is_exact() -> None:
+    assert (Lanes.of([3, 2**52]) < 2.5).v.tolist() == [False, False]
+    with pytest.raises(Diverged):
+        _ = Lanes.of([1, 2**60 + 1]) < 2.0**60  # Python compares exactly; float64(2**60 + 1) is 2.0**60

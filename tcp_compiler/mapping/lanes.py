@@ -98,6 +98,16 @@ def _divide(a: Any, b: Any) -> Lanes:
     return Lanes(np.true_divide(_raw(a), _raw(b)))
 
 
+def _compare(op: Callable, a: Any, b: Any) -> Lanes:
+    """A comparison lane by lane. Python compares an int with a float exactly; numpy converts the
+    int to float64 first, exact only below 2^53."""
+    if _is_int(a) != _is_int(b) and max(_magnitude(a), _magnitude(b)) >= _FLOAT_EXACT:
+        raise Diverged
+    out = Lanes(op(_raw(a), _raw(b)))
+    out.m = 1.0
+    return out
+
+
 def _floor_divide(a: Any, b: Any) -> Lanes:
     if np.any(np.asarray(_raw(b)) == 0):
         raise ZeroDivisionError("integer division or modulo by zero")
@@ -196,22 +206,22 @@ class Lanes:
 
     # comparisons give lanes of booleans; only a branch on them needs the lanes to agree
     def __lt__(self, o: Any) -> Lanes:
-        return Lanes(self.v < _raw(o))
+        return _compare(np.less, self, o)
 
     def __le__(self, o: Any) -> Lanes:
-        return Lanes(self.v <= _raw(o))
+        return _compare(np.less_equal, self, o)
 
     def __gt__(self, o: Any) -> Lanes:
-        return Lanes(self.v > _raw(o))
+        return _compare(np.greater, self, o)
 
     def __ge__(self, o: Any) -> Lanes:
-        return Lanes(self.v >= _raw(o))
+        return _compare(np.greater_equal, self, o)
 
     def __eq__(self, o: Any) -> Lanes:  # type: ignore[override]
-        return Lanes(self.v == _raw(o))
+        return _compare(np.equal, self, o)
 
     def __ne__(self, o: Any) -> Lanes:  # type: ignore[override]
-        return Lanes(self.v != _raw(o))
+        return _compare(np.not_equal, self, o)
 
     def __hash__(self) -> int:
         return hash((self.v.dtype.str, self.v.tobytes()))

@@ -131,12 +131,14 @@ class DecodeSteps:
             return
         try:
             values, busy = self._lanes(lengths)
-        except Diverged as diverged:
+        except (Diverged, TypeError) as failed:
             # Split where the lanes first differ (they agree before it), unless that is near the
             # start (or unknown): then in halves, so lanes that all differ cost K log K, not K^2.
-            # The first part may compile a new template, which the second then uses.
-            near = diverged.lane < max(1, len(lengths) // 8) or diverged.lane >= len(lengths)
-            cut = len(lengths) // 2 if near else diverged.lane
+            # The first part may compile a new template, which the second then uses. A TypeError
+            # is cost code Lanes cannot run (single lengths run it as the scalar code it is).
+            lane = failed.lane if isinstance(failed, Diverged) else 0
+            near = lane < max(1, len(lengths) // 8) or lane >= len(lengths)
+            cut = len(lengths) // 2 if near else lane
             yield from self._block(lengths[:cut])
             yield from self._block(lengths[cut:])
             return
