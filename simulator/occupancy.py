@@ -36,22 +36,34 @@ def state_cycles(program: Program, timeline: Timeline, chip: int = 0) -> np.ndar
     """Cycles of `chip` spent in each combination of ACTIVITIES (index = bit mask), from cycle 0
     to the program's last cycle; they sum to `timeline.cycles`. State 0 is nothing under way
     (waits between dependent commands). Multi-chip programs are SPMD: one chip speaks for all."""
-    return states(
+    return StateSweeps()(
         program.context, program.chip, timeline.start, timeline.end, program.latency, program.cycles,
         program.moved, program.hbm_bytes, program.busy[:, CONTRACTION], timeline.cycles, chip,
     )  # fmt: skip
 
 
-def states(
-    context, chips, start, end, latency, cycles, moved, hbm, busy, last: int, chip: int = 0
-) -> np.ndarray:
-    """state_cycles from the columns it reads (`busy`: the Contraction Engine's busy cycles)."""
-    if len(context) and chips.max() > 0:
-        mine = chips == chip
-        context, start, end, latency = context[mine], start[mine], end[mine], latency[mine]
-        cycles, moved, hbm, busy = cycles[mine], moved[mine], hbm[mine], busy[mine]
-    from simulator.occupancy_kernels import events, sweep  # numba: loaded when a program runs, not for --help
+class StateSweeps:
+    """state_cycles of programs one after another: each program's events are sorted from the
+    previous one's order when it nearly sorts them (decode steps of one structure), else by numpy."""
 
-    times, what = events(context, start, end, latency, cycles, moved, hbm, busy)
-    order = np.argsort(times, kind="stable")  # numpy's stable sort is fast on the nearly sorted times
-    return sweep(times[order], what[order], float(last), len(ACTIVITIES))
+    def __init__(self) -> None:
+        self.order: np.ndarray | None = None
+
+    def __call__(
+        self, context, chips, start, end, latency, cycles, moved, hbm, busy, last: int, chip: int = 0
+    ) -> np.ndarray:
+        if len(context) and chips.max() > 0:
+            mine = chips == chip
+            context, start, end, latency = context[mine], start[mine], end[mine], latency[mine]
+            cycles, moved, hbm, busy = cycles[mine], moved[mine], hbm[mine], busy[mine]
+        from simulator.occupancy_kernels import events, sweep, sweep_from  # numba: when a program runs
+
+        if self.order is not None:
+            totals, order = sweep_from(context, start, end, latency, cycles, moved, hbm, busy, float(last),
+                                       len(ACTIVITIES), self.order)  # fmt: skip
+            if len(order):
+                self.order = order
+                return totals
+        times, what = events(context, start, end, latency, cycles, moved, hbm, busy)
+        self.order = np.argsort(times, kind="stable")  # numpy's stable sort is fast on nearly sorted times
+        return sweep(times[self.order], what[self.order], float(last), len(ACTIVITIES))

@@ -66,3 +66,30 @@ def sweep(times, what, last, activities):
             mask &= ~(1 << a)
     total[mask] += max(0.0, last - now)
     return total
+
+
+@njit(cache=True)
+def sweep_from(context, start, end, latency, cycles, moved, hbm, busy, last, activities, hint):
+    """`events` sorted by time and swept, in one call, sorting by insertion from `hint` (the
+    previous decode step's order: steps differ little, so it nearly sorts their events). Any
+    order by time gives the same sums (events at one time change the state together), so ties
+    need not keep the stable sort's order. (totals, order), or empty arrays when `hint` does not
+    fit or leaves too much to sort (the caller then sorts with numpy)."""
+    times, what = events(context, start, end, latency, cycles, moved, hbm, busy)
+    n = times.shape[0]
+    if hint.shape[0] != n:
+        return np.zeros(0), np.zeros(0, np.int64)
+    order = hint.copy()
+    budget = 8 * n + 64
+    for x in range(1, n):
+        v = order[x]
+        t = times[v]
+        y = x - 1
+        while y >= 0 and times[order[y]] > t:
+            order[y + 1] = order[y]
+            y -= 1
+            budget -= 1
+        order[y + 1] = v
+        if budget < 0:
+            return np.zeros(0), np.zeros(0, np.int64)
+    return sweep(times[order], what[order], last, activities), order

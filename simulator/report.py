@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.occupancy import CONTRACTION, state_cycles, states
+from simulator.occupancy import CONTRACTION, StateSweeps, state_cycles
 from simulator.program import CONTEXTS, VARYING, Program, ProgramBlock
 from simulator.timeline import Timeline
 from simulator.utilisation import command_bytes
@@ -135,13 +135,13 @@ def block_timed_totals(block: ProgramBlock, timeline: Timeline) -> dict[str, np.
     own = {name: getattr(base, name).copy() for name in ("latency", "cycles", "moved", "hbm_bytes")}
     busy = base.busy[:, CONTRACTION].copy()
     columns = {name: block.values[:, :, VARYING.index(name)] for name in own}
-    states_of = []
+    states_of, sweeps = [], StateSweeps()
     for k in range(len(block)):
         for name, column in own.items():
             column[block.rows] = columns[name][k]
         busy[block.rows] = block.busy[k, :, CONTRACTION]
         row = timeline.row(k)
-        states_of.append(states(base.context, base.chip, row.start, row.end, own["latency"], own["cycles"],
+        states_of.append(sweeps(base.context, base.chip, row.start, row.end, own["latency"], own["cycles"],
                                 own["moved"], own["hbm_bytes"], busy, row.cycles))  # fmt: skip
     return {
         "main_cycles": np.add.reduceat(np.where(base.context == MAIN, duration, 0.0), starts, axis=1),
