@@ -130,7 +130,12 @@ def block_timed_totals(block: ProgramBlock, timeline: Timeline) -> dict[str, np.
     last = np.maximum.reduceat(timeline.end, starts, axis=1)
     _, _, _, _, layer_ids, of_layer = _op_columns(base.ops)
     duration = timeline.end - timeline.start
-    spans = [_busy_spans(f, e, of_layer, len(layer_ids)) for f, e in zip(first, last, strict=True)]
+    from simulator.span_kernels import span_pieces_rows  # numba: loaded when a program runs, not for --help
+
+    # Each row's pieces summed by numpy as _busy_spans sums them (row by row, the same sums).
+    spans = np.zeros((len(block), len(layer_ids)))
+    if first.shape[1]:
+        spans = span_pieces_rows(first, last, of_layer, len(layer_ids)).sum(axis=-1)
     # Each program's columns as state_cycles reads them: the base's, with the varying rows written.
     own = {name: getattr(base, name).copy() for name in ("latency", "cycles", "moved", "hbm_bytes")}
     busy = base.busy[:, CONTRACTION].copy()
@@ -146,7 +151,7 @@ def block_timed_totals(block: ProgramBlock, timeline: Timeline) -> dict[str, np.
     return {
         "main_cycles": np.add.reduceat(np.where(base.context == MAIN, duration, 0.0), starts, axis=1),
         "span_cycles": last - first,
-        "layer_span_cycles": np.array(spans),
+        "layer_span_cycles": spans,
         "state_cycles": np.array(states_of),
     }
 

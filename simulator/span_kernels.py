@@ -43,3 +43,14 @@ def span_pieces(first, last, group, groups):
             pieces[g, r] = piece if piece >= 0.0 else 0.0
             end = end if end >= last[i] else last[i]
     return pieces
+
+
+@njit(cache=True)
+def span_pieces_rows(first, last, group, groups):
+    """span_pieces of each row of [programs, ops] `first` / `last`: [programs, groups, width]."""
+    one = span_pieces(first[0], last[0], group, groups)
+    out = np.zeros((first.shape[0], one.shape[0], one.shape[1]))
+    out[0] = one
+    for k in range(1, first.shape[0]):
+        out[k] = span_pieces(first[k], last[k], group, groups)
+    return out
