@@ -5,17 +5,16 @@ the attention einsums' placement (their slice splits) and the 64-length windows 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from simulator.hardware import load_hardware
-from simulator.program import COLUMNS
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping import placement, schedule
 from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.passes import run_passes
+from tests.programs import same_program
 
 
 def _reference(graph, length: int, hw):
@@ -23,15 +22,6 @@ def _reference(graph, length: int, hw):
     placement._PLACED.clear()
     schedule._RECIPES.clear()
     return schedule.schedule(resize_graph(graph, graph.meta.kv_sizes(length)), hw)
-
-
-def _same(a, b) -> bool:
-    return (
-        all(np.array_equal(getattr(a, n), getattr(b, n)) for n, _ in COLUMNS)
-        and np.array_equal(a.busy, b.busy)
-        and np.array_equal(a.dep_ptr, b.dep_ptr)
-        and np.array_equal(a.dep_idx, b.dep_idx)
-    )  # not the ops' placement texts: a patched step keeps its template's (as before this test)
 
 
 @pytest.mark.parametrize(
@@ -49,4 +39,4 @@ def test_every_fast_step_equals_the_reference(model: str, machine: str, chips: i
     steps = DecodeSteps(graph, hw)
     fast = [steps.at(n) for n in lengths]  # all first: the references then empty the caches
     for n, program in zip(lengths, fast, strict=True):
-        assert _same(program, _reference(graph, n, hw)), (model, chips, n)
+        assert same_program(program, _reference(graph, n, hw)), (model, chips, n)

@@ -13,7 +13,6 @@ import pytest
 
 from simulator.hardware import load_hardware
 from simulator.occupancy import CONTRACTION, StateSweeps, state_cycles
-from simulator.program import COLUMNS
 from simulator.step_totals import StepTotals
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import bundled_models, load_model
@@ -23,15 +22,7 @@ from tcp_compiler.mapping.schedule import _split
 from tcp_compiler.mapping.steps import BLOCK, DecodeSteps
 from tcp_compiler.passes import run_passes
 from tcp_compiler.pipeline import run, run_block
-
-
-def _same(a, b) -> bool:
-    return (
-        all(np.array_equal(getattr(a, n), getattr(b, n)) for n, _ in COLUMNS)
-        and np.array_equal(a.busy, b.busy)
-        and np.array_equal(a.dep_ptr, b.dep_ptr)
-        and np.array_equal(a.dep_idx, b.dep_idx)
-    )
+from tests.programs import same_program
 
 
 def _lengths(model: str) -> range:
@@ -56,7 +47,7 @@ def _check(
     assert len(blocked) == len(lengths)
     assert steps.in_blocks >= len(lengths) * in_blocks, "lengths are costed in blocks, not alone"
     for n, program in zip(lengths, blocked, strict=True):
-        assert _same(program, one_by_one.at(n)), (model, dtype, n)
+        assert same_program(program, one_by_one.at(n)), (model, dtype, n)
 
 
 @pytest.mark.parametrize("model", bundled_models())

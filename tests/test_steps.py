@@ -2,33 +2,23 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from ir import print_graph
 from simulator.hardware import load_hardware
-from simulator.program import COLUMNS
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.schedule import schedule
 from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.passes import run_passes
+from tests.programs import same_program
 
 MACHINE = load_hardware("rngd")
 
 
 def _step(cfg, past: int, chips: int = 1):
     return run_passes(build_decode(cfg, PRECISIONS["bf16"], 2, past, chips=chips).graph)
-
-
-def _same(a, b) -> bool:
-    return (
-        all(np.array_equal(getattr(a, n), getattr(b, n)) for n, _ in COLUMNS)
-        and np.array_equal(a.busy, b.busy)
-        and np.array_equal(a.dep_ptr, b.dep_ptr)
-        and np.array_equal(a.dep_idx, b.dep_idx)
-    )
 
 
 # bloom: ALiBi's bias spans the keys; pythia: partial RoPE and a parallel block
@@ -39,7 +29,7 @@ def test_patched_steps_equal_fresh_schedules(model: str) -> None:
     cfg = load_model(model).config
     steps = DecodeSteps(_step(cfg, 40), MACHINE)
     for past in (40, 41, 300, 4999, 20000):  # 20000: the KV reads need more tiles
-        assert _same(steps.at(past + 1), schedule(_step(cfg, past), MACHINE)), (model, past)
+        assert same_program(steps.at(past + 1), schedule(_step(cfg, past), MACHINE)), (model, past)
 
 
 @pytest.mark.parametrize("model", ["llama-3.2-1b", "bloom-560m", "gpt2"])
@@ -52,4 +42,4 @@ def test_sharded_decode_steps_too() -> None:
     cfg = load_model("llama-3.1-8b").config
     machine = load_hardware("rngd-4")
     steps = DecodeSteps(_step(cfg, 64, chips=4), machine)
-    assert _same(steps.at(700), schedule(_step(cfg, 699, chips=4), machine))
+    assert same_program(steps.at(700), schedule(_step(cfg, 699, chips=4), machine))
