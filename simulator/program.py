@@ -103,13 +103,16 @@ class ProgramBlock:
         """Program k, built (a copy of the base with its rows written, one assignment per column)."""
         if not len(self.rows):
             return self.base
-        columns = {}
-        for c, name in enumerate(VARYING):
-            columns[name] = column = getattr(self.base, name).copy()
-            column[self.rows] = self.values[k, :, c]
+        columns = {name: getattr(self.base, name).copy() for name in VARYING}
+        self.write(k, columns)
         busy = self.base.busy.copy()
         busy[self.rows] = self.busy[k]
         return replace(self.base, **columns, busy=busy)
+
+    def write(self, k: int, columns: dict[str, np.ndarray]) -> None:
+        """Writes program k's values into `columns` (copies of some of the base's VARYING columns)."""
+        for name, column in columns.items():
+            column[self.rows] = self.values[k, :, VARYING.index(name)]
 
     def sums(self, name: str) -> np.ndarray:
         """Per program, the sum of a VARYING column over its commands (exact integers)."""

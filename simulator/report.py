@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.occupancy import CONTRACTION, StateSweeps, state_cycles
-from simulator.program import CONTEXTS, VARYING, Program, ProgramBlock
+from simulator.program import CONTEXTS, Program, ProgramBlock
 from simulator.timeline import Timeline
 from simulator.utilisation import command_bytes
 
@@ -139,11 +139,9 @@ def block_timed_totals(block: ProgramBlock, timeline: Timeline) -> dict[str, np.
     # Each program's columns as state_cycles reads them: the base's, with the varying rows written.
     own = {name: getattr(base, name).copy() for name in ("latency", "cycles", "moved", "hbm_bytes")}
     busy = base.busy[:, CONTRACTION].copy()
-    columns = {name: block.values[:, :, VARYING.index(name)] for name in own}
     states_of, sweeps = [], StateSweeps()
     for k in range(len(block)):
-        for name, column in own.items():
-            column[block.rows] = columns[name][k]
+        block.write(k, own)
         busy[block.rows] = block.busy[k, :, CONTRACTION]
         row = timeline.row(k)
         states_of.append(sweeps(base.context, base.chip, row.start, row.end, own["latency"], own["cycles"],

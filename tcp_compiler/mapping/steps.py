@@ -202,9 +202,9 @@ def _step_values(steps: list[Step], counts: list[int], lanes: int) -> tuple[np.n
     values = np.empty((lanes, len(steps), len(VARYING)), np.int64)
     busy = np.zeros((lanes, len(steps), len(UNITS)), np.int64)
     for i, s in enumerate(steps):
-        cycles, latency = command_timing(s.cycles, s.latency)
-        for c, value in enumerate((cycles, latency, s.moved, s.flops, s.hbm_bytes, s.dm_bytes, s.link_bytes)):
-            values[:, i, c] = lane_values(value, lanes)
+        timing = dict(zip(("cycles", "latency"), command_timing(s.cycles, s.latency), strict=True))
+        for c, name in enumerate(VARYING):
+            values[:, i, c] = lane_values(timing[name] if name in timing else getattr(s, name), lanes)
         for unit, value in s.busy:
             busy[:, i, _UNIT_COLUMN[unit]] = lane_values(value, lanes)
     return np.repeat(values, counts, axis=1), np.repeat(busy, counts, axis=1)
