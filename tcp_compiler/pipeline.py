@@ -2,9 +2,10 @@
 Program. `tcpc compile`, `tcpc simulate`, sweeps and benchmarks all call it, so the program that
 `tcpc compile --emit program` prints is the one `tcpc simulate` times.
 
-`lower` builds the graph, runs the passes, chooses the attention form (prefill) and measures
-capacity, keeping what each step decided; `compile_phase` adds the capacity check and the
-schedule; `run` times a Program on the engine with the spec's bandwidths.
+`lower` runs the named steps of LOWERING (build the graph, run the passes, leave repeating layers
+out, choose a prefill's attention form, measure capacity), keeping what each step decided;
+`compile_phase` adds the capacity check and the schedule; `run` times a Program on the engine
+with the spec's bandwidths. One Observer hears the steps' names and the attention plan.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tcp_compiler.mapping.layer_period import LayerPeriod, layer_period, stand_i
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.replicate import replicate as replicate_layers
 from tcp_compiler.mapping.schedule import schedule
+from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.passes import run_passes
 from tcp_compiler.passes.online_softmax import find_attention
 
@@ -84,6 +86,78 @@ def build(config: ModelConfig, precision: Precision, phase: str, length: int, op
     return build_decode(config, precision, options.batch, length, chips=chips, stage=options.stage)
 
 
+@dataclass
+class _Lowering:
+    """One phase's lowering under way: each step of LOWERING reads what the ones before decided."""
+
+    config: ModelConfig
+    hw: Hardware
+    precision: Precision
+    phase: str
+    length: int
+    options: CompileOptions
+    check: bool
+    fits_with: Capacity | None
+    replicate: bool
+    observer: Observer
+    model: ModelGraph | None = None
+    graph: Graph | None = None  # the model's math, after the passes
+    scheduled: Graph | None = None  # what will be scheduled when it is not `graph` (stand-in, rewrite)
+    period: LayerPeriod | None = None
+    attention: list[dict] = field(default_factory=list)
+    model_flops: int = 0
+    capacity: Capacity | None = None
+
+
+def _build(s: _Lowering) -> None:
+    s.model = build(s.config, s.precision, s.phase, s.length, s.options, s.options.chips_on(s.hw))
+    s.graph = s.model.graph
+
+
+def _passes(s: _Lowering) -> None:
+    s.graph = run_passes(s.graph, observer=s.observer)
+    s.model_flops = analyze(s.graph).total.flops if s.phase == "prefill" else 0
+
+
+def _layer_period(s: _Lowering) -> None:
+    """With `replicate`, the repeating layers left out of the graph to schedule, when they can be."""
+    period = layer_period(s.graph) if s.replicate else None
+    s.scheduled = stand_in(s.graph, period) if period is not None else None
+    s.period = period if s.scheduled is not None else None
+
+
+def _attention(s: _Lowering) -> None:
+    """A prefill's attention form per layer; with `check`, a prefill that cannot fit HBM (alone,
+    or beside `fits_with`) is refused first: what the rewrite does not replace already spills."""
+    if s.phase != "prefill":
+        return
+    weights, policy = tuple(s.model.bindings), s.options.policy
+    if s.check:
+        replaced = frozenset().union(*(m.nodes for m in find_attention(s.graph)))
+        bound = capacity(s.graph, weights, s.hw, policy, ignore=replaced)
+        bound = bound if s.fits_with is None else larger(bound, s.fits_with)
+        check_capacity(bound, s.config.name, s.hw, s.options.chips_on(s.hw), at_least=True)
+    s.attention, tiles = plan_attention(s.graph, s.hw, policy)
+    s.observer.planned(s.attention)
+    s.scheduled = rewrite_attention(s.graph if s.scheduled is None else s.scheduled, tiles)
+
+
+def _capacity(s: _Lowering) -> None:
+    # A stand-in's spill peak is the model's: each left-out layer repeats a kept one's values and
+    # lifetimes (layer_period), and values shared by all layers live to the same phase's last one.
+    s.capacity = capacity(s.graph, tuple(s.model.bindings), s.hw, s.options.policy, spills=s.scheduled)
+
+
+# The lowering's named steps, in order: an observer hears each name as it starts.
+LOWERING: tuple[tuple[str, Callable[[_Lowering], None]], ...] = (
+    ("build", _build),
+    ("passes", _passes),
+    ("layer period", _layer_period),
+    ("attention", _attention),
+    ("capacity", _capacity),
+)
+
+
 def lower(
     config: ModelConfig,
     hw: Hardware,
@@ -93,40 +167,19 @@ def lower(
     options: CompileOptions = CompileOptions(),
     check: bool = False,
     fits_with: Capacity | None = None,
-    planned: Callable[[list[dict]], None] | None = None,
     replicate: bool = False,
+    observer: Observer = QUIET,
 ) -> Lowered:
     """The LOWERING steps on one phase's graph (no schedule). With `check`, a prefill that cannot
     fit HBM (alone, or beside `fits_with`: another phase's use) is refused before the attention
-    rewrite, whose cost grows with the prompt: what it does not replace already spills that much.
-    With `replicate`, repeating layers are left out of the rewritten graph when they can be
-    (`period` says so); its capacity is still the whole model's."""
-    model = build(config, precision, phase, length, options, options.chips_on(hw))
-    graph = run_passes(model.graph)
-    model_flops = analyze(graph).total.flops if phase == "prefill" else 0
-    attention: list[dict] = []
-    weights = tuple(model.bindings)
-    period = layer_period(graph) if replicate else None
-    lowered = stand_in(graph, period) if period is not None else None
-    if lowered is None:
-        period = None
-    if phase == "prefill":
-        if check:
-            replaced = frozenset().union(*(m.nodes for m in find_attention(graph)))
-            bound = capacity(graph, weights, hw, options.policy, ignore=replaced)
-            bound = bound if fits_with is None else larger(bound, fits_with)
-            check_capacity(bound, config.name, hw, options.chips_on(hw), at_least=True)
-        attention, tiles = plan_attention(graph, hw, options.policy)
-        if planned is not None:
-            planned(attention)
-        lowered = rewrite_attention(graph if lowered is None else lowered, tiles)
-    if lowered is None:
-        cap = capacity(graph, weights, hw, options.policy)
-        return Lowered(phase, model, graph, attention, cap, options, model_flops)
-    # The stand-in's spill peak is the model's: each left-out layer repeats a kept one's values and
-    # lifetimes (layer_period), and values shared by all layers live to the same phase's last one.
-    cap = capacity(graph, weights, hw, options.policy, spills=lowered)
-    return Lowered(phase, model, lowered, attention, cap, options, model_flops, period)
+    rewrite, whose cost grows with the prompt. With `replicate`, repeating layers are left out of
+    the rewritten graph when they can be (`period` says so); its capacity is still the whole model's."""
+    s = _Lowering(config, hw, precision, phase, length, options, check, fits_with, replicate, observer)
+    for name, step in LOWERING:
+        observer.step(name)
+        step(s)
+    graph = s.graph if s.scheduled is None else s.scheduled
+    return Lowered(phase, s.model, graph, s.attention, s.capacity, options, s.model_flops, s.period)
 
 
 def compile_phase(
@@ -137,8 +190,8 @@ def compile_phase(
     length: int,
     options: CompileOptions = CompileOptions(),
     fits_with: Capacity | None = None,
-    planned: Callable[[list[dict]], None] | None = None,
     replicate: bool = True,
+    observer: Observer = QUIET,
 ) -> Compiled:
     """Lowered, checked against HBM (with `fits_with`, another phase's use: the larger of each
     part must fit), and scheduled into the Program of one chip. With `replicate` (the fast path),
@@ -146,14 +199,15 @@ def compile_phase(
     is the one compiling every layer gives (tests/test_layer_replication.py), and when the copies
     cannot be shown to repeat, every layer is compiled after all."""
     lowered = lower(config, hw, precision, phase, length, options, check=True, fits_with=fits_with,
-                    planned=planned, replicate=replicate)  # fmt: skip
+                    replicate=replicate, observer=observer)  # fmt: skip
     cap = lowered.capacity if fits_with is None else larger(lowered.capacity, fits_with)
     check_capacity(cap, config.name, hw, options.chips_on(hw))
+    observer.step("schedule")
     program = schedule(lowered.graph, hw, options.policy)
     if lowered.period is not None:
         full = replicate_layers(program, lowered.period)
         if full is None:  # the stand-in's layers do not repeat as the graph's do: compile them all
-            return compile_phase(config, hw, precision, phase, length, options, fits_with, replicate=False)
+            return compile_phase(config, hw, precision, phase, length, options, fits_with, False, observer)
         program = full
     return Compiled(**{f: getattr(lowered, f) for f in Lowered.__dataclass_fields__}, program=program)
 

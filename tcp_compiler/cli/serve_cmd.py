@@ -17,6 +17,7 @@ from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
+from tcp_compiler.observer import Observer
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.serve import ServeOptions, ServeResult, load_trace, serve, synthetic
 from tcp_compiler.serve.costs import ATTENTION_MODES, Buckets
@@ -199,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
     bar = _Bar()
     try:
         result = serve(
-            model.config, hw, prec, requests, options, CompileOptions(chips=tp), bar.update, pp=args.pp
+            model.config, hw, prec, requests, options, CompileOptions(chips=tp), pp=args.pp, observer=bar
         )
     finally:
         bar.stop()
@@ -295,16 +296,16 @@ def print_summary(result: ServeResult, f: dict, out: Console) -> None:
     )
 
 
-class _Bar:
+class _Bar(Observer):
     """Requests completed, on standard error, shown once the first iteration is timed."""
 
     def __init__(self) -> None:
-        self.progress: Progress | None = None
+        self.bar: Progress | None = None
         self.task = None
 
-    def update(self, done: int, total: int) -> None:
-        if self.progress is None:
-            self.progress = Progress(
+    def progress(self, done: int, total: int) -> None:
+        if self.bar is None:
+            self.bar = Progress(
                 TextColumn("requests"),
                 BarColumn(),
                 MofNCompleteColumn(),
@@ -312,10 +313,10 @@ class _Bar:
                 console=Console(stderr=True),
                 transient=True,
             )
-            self.progress.start()
-            self.task = self.progress.add_task("serve", total=total)
-        self.progress.update(self.task, completed=done)
+            self.bar.start()
+            self.task = self.bar.add_task("serve", total=total)
+        self.bar.update(self.task, completed=done)
 
     def stop(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
+        if self.bar is not None:
+            self.bar.stop()

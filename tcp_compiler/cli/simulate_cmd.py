@@ -16,6 +16,7 @@ from tcp_compiler.cli.status import StageStatus, large_plan_note
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
+from tcp_compiler.observer import Observer
 from tcp_compiler.report_terminal import print_report
 from tcp_compiler.report_types import Report
 from tcp_compiler.reporting import build_report, render_markdown
@@ -91,27 +92,15 @@ def run(args: argparse.Namespace) -> int:
             )
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, args.group_size, args.kv_dtype)
-    bar = _LazyProgress(enabled=args.gen_len >= 64)
-    status = StageStatus()
-
-    def progress(done: int, total: int) -> None:
-        status.stop()  # the decode bar takes over the line
-        bar.update(done, total)
-
-    def planned(notes: list[dict]) -> None:
-        note = large_plan_note(notes)
-        if note:
-            print(note, file=sys.stderr)
-
+    watch = _Watch(bar=args.gen_len >= 64)
     try:
         sim = simulate_generation(
             model.config, hw, prec, args.batch, args.prompt_len, args.gen_len, tp,
-            trace_steps=args.trace_steps if args.trace or args.plot else 0, progress=progress,
-            stage=status, planned=planned, pp=args.pp, micro_batches=args.micro_batches,
+            trace_steps=args.trace_steps if args.trace or args.plot else 0, pp=args.pp,
+            micro_batches=args.micro_batches, observer=watch,
         )  # fmt: skip
     finally:
-        status.stop()
-        bar.stop()
+        watch.stop()
     report = build_report(sim)
     print_report(report, console(), args.top)
     if args.json:
@@ -148,6 +137,34 @@ def default_prompt(max_positions: int, gen_len: int) -> int:
     if not max_positions:
         return DEFAULT_PROMPT
     return max(1, min(DEFAULT_PROMPT, max_positions - gen_len + 1))
+
+
+class _Watch(Observer):
+    """The run's one observer: a status line naming the stage and lowering step, a note up front
+    for a large attention plan, and the decode steps' bar once they start."""
+
+    def __init__(self, bar: bool) -> None:
+        self.status, self.bar, self.what = StageStatus(), _LazyProgress(enabled=bar), ""
+
+    def stage(self, what: str) -> None:
+        self.what = what
+        self.status(what)
+
+    def step(self, name: str) -> None:
+        self.status(f"{self.what}: {name}")
+
+    def planned(self, attention: list[dict]) -> None:
+        note = large_plan_note(attention)
+        if note:
+            print(note, file=sys.stderr)
+
+    def progress(self, done: int, total: int) -> None:
+        self.status.stop()  # the decode bar takes over the line
+        self.bar.update(done, total)
+
+    def stop(self) -> None:
+        self.status.stop()
+        self.bar.stop()
 
 
 class _LazyProgress:

@@ -7,16 +7,21 @@ else (a stage works through its micro-batches in order, weights prefetch, HBM an
 shared per chip, the link queue a stage's sends share with its tensor-parallel collectives) is the
 engine's, as for one chip. Blocks are given in an order where every block comes after the one it
 receives from (micro-batch by micro-batch), so dependencies point backwards.
+
+One stage is the degenerate pipeline: its one block is its program itself, so simulate and serve
+time pp = 1 through the same calls.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.program import COLUMNS, CONTEXTS, Program
+from simulator.program import COLUMNS, CONTEXTS, Program, ProgramBlock
+from simulator.timeline import EPS, Timeline
 
 _COLUMNS = tuple(name for name, _ in COLUMNS)
 RECEIVED = "hidden"  # the input a later stage's graph takes (tcp_compiler.frontend.builder)
@@ -27,6 +32,16 @@ SENT = "hidden.sent"  # the send that ends an earlier stage's graph
 class Block:
     stage: int  # the chip it runs on, and the index of its program
     receives_from: int | None  # the index (in the block list) of the block whose send it waits for
+
+
+def in_turn(stages: int) -> list[Block]:
+    """One piece of work (a decode step, a serving iteration's program) through the stages in turn."""
+    return [Block(s, s - 1 if s else None) for s in range(stages)]
+
+
+def micro_batched(stages: int, micro_batches: int) -> list[Block]:
+    """Micro-batch j of stage s receives from micro-batch j of stage s - 1 (GPipe's forward pass)."""
+    return [Block(s, j * stages + s - 1 if s else None) for j in range(micro_batches) for s in range(stages)]
 
 
 def receivers(program: Program) -> np.ndarray:
@@ -46,7 +61,10 @@ def sender(program: Program) -> int:
 
 def chain(stages: Sequence[Program], blocks: Sequence[Block]) -> Program:
     """One program of `blocks`, each a copy of its stage's program on chip = stage. Each copy lists
-    its stage's OpInfo objects again (simulator.report adds the copies' rows up per op)."""
+    its stage's OpInfo objects again (simulator.report adds the copies' rows up per op). One block
+    of stage 0 is the stage's program itself."""
+    if len(blocks) == 1 and blocks[0].stage == 0:
+        return stages[0]
     op_base = np.cumsum([0] + [len(stages[b.stage].ops) for b in blocks])
     sizes = [len(stages[b.stage]) for b in blocks]
     base = np.cumsum([0, *sizes])
@@ -81,3 +99,26 @@ def chain(stages: Sequence[Program], blocks: Sequence[Block]) -> Program:
     )
     program.validate()
     return program
+
+
+def chain_block(stages: Sequence[ProgramBlock], blocks: Sequence[Block]) -> ProgramBlock:
+    """The programs of stage blocks of equal length joined k by k: program k of the result is
+    chain([stage.program(k) ...], blocks), its varying rows those of each block's copy."""
+    if len(blocks) == 1 and blocks[0].stage == 0:
+        return stages[0]
+    base = chain([s.base for s in stages], blocks)
+    offsets = np.cumsum([0] + [len(stages[b.stage].base) for b in blocks])
+    parts = [stages[b.stage] for b in blocks]
+    return ProgramBlock(
+        base,
+        np.concatenate([p.rows + offsets[k] for k, p in enumerate(parts)]),
+        np.concatenate([p.values for p in parts], axis=1),
+        np.concatenate([p.busy for p in parts], axis=1),
+    )
+
+
+def handoffs(program: Program, timeline: Timeline, stages: int) -> tuple[int, ...]:
+    """When each stage of a chained program has done its part (its chip's last command, in whole
+    cycles as Timeline.cycles counts them): the last is the program's cycles."""
+    ends = np.maximum.accumulate([timeline.end[program.chip == s].max() for s in range(stages - 1)])
+    return (*(int(math.ceil(e - EPS)) for e in ends), timeline.cycles)

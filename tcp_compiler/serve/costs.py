@@ -19,7 +19,10 @@ An iteration runs decodes (one token per sequence, each at its own KV length) an
   read once in each and so cancelled (the iteration's other program reads them).
 
 The pieces of a mixed iteration run back to back (their cycles add): conservative by one read of
-the weights per extra piece, which the report counts (`mixed_iterations`).
+the weights per extra piece, which the report counts (`mixed_iterations`). With pipeline stages,
+each piece is the stages' programs joined as `tcpc simulate --pp` joins a decode step's
+(tcp_compiler.mapping.stage_chain), timed by the engine in one run: the cost keeps when each
+stage hands the piece on, which the server needs to overlap the iterations of its engines.
 
 Costs are cached by shape. Shapes may be put on grids (Buckets: powers of two up to a step, then
 multiples of it) for batch, KV length and prefill tokens: between grid points the cost is
@@ -31,42 +34,51 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import NamedTuple
+from dataclasses import dataclass, replace
 
 from simulator.hardware import Hardware
 from simulator.program import Program
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
-from tcp_compiler.frontend.stages import Stage, pipeline_stages
+from tcp_compiler.generation.plan import lower_decode, stage_options
+from tcp_compiler.mapping.stage_chain import chain, handoffs, in_turn
 from tcp_compiler.mapping.steps import DecodeSteps
-from tcp_compiler.pipeline import CompileOptions, compile_phase, lower
+from tcp_compiler.pipeline import CompileOptions, compile_phase
 from tcp_compiler.pipeline import run as run_program
 
 ATTENTION_MODES = ("paged", "padded")
 
 
-class Cost(NamedTuple):
-    """Cycles on one chip and the work the engine timed (one chip's FLOPs and HBM bytes)."""
+@dataclass(frozen=True)
+class Cost:
+    """An iteration piece timed by the engine: `handoffs[k]`, when pipeline stage k has done its
+    part, in cycles from the start (the stages' programs joined, tcp_compiler.mapping.stage_chain;
+    the last is the piece's cycles, and one stage has just that), and the work timed: FLOPs and
+    HBM bytes of one chip per stage. Pieces add stage by stage: each stage runs both parts before
+    it hands the iteration on."""
 
-    cycles: float
+    handoffs: tuple[float, ...]
     flops: float
     hbm_bytes: float
 
-    def __add__(self, other: object) -> Cost:  # type: ignore[override]
-        assert isinstance(other, Cost)
-        return Cost(self.cycles + other.cycles, self.flops + other.flops, self.hbm_bytes + other.hbm_bytes)
+    @property
+    def cycles(self) -> float:
+        return self.handoffs[-1]
+
+    def __add__(self, other: Cost) -> Cost:
+        return self._combine(other, lambda a, b: a + b)
 
     def __sub__(self, other: Cost) -> Cost:
-        return Cost(self.cycles - other.cycles, self.flops - other.flops, self.hbm_bytes - other.hbm_bytes)
+        return self._combine(other, lambda a, b: a - b)
 
     def toward(self, other: Cost, w: float) -> Cost:
         """The point a fraction `w` of the way from self to other."""
-        return Cost(*(a + (b - a) * w for a, b in zip(self, other, strict=True)))
+        return self._combine(other, lambda a, b: a + (b - a) * w)
 
-
-ZERO = Cost(0.0, 0.0, 0.0)
+    def _combine(self, other: Cost, f: Callable[[float, float], float]) -> Cost:
+        handoffs = tuple(f(a, b) for a, b in zip(self.handoffs, other.handoffs, strict=True))
+        return Cost(handoffs, f(self.flops, other.flops), f(self.hbm_bytes, other.hbm_bytes))
 
 
 @dataclass
@@ -74,13 +86,9 @@ class CostStats:
     """How much compiling and simulating the cache saved: shown in reports and the benchmark."""
 
     engine_runs: int = 0
-    decode_templates: int = 0
-    prefill_compiles: int = 0
+    decode_templates: int = 0  # one per stage
+    prefill_compiles: int = 0  # one per stage
     lookups: int = 0
-
-    def __add__(self, other: CostStats) -> CostStats:
-        """Both caches' counts (a pipelined server keeps one cache per stage)."""
-        return CostStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
 
 def grid_points(x: int, step: int) -> tuple[int, int]:
@@ -116,7 +124,8 @@ class Buckets:
 
 
 class IterationCosts:
-    """Costs of iteration pieces for one model, hardware, precision and chip count."""
+    """Costs of iteration pieces for one model, hardware, precision and chip count: with `pp`
+    pipeline stages, each piece is the stages' programs joined, the batch through them in turn."""
 
     def __init__(
         self,
@@ -127,17 +136,15 @@ class IterationCosts:
         buckets: Buckets = Buckets(),
         attention: str = "paged",
         pp: int = 1,
-        stage: int = 0,
     ) -> None:
         if attention not in ATTENTION_MODES:
             raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
         self.config, self.hw, self.precision, self.options = config, hw, precision, options
         self.buckets, self.attention = buckets, attention
         self.stats = CostStats()
-        # With pipeline parallelism, the costs of one stage's programs (`stage` of `pp`): the
-        # server passes each iteration through the stages (tcp_compiler.serve.server).
-        self.stage: Stage | None = pipeline_stages(config, pp)[stage] if pp > 1 else None
-        self._templates: dict[int, DecodeSteps] = {}
+        self.stages = stage_options(config, CompileOptions(chips=options.chips, policy=options.policy), pp)
+        self.zero = Cost((0.0,) * pp, 0.0, 0.0)
+        self._templates: dict[int, list[DecodeSteps]] = {}
         self._decodes: dict[tuple[int, int], Cost] = {}
         self._prefills: dict[tuple[int, int, int], Cost] = {}
 
@@ -166,20 +173,21 @@ class IterationCosts:
         key = (batch, length)
         found = self._decodes.get(key)
         if found is None:
-            found = self._decodes[key] = self._time(self._template(batch, length).at(length))
+            found = self._decodes[key] = self._time([t.at(length) for t in self._template(batch, length)])
         return found
 
-    def _template(self, batch: int, length: int) -> DecodeSteps:
-        template = self._templates.get(batch)
-        if template is None:
+    def _template(self, batch: int, length: int) -> list[DecodeSteps]:
+        """Each stage's decode template at `batch`, compiled at the first length asked for."""
+        templates = self._templates.get(batch)
+        if templates is None:
             check_positions(self.config, length)
-            options = CompileOptions(
-                batch=batch, chips=self.options.chips, policy=self.options.policy, stage=self.stage
-            )
-            graph = lower(self.config, self.hw, self.precision, "decode", max(length - 1, 1), options).graph
-            template = self._templates[batch] = DecodeSteps(graph, self.hw, options.policy)
-            self.stats.decode_templates += 1
-        return template
+            templates = self._templates[batch] = []
+            for options in self.stages:
+                options = replace(options, batch=batch)
+                decode = lower_decode(self.config, self.hw, self.precision, options, max(length - 1, 1))
+                templates.append(DecodeSteps(decode.graph, self.hw, options.policy))
+                self.stats.decode_templates += 1
+        return templates
 
     # -- prefills ------------------------------------------------------------------------------
     def prefill(self, parts: list[tuple[int, int]], alone: bool = False) -> Cost:
@@ -190,7 +198,7 @@ class IterationCosts:
         least the prefill of their tokens on its own."""
         self.stats.lookups += 1
         fresh = sum(c for c, p in parts if p == 0)
-        total = self.prefill_at(fresh) if fresh else ZERO
+        total = self.prefill_at(fresh) if fresh else self.zero
         for c, p in parts:
             if p > 0:
                 total = total + self.continued_chunk(c, p)
@@ -212,19 +220,22 @@ class IterationCosts:
         key = (batch, seq, documents)
         found = self._prefills.get(key)
         if found is None:
-            options = CompileOptions(
-                batch=batch, chips=self.options.chips, documents=documents, policy=self.options.policy,
-                stage=self.stage,
-            )  # fmt: skip
-            compiled = compile_phase(self.config, self.hw, self.precision, "prefill", seq, options)
-            self.stats.prefill_compiles += 1
-            found = self._prefills[key] = self._time(compiled.program)
+            programs = []
+            for options in self.stages:
+                options = replace(options, batch=batch, documents=documents)
+                compiled = compile_phase(self.config, self.hw, self.precision, "prefill", seq, options)
+                programs.append(compiled.program)
+                self.stats.prefill_compiles += 1
+            found = self._prefills[key] = self._time(programs)
         return found
 
-    def _time(self, program: Program) -> Cost:
+    def _time(self, stages: list[Program]) -> Cost:
+        """The stages' programs joined, the batch through them in turn, timed by the engine."""
         self.stats.engine_runs += 1
+        program = chain(stages, in_turn(len(stages)))
         timeline = run_program(program, self.hw)
-        return Cost(float(timeline.cycles), float(program.flops.sum()), float(program.hbm_bytes.sum()))
+        return Cost(tuple(float(h) for h in handoffs(program, timeline, len(stages))),
+                    float(program.flops.sum()), float(program.hbm_bytes.sum()))  # fmt: skip
 
     def seconds(self, cost: Cost) -> float:
         return self.hw.seconds(cost.cycles)

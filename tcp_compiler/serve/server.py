@@ -9,7 +9,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,12 +18,11 @@ from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
-from tcp_compiler.frontend.stages import pipeline_stages
-from tcp_compiler.mapping.capacity import capacity
-from tcp_compiler.mapping.steps import resize_graph
+from tcp_compiler.generation.plan import decode_capacity, lower_decode, stage_options
+from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import CompileOptions, lower
 from tcp_compiler.serve.blocks import BlockManager, KvBudget
-from tcp_compiler.serve.costs import ZERO, Buckets, Cost, CostStats, IterationCosts
+from tcp_compiler.serve.costs import Buckets, Cost, CostStats, IterationCosts
 from tcp_compiler.serve.schedulers import Chunked, Continuous, Static, scheduler
 from tcp_compiler.serve.state import Plan, Sequence, ServerState
 from tcp_compiler.serve.workload import Request
@@ -105,11 +103,9 @@ def kv_budget(
     the count."""
     check_positions(config, longest)
     budgets = []
-    for stage in pipeline_stages(config, pp) if pp > 1 else [None]:
-        opts = CompileOptions(chips=options.chips, stage=stage)
-        decode = lower(config, hw, precision, "decode", max(longest - 1, 1), opts)
-        sized = [resize_graph(decode.graph, decode.graph.meta.kv_sizes(n)) for n in (1, 2)]
-        per_token = [capacity(graph, (), hw).kv_cache for graph in sized]
+    for opts in stage_options(config, CompileOptions(chips=options.chips), pp):
+        decode = lower_decode(config, hw, precision, opts, max(longest - 1, 1))
+        per_token = [decode_capacity(decode, n, hw).kv_cache for n in (1, 2)]
         prefill = lower(config, hw, precision, "prefill", longest_prefill, opts)
         budgets.append(
             KvBudget(hw.hbm_capacity_bytes, decode.capacity.weights, prefill.capacity.activations,
@@ -125,9 +121,9 @@ def serve(
     requests: list[Request],
     options: ServeOptions = ServeOptions(),
     compile_options: CompileOptions | None = None,
-    progress: Callable[[int, int], None] | None = None,
     costs: IterationCosts | None = None,
     pp: int = 1,
+    observer: Observer = QUIET,
 ) -> ServeResult:
     """Runs every request to completion and returns what happened, iteration by iteration.
 
@@ -136,7 +132,9 @@ def serve(
     the one with the fewest unfinished requests, and an engine's iteration passes the stages in
     turn, each stage taking it when it has finished the iteration before (of any engine). So up to
     pp iterations are in flight, one per stage; an engine's next iteration starts once its last
-    one's tokens are out. Each stage's time is its own compiled program timed by the engine."""
+    one's tokens are out. An iteration's time through the stages is the engine's, its stages'
+    programs joined as `tcpc simulate --pp` joins them (`costs`, for pp stages). The observer
+    hears the requests finished."""
     if not requests:
         raise TcpcError("no requests to serve")
     compile_options = compile_options or CompileOptions()
@@ -158,10 +156,8 @@ def serve(
             f"{f' per virtual engine ({pp} engines)' if pp > 1 else ''} beside the weights "
             f"({budget.weight_bytes:,} bytes per chip): use more chips or shorter requests"
         )
-    stages = [costs] if costs is not None and pp == 1 else [
-        IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp, stage)
-        for stage in range(pp)
-    ]  # fmt: skip
+    if costs is None:
+        costs = IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp)
     closed = options.concurrency is not None
     arrivals: list[tuple[float, int, Request]] = []  # a heap: closed-loop arrivals come out of order
     unissued = deque(requests)
@@ -174,7 +170,7 @@ def serve(
         unissued.clear()
     finished: list[Sequence] = []
     iterations = Iterations()
-    stage_free = [0.0] * len(stages)
+    stage_free = [0.0] * pp  # when each stage is done with the iterations it has taken
     mixed = 0
     while len(finished) < len(requests):
         # The engine with work that can start first; an arrival before then joins first (it may
@@ -193,13 +189,9 @@ def serve(
         plan = engine.policy.plan(st)
         if plan.empty:  # work it can never start: nothing runs to free its blocks
             raise TcpcError("the scheduler cannot run any waiting request (KV cache too small?)")
-        pieces = [iteration_cost(plan, c) for c in stages]
+        cost = iteration_cost(plan, costs)
         mixed += bool(plan.decodes and plan.chunks)
-        end = now
-        for k, piece in enumerate(pieces):
-            end = max(end, stage_free[k]) + hw.seconds(piece.cycles)
-            stage_free[k] = end
-        cost = sum(pieces, ZERO)
+        end = _through_stages(cost, now, stage_free, hw)
         iterations.add(
             start_s=now,
             duration_s=end - now,
@@ -221,8 +213,7 @@ def serve(
             if unissued:
                 request = unissued.popleft()
                 heapq.heappush(arrivals, (end, request.id, request))
-        if progress is not None:
-            progress(len(finished), len(requests))
+        observer.progress(len(finished), len(requests))
     finished.sort(key=lambda s: s.id)
     return ServeResult(
         config,
@@ -233,7 +224,7 @@ def serve(
         finished,
         iterations,
         budget,
-        sum((c.stats for c in stages), CostStats()),
+        costs.stats,
         mixed,
         sum(e.state.preemptions for e in engines),
     )
@@ -267,9 +258,21 @@ def _admit(arrivals: list[tuple[float, int, Request]], engines: list[_Engine], n
         engine.state.waiting.append(Sequence(request, at, request.prompt_len))
 
 
+def _through_stages(cost: Cost, start: float, stage_free: list[float], hw: Hardware) -> float:
+    """When an iteration that may start at `start` is out of the last stage. Each stage holds it
+    from one hand-off of its joined program's timeline to the next (all of it, with one stage),
+    starting once the stage is done with the iteration before it, of any engine; `stage_free`
+    becomes when each stage is done with this one."""
+    end, handed = start, 0.0
+    for k, handoff in enumerate(cost.handoffs):
+        end = max(end, stage_free[k]) + hw.seconds(handoff - handed)
+        stage_free[k], handed = end, handoff
+    return end
+
+
 def iteration_cost(plan: Plan, costs: IterationCosts) -> Cost:
     """The iteration's programs back to back: its prefill (chunks) then its decode step."""
-    total = ZERO
+    total = costs.zero
     if plan.static_prefill is not None:
         total = costs.exact_prefill(*plan.static_prefill)
     elif plan.chunks:
