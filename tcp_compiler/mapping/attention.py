@@ -4,8 +4,6 @@ query rows' accumulator, do."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ir import Graph
 from simulator.hardware import Hardware
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
@@ -14,15 +12,11 @@ from tcp_compiler.passes.online_softmax import Attention, find_attention, online
 
 
 def choose_attention(
-    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY,
-    planned: Callable[[list[dict]], None] | None = None,
+    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
 ) -> tuple[Graph, list[dict]]:
-    """The graph with online softmax where the plain scores would spill, and one note per attention.
-    `planned` hears the notes before the rewrite, whose cost grows with the tiles (one graph op
-    per step of each tile): a caller can say up front that a long prompt will take a while."""
+    """The graph with online softmax where the plain scores would spill, and one note per attention
+    (the compile pipeline plans and rewrites in two steps, so an observer hears the plan between)."""
     notes, tiles = plan_attention(graph, hw, policy)
-    if planned is not None:
-        planned(notes)
     return rewrite_attention(graph, tiles), notes
 
 

@@ -158,6 +158,8 @@ def serve(
         )
     if costs is None:
         costs = IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp)
+    if len(costs.stages) != pp:
+        raise ValueError(f"the iteration costs are of {len(costs.stages)} stages, the server's of {pp}")
     closed = options.concurrency is not None
     arrivals: list[tuple[float, int, Request]] = []  # a heap: closed-loop arrivals come out of order
     unissued = deque(requests)
