@@ -22,7 +22,7 @@ from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions, compile_phase, run
-from tcp_compiler.reporting import build_report
+from tcp_compiler.report.build import build_report
 from tcp_compiler.simulate import simulate_generation
 
 PAGE = Path(__file__).parents[1] / "docs" / "validation.md"
@@ -46,7 +46,7 @@ def decode_only(model: str, hw_name: str, dtype: str, batch: int, past: int) -> 
     seconds = run(compiled.program, hw).cycles / hw.clock_hz + hw.kernel_launch_s
     figures = {"tpot_ms": seconds * 1e3, "kv_mb": compiled.capacity.kv_cache / 1e6}
     try:
-        from tcp_compiler.config_bound import phase_bound
+        from tcp_compiler.analysis.config_floor import phase_bound
     except ImportError:  # an older checkout has no floor
         return figures
     floor = phase_bound(cfg, prec, hw, hw.chips, batch, "decode", past + 1).seconds + hw.kernel_launch_s
@@ -91,7 +91,7 @@ def write(now: dict, before: dict, before_label: str) -> None:
         f"Written by `python benchmarks/fidelity_figures.py --before ...`; before = {before_label}.",
         "Prompt and batch as labelled, 8 generated tokens (the 32k case: one decode step at 32,768",
         "cached positions). `floor` is the config-only bound",
-        "(tcp_compiler/config_bound.py). Assumed values that move these figures most: the chip-link",
+        "(tcp_compiler/analysis/config_floor.py). Assumed values that move these figures most: the chip-link",
         "latency (2 us; docs/hardware-model.md shows TPOT at 0.5-5 us) and uniform MoE routing.",
         "",
         "| run | TTFT ms before | TTFT ms now | floor | TPOT ms before | TPOT ms now | floor "

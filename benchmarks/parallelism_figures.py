@@ -14,7 +14,7 @@ from doc_sections import write_section
 from simulator.hardware import load_hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
-from tcp_compiler.reporting import build_report
+from tcp_compiler.report.build import build_report
 from tcp_compiler.simulate import simulate_generation
 
 PAGE = Path(__file__).parents[1] / "docs" / "hardware-model.md"

@@ -39,8 +39,9 @@ from simulator.files import atomic_output
 from simulator.hardware import load_hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.report_types import OpRow
-from tcp_compiler.reporting import attention_lines, build_report
+from tcp_compiler.report.build import build_report
+from tcp_compiler.report.text import attention_lines
+from tcp_compiler.report.types import OpRow
 from tcp_compiler.simulate import simulate_generation
 
 MODEL, HARDWARE, DTYPE, BATCH = "llama-3.1-8b", "rngd", "bf16", 1

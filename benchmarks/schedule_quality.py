@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from simulator.hardware import load_hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.report_types import OpRow
-from tcp_compiler.reporting import build_report
+from tcp_compiler.report.build import build_report
+from tcp_compiler.report.types import OpRow
 from tcp_compiler.simulate import simulate_generation
 
 TARGETS = [  # (what, model, hardware, prompt, gen, phase, target ratio)

@@ -21,9 +21,9 @@ from simulator.hardware import load_hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions
+from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import IterationCosts, ServeOptions, serve, synthetic
 from tcp_compiler.serve.costs import Buckets, bucket_error, prefill_bucket_error
-from tcp_compiler.serve.metrics import summary
 from tcp_compiler.serve.workload import lengths
 
 MODEL, DTYPE = "llama-3.1-8b", "fp8"
@@ -35,7 +35,7 @@ def speed(count: int) -> None:
     start = time.process_time()
     result = serve(cfg, hw, prec, requests, ServeOptions())
     cpu = time.process_time() - start
-    f = summary(result)
+    f = serve_report(result).to_dict()
     print(f"{count} requests of 128 in / 4,096 out, {MODEL} {DTYPE} on rngd: {cpu:.1f} s CPU")
     print(
         f"  {f['throughput_output_tokens_per_s']:,.0f} output tokens/s, {f['iterations']:,} iterations, "
@@ -56,7 +56,7 @@ def errors() -> None:
     runs = {}
     for name, buckets in (("grids", Buckets()), ("exact", Buckets.exact())):
         start = time.process_time()
-        runs[name] = summary(serve(cfg, hw, prec, requests, ServeOptions(buckets=buckets)))
+        runs[name] = serve_report(serve(cfg, hw, prec, requests, ServeOptions(buckets=buckets))).to_dict()
         print(f"  64 x 128/512 with {name}: {time.process_time() - start:.1f} s CPU")
     for key in ("throughput_output_tokens_per_s", "ttft_seconds", "tpot_seconds"):
         a, b = runs["grids"][key], runs["exact"][key]

@@ -23,8 +23,8 @@ from simulator.hardware import load_hardware
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
+from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import ServeOptions, serve, synthetic
-from tcp_compiler.serve.metrics import summary
 from tcp_compiler.serve.workload import lengths
 
 PAGE = Path(__file__).parents[1] / "docs" / "validation.md"
@@ -40,7 +40,8 @@ def run(model: str, hw: str, kv: str, concurrency: int, attention: str = "paged"
     requests = synthetic(concurrency * ROUNDS, lengths("128"), lengths("4096"), None, True, 0)
     options = ServeOptions(concurrency=concurrency, max_seqs=concurrency, attention=attention)
     try:
-        return summary(serve(load_model(model).config, load_hardware(hw), prec, requests, options))
+        result = serve(load_model(model).config, load_hardware(hw), prec, requests, options)
+        return serve_report(result).to_dict()
     except TcpcError as e:
         return str(e)
 

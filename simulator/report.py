@@ -213,11 +213,3 @@ def _busy_spans(first: np.ndarray, last: np.ndarray, group: np.ndarray, groups: 
     from simulator.span_kernels import span_pieces  # numba: loaded when a program runs, not for --help
 
     return span_pieces(first, last, group, groups).sum(axis=1)
-
-
-def bound(seconds: float, compute: float, memory: float, communication: float) -> str:
-    """What limits a piece of work: the largest roofline term, or overhead when even that term
-    explains less than half of the time it took (start-ups, latencies, serialisation)."""
-    terms = {"compute": compute, "memory": memory, "communication": communication}
-    name = max(terms, key=terms.get)
-    return name if seconds <= 2 * terms[name] else "overhead"

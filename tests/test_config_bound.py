@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from simulator.hardware import load_hardware
-from tcp_compiler.config_bound import visible_keys
+from tcp_compiler.analysis.config_floor import visible_keys
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import GROUPED, precision
 from tcp_compiler.frontend.weight_format import FORMATS
-from tcp_compiler.reporting import build_report
+from tcp_compiler.report.build import build_report
 from tcp_compiler.simulate import simulate_generation
 
 

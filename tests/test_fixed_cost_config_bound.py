@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.hardware import load_hardware
-from tcp_compiler.config_bound import (
+from tcp_compiler.analysis.config_floor import (
     PhaseBound,
     _attention_flops,
     _kept,
@@ -74,11 +74,11 @@ def test_phase_bound_is_the_reference_to_the_bit(name: str, dtype: str) -> None:
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b", "gemma-3-1b", "gpt-oss-20b", "deepseek-v3"])
 def test_report_decode_mean_is_the_per_step_mean(name: str) -> None:
-    """The report's mean (tcp_compiler.reporting._decode_config_bound) over 2,048 steps, as the
+    """The report's mean (tcp_compiler.report.build._decode_config_bound) over 2,048 steps, as the
     report computed it before: one phase_bound per step, plus the launch, summed in step order."""
     from types import SimpleNamespace
 
-    from tcp_compiler.reporting import _decode_config_bound
+    from tcp_compiler.report.build import _decode_config_bound
 
     cfg, p = load_model(name).config, precision("bf16")
     for chips, pp, batch, prompt in [(1, 1, 1, 2048), (4, 2, 8, 100)]:

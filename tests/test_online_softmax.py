@@ -89,7 +89,7 @@ def test_odd_prompt_lengths_get_power_of_two_blocks() -> None:
 
 
 def test_simulate_reports_the_attention_form() -> None:
-    from tcp_compiler.reporting import build_report
+    from tcp_compiler.report.build import build_report
     from tcp_compiler.simulate import simulate_generation
 
     sim = simulate_generation(

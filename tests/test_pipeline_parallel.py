@@ -12,8 +12,8 @@ import pytest
 
 from simulator.hardware import load_hardware
 from simulator.program import ProgramBlock
+from tcp_compiler.analysis.config_floor import phase_bound
 from tcp_compiler.cli import main
-from tcp_compiler.config_bound import phase_bound
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -24,10 +24,11 @@ from tcp_compiler.mapping.stage_chain import Block, chain, in_turn
 from tcp_compiler.mapping.steps import DecodeSteps
 from tcp_compiler.pipeline import CompileOptions, compile_phase, run_block
 from tcp_compiler.pipeline import run as run_program
-from tcp_compiler.reporting import build_report
+from tcp_compiler.report.build import build_report
+from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import ServeOptions, serve
 from tcp_compiler.serve.costs import Buckets, IterationCosts
-from tcp_compiler.serve.metrics import model_bound_cycles, summary
+from tcp_compiler.serve.metrics import model_bound_cycles
 from tcp_compiler.serve.workload import Request, lengths, synthetic
 from tcp_compiler.simulate import simulate_generation
 from tcp_compiler.sweep import Point, grid, options_of, point_hash, run_point
@@ -211,13 +212,13 @@ def test_virtual_engines_keep_both_stages_busy() -> None:
     requests = synthetic(24, lengths("64"), lengths("24"), None, True, 0)
     closed = ServeOptions(concurrency=8)
     result = serve(MODEL, hw, BF16, requests, closed, CompileOptions(chips=1), pp=2)
-    figures = summary(result)
+    report = serve_report(result)
     spans = result.iterations.array("duration_s")
-    assert figures["duration_s"] < 0.8 * spans.sum()
+    assert report.duration_s < 0.8 * spans.sum()
     cycles, bound = result.iterations.array("cycles"), model_bound_cycles(result)
     assert (cycles >= bound).all()
     tokens = result.iterations.array("decodes") + result.iterations.array("prefill_tokens")
-    assert figures["throughput_total_tokens_per_s"] <= tokens.sum() / hw.seconds(bound.sum())
+    assert report.throughput_total_tokens_per_s <= tokens.sum() / hw.seconds(bound.sum())
 
 
 def test_sweep_rows_carry_pp_and_keep_one_stage_hashes() -> None:

@@ -19,8 +19,8 @@ from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.residency import dm_budget
 from tcp_compiler.passes import run_passes
-from tcp_compiler.report_types import Report
-from tcp_compiler.reporting import build_report
+from tcp_compiler.report.build import build_report
+from tcp_compiler.report.types import Report
 from tcp_compiler.simulate import simulate_generation
 
 HARDWARE = load_hardware("rngd")

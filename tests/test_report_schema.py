@@ -1,5 +1,5 @@
-"""docs/report-schema.md is generated from the report's types; it must be current, name every key a
-real report's JSON has, and the report must hold the types it declares."""
+"""docs/report-schema.md is generated from the reports' types (simulate's and serve's); it must be
+current, name every key a real report's JSON has, and each report must hold the types it declares."""
 
 from __future__ import annotations
 
@@ -14,9 +14,13 @@ import pytest
 from simulator.hardware import load_hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.report_schema import render_schema
-from tcp_compiler.report_types import Record, Report
-from tcp_compiler.reporting import build_report
+from tcp_compiler.report.build import build_report
+from tcp_compiler.report.schema import render_schema
+from tcp_compiler.report.serve_build import serve_report
+from tcp_compiler.report.serve_types import ServeReport, ServeRun
+from tcp_compiler.report.types import Record, Report
+from tcp_compiler.serve import ServeOptions, serve, synthetic
+from tcp_compiler.serve.workload import lengths
 from tcp_compiler.simulate import simulate_generation
 
 DOC = Path(__file__).parents[1] / "docs" / "report-schema.md"
@@ -37,7 +41,7 @@ def report(request) -> Report:
 
 def test_schema_doc_is_current() -> None:
     expected = render_schema()
-    assert DOC.read_text() == expected, "run: python -m tcp_compiler.report_schema > docs/report-schema.md"
+    assert DOC.read_text() == expected, "run: python -m tcp_compiler.report.schema > docs/report-schema.md"
 
 
 def _documented(text: str) -> set[str]:
@@ -139,3 +143,43 @@ def test_decode_keys_of_shared_types_are_documented(report: Report) -> None:
     if report.decode.steps:
         assert "decode.limiter.parts[].cause" in _key_paths(report.to_dict())
     assert {"prefill.limiter.parts[].cause", "decode.limiter.parts[].cause"} <= documented
+
+
+@pytest.fixture(scope="module")
+def serving() -> ServeReport:
+    """A short serving run with its options, as `tcpc serve --json` writes it."""
+    config = load_model("llama-3.2-1b").config
+    config = dataclasses.replace(config, layers=config.layers[:1])
+    requests = synthetic(4, lengths("uniform:16:64"), lengths("uniform:2:8"), None, True, 0)
+    options = ServeOptions(concurrency=2)
+    result = serve(config, load_hardware("rngd"), PRECISIONS["bf16"], requests, options)
+    run = ServeRun(
+        model=config.name, hardware="rngd", chips=1, pp=1, dtype="bf16", kv_dtype="bf16", scheduler="chunked",
+        max_batch_tokens=2048, max_seqs=256, attention="paged", arrivals="closed loop", rate_per_s=None,
+        concurrency=2, trace_file=None, prompt_len="uniform:16:64", gen_len="uniform:2:8", seed=0,
+    )  # fmt: skip
+    return serve_report(result, slo_ttft=1.0, run=run)
+
+
+def test_every_serve_json_key_is_documented_and_nulls_are_written(serving: ServeReport) -> None:
+    as_dict = serving.to_dict()
+    keys = _key_paths(as_dict)
+    assert {"requests[].finish_s", "per_iteration.cycles", "cost_cache.buckets.kv"} <= keys
+    assert keys <= _documented(DOC.read_text().split("# `tcpc serve --json`")[1])
+    assert as_dict["run"]["rate_per_s"] is None  # written as null, not left out
+    assert as_dict["goodput"]["slo_tpot_s"] is None
+
+
+def test_serve_report_holds_its_declared_types_and_is_plain_json(serving: ServeReport) -> None:
+    _check(serving, ServeReport, "report")
+    as_dict = serving.to_dict()
+    assert json.loads(json.dumps(as_dict)) == as_dict
+
+
+def test_every_type_reachable_from_the_serve_report_has_its_section() -> None:
+    types = _reachable(ServeReport, {})
+    assert {"ServeRun", "Percentiles", "Iterations", "CostGrids"} <= {t.__name__ for t in types}
+    sections = _sections(DOC.read_text())
+    for cls in types:
+        doc = " ".join((cls.__doc__ or "").split())
+        assert any(doc in body for body in sections.values()), f"{cls.__name__} has no section"

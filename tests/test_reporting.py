@@ -13,14 +13,15 @@ import pytest
 from rich.console import Console
 
 from simulator.hardware import load_hardware
+from tcp_compiler.analysis.op_roles import role_of
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.report_roles import role_of
-from tcp_compiler.report_terminal import LAYER_ROWS, print_report
-from tcp_compiler.report_text import layer_groups, ranges
-from tcp_compiler.report_types import LayerRow, Report
-from tcp_compiler.reporting import build_report, render_markdown
+from tcp_compiler.report.build import build_report
+from tcp_compiler.report.markdown import render_markdown
+from tcp_compiler.report.terminal import LAYER_ROWS, print_report
+from tcp_compiler.report.text import layer_groups, ranges
+from tcp_compiler.report.types import LayerRow, Report
 from tcp_compiler.simulate import Simulation, simulate_generation
 
 MODEL = ["simulate", "llama-3.2-1b", "--prompt-len", "64", "--gen-len", "3"]

@@ -15,12 +15,13 @@ from simulator.occupancy import BIT, STATES, state_cycles
 from simulator.program import CONTEXTS, OpInfo, ProgramBuilder
 from simulator.timeline import Timeline
 from simulator.units import UNIT_NAMES
+from tcp_compiler.analysis.limiter import limiter_line
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.report_limiter import limiter_line
-from tcp_compiler.report_types import Limiter, Report
-from tcp_compiler.reporting import build_report, render_markdown
+from tcp_compiler.report.build import build_report
+from tcp_compiler.report.markdown import render_markdown
+from tcp_compiler.report.types import Limiter, Report
 from tcp_compiler.simulate import simulate_generation
 
 _CONTRACTION = "contraction"

@@ -12,9 +12,10 @@ from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
+from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import IterationCosts, Request, ServeOptions, serve, synthetic
 from tcp_compiler.serve.costs import Buckets, grid_points
-from tcp_compiler.serve.metrics import latencies, model_bound_cycles, summary
+from tcp_compiler.serve.metrics import latencies, model_bound_cycles
 from tcp_compiler.serve.workload import lengths
 from tcp_compiler.simulate import simulate_generation
 
@@ -51,8 +52,8 @@ def test_no_iteration_beats_the_models_bound(setup) -> None:
         tokens = result.iterations.array("decodes") + result.iterations.array("prefill_tokens")
         # No more tokens per second than the bound allows, even with every iteration at its bound.
         ceiling = tokens.sum() / hw.seconds(bound.sum())
-        made = summary(result)
-        assert made["throughput_total_tokens_per_s"] <= ceiling
+        made = serve_report(result)
+        assert made.throughput_total_tokens_per_s <= ceiling
 
 
 def test_engine_work_is_never_faster_than_peak(setup) -> None:
@@ -69,17 +70,17 @@ def test_continuous_batching_is_never_slower_than_static(setup) -> None:
     cfg, hw, prec = setup
     requests = _requests(16, seed=3)
     out = {
-        name: summary(serve(cfg, hw, prec, requests, ServeOptions(scheduler=name, max_seqs=8)))
+        name: serve_report(serve(cfg, hw, prec, requests, ServeOptions(scheduler=name, max_seqs=8)))
         for name in ("static", "continuous", "chunked")
     }
-    static = out["static"]["throughput_output_tokens_per_s"]
-    assert out["continuous"]["throughput_output_tokens_per_s"] >= static
-    assert out["chunked"]["throughput_output_tokens_per_s"] >= static
+    static = out["static"].throughput_output_tokens_per_s
+    assert out["continuous"].throughput_output_tokens_per_s >= static
+    assert out["chunked"].throughput_output_tokens_per_s >= static
 
 
 def test_same_input_same_numbers(setup) -> None:
     cfg, hw, prec = setup
-    runs = [summary(serve(cfg, hw, prec, _requests(), ServeOptions())) for _ in range(2)]
+    runs = [serve_report(serve(cfg, hw, prec, _requests(), ServeOptions())).to_dict() for _ in range(2)]
     runs[0].pop("cost_cache"), runs[1].pop("cost_cache")
     assert runs[0] == runs[1]
 
@@ -123,10 +124,10 @@ def test_paged_attention_is_never_slower_than_padded(setup) -> None:
     cfg, hw, prec = setup
     requests = _requests()
     paged, padded = (
-        summary(serve(cfg, hw, prec, requests, ServeOptions(attention=a, buckets=Buckets.exact())))
+        serve_report(serve(cfg, hw, prec, requests, ServeOptions(attention=a, buckets=Buckets.exact())))
         for a in ("paged", "padded")
     )
-    assert paged["duration_s"] <= padded["duration_s"]
+    assert paged.duration_s <= padded.duration_s
 
 
 def test_interpolated_costs_lie_between_their_grid_points(setup) -> None:

@@ -12,7 +12,7 @@ from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions
-from tcp_compiler.serve.metrics import summary
+from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve.server import ServeOptions, serve
 from tcp_compiler.serve.sweep import ServePoint, run_serve_point
 from tcp_compiler.serve.workload import lengths, synthetic
@@ -24,10 +24,10 @@ def test_a_row_is_the_serve_run_of_its_point() -> None:
     requests = synthetic(8, lengths("64"), lengths("16"), None, True, 0)
     result = serve(load_model("llama-3.2-1b").config, load_hardware("rngd"), precision("bf16"), requests,
                    ServeOptions(concurrency=4), CompileOptions(chips=1))  # fmt: skip
-    figures = summary(result)
+    report = serve_report(result)
     assert row["status"] == "ok"
-    assert row["throughput_output_tokens_per_s"] == figures["throughput_output_tokens_per_s"]
-    assert row["ttft_p99_s"] == figures["ttft_seconds"]["p99"]
+    assert row["throughput_output_tokens_per_s"] == report.throughput_output_tokens_per_s
+    assert row["ttft_p99_s"] == report.ttft_seconds.p99
 
 
 def test_sweep_serve_writes_one_row_per_load_in_order(tmp_path, capsys) -> None:

@@ -11,8 +11,8 @@ from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
-from tcp_compiler.report_types import Report
-from tcp_compiler.reporting import build_report
+from tcp_compiler.report.build import build_report
+from tcp_compiler.report.types import Report
 from tcp_compiler.simulate import simulate_generation
 
 ROOT = Path(__file__).parents[1]

@@ -325,7 +325,7 @@ def test_timeline_utilisation_is_the_report_s() -> None:
     from simulator.program import UNITS
     from tcp_compiler.frontend.model import load_model
     from tcp_compiler.frontend.precision import precision
-    from tcp_compiler.reporting import build_report
+    from tcp_compiler.report.build import build_report
     from tcp_compiler.simulate import simulate_generation
 
     hw = load_hardware("rngd", 2)  # links busy too

@@ -23,8 +23,8 @@ import torch
 
 import ir
 from simulator.hardware import load_hardware
+from tcp_compiler.analysis.config_floor import head_bytes, matmul_weight_bytes
 from tcp_compiler.cli import main
-from tcp_compiler.config_bound import head_bytes, matmul_weight_bytes
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model

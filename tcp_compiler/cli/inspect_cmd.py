@@ -11,7 +11,7 @@ from ir.dot import to_dot
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.console import console as make_console
 from tcp_compiler.cli.output import announce, check_outputs, si, write_atomically
-from tcp_compiler.line_table import cut, line_table
+from tcp_compiler.report.tables import cut, line_table
 
 
 def add_parser(subparsers) -> None:

@@ -9,7 +9,6 @@ import math
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
@@ -19,9 +18,11 @@ from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.observer import Observer
 from tcp_compiler.pipeline import CompileOptions
+from tcp_compiler.report.serve_build import serve_report
+from tcp_compiler.report.serve_terminal import print_serve_report
+from tcp_compiler.report.serve_types import ServeRun
 from tcp_compiler.serve import ServeOptions, ServeResult, load_trace, serve, synthetic
 from tcp_compiler.serve.costs import ATTENTION_MODES, Buckets
-from tcp_compiler.serve.metrics import iterations_table, requests_table, summary
 from tcp_compiler.serve.schedulers import SCHEDULERS
 from tcp_compiler.serve.workload import Lengths, lengths
 
@@ -204,16 +205,10 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         bar.stop()
-    figures = summary(result, args.slo_ttft, args.slo_tpot)
-    print_summary(result, figures, console())
+    report = serve_report(result, args.slo_ttft, args.slo_tpot, _run_info(result, args))
+    print_serve_report(report, console())
     if args.json:
-        document = {
-            "run": _run_info(result, args),
-            **figures,
-            "requests": requests_table(result),
-            "per_iteration": iterations_table(result),
-        }
-        write_atomically(args.json, json.dumps(document, indent=1) + "\n")
+        write_atomically(args.json, json.dumps(report.to_dict(), indent=1) + "\n")
         announce(args.json, "serving report, docs/serving.md")
     if args.plot:
         from tcp_compiler.serve.plots import write_plots
@@ -223,26 +218,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_info(result: ServeResult, args: argparse.Namespace) -> dict:
-    return {
-        "model": result.config.name,
-        "hardware": result.hardware.name,
-        "chips": result.chips,
-        "pp": args.pp,
-        "dtype": result.precision.name,
-        "kv_dtype": result.precision.kv.name,
-        "scheduler": result.options.scheduler,
-        "max_batch_tokens": result.options.max_batch_tokens,
-        "max_seqs": result.options.max_seqs,
-        "attention": result.options.attention,
-        "arrivals": _arrivals(args),
-        "rate_per_s": _arrivals(args) == "poisson" and (args.rate or DEFAULT_RATE) or None,
-        "concurrency": args.concurrency,
-        "trace_file": args.trace_file,
-        "prompt_len": None if args.trace_file else str(args.prompt_len),
-        "gen_len": None if args.trace_file else str(args.gen_len),
-        "seed": args.seed,
-    }
+def _run_info(result: ServeResult, args: argparse.Namespace) -> ServeRun:
+    return ServeRun(
+        model=result.config.name,
+        hardware=result.hardware.name,
+        chips=result.chips,
+        pp=args.pp,
+        dtype=result.precision.name,
+        kv_dtype=result.precision.kv.name,
+        scheduler=result.options.scheduler,
+        max_batch_tokens=result.options.max_batch_tokens,
+        max_seqs=result.options.max_seqs,
+        attention=result.options.attention,
+        arrivals=_arrivals(args),
+        rate_per_s=_arrivals(args) == "poisson" and (args.rate or DEFAULT_RATE) or None,
+        concurrency=args.concurrency,
+        trace_file=args.trace_file,
+        prompt_len=None if args.trace_file else str(args.prompt_len),
+        gen_len=None if args.trace_file else str(args.gen_len),
+        seed=args.seed,
+    )
 
 
 def _arrivals(args: argparse.Namespace) -> str:
@@ -251,49 +246,6 @@ def _arrivals(args: argparse.Namespace) -> str:
     if args.concurrency:
         return "closed loop"
     return "at once" if args.rate == math.inf else "poisson"
-
-
-def print_summary(result: ServeResult, f: dict, out: Console) -> None:
-    o = result.options
-    out.print(
-        f"[bold]{result.config.name}[/] on {result.hardware.name} ({result.chips} chip"
-        f"{'s' if result.chips > 1 else ''}), {result.precision.name}, KV {result.precision.kv.name}; "
-        f"{o.scheduler} scheduler, {o.max_batch_tokens:,} tokens / iteration, up to {o.max_seqs} sequences"
-    )
-    out.print(
-        f"{f['requests_completed']:,} requests in {f['duration_s']:.2f} s simulated: "
-        f"[bold]{f['throughput_output_tokens_per_s']:,.0f}[/] output tokens/s, "
-        f"{f['throughput_total_tokens_per_s']:,.0f} total tokens/s, "
-        f"{f['throughput_requests_per_s']:.2f} requests/s"
-    )
-    table = Table(title=None, show_edge=False, pad_edge=False)
-    table.add_column("latency")
-    for col in ("mean", "p50", "p90", "p99"):
-        table.add_column(col, justify="right")
-    for key, name in (("ttft_seconds", "TTFT ms"), ("tpot_seconds", "TPOT ms"), ("e2e_seconds", "E2E s")):
-        scale = 1.0 if key == "e2e_seconds" else 1e3
-        table.add_row(
-            name, *(f"{f[key][c] * scale:,.{2 if scale == 1 else 1}f}" for c in ("mean", "p50", "p90", "p99"))
-        )
-    out.print(table)
-    g = f["goodput"]
-    if g["slo_ttft_s"] is not None or g["slo_tpot_s"] is not None:
-        pairs = (("TTFT", g["slo_ttft_s"]), ("TPOT", g["slo_tpot_s"]))
-        slos = ", ".join(f"{k} <= {v * 1e3:g} ms" for k, v in pairs if v is not None)
-        out.print(f"goodput ({slos}): {g['requests_per_s']:.2f} requests/s, {g['fraction']:.0%} of requests")
-    kv = f["kv_cache"]
-    out.print(
-        f"KV cache: {kv['blocks']:,} blocks of {kv['block_size']} tokens per chip "
-        f"({kv['kv_bytes'] / 1e9:.1f} GB "
-        f"beside {kv['weight_bytes'] / 1e9:.1f} GB of weights); peak {kv['peak_blocks_used']:,} used, "
-        f"mean {kv['mean_blocks_used']:,.0f}; {f['preemptions']:,} preemptions (recompute)"
-    )
-    c = f["cost_cache"]
-    out.print(
-        f"{f['iterations']:,} iterations ({f['mixed_iterations']:,} mixed prefill + decode), "
-        f"{f['model_bound_ratio']:.2f}x the model's bound; timed by {c['engine_runs']:,} engine runs of "
-        f"{c['decode_templates']:,} decode templates and {c['prefill_compiles']:,} prefill programs"
-    )
 
 
 class _Bar(Observer):

@@ -9,6 +9,7 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from tcp_compiler.analysis.roofline import Roofline
 from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
@@ -17,9 +18,10 @@ from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.observer import Observer
-from tcp_compiler.report_terminal import print_report
-from tcp_compiler.report_types import Report
-from tcp_compiler.reporting import build_report, render_markdown
+from tcp_compiler.report.build import build_report
+from tcp_compiler.report.markdown import render_markdown
+from tcp_compiler.report.terminal import print_report
+from tcp_compiler.report.types import Report
 from tcp_compiler.simulate import Simulation, simulate_generation
 
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -218,7 +220,7 @@ def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:
         for phase, roles in report.op_roles.items()
         for r in (roles if top <= 0 else roles[:top])
     ]
-    peaks = {name: sim.hardware.flops_per_second(name) for name in PEAK_DTYPES}
+    peaks = {name: Roofline.of(sim.hardware, name).flops_per_s for name in PEAK_DTYPES}
     title = f"{sim.config.name} on {sim.hardware.name}"
     roofline_png(out / "roofline.png", points, peaks, report.hardware.hbm_bytes_per_s, title)
     runs, offset = [], 0.0

@@ -16,7 +16,7 @@ from tcp_compiler.cli.console import console
 from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.line_table import line_table
+from tcp_compiler.report.tables import line_table
 
 MAX_POINTS = 4096  # simulations one sweep may ask for
 

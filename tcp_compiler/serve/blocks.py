@@ -29,18 +29,6 @@ class KvBudget:
     def blocks(self) -> int:
         return self.kv_bytes // (self.kv_bytes_per_token * self.block_size)
 
-    def to_dict(self) -> dict:
-        return {
-            "hbm_bytes": self.hbm_bytes,
-            "weight_bytes": self.weight_bytes,
-            "activation_bytes": self.activation_bytes,
-            "kv_bytes": self.kv_bytes,
-            "kv_bytes_per_token": self.kv_bytes_per_token,
-            "block_size": self.block_size,
-            "blocks": self.blocks,
-            "tokens": self.blocks * self.block_size,
-        }
-
 
 class Holder(Protocol):
     blocks: int  # KV blocks the sequence holds

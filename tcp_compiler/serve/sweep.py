@@ -17,7 +17,7 @@ from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions
-from tcp_compiler.serve.metrics import summary
+from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve.server import ServeOptions, serve
 from tcp_compiler.serve.workload import lengths, synthetic
 from tcp_compiler.sweep import options_of
@@ -71,14 +71,14 @@ def run_serve_point(point: ServePoint) -> dict:
     except (TirError, TcpcError, SimulatorError) as e:
         row.update(status="failed", error=str(e))
         return {c: _blank(row.get(c)) for c in SERVE_COLUMNS}
-    figures = summary(result)
+    report = serve_report(result)
     row.update(
-        throughput_output_tokens_per_s=figures["throughput_output_tokens_per_s"],
-        throughput_total_tokens_per_s=figures["throughput_total_tokens_per_s"],
-        ttft_p50_s=figures["ttft_seconds"]["p50"], ttft_p99_s=figures["ttft_seconds"]["p99"],
-        tpot_p50_s=figures["tpot_seconds"]["p50"], tpot_p99_s=figures["tpot_seconds"]["p99"],
-        e2e_p50_s=figures["e2e_seconds"]["p50"], preemptions=figures["preemptions"],
-        peak_kv_blocks_used=figures["kv_cache"]["peak_blocks_used"],
+        throughput_output_tokens_per_s=report.throughput_output_tokens_per_s,
+        throughput_total_tokens_per_s=report.throughput_total_tokens_per_s,
+        ttft_p50_s=report.ttft_seconds.p50, ttft_p99_s=report.ttft_seconds.p99,
+        tpot_p50_s=report.tpot_seconds.p50, tpot_p99_s=report.tpot_seconds.p99,
+        e2e_p50_s=report.e2e_seconds.p50, preemptions=report.preemptions,
+        peak_kv_blocks_used=report.kv_cache.peak_blocks_used,
     )  # fmt: skip
     return {c: _blank(row.get(c)) for c in SERVE_COLUMNS}
 

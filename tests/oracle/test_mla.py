@@ -12,7 +12,7 @@ import pytest
 
 import ir
 from simulator.hardware import load_hardware
-from tcp_compiler.config_bound import kv_elements_per_token
+from tcp_compiler.analysis.config_floor import kv_elements_per_token
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.config import RawConfig

@@ -1,7 +1,7 @@
 """The report on the terminal (`tcpc simulate`): a summary with what limits each phase, units,
 the layers (identical ones collapsed into one row) and the heaviest op roles.
 
-Every table keeps its cells on one line (tcp_compiler.line_table: a long op role or layer list is
+Every table keeps its cells on one line (tcp_compiler.report.tables: a long op role or layer list is
 cut with an ellipsis) and has no vertical rules, so it reads at 100 columns; the Markdown and JSON
 reports hold it all.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 from rich.console import Console
 
 from simulator.numbers import plural, si
-from tcp_compiler.line_table import line_table
-from tcp_compiler.report_limiter import limiter_line
-from tcp_compiler.report_text import (
+from tcp_compiler.analysis.limiter import limiter_line
+from tcp_compiler.report.tables import line_table
+from tcp_compiler.report.text import (
     LAYER_COLUMNS,
     OTHER_NOTE,
     PIPELINE_COLUMNS,
@@ -27,7 +27,7 @@ from tcp_compiler.report_text import (
     role_cells,
     top_roles,
 )
-from tcp_compiler.report_types import Report
+from tcp_compiler.report.types import Report
 
 LAYER_ROWS = 12  # at most this many rows of layer groups per phase
 _LEFT = {"phase", "bound", "op role", "unit", "layers", "attention"}

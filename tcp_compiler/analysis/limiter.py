@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.occupancy import ACTIVITIES, BIT
-from tcp_compiler.report_types import Limiter, LimiterPart
+from tcp_compiler.report.types import Limiter, LimiterPart
 
 RESOURCES = ("compute", "memory", "communication")  # the roofline terms, in their order
 _ACTIVE = {"compute": "contraction", "memory": "hbm_move", "communication": "link"}

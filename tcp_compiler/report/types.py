@@ -1,31 +1,31 @@
 """The simulation report's types: the schema in code. Each field carries its unit and meaning, from
-which docs/report-schema.md is generated (tcp_compiler.report_schema); `Report.to_dict()` is the
+which docs/report-schema.md is generated (tcp_compiler.report.schema); `Report.to_dict()` is the
 `--json` output. A field that is None is absent from the JSON."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import cache
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from tcp_compiler.frontend.families import FAMILIES
-
 SCHEMA = "tcpc.report/1"
-_FAMILY_NAMES = ", ".join(f"`{name}`" for name in FAMILIES)  # every family, so the doc cannot omit one
 
 Bound = Literal["compute", "memory", "communication", "overhead"]
 
 
-def doc(meaning: str, unit: str = "", **kwargs: Any) -> Any:
-    """A field with its meaning and unit, for the generated schema doc."""
-    return field(metadata={"doc": meaning, "unit": unit}, **kwargs)
+def doc(meaning: str, unit: str = "", values: str = "", **kwargs: Any) -> Any:
+    """A field with its meaning and unit, for the generated schema doc; `values` names a mapping
+    ("module:NAME") whose keys the doc lists as the field's values, so the doc cannot omit one."""
+    return field(metadata={"doc": meaning, "unit": unit, "values": values}, **kwargs)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Record:
     """Base of every report object: numpy scalars become Python numbers, so the report is plain JSON."""
+
+    nulls: ClassVar[bool] = False  # None fields written as null (True) or left out (False)
 
     def __post_init__(self) -> None:
         for name in _field_names(type(self)):
@@ -34,8 +34,9 @@ class Record:
                 object.__setattr__(self, name, value.item())
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object, keys in field order, None fields left out."""
-        return {f.name: _json(v) for f in fields(self) if (v := getattr(self, f.name)) is not None}
+        """The JSON object, keys in field order, None fields left out (or null: `nulls`)."""
+        keep = self.nulls
+        return {f.name: _json(v) for f in fields(self) if (v := getattr(self, f.name)) is not None or keep}
 
 
 @cache
@@ -142,7 +143,8 @@ class PrefillPhase(Record):
         default=None,
     )
     config_bound_seconds: float = doc(
-        "a floor from the model config and spec alone, blind to the lowering (tcp_compiler/config_bound.py)",
+        "a floor from the model config and spec alone, blind to the lowering "
+        "(tcp_compiler/analysis/config_floor.py)",
         "s",
         default=0.0,
     )
@@ -164,7 +166,9 @@ class DecodePhase(Record):
     bound: Bound | None = doc("as for the prefill, for the mean step", default=None)
     roofline_seconds_mean: float | None = doc("the roofline of the mean step", "s", default=None)
     config_bound_seconds_mean: float | None = doc(
-        "mean over the steps of the config-only floor (tcp_compiler/config_bound.py)", "s", default=None
+        "mean over the steps of the config-only floor (tcp_compiler/analysis/config_floor.py)",
+        "s",
+        default=None,
     )
     limiter: Limiter | None = doc("as for the prefill, for the mean step", default=None)
 
@@ -379,7 +383,10 @@ class Report(Record):
 
     schema: Literal["tcpc.report/1"] = doc("the schema version", default=SCHEMA)
     model: str = doc("model name (bundled name, checkpoint directory or config file stem)")
-    family: str = doc("the config's `model_type`, one of the supported families: " + _FAMILY_NAMES)
+    family: str = doc(
+        "the config's `model_type`, one of the supported families",
+        values="tcp_compiler.frontend.families:FAMILIES",
+    )
     hardware: HardwareSummary = doc("the spec")
     batch: int = doc("sequences per batch", "sequences")
     prompt_len: int = doc("prompt tokens per sequence", "tokens")

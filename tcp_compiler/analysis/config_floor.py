@@ -10,7 +10,8 @@ Per chip of a tensor-parallel group of `chips`:
 - memory: the weights read once (the top-k experts of each MoE layer: any routing reads at least
   those; in a weight format, its codes plus scales and zero points), the KV cache written once
   (prefill) or read once and written one position (decode), at
-  the published peak HBM bandwidth (MLA's latent cache whole on every chip);
+  the published peak HBM bandwidth (MLA's latent cache whole on every chip: the roofs are
+  tcp_compiler.analysis.roofline's, HBM at its peak rather than its sustained rate);
 - links: the all-reduces tensor parallelism cannot avoid (one per attention and one per MLP, or
   one per parallel block), 2(n-1)/n of the hidden state each, in the collective dtype, at the
   per-direction link bandwidth.
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from simulator.hardware import Hardware
+from tcp_compiler.analysis.roofline import Roofline
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.weight_shapes import canonical_shapes
@@ -72,7 +74,7 @@ class _Fixed:
     head_flops: float  # the logits: one token per row
     attention_scale: float  # batch x heads x FLOPs per query, head and key
     windows: tuple[int | None, ...]  # each layer's sliding window
-    rate: float
+    roofline: Roofline  # compute at the fastest of the precision's dtypes, HBM at its peak
     weight_bytes: float
     kv_token: float
     kv_split: int
@@ -80,8 +82,6 @@ class _Fixed:
     link_scale: float | None  # the tensor-parallel all-reduces' bytes per hidden state's (chips > 1)
     pp: int
     everywhere: int
-    hbm_per_s: float
-    link_per_s: float
 
     @classmethod
     def of(
@@ -96,13 +96,12 @@ class _Fixed:
             cfg=cfg, batch=batch, per_token=per_token, head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
             attention_scale=batch * cfg.heads * _per_key(cfg),
             windows=tuple(layer.sliding_window for layer in cfg.layers),
-            rate=max(hw.flops_per_second(d.name) for d in (precision.operand, precision.act, precision.kv)),
+            roofline=Roofline.published_peak(hw, precision.operand, precision.act, precision.kv),
             weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
             kv_token=kv_elements_per_token(cfg) * precision.kv.bits / 8,
             kv_split=1 if cfg.mla is not None else chips,  # every chip holds MLA's whole latent cache
             collective_bits=precision.collective.bits, link_scale=link_scale,
-            pp=pp, everywhere=chips * pp, hbm_per_s=hw.hbm_peak_bytes_per_second,
-            link_per_s=hw.link_bytes_per_s,
+            pp=pp, everywhere=chips * pp,
         )  # fmt: skip
 
     def bound(self, phase: str, length: int) -> PhaseBound:
@@ -124,11 +123,8 @@ class _Fixed:
             link_bytes = self.link_scale * hidden
         link_bytes += hidden if self.pp > 1 else 0.0
         everywhere, pp = self.everywhere, self.pp
-        return PhaseBound(
-            compute_seconds=flops / everywhere / self.rate,
-            memory_seconds=(self.weight_bytes / everywhere + kv_bytes / self.kv_split / pp) / self.hbm_per_s,
-            link_seconds=link_bytes / self.link_per_s,
-        )
+        memory = self.weight_bytes / everywhere + kv_bytes / self.kv_split / pp
+        return PhaseBound(*self.roofline.terms(flops / everywhere, memory, link_bytes))
 
 
 @lru_cache(maxsize=64)

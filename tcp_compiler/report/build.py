@@ -1,22 +1,19 @@
-"""Builds the simulation report (tcp_compiler.report_types) from a simulation. Seconds come from
-cycles at the spec's clock plus one kernel launch per program (the spec's kernel_launch_s). The
-renderers live beside it: tcp_compiler.report_markdown, tcp_compiler.report_terminal."""
+"""Builds the simulation report (tcp_compiler.report.types) from a simulation. Seconds come from
+cycles at the spec's clock plus one kernel launch per program (the spec's kernel_launch_s); every
+roofline from tcp_compiler.analysis.roofline. The renderers live beside it:
+tcp_compiler.report.markdown, tcp_compiler.report.terminal."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ir import DType
-from simulator.report import OpTotals, bound
+from simulator.report import OpTotals
 from simulator.units import UNIT_NAMES, UNITS
 from simulator.utilisation import totals_busy_cycles, utilisation
-from tcp_compiler.config_bound import decode_bound_seconds, phase_bound
+from tcp_compiler.analysis.config_floor import decode_bound_seconds, phase_bound
+from tcp_compiler.analysis.limiter import PhaseTime, limiter
+from tcp_compiler.analysis.op_roles import op_roles
+from tcp_compiler.analysis.roofline import Roofline, bound
 from tcp_compiler.mapping.stage_chain import SENT
-from tcp_compiler.report_limiter import PhaseTime, limiter
-from tcp_compiler.report_markdown import render_markdown
-from tcp_compiler.report_roles import op_roles
-from tcp_compiler.report_text import attention_lines
-from tcp_compiler.report_types import (
+from tcp_compiler.report.types import (
     Attention,
     AttentionNote,
     DecodePhase,
@@ -39,39 +36,15 @@ from tcp_compiler.report_types import (
 from tcp_compiler.simulate import Simulation
 
 
-def _ce_dtype(sim: Simulation) -> DType:
-    """The contraction engine's operand dtype in this precision (formats dequantise, but w8a8)."""
-    return sim.precision.operand
-
-
-@dataclass(frozen=True)
-class _Rates:
-    """The roofs, from the spec's own derived values."""
-
-    flops_per_s: float
-    hbm_bytes_per_s: float
-    link_bytes_per_s: float
-
-    @classmethod
-    def of(cls, sim: Simulation) -> _Rates:
-        hw = sim.hardware
-        return cls(hw.flops_per_second(_ce_dtype(sim)), hw.hbm_bytes_per_second, hw.link_bytes_per_s)
-
-    def roofline(self, flops: float, hbm: float, link: float) -> tuple[float, float, float]:
-        """Seconds of the compute, memory and communication terms."""
-        return flops / self.flops_per_s, hbm / self.hbm_bytes_per_s, link / self.link_bytes_per_s
-
-    def pipeline_roofline(self, stages: list[tuple[int, int, int]], micro_batches: int) -> tuple[float, ...]:
-        """Each term of a pipeline whose stages (work per chip of one micro-batch each) follow one
-        another: a micro-batch passes every stage in turn, and the busiest stage works through
-        every micro-batch, so a term is its sum over the stages plus (m - 1) of its largest."""
-        per_stage = [self.roofline(*work) for work in stages]
-        return tuple(sum(t) + (micro_batches - 1) * max(t) for t in zip(*per_stage, strict=True))
+def _roofline(sim: Simulation) -> Roofline:
+    """One chip's roofs, compute at the contraction engine's operand dtype in this precision
+    (formats dequantise, but w8a8)."""
+    return Roofline.of(sim.hardware, sim.precision.operand)
 
 
 def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[OpRow, ...]:
     """Every op, averaged per program run (per decode step for decode), heaviest first."""
-    clock, rates = sim.hardware.clock_hz, _Rates.of(sim)
+    clock, roofline = sim.hardware.clock_hz, _roofline(sim)
     rows = []
     # Python floats (the same doubles): a long prefill has ~10^5 ops, and numpy scalars are slow.
     spans, main, layers = totals.span_cycles.tolist(), totals.main_cycles.tolist(), totals.layers.tolist()
@@ -81,7 +54,7 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[OpRow, ...]:
         seconds = spans[i] / clock / steps
         flops, hbm = all_flops[i] / steps, all_hbm[i] / steps
         link, dm = all_link[i] / steps, all_dm[i] / steps
-        terms = rates.roofline(flops, hbm, link)
+        terms = roofline.terms(flops, hbm, link)
         moved = hbm + dm
         rows.append(
             OpRow(
@@ -101,7 +74,7 @@ def _layers(
 ) -> tuple[LayerRow, ...]:
     """Per decoder layer (-1: embedding, final norm and LM head), per step for decode; `forms`
     gives the prefill's attention form per layer."""
-    clock, rates = sim.hardware.clock_hz, _Rates.of(sim)
+    clock, roofline = sim.hardware.clock_hz, _roofline(sim)
     rows = []
     for index, layer in enumerate(totals.layer_ids.tolist()):
         pick = totals.layers == layer
@@ -110,7 +83,7 @@ def _layers(
         hbm = float(totals.hbm_bytes[pick].sum()) / steps
         link = float(totals.link_bytes[pick].sum()) / steps
         moved = hbm + float(totals.dm_bytes[pick].sum()) / steps
-        terms = rates.roofline(flops, hbm, link)
+        terms = roofline.terms(flops, hbm, link)
         rows.append(
             LayerRow(
                 layer=int(layer), seconds=seconds,
@@ -158,7 +131,7 @@ def _limiter(totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Si
 
 
 def _roles(ops: tuple[OpRow, ...], seconds: float, sim: Simulation) -> tuple[OpRoleRow, ...]:
-    return op_roles(ops, seconds, _Rates.of(sim).roofline, bound)
+    return op_roles(ops, seconds, _roofline(sim).terms, bound)
 
 
 def _units(totals: OpTotals, cycles: float, sim: Simulation) -> tuple[UnitRow, ...]:
@@ -171,7 +144,7 @@ def _units(totals: OpTotals, cycles: float, sim: Simulation) -> tuple[UnitRow, .
     )
 
 
-def _decode(sim: Simulation, rates: _Rates) -> DecodePhase:
+def _decode(sim: Simulation, roofline: Roofline) -> DecodePhase:
     steps = len(sim.decode_cycles)
     if not steps:
         return DecodePhase(steps=0)
@@ -179,7 +152,7 @@ def _decode(sim: Simulation, rates: _Rates) -> DecodePhase:
     mean = float(tpot.mean())
     flops, hbm = sim.decode_flops.mean(), sim.decode_hbm.mean()
     # a step passes the stages in turn: the summed work of one chip per stage at one chip's roofs
-    terms = rates.roofline(flops, hbm, sim.decode_ops.link_bytes.sum() / steps)
+    terms = roofline.terms(flops, hbm, sim.decode_ops.link_bytes.sum() / steps)
     return DecodePhase(
         steps=steps, tpot_seconds_mean=mean, tpot_seconds_first=float(tpot[0]),
         tpot_seconds_last=float(tpot[-1]), seconds_total=float(tpot.sum()), flops_per_step_mean=float(flops),
@@ -209,24 +182,24 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
     """The report of a simulation; `top` keeps only the heaviest ops in `ops` (None: every op, as
     `--json` writes; op roles are always complete)."""
     hw, clock, stages = sim.hardware, sim.hardware.clock_hz, sim.stages
-    rates = _Rates.of(sim)  # one chip's: a pipelined program adds one chip's work per stage
+    roofline = _roofline(sim)  # one chip's: a pipelined program adds one chip's work per stage
     launch = hw.kernel_launch_s
     p = sim.prefill.program
     prefill_seconds = sim.prefill.cycles / clock + launch
     if sim.pipeline:
         work = [s.prefill_work for s in sim.pipeline.stages]
-        terms = rates.pipeline_roofline(work, sim.pipeline.micro_batches)
+        terms = roofline.pipeline_terms(work, sim.pipeline.micro_batches)
     else:
-        terms = rates.roofline(p.flops.sum(), p.hbm_bytes.sum(), p.link_bytes.sum())
+        terms = roofline.terms(p.flops.sum(), p.hbm_bytes.sum(), p.link_bytes.sum())
     prefill = PrefillPhase(
         cycles=sim.prefill.cycles, seconds=prefill_seconds, launch_seconds=launch, flops=int(p.flops.sum()),
         model_flops=sim.prefill_model_flops,
-        model_flops_utilisation=sim.prefill_model_flops / (prefill_seconds * rates.flops_per_s * stages),
+        model_flops_utilisation=sim.prefill_model_flops / (prefill_seconds * roofline.flops_per_s * stages),
         hbm_bytes=int(p.hbm_bytes.sum()), roofline_seconds=max(terms), bound=bound(prefill_seconds, *terms),
         limiter=_limiter(sim.prefill_ops, 1, prefill_seconds, terms, sim),
         config_bound_seconds=_config_bound(sim, "prefill", sim.prompt_len),
     )  # fmt: skip
-    decode = _decode(sim, rates)
+    decode = _decode(sim, roofline)
     steps = decode.steps
     total = prefill_seconds + (decode.seconds_total if steps else 0.0)
     cap = sim.capacity
@@ -238,7 +211,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         family=sim.config.family,
         hardware=HardwareSummary(
             name=hw.name, chips=sim.chips * stages, clock_hz=clock,
-            peak_flops_per_s=rates.flops_per_s, hbm_bytes_per_s=rates.hbm_bytes_per_s,
+            peak_flops_per_s=roofline.flops_per_s, hbm_bytes_per_s=roofline.hbm_bytes_per_s,
             assumed=tuple(hw.assumed_keys),
         ),
         batch=sim.batch, prompt_len=sim.prompt_len, gen_len=sim.gen_len, dtype=sim.precision.name,
@@ -292,6 +265,3 @@ def _pipeline(sim: Simulation, ttft: float, decode: DecodePhase) -> Pipeline:
         )  # fmt: skip
     return Pipeline(tp=pipe.tp, pp=pipe.pp, micro_batches=pipe.micro_batches, link_bytes_per_step=sent,
                     stages=tuple(rows))  # fmt: skip
-
-
-__all__ = ["attention_lines", "build_report", "render_markdown"]  # the renderers, where callers found them

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from simulator.numbers import plural
-from tcp_compiler.report_limiter import limiter_line
-from tcp_compiler.report_text import (
+from tcp_compiler.analysis.limiter import limiter_line
+from tcp_compiler.report.text import (
     LAYER_COLUMNS,
     OTHER_NOTE,
     PIPELINE_COLUMNS,
@@ -21,7 +21,7 @@ from tcp_compiler.report_text import (
     role_cells,
     top_roles,
 )
-from tcp_compiler.report_types import Report
+from tcp_compiler.report.types import Report
 
 _LEFT = {"op role", "bound", "attention", "layer", "unit"}
 

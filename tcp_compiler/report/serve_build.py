@@ -1,0 +1,114 @@
+"""Builds the serving report (tcp_compiler.report.serve_types) from a serving run: the one place its
+figures are assembled, for `tcpc serve`, serve sweeps and benchmarks alike."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tcp_compiler.report.serve_types import (
+    CostCache,
+    CostGrids,
+    Goodput,
+    Iterations,
+    KvCache,
+    Percentiles,
+    RequestRow,
+    Series,
+    ServeReport,
+    ServeRun,
+)
+from tcp_compiler.serve.metrics import duration, latencies, model_bound_cycles
+from tcp_compiler.serve.server import ServeResult
+
+MAX_SERIES = 2000  # points kept of a time series in the JSON (every iteration is in `per_iteration`)
+
+
+def serve_report(
+    result: ServeResult,
+    slo_ttft: float | None = None,
+    slo_tpot: float | None = None,
+    run: ServeRun | None = None,
+) -> ServeReport:
+    """The report of a serving run; `run` describes its options (the command line's)."""
+    lat = latencies(result)
+    seqs = result.sequences
+    span = duration(result)
+    out_tokens = sum(s.request.output_len for s in seqs)
+    in_tokens = sum(s.request.prompt_len for s in seqs)
+    good = np.ones(len(seqs), bool)
+    if slo_ttft is not None:
+        good &= lat["ttft"] <= slo_ttft
+    if slo_tpot is not None:
+        good &= lat["tpot_all"] <= slo_tpot
+    it = result.iterations
+    cycles = it.array("cycles")
+    bound = model_bound_cycles(result)
+    return ServeReport(
+        run=run,
+        requests_completed=len(seqs),
+        duration_s=span,
+        throughput_output_tokens_per_s=out_tokens / span if span > 0 else 0.0,
+        throughput_total_tokens_per_s=(out_tokens + in_tokens) / span if span > 0 else 0.0,
+        throughput_requests_per_s=len(seqs) / span if span > 0 else 0.0,
+        ttft_seconds=percentiles(lat["ttft"]),
+        tpot_seconds=percentiles(lat["tpot"]),
+        e2e_seconds=percentiles(lat["e2e"]),
+        goodput=Goodput(
+            slo_ttft_s=slo_ttft,
+            slo_tpot_s=slo_tpot,
+            requests_meeting_slo=int(good.sum()),
+            fraction=float(good.mean()),
+            requests_per_s=float(good.sum()) / span if span > 0 else 0.0,
+            output_tokens_per_s=sum(s.request.output_len for s, g in zip(seqs, good, strict=True) if g)
+            / span
+            if span > 0
+            else 0.0,
+        ),
+        preemptions=result.preemptions,
+        preemption_mode="recompute",
+        iterations=len(it),
+        mixed_iterations=result.mixed_iterations,
+        busy_fraction=float(it.array("duration_s").sum() / span) if span > 0 else 0.0,
+        model_bound_ratio=float(cycles.sum() / bound.sum()) if len(it) else 0.0,
+        kv_cache=_kv_cache(result),
+        kv_blocks_over_time=series(it.array("start_s"), it.array("kv_blocks_used")),
+        cost_cache=CostCache(**vars(result.stats), buckets=CostGrids(**vars(result.options.buckets))),
+        requests=tuple(
+            RequestRow(
+                id=s.id, arrival_s=s.arrival_s, prompt_len=s.request.prompt_len,
+                output_len=s.request.output_len, first_token_s=s.first_token_s, finish_s=s.finish_s,
+                preemptions=s.preemptions,
+            )
+            for s in seqs
+        ),  # fmt: skip
+        per_iteration=Iterations(**{name: tuple(values) for name, values in it.columns.items()}),
+    )
+
+
+def percentiles(values: np.ndarray) -> Percentiles:
+    """mean, p50, p90, p99 (and count): NaN-free, zeros for an empty sample."""
+    if len(values) == 0:
+        return Percentiles(count=0, mean=0.0, p50=0.0, p90=0.0, p99=0.0)
+    p50, p90, p99 = (float(np.percentile(values, p)) for p in (50, 90, 99))
+    return Percentiles(count=int(len(values)), mean=float(np.mean(values)), p50=p50, p90=p90, p99=p99)
+
+
+def _kv_cache(result: ServeResult) -> KvCache:
+    budget, it = result.budget, result.iterations
+    used, times = it.array("kv_blocks_used"), it.array("duration_s")
+    return KvCache(
+        hbm_bytes=budget.hbm_bytes, weight_bytes=budget.weight_bytes,
+        activation_bytes=budget.activation_bytes,
+        kv_bytes=budget.kv_bytes, kv_bytes_per_token=budget.kv_bytes_per_token, block_size=budget.block_size,
+        blocks=budget.blocks, tokens=budget.blocks * budget.block_size,
+        peak_blocks_used=int(used.max()) if len(it) else 0,
+        mean_blocks_used=float(np.average(used, weights=times)) if len(it) and times.sum() > 0 else 0.0,
+    )  # fmt: skip
+
+
+def series(t: np.ndarray, v: np.ndarray) -> Series:
+    """At most MAX_SERIES (time, value) points: every k-th iteration, so the JSON stays small."""
+    step = max(1, math.ceil(len(t) / MAX_SERIES))
+    return Series(time_s=tuple(t[::step].tolist()), value=tuple(v[::step].tolist()), every_nth_iteration=step)

@@ -1,0 +1,53 @@
+"""The serving report on the terminal (`tcpc serve`): throughput, a latency table, goodput, the KV
+cache's arithmetic and what the run cost to time; the JSON holds every request and iteration."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from tcp_compiler.report.serve_types import ServeReport
+
+
+def print_serve_report(report: ServeReport, out: Console) -> None:
+    """The summary of a report built with its run's options (`run`)."""
+    r, f = report.run, report
+    assert r is not None, "the terminal report names the run's options"
+    out.print(
+        f"[bold]{r.model}[/] on {r.hardware} ({r.chips} chip"
+        f"{'s' if r.chips > 1 else ''}), {r.dtype}, KV {r.kv_dtype}; "
+        f"{r.scheduler} scheduler, {r.max_batch_tokens:,} tokens / iteration, up to {r.max_seqs} sequences"
+    )
+    out.print(
+        f"{f.requests_completed:,} requests in {f.duration_s:.2f} s simulated: "
+        f"[bold]{f.throughput_output_tokens_per_s:,.0f}[/] output tokens/s, "
+        f"{f.throughput_total_tokens_per_s:,.0f} total tokens/s, "
+        f"{f.throughput_requests_per_s:.2f} requests/s"
+    )
+    table = Table(title=None, show_edge=False, pad_edge=False)
+    table.add_column("latency")
+    for col in ("mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="right")
+    for stats, name in ((f.ttft_seconds, "TTFT ms"), (f.tpot_seconds, "TPOT ms"), (f.e2e_seconds, "E2E s")):
+        scale = 1.0 if stats is f.e2e_seconds else 1e3
+        values = (stats.mean, stats.p50, stats.p90, stats.p99)
+        table.add_row(name, *(f"{v * scale:,.{2 if scale == 1 else 1}f}" for v in values))
+    out.print(table)
+    g = f.goodput
+    if g.slo_ttft_s is not None or g.slo_tpot_s is not None:
+        pairs = (("TTFT", g.slo_ttft_s), ("TPOT", g.slo_tpot_s))
+        slos = ", ".join(f"{k} <= {v * 1e3:g} ms" for k, v in pairs if v is not None)
+        out.print(f"goodput ({slos}): {g.requests_per_s:.2f} requests/s, {g.fraction:.0%} of requests")
+    kv = f.kv_cache
+    out.print(
+        f"KV cache: {kv.blocks:,} blocks of {kv.block_size} tokens per chip "
+        f"({kv.kv_bytes / 1e9:.1f} GB "
+        f"beside {kv.weight_bytes / 1e9:.1f} GB of weights); peak {kv.peak_blocks_used:,} used, "
+        f"mean {kv.mean_blocks_used:,.0f}; {f.preemptions:,} preemptions (recompute)"
+    )
+    c = f.cost_cache
+    out.print(
+        f"{f.iterations:,} iterations ({f.mixed_iterations:,} mixed prefill + decode), "
+        f"{f.model_bound_ratio:.2f}x the model's bound; timed by {c.engine_runs:,} engine runs of "
+        f"{c.decode_templates:,} decode templates and {c.prefill_compiles:,} prefill programs"
+    )

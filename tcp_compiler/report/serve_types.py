@@ -1,0 +1,170 @@
+"""The serving report's types (`tcpc serve --json`): the schema in code, as tcp_compiler.report.types
+is the simulation report's. docs/report-schema.md is generated from both; `ServeReport.to_dict()` is
+the JSON. Metrics follow vLLM's serving benchmark (tcp_compiler.serve.metrics defines them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from tcp_compiler.report.types import Record, doc
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeRun(Record):
+    """What was served, and how: the options of the run."""
+
+    nulls: ClassVar[bool] = True
+
+    model: str = doc("model name")
+    hardware: str = doc("spec name")
+    chips: int = doc("chips in all: tensor-parallel chips x pipeline stages")
+    pp: int = doc("pipeline stages (`--pp`)")
+    dtype: str = doc("precision mode")
+    kv_dtype: str = doc("the KV cache's dtype")
+    scheduler: str = doc("batching policy (`--scheduler`)")
+    max_batch_tokens: int = doc("tokens per iteration (`--max-batch-tokens`)", "tokens")
+    max_seqs: int = doc("sequences running at once (`--max-seqs`)", "sequences")
+    attention: str = doc("decode attention over each sequence's length (`paged`) or the longest (`padded`)")
+    arrivals: str = doc("`poisson`, `at once`, `closed loop` or `trace`")
+    rate_per_s: float | None = doc("Poisson arrival rate; null otherwise", "requests/s")
+    concurrency: int | None = doc("closed-loop clients; null otherwise", "clients")
+    trace_file: str | None = doc("the requests' file; null otherwise")
+    prompt_len: str | None = doc("prompt length distribution (`--prompt-len`); null with a trace file")
+    gen_len: str | None = doc("output length distribution (`--gen-len`); null with a trace file")
+    seed: int = doc("seed of lengths and arrivals")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Percentiles(Record):
+    """A latency over the requests: its mean and percentiles; zeros for an empty sample."""
+
+    count: int = doc("requests in the sample", "requests")
+    mean: float = doc("mean", "s")
+    p50: float = doc("median", "s")
+    p90: float = doc("90th percentile", "s")
+    p99: float = doc("99th percentile", "s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Goodput(Record):
+    """Requests that met every SLO given (DistServe's definition); with none given, every request."""
+
+    nulls: ClassVar[bool] = True
+
+    slo_ttft_s: float | None = doc("the TTFT SLO (`--slo-ttft`); null without one", "s")
+    slo_tpot_s: float | None = doc("the TPOT SLO (`--slo-tpot`); null without one", "s")
+    requests_meeting_slo: int = doc("requests within every SLO", "requests")
+    fraction: float = doc("their share of the requests", "0..1")
+    requests_per_s: float = doc("`requests_meeting_slo / duration_s`", "requests/s")
+    output_tokens_per_s: float = doc("their output tokens over `duration_s`", "tokens/s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KvCache(Record):
+    """Where the KV block count comes from, per chip, and how many blocks the run used."""
+
+    hbm_bytes: int = doc("HBM on the chip", "B")
+    weight_bytes: int = doc("the compiled weights on one chip", "B")
+    activation_bytes: int = doc("the largest spill of the programs the run may execute", "B")
+    kv_bytes: int = doc("what is left for the KV cache", "B")
+    kv_bytes_per_token: int = doc("every layer's K and V of one token, on one chip", "B")
+    block_size: int = doc("tokens per block (`--block-size`)", "tokens")
+    blocks: int = doc("blocks that fit in `kv_bytes`", "blocks")
+    tokens: int = doc("`blocks * block_size`", "tokens")
+    peak_blocks_used: int = doc("most blocks in use at an iteration", "blocks")
+    mean_blocks_used: float = doc("blocks in use, weighted by iteration time", "blocks")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Series(Record):
+    """A quantity at iteration starts, every n-th iteration so that at most 2,000 points are kept."""
+
+    time_s: tuple[float, ...] = doc("iteration start", "s")
+    value: tuple[int, ...] = doc("the quantity then")
+    every_nth_iteration: int = doc("iterations between two points")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostGrids(Record):
+    """Grid steps of the shapes an iteration is costed at (1: exact)."""
+
+    kv: int = doc("decode KV length step (`--kv-bucket`)", "tokens")
+    batch: int = doc("decode batch step (`--batch-bucket`)", "sequences")
+    tokens: int = doc("prefill tokens step (`--tokens-bucket`)", "tokens")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostCache(Record):
+    """How much compiling and simulating the run needed, and its grids."""
+
+    engine_runs: int = doc("programs the engine timed")
+    decode_templates: int = doc("decode programs compiled")
+    prefill_compiles: int = doc("prefill programs compiled")
+    lookups: int = doc("iteration costs asked of the cache")
+    buckets: CostGrids = doc("the grids")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestRow(Record):
+    """One request as it was served."""
+
+    id: int = doc("request index, in arrival order")
+    arrival_s: float = doc("arrival time", "s")
+    prompt_len: int = doc("prompt tokens", "tokens")
+    output_len: int = doc("output tokens", "tokens")
+    first_token_s: float = doc("time its first token was out", "s")
+    finish_s: float = doc("time its last token was out", "s")
+    preemptions: int = doc("times it was preempted (recompute)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Iterations(Record):
+    """Every iteration's batch and time, one list per column, in iteration order."""
+
+    start_s: tuple[float, ...] = doc("start", "s")
+    duration_s: tuple[float, ...] = doc("time it took", "s")
+    cycles: tuple[float, ...] = doc("its programs' cycles", "cycles")
+    flops: tuple[float, ...] = doc("its work", "FLOP")
+    hbm_bytes: tuple[float, ...] = doc("its HBM traffic", "B")
+    decodes: tuple[int, ...] = doc("sequences decoding one token", "sequences")
+    prefill_tokens: tuple[int, ...] = doc("prompt tokens prefilled", "tokens")
+    prefill_sequences: tuple[int, ...] = doc("sequences prefilling", "sequences")
+    kv_blocks_used: tuple[int, ...] = doc("KV blocks in use", "blocks")
+    preemptions: tuple[int, ...] = doc("preemptions made while planning it")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeReport(Record):
+    """`tcpc serve --json`: one serving run of a stream of requests."""
+
+    run: ServeRun | None = doc(
+        "the run's options; absent where no command line gave them (sweeps)", default=None
+    )
+    requests_completed: int = doc("requests served", "requests")
+    duration_s: float = doc("first arrival to last completion", "s")
+    throughput_output_tokens_per_s: float = doc("output tokens over `duration_s`", "tokens/s")
+    throughput_total_tokens_per_s: float = doc("prompt + output tokens over `duration_s`", "tokens/s")
+    throughput_requests_per_s: float = doc("requests over `duration_s`", "requests/s")
+    ttft_seconds: Percentiles = doc("time to first token: first token time - arrival (queueing included)")
+    tpot_seconds: Percentiles = doc(
+        "time per output token: (e2e - TTFT) / (output tokens - 1), requests of more than one output token"
+    )
+    e2e_seconds: Percentiles = doc("end to end: last token time - arrival")
+    goodput: Goodput = doc("requests meeting `--slo-ttft` and `--slo-tpot` (each optional)")
+    preemptions: int = doc("preemptions in all")
+    preemption_mode: str = doc("how a preempted sequence resumes: `recompute`")
+    iterations: int = doc("iterations run")
+    mixed_iterations: int = doc("iterations running both prefill and decode programs")
+    busy_fraction: float = doc("time iterations ran over `duration_s`", "0..1")
+    model_bound_ratio: float = doc(
+        "sum of iteration times over the sum of an independent bound per iteration: the larger of the "
+        "weights read once at sustained HBM bandwidth and 2 x active parameters x tokens at peak compute "
+        "(tcp_compiler/analysis/roofline.py)",
+        "x",
+    )
+    kv_cache: KvCache = doc("the block arithmetic and the blocks used")
+    kv_blocks_over_time: Series = doc("KV blocks used at iteration starts")
+    cost_cache: CostCache = doc("engine runs and compiles the run needed")
+    requests: tuple[RequestRow, ...] = doc("every request")
+    per_iteration: Iterations = doc("every iteration")
