@@ -96,7 +96,7 @@ def add_parser(subparsers) -> None:
     )
     sched = p.add_argument_group("server")
     sched.add_argument(
-        "--scheduler", choices=SCHEDULERS, default="chunked", help="batching policy (default chunked)"
+        "--scheduler", choices=tuple(SCHEDULERS), default="chunked", help="batching policy (default chunked)"
     )
     sched.add_argument(
         "--max-batch-tokens",

@@ -25,7 +25,7 @@ from tcp_compiler.mapping.steps import resize_graph
 from tcp_compiler.pipeline import CompileOptions, lower
 from tcp_compiler.serve.blocks import BlockManager, KvBudget
 from tcp_compiler.serve.costs import ZERO, Buckets, Cost, CostStats, IterationCosts
-from tcp_compiler.serve.schedulers import Chunked, Continuous, Static, scheduler
+from tcp_compiler.serve.schedulers import SCHEDULERS, Scheduler, scheduler
 from tcp_compiler.serve.state import Plan, Sequence, ServerState
 from tcp_compiler.serve.workload import Request
 
@@ -141,7 +141,7 @@ def serve(
         raise TcpcError("no requests to serve")
     compile_options = compile_options or CompileOptions()
     longest = max(r.prompt_len + r.output_len for r in requests)
-    chunk = options.max_batch_tokens if options.scheduler == "chunked" else longest
+    chunk = options.max_batch_tokens if SCHEDULERS[options.scheduler].chunks_prompts else longest
     longest_prefill = min(max(r.prompt_len + r.output_len - 1 for r in requests), max(chunk, 1))
     budget = kv_budget(config, hw, precision, compile_options, options, longest, longest_prefill, pp)
     engines = [
@@ -244,7 +244,7 @@ class _Engine:
     """A virtual engine: its own scheduler state, and when its next iteration may start."""
 
     state: ServerState
-    policy: Static | Continuous | Chunked
+    policy: Scheduler
     ready: float = 0.0
 
     @property
