@@ -22,7 +22,7 @@ from simulator.hardware import Hardware
 from simulator.program import Program
 from simulator.report import OpTotals, op_totals
 from simulator.step_totals import StepTotals
-from tcp_compiler.errors import CliError
+from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -68,7 +68,8 @@ def default_micro_batches(batch: int, pp: int) -> int:
 
 def check_micro_batches(batch: int, micro_batches: int) -> None:
     if micro_batches < 1 or batch % micro_batches:
-        raise CliError(f"--micro-batches {micro_batches} must divide the batch ({batch})")
+        raise OptionError("{micro_batches} {value} must divide the batch ({batch})", value=micro_batches,
+                          batch=batch)  # fmt: skip
 
 
 @dataclass
@@ -172,9 +173,10 @@ def simulate_pipelined(
 
     stage = stage or (lambda what: None)
     if tp * pp > hardware.chips:
-        raise CliError(
-            f"--tp {tp} x --pp {pp} needs {tp * pp} chips but '{hardware.name}' has {hardware.chips}"
-        )
+        raise OptionError(
+            "{tp} {tp_value} x {pp} {pp_value} needs {chips} chips but '{hw}' has {has}",
+            tp_value=tp, pp_value=pp, chips=tp * pp, hw=hardware.name, has=hardware.chips,
+        )  # fmt: skip
     micro_batches = micro_batches or default_micro_batches(batch, pp)
     check_micro_batches(batch, micro_batches)
     options = options or CompileOptions(batch=batch)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.files import read_input
-from tcp_compiler.errors import CliError
+from tcp_compiler.errors import RequestFileError
 
 MAX_TRACE_BYTES = 64 << 20  # a request file of a million lines fits easily
 MAX_LENGTH = 1 << 20  # tokens per prompt or output, as the other tcpc length flags allow
@@ -112,13 +112,13 @@ def load_trace(path: str | Path) -> list[Request]:
     try:
         text = read_input(path, MAX_TRACE_BYTES, "request files").decode("utf-8")
     except OSError as e:
-        raise CliError(f"{path}: cannot read: {e.strerror}") from None
+        raise RequestFileError(f"{path}: cannot read: {e.strerror}") from None
     except UnicodeDecodeError:
-        raise CliError(f"{path}: not UTF-8 text") from None
+        raise RequestFileError(f"{path}: not UTF-8 text") from None
     rows = _csv_rows(path, text) if path.suffix.lower() == ".csv" else _jsonl_rows(path, text)
     requests = [_request(path, line, row, i) for i, (line, row) in enumerate(rows)]
     if not requests:
-        raise CliError(f"{path}: no requests")
+        raise RequestFileError(f"{path}: no requests")
     return sorted(requests, key=lambda r: (r.arrival_s, r.id))
 
 
@@ -130,9 +130,9 @@ def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict]]:
         try:
             row = json.loads(raw)
         except ValueError as e:
-            raise CliError(f"{path}:{line}: not valid JSON: {e}") from None
+            raise RequestFileError(f"{path}:{line}: not valid JSON: {e}") from None
         if not isinstance(row, dict):
-            raise CliError(f"{path}:{line}: expected a JSON object, got {type(row).__name__}")
+            raise RequestFileError(f"{path}:{line}: expected a JSON object, got {type(row).__name__}")
         rows.append((line, row))
     return rows
 
@@ -142,16 +142,19 @@ def _csv_rows(path: Path, text: str) -> list[tuple[int, dict]]:
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
-        raise CliError(f"{path}: empty; expected a header row {','.join(TRACE_FIELDS)}") from None
+        raise RequestFileError(f"{path}: empty; expected a header row {','.join(TRACE_FIELDS)}") from None
     missing = [f for f in TRACE_FIELDS if f not in header]
     if missing:
-        raise CliError(f"{path}:1: header lacks {', '.join(missing)} (expected {','.join(TRACE_FIELDS)})")
+        expected = ",".join(TRACE_FIELDS)
+        raise RequestFileError(f"{path}:1: header lacks {', '.join(missing)} (expected {expected})")
     rows = []
     for cells in reader:
         if not any(c.strip() for c in cells):
             continue
         if len(cells) != len(header):
-            raise CliError(f"{path}:{reader.line_num}: {len(cells)} fields, the header has {len(header)}")
+            raise RequestFileError(
+                f"{path}:{reader.line_num}: {len(cells)} fields, the header has {len(header)}"
+            )
         rows.append((reader.line_num, dict(zip(header, (c.strip() for c in cells), strict=True))))
     return rows
 
@@ -159,22 +162,26 @@ def _csv_rows(path: Path, text: str) -> list[tuple[int, dict]]:
 def _request(path: Path, line: int, row: dict, index: int) -> Request:
     def field(name: str, integer: bool) -> float:
         if name not in row:
-            raise CliError(f"{path}:{line}: missing field {name}")
+            raise RequestFileError(f"{path}:{line}: missing field {name}")
         try:
             return _number(row[name], integer)
         except (TypeError, ValueError, OverflowError):
             want = "an integer" if integer else "a number"
-            raise CliError(f"{path}:{line}: field {name}: expected {want}, got {row[name]!r}") from None
+            raise RequestFileError(
+                f"{path}:{line}: field {name}: expected {want}, got {row[name]!r}"
+            ) from None
 
     arrival = field("arrival_s", False)
     if not (math.isfinite(arrival) and arrival >= 0):
-        raise CliError(
+        raise RequestFileError(
             f"{path}:{line}: field arrival_s: expected at least 0 seconds, got {row['arrival_s']!r}"
         )
     prompt, output = int(field("prompt_len", True)), int(field("output_len", True))
     for name, value in (("prompt_len", prompt), ("output_len", output)):
         if not 1 <= value <= MAX_LENGTH:
-            raise CliError(f"{path}:{line}: field {name}: expected 1 to {MAX_LENGTH:,} tokens, got {value}")
+            raise RequestFileError(
+                f"{path}:{line}: field {name}: expected 1 to {MAX_LENGTH:,} tokens, got {value}"
+            )
     return Request(index, arrival, prompt, output)
 
 
