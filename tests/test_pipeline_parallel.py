@@ -22,8 +22,8 @@ from tcp_compiler.pipeline import CompileOptions, compile_phase
 from tcp_compiler.pipeline import run as run_program
 from tcp_compiler.reporting import build_report
 from tcp_compiler.serve import ServeOptions, serve
-from tcp_compiler.serve.costs import Buckets
 from tcp_compiler.serve.metrics import model_bound_cycles, summary
+from tcp_compiler.serve.options import Buckets
 from tcp_compiler.serve.workload import Request, lengths, synthetic
 from tcp_compiler.simulate import simulate_generation
 from tcp_compiler.sweep import Point, grid, options_of, point_hash, run_point

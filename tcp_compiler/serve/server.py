@@ -24,7 +24,8 @@ from tcp_compiler.mapping.capacity import capacity
 from tcp_compiler.mapping.steps import resize_graph
 from tcp_compiler.pipeline import CompileOptions, lower
 from tcp_compiler.serve.blocks import BlockManager, KvBudget
-from tcp_compiler.serve.costs import ZERO, Buckets, Cost, CostStats, IterationCosts
+from tcp_compiler.serve.costs import ZERO, Cost, CostStats, IterationCosts
+from tcp_compiler.serve.options import ServeOptions
 from tcp_compiler.serve.schedulers import SCHEDULERS, Scheduler, scheduler
 from tcp_compiler.serve.state import Plan, Sequence, ServerState
 from tcp_compiler.serve.workload import Request
@@ -41,20 +42,6 @@ COLUMNS = (
     "kv_blocks_used",
     "preemptions",
 )
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """The serving policy; defaults follow vLLM's (256 sequences, 16-token blocks, 1% watermark)."""
-
-    scheduler: str = "chunked"
-    max_seqs: int = 256
-    max_batch_tokens: int = 2048
-    block_size: int = 16
-    buckets: Buckets = Buckets()
-    attention: str = "paged"
-    watermark: float = 0.01
-    concurrency: int | None = None  # closed loop: clients, each sending its next request when one ends
 
 
 @dataclass

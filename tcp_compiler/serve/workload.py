@@ -1,5 +1,6 @@
 """The requests a serving run answers: lengths (fixed or drawn from a seeded distribution), arrival
-times (all at once, Poisson at a rate, or a closed loop of clients), or a request file.
+times (all at once, Poisson at a rate, or a closed loop of clients), or a request file; Workload
+declares them as options (with their flags, tcp_compiler.option_fields).
 
 Everything here is deterministic for a given seed, so the same command gives the same numbers.
 """
@@ -16,11 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from simulator.files import read_input
-from tcp_compiler.errors import RequestFileError
+from tcp_compiler.errors import OptionError, RequestFileError
+from tcp_compiler.option_fields import MAX_SEQUENCES, option, positive_number
 
 MAX_TRACE_BYTES = 64 << 20  # a request file of a million lines fits easily
 MAX_LENGTH = 1 << 20  # tokens per prompt or output, as the other tcpc length flags allow
 TRACE_FIELDS = ("arrival_s", "prompt_len", "output_len")
+DEFAULT_RATE = 8.0  # requests per second, with neither a rate nor a concurrency: a few dozen busy
+MAX_RATE = 1e6
 
 
 @dataclass(frozen=True)
@@ -197,3 +201,50 @@ def _number(value: object, integer: bool) -> float:
     if integer and not float(value).is_integer():
         raise ValueError(value)
     return int(value) if integer else float(value)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Which requests a run serves: `requests` drawn with `seed` (lengths, then arrivals at `rate`
+    or from `concurrency` closed-loop clients), or those of a request file."""
+
+    requests: int = option(64, "requests (default %(default)s)", "N", bounds=(1, MAX_SEQUENCES))
+    prompt_len: Lengths = option(
+        lengths("uniform:64:512"),
+        "prompt tokens: N, uniform:LO:HI or normal:MEAN:STD (default %(default)s)",
+        "P",
+        parse=lengths,
+    )
+    gen_len: Lengths = option(
+        lengths("uniform:32:256"), "output tokens, as --prompt-len (default %(default)s)", "G", parse=lengths
+    )
+    seed: int = option(0, "for lengths and arrivals", bounds=(0, (1 << 63) - 1))
+    rate: float | None = option(
+        None,
+        f"Poisson arrivals per second, or inf: all at once (default {DEFAULT_RATE:g})",
+        "R",
+        parse=positive_number(MAX_RATE, allow_inf=True),
+        exclusive="arrivals",
+    )
+    concurrency: int | None = option(
+        None,
+        "closed loop: C clients, each sending its next request when one ends",
+        "C",
+        bounds=(1, MAX_SEQUENCES),
+        exclusive="arrivals",
+    )
+    trace_file: str | None = option(
+        None, "requests from a .jsonl or .csv file (arrival_s, prompt_len, output_len)", "FILE"
+    )
+
+    def load(self) -> list[Request]:
+        """The requests: read from the trace file, or drawn (at DEFAULT_RATE when neither a rate
+        nor a concurrency is given; a rate of inf: all at once)."""
+        if self.trace_file:
+            if self.rate is not None or self.concurrency is not None:
+                raise OptionError("{trace_file} gives each request's arrival: drop {rate} / {concurrency}")
+            return load_trace(self.trace_file)
+        rate = DEFAULT_RATE if self.rate is None and self.concurrency is None else self.rate
+        rate = None if rate is not None and math.isinf(rate) else rate
+        closed_loop = self.concurrency is not None
+        return synthetic(self.requests, self.prompt_len, self.gen_len, rate, closed_loop, self.seed)
