@@ -80,8 +80,9 @@ COLUMNS = (
 )  # fmt: skip
 
 
-def run_point(point: Point) -> dict:
-    """One row; errors a user can cause become the row's `error`, never an exception."""
+def run_point(point: Point, describe: Callable[[Exception], str] = str) -> dict:
+    """One row; errors a user can cause become the row's `error` (as `describe` words them), never
+    an exception."""
     row = {**asdict(point), "hash": "", "status": "ok", "error": ""}
     try:
         row["hash"] = point_hash(point)
@@ -91,7 +92,7 @@ def run_point(point: Point) -> dict:
                                   point.gen_len, point.chips, pp=point.pp)  # fmt: skip
         report = build_report(sim, top=1)
     except (TirError, TcpcError, SimulatorError) as e:
-        row.update(status="failed", error=str(e))
+        row.update(status="failed", error=describe(e))
         return {c: row.get(c, "") for c in COLUMNS}
     decode, memory = report.decode, report.memory
     row.update(

@@ -3,13 +3,14 @@ before, and CliError only under tcp_compiler/cli/."""
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 
 import pytest
 
 from tcp_compiler.cli import main
-from tcp_compiler.cli.flags import flag, message
+from tcp_compiler.cli.flags import describe, flag
 from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.precision import precision
 
@@ -21,14 +22,14 @@ def test_an_option_error_names_options_its_values_fill_the_rest() -> None:
                         grouped="w4, w4-zp", value="bf16")  # fmt: skip
     assert error.options == ("group_size", "dtype")
     assert str(error) == "group_size applies to integer weights (w4, w4-zp), not to dtype bf16"
-    assert message(error) == "--group-size applies to integer weights (w4, w4-zp), not to --dtype bf16"
+    assert describe(error) == "--group-size applies to integer weights (w4, w4-zp), not to --dtype bf16"
     assert flag("max_batch_tokens") == "--max-batch-tokens"
 
 
 def test_user_text_in_values_is_neither_a_field_nor_a_second_line() -> None:
     error = OptionError("{dtype} {value!r} is not supported", value="{kv_dtype}\nx")
     assert error.options == ("dtype",)
-    assert message(error) == "--dtype '{kv_dtype}\\nx' is not supported"
+    assert describe(error) == "--dtype '{kv_dtype}\\nx' is not supported"
 
 
 def test_library_calls_raise_option_errors() -> None:
@@ -66,4 +67,12 @@ def test_cli_error_is_raised_only_by_the_cli() -> None:
 def test_option_errors_cross_process_boundaries() -> None:
     """Sweep workers may send an error back: it arrives whole."""
     error = pickle.loads(pickle.dumps(OptionError("{pp} {value} is too many", value="3{")))
-    assert message(error) == "--pp 3{ is too many"
+    assert describe(error) == "--pp 3{ is too many"
+
+
+def test_a_sweep_row_names_flags_too(tmp_path: Path) -> None:
+    out = tmp_path / "rows.json"
+    args = ["sweep", "llama-3.2-1b", "--pp", "17", "--prompt-len", "32", "--gen-len", "2", "--jobs", "1"]
+    assert main([*args, "--json", str(out)]) == 1  # every point failed
+    [row] = json.loads(out.read_text())
+    assert row["error"] == "llama-3.2-1b: --pp 17 exceeds its 16 layers (each stage needs one)"

@@ -18,8 +18,9 @@ def flag(option: str) -> str:
     return "--" + option.replace("_", "-")
 
 
-def message(error: OptionError) -> str:
-    return error.spelled(flag)
+def describe(error: Exception) -> str:
+    """An error's one-line message as the CLI prints it: options named by their flags."""
+    return error.spelled(flag) if isinstance(error, OptionError) else str(error)
 
 
 def add_flags(container: Any, cls: type, suffix: str = "") -> None:

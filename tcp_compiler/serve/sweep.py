@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from ir.errors import TirError
@@ -63,8 +64,9 @@ SERVE_COLUMNS = (
 )  # fmt: skip
 
 
-def run_serve_point(point: ServePoint) -> dict:
-    """One row; errors a user can cause become the row's `error`, never an exception."""
+def run_serve_point(point: ServePoint, describe: Callable[[Exception], str] = str) -> dict:
+    """One row; errors a user can cause become the row's `error` (as `describe` words them), never
+    an exception."""
     row = {**asdict(point), "hash": _hash(point), "status": "ok", "error": ""}
     try:
         config = load_model(point.model).config
@@ -75,7 +77,7 @@ def run_serve_point(point: ServePoint) -> dict:
         options, chips = ServeOptions(concurrency=point.concurrency), CompileOptions(chips=point.chips)
         result = serve(config, hw, precision(point.dtype), requests, options, chips, pp=point.pp)
     except (TirError, TcpcError, SimulatorError) as e:
-        row.update(status="failed", error=str(e))
+        row.update(status="failed", error=describe(e))
         return {c: _blank(row.get(c)) for c in SERVE_COLUMNS}
     figures = summary(result)
     row.update(
