@@ -17,7 +17,9 @@ from collections.abc import Callable, Collection
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
-MAX_SEQUENCES = 1 << 16  # requests, clients or running sequences, as tcpc's batch flags allow
+# The largest values options take, as tcpc's flags allow (tcp_compiler/cli/arg_types.py)
+MAX_TOKENS = 1 << 20  # tokens per prompt, output, iteration or grid step
+MAX_SEQUENCES = 1 << 16  # requests, clients or running sequences
 
 
 @dataclass(frozen=True)

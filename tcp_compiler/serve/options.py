@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tcp_compiler.option_fields import MAX_SEQUENCES, option
+from tcp_compiler.option_fields import MAX_SEQUENCES, MAX_TOKENS, option
 from tcp_compiler.serve.schedulers import SCHEDULERS
 
 ATTENTION_MODES = ("paged", "padded")
-MAX_TOKENS = 1 << 20  # tokens per iteration or grid step, as tcpc's token flags allow
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,9 @@ import numpy as np
 
 from simulator.files import read_input
 from tcp_compiler.errors import OptionError, RequestFileError
-from tcp_compiler.option_fields import MAX_SEQUENCES, option, positive_number
+from tcp_compiler.option_fields import MAX_SEQUENCES, MAX_TOKENS, option, positive_number
 
 MAX_TRACE_BYTES = 64 << 20  # a request file of a million lines fits easily
-MAX_LENGTH = 1 << 20  # tokens per prompt or output, as the other tcpc length flags allow
 TRACE_FIELDS = ("arrival_s", "prompt_len", "output_len")
 DEFAULT_RATE = 8.0  # requests per second, with neither a rate nor a concurrency: a few dozen busy
 MAX_RATE = 1e6
@@ -64,25 +63,26 @@ class Lengths:
         return f"{self.kind}:{self.a:g}:{self.b:g}"
 
 
-def lengths(text: str, limit: int = MAX_LENGTH) -> Lengths:
-    """Parses a --prompt-len / --gen-len value (argparse type: raises ValueError with the reason)."""
+def lengths(text: str) -> Lengths:
+    """Parses a length option's value (prompt_len, gen_len); raises ValueError with the reason."""
     parts = text.strip().lower().split(":")
     try:
         if len(parts) == 1 or (parts[0] == "fixed" and len(parts) == 2):
             value = int(parts[-1])
-            if not 1 <= value <= limit:
-                raise ValueError(f"expected a length from 1 to {limit:,}, got {text!r}")
+            if not 1 <= value <= MAX_TOKENS:
+                raise ValueError(f"expected a length from 1 to {MAX_TOKENS:,}, got {text!r}")
             return Lengths("fixed", value)
         if parts[0] == "uniform" and len(parts) == 3:
             lo, hi = int(parts[1]), int(parts[2])
-            if not 1 <= lo <= hi <= limit:
-                raise ValueError(f"expected uniform:LO:HI with 1 <= LO <= HI <= {limit:,}, got {text!r}")
+            if not 1 <= lo <= hi <= MAX_TOKENS:
+                raise ValueError(f"expected uniform:LO:HI with 1 <= LO <= HI <= {MAX_TOKENS:,}, got {text!r}")
             return Lengths("uniform", lo, hi)
         if parts[0] == "normal" and len(parts) == 3:
             mean, std = float(parts[1]), float(parts[2])
-            if not (math.isfinite(mean) and math.isfinite(std) and 1 <= mean <= limit and 0 <= std <= limit):
+            finite = math.isfinite(mean) and math.isfinite(std)
+            if not (finite and 1 <= mean <= MAX_TOKENS and 0 <= std <= MAX_TOKENS):
                 raise ValueError(
-                    f"expected normal:MEAN:STD with 1 <= MEAN <= {limit:,}, STD >= 0, got {text!r}"
+                    f"expected normal:MEAN:STD with 1 <= MEAN <= {MAX_TOKENS:,}, STD >= 0, got {text!r}"
                 )
             return Lengths("normal", mean, std)
     except ValueError as e:
@@ -182,9 +182,9 @@ def _request(path: Path, line: int, row: dict, index: int) -> Request:
         )
     prompt, output = int(field("prompt_len", True)), int(field("output_len", True))
     for name, value in (("prompt_len", prompt), ("output_len", output)):
-        if not 1 <= value <= MAX_LENGTH:
+        if not 1 <= value <= MAX_TOKENS:
             raise RequestFileError(
-                f"{path}:{line}: field {name}: expected 1 to {MAX_LENGTH:,} tokens, got {value}"
+                f"{path}:{line}: field {name}: expected 1 to {MAX_TOKENS:,} tokens, got {value}"
             )
     return Request(index, arrival, prompt, output)
 
