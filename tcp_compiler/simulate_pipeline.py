@@ -68,8 +68,8 @@ def default_micro_batches(batch: int, pp: int) -> int:
 
 def check_micro_batches(batch: int, micro_batches: int) -> None:
     if micro_batches < 1 or batch % micro_batches:
-        raise OptionError("{micro_batches} {value} must divide the batch ({batch})", value=micro_batches,
-                          batch=batch)  # fmt: skip
+        raise OptionError("{micro_batches} {value} must divide the batch ({sequences})", value=micro_batches,
+                          sequences=batch)  # fmt: skip
 
 
 @dataclass
