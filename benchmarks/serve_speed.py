@@ -23,7 +23,8 @@ from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import IterationCosts, ServeOptions, serve, synthetic
-from tcp_compiler.serve.costs import Buckets, bucket_error, prefill_bucket_error
+from tcp_compiler.serve.costs import bucket_error, prefill_bucket_error
+from tcp_compiler.serve.options import Buckets
 from tcp_compiler.serve.workload import lengths
 
 MODEL, DTYPE = "llama-3.1-8b", "fp8"

@@ -15,6 +15,7 @@ import numpy as np
 
 from ir.errors import VerifyError
 from ir.ops import REGISTRY, AttrValue, OpCall
+from ir.typecheck import check_call
 from ir.types import TensorType
 
 if TYPE_CHECKING:  # networkx costs ~0.1 s to import; only the graph view needs it
@@ -107,8 +108,6 @@ class Graph:
         if op.needs_result_type and type is None:
             raise VerifyError(f"%{name} = {kind} needs an explicit result type")
         call = OpCall(kind, name, tuple(self[n].type for n in names), attrs, type, names)
-        from ir.verify import check_call  # late import: verify depends on graph
-
         result = check_call(op, call, where=f"%{name} = {kind}")
         return self.append(Node(name, kind, names, attrs, result))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ir.dtypes import DTYPES
 from ir.ops import REGISTRY, OpDef
-from ir.verify import arity_text
+from ir.typecheck import arity_text
 
 _INTRO = """# The tcpc IR
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from simulator.hardware import Hardware
 from simulator.report import OpTotals, op_totals
-from tcp_compiler.errors import CliError
+from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.generation.decode import Run, run_decode
@@ -87,9 +87,10 @@ def simulate_generation(
     if pp > 1:
         tp = chips or hardware.chips // pp
         if tp * pp > hardware.chips:
-            raise CliError(
-                f"--tp {tp} x --pp {pp} needs {tp * pp} chips but '{hardware.name}' has {hardware.chips}"
-            )
+            raise OptionError(
+                "{tp} {tp_value} x {pp} {pp_value} needs {chips} chips but '{hw}' has {has}",
+                tp_value=tp, pp_value=pp, chips=tp * pp, hw=hardware.name, has=hardware.chips,
+            )  # fmt: skip
         options = replace(options, chips=tp, batch=batch)
     micro_batches = micro_batches or default_micro_batches(batch, pp)
     check_micro_batches(batch, micro_batches)

@@ -11,7 +11,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from ir.errors import TirError
@@ -24,23 +24,33 @@ from tcp_compiler.report.build import build_report
 from tcp_compiler.simulate import simulate_generation
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Point:
+    """One simulation's options; its fields, in order, are the first columns of its row."""
+
     model: str
     hw: str
     chips: int
+    pp: int = 1  # pipeline stages, each of `chips` tensor-parallel chips
     batch: int
     prompt_len: int
     gen_len: int
     dtype: str
-    pp: int = 1  # pipeline stages, each of `chips` tensor-parallel chips
 
 
 def grid(model: str, hw: str, chips: Sequence[int], batch: Sequence[int], prompt_len: Sequence[int],
          gen_len: Sequence[int], dtype: Sequence[str], pp: Sequence[int] = (1,)) -> list[Point]:  # fmt: skip
     """Every combination, in a stable order (the order of the options as given)."""
-    values = itertools.product(chips, batch, prompt_len, gen_len, dtype, pp)
-    return [Point(model, hw, *v) for v in values]
+    return [
+        Point(model=model, hw=hw, chips=c, batch=b, prompt_len=p, gen_len=g, dtype=d, pp=stages)
+        for c, b, p, g, d, stages in itertools.product(chips, batch, prompt_len, gen_len, dtype, pp)
+    ]
+
+
+def option_columns(point_type: type) -> tuple[str, ...]:
+    """A point's options as columns of its row: its fields in order, but those marked
+    `metadata={"column": False}`."""
+    return tuple(f.name for f in fields(point_type) if f.metadata.get("column", True))
 
 
 def options_of(point) -> dict:
@@ -64,14 +74,15 @@ def point_hash(point: Point) -> str:
 
 
 COLUMNS = (
-    "hash", "model", "hw", "chips", "pp", "batch", "prompt_len", "gen_len", "dtype", "status", "error",
+    "hash", *option_columns(Point), "status", "error",
     "ttft_seconds", "tpot_seconds_mean", "tpot_seconds_first", "tpot_seconds_last", "throughput_tokens_per_s",
     "decode_tokens_per_s", "prefill_bound", "decode_bound", "weights_bytes", "kv_cache_bytes", "free_bytes",
 )  # fmt: skip
 
 
-def run_point(point: Point) -> dict:
-    """One row; errors a user can cause become the row's `error`, never an exception."""
+def run_point(point: Point, describe: Callable[[Exception], str] = str) -> dict:
+    """One row; errors a user can cause become the row's `error` (as `describe` words them), never
+    an exception."""
     row = {**asdict(point), "hash": "", "status": "ok", "error": ""}
     try:
         row["hash"] = point_hash(point)
@@ -81,7 +92,7 @@ def run_point(point: Point) -> dict:
                                   point.gen_len, point.chips, pp=point.pp)  # fmt: skip
         report = build_report(sim, top=1)
     except (TirError, TcpcError, SimulatorError) as e:
-        row.update(status="failed", error=str(e))
+        row.update(status="failed", error=describe(e))
         return {c: row.get(c, "") for c in COLUMNS}
     decode, memory = report.decode, report.memory
     row.update(

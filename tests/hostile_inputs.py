@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tcp_compiler.frontend.model import BUNDLED
+
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("tir", "config", "hardware", "checkpoint", "flags")
 RNGD_TOML = (ROOT / "simulator" / "specs" / "rngd.toml").read_text()
@@ -137,7 +139,7 @@ def _tir(rng: random.Random) -> Case:
 
 
 def _base_config(name: str) -> dict:
-    data = json.loads((ROOT / "examples" / "models" / f"{name}.json").read_text())
+    data = json.loads((BUNDLED / f"{name}.json").read_text())
     data.pop("layer_types", None)
     for key, value in SHRINK.items():
         if data.get(key) is not None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tcp_compiler.frontend.model import BUNDLED
 from tests.hostile_inputs import (
     KINDS,
     TINY,
@@ -73,10 +74,10 @@ def _run(tmp_path: Path, case: Case) -> str:
 
 # -- config.json ------------------------------------------------------------------------------
 
-LLAMA = json.loads((Path(__file__).parents[1] / "examples" / "models" / "llama-3.2-1b.json").read_text())
-QWEN_MOE = json.loads((Path(__file__).parents[1] / "examples" / "models" / "qwen3-30b-a3b.json").read_text())
-GEMMA = json.loads((Path(__file__).parents[1] / "examples" / "models" / "gemma-3-1b.json").read_text())
-PYTHIA = json.loads((Path(__file__).parents[1] / "examples" / "models" / "pythia-1.4b.json").read_text())
+LLAMA = json.loads((BUNDLED / "llama-3.2-1b.json").read_text())
+QWEN_MOE = json.loads((BUNDLED / "qwen3-30b-a3b.json").read_text())
+GEMMA = json.loads((BUNDLED / "gemma-3-1b.json").read_text())
+PYTHIA = json.loads((BUNDLED / "pythia-1.4b.json").read_text())
 SCALING = LLAMA["rope_scaling"]
 
 

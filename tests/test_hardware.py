@@ -117,14 +117,14 @@ def test_simulator_does_not_import_compiler_or_ir() -> None:
 
 
 def test_presets_load_with_their_chip_counts() -> None:
-    assert list_presets() == ["rngd", "rngd-2", "rngd-4", "rngd-8"]
+    assert list_presets() == ["rngd", "rngd-2", "rngd-2x-hbm", "rngd-4", "rngd-8"]
     for name, chips in [("rngd", 1), ("rngd-2", 2), ("rngd-4", 4), ("rngd-8", 8)]:
         hw = load_hardware(name)
         assert hw.chips == chips and hw.name == name
         assert hw.macs_per_cycle("bf16") == 131_072  # the rest comes from rngd
 
 
-@pytest.mark.parametrize("name", ["rngd", "rngd-2", "rngd-4", "rngd-8"])
+@pytest.mark.parametrize("name", list_presets())
 def test_every_value_of_every_preset_has_a_valid_source(name: str) -> None:
     hw = load_hardware(name)
     assert set(hw.sources) == set(LEAF_KEYS)
@@ -161,7 +161,7 @@ def test_extends_a_relative_path_in_a_chain(tmp_path: Path) -> None:
 
 
 def test_what_if_example_doubles_hbm(rngd: Hardware) -> None:
-    hw = load_hardware(str(ROOT / "examples" / "hardware" / "rngd-2x-hbm.toml"))
+    hw = load_hardware("rngd-2x-hbm")
     assert hw.hbm_peak_bytes_per_cycle == 2 * rngd.hbm_peak_bytes_per_cycle
     assert hw.hbm_sustained_bytes_per_cycle == 2 * rngd.hbm_sustained_bytes_per_cycle
     assert hw.ridge_flops_per_byte("bf16") == pytest.approx(rngd.ridge_flops_per_byte("bf16") / 2)
@@ -303,7 +303,7 @@ def test_cli_show_prints_tables(capsys) -> None:
 def test_cli_show_multi_chip_and_file(capsys) -> None:
     assert main(["hw", "show", "rngd-4"]) == 0
     assert "x 4 chips" in capsys.readouterr().out
-    assert main(["hw", "show", str(ROOT / "examples" / "hardware" / "rngd-2x-hbm.toml")]) == 0
+    assert main(["hw", "show", str(ROOT / "simulator" / "specs" / "rngd-2x-hbm.toml")]) == 0
     assert "2,880 GB/s" in capsys.readouterr().out
 
 
@@ -316,7 +316,9 @@ def test_cli_show_json(capsys) -> None:
 
 def test_cli_list(capsys) -> None:
     assert main(["hw", "list", "--json"]) == 0
-    assert [p["chips"] for p in json.loads(capsys.readouterr().out)] == [1, 2, 4, 8]
+    assert [(p["name"], p["chips"]) for p in json.loads(capsys.readouterr().out)] == [
+        ("rngd", 1), ("rngd-2", 2), ("rngd-2x-hbm", 1), ("rngd-4", 4), ("rngd-8", 8)
+    ]
     assert main(["hw", "list"]) == 0
     assert "rngd-8" in capsys.readouterr().out
     assert main(["hw"]) == 0

@@ -10,7 +10,7 @@ import pytest
 import ir
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
-from tcp_compiler.errors import CliError
+from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
@@ -36,5 +36,5 @@ def test_the_flag_reaches_the_report(tmp_path, capsys) -> None:
 
 
 def test_an_unknown_kv_dtype_is_refused() -> None:
-    with pytest.raises(CliError, match="--kv-dtype 'int2'"):
+    with pytest.raises(OptionError, match="kv_dtype 'int2'"):
         precision("bf16", kv_dtype="int2")

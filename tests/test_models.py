@@ -14,10 +14,10 @@ import ir
 from tcp_compiler.cli import main
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
-from tcp_compiler.frontend.model import EXAMPLES, bundled_models, load_model
+from tcp_compiler.frontend.model import BUNDLED, bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
 
-CARDS = tomllib.loads((EXAMPLES / "model_cards.toml").read_text())
+CARDS = tomllib.loads((BUNDLED / "model_cards.toml").read_text())
 BY_FILE = {card["file"]: card for card in CARDS.values()}
 REQUIRED = {
     "llama-3.2-1b", "llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b",
@@ -99,7 +99,7 @@ def _write(tmp_path: Path, config: dict) -> str:
     return str(path)
 
 
-LLAMA = json.loads((EXAMPLES / "llama-3.2-1b.json").read_text())
+LLAMA = json.loads((BUNDLED / "llama-3.2-1b.json").read_text())
 
 
 @pytest.mark.parametrize(

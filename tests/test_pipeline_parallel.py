@@ -14,7 +14,7 @@ from simulator.hardware import load_hardware
 from simulator.program import ProgramBlock
 from tcp_compiler.analysis.config_floor import phase_bound
 from tcp_compiler.cli import main
-from tcp_compiler.errors import FrontendError
+from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.frontend.stages import pipeline_stages
@@ -27,8 +27,9 @@ from tcp_compiler.pipeline import run as run_program
 from tcp_compiler.report.build import build_report
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import ServeOptions, serve
-from tcp_compiler.serve.costs import Buckets, IterationCosts
+from tcp_compiler.serve.costs import IterationCosts
 from tcp_compiler.serve.metrics import model_bound_cycles
+from tcp_compiler.serve.options import Buckets
 from tcp_compiler.serve.workload import Request, lengths, synthetic
 from tcp_compiler.simulate import simulate_generation
 from tcp_compiler.sweep import Point, grid, options_of, point_hash, run_point
@@ -46,7 +47,7 @@ def test_stages_split_the_layers_evenly_earlier_stages_taking_the_extra() -> Non
     stages = pipeline_stages(load_model("llama-3.1-8b").config, 3)  # 32 layers
     assert [len(s.layers) for s in stages] == [11, 11, 10]
     assert [s.layers.start for s in stages] == [0, 11, 22] and stages[-1].layers.stop == 32
-    with pytest.raises(FrontendError, match="exceeds its 16 layers"):
+    with pytest.raises(OptionError, match="^llama-3.2-1b: pp 17 exceeds its 16 layers"):
         pipeline_stages(MODEL, 17)
 
 
@@ -225,6 +226,7 @@ def test_sweep_rows_carry_pp_and_keep_one_stage_hashes() -> None:
     one, two = grid("llama-3.2-1b", "rngd", [1], [2], [64], [3], ["bf16"], [1, 2])
     assert (one.pp, two.pp) == (1, 2)
     assert "pp" not in options_of(one) and options_of(two)["pp"] == 2
-    assert point_hash(one) == point_hash(Point("llama-3.2-1b", "rngd", 1, 2, 64, 3, "bf16"))
+    alone = Point(model="llama-3.2-1b", hw="rngd", chips=1, batch=2, prompt_len=64, gen_len=3, dtype="bf16")
+    assert point_hash(one) == point_hash(alone)
     row = run_point(two)
     assert row["status"] == "ok" and row["pp"] == 2 and row["ttft_seconds"] > 0

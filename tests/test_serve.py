@@ -14,8 +14,9 @@ from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import IterationCosts, Request, ServeOptions, serve, synthetic
-from tcp_compiler.serve.costs import Buckets, grid_points
+from tcp_compiler.serve.costs import grid_points
 from tcp_compiler.serve.metrics import latencies, model_bound_cycles
+from tcp_compiler.serve.options import Buckets
 from tcp_compiler.serve.workload import lengths
 from tcp_compiler.simulate import simulate_generation
 

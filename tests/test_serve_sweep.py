@@ -13,13 +13,15 @@ from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.report.serve_build import serve_report
-from tcp_compiler.serve.server import ServeOptions, serve
+from tcp_compiler.serve.options import ServeOptions
+from tcp_compiler.serve.server import serve
 from tcp_compiler.serve.sweep import ServePoint, run_serve_point
 from tcp_compiler.serve.workload import lengths, synthetic
 
 
 def test_a_row_is_the_serve_run_of_its_point() -> None:
-    point = ServePoint("llama-3.2-1b", "rngd", 1, "bf16", 8, 64, 16, None, 4)
+    point = ServePoint(model="llama-3.2-1b", hw="rngd", chips=1, dtype="bf16", requests=8, prompt_len=64,
+                       gen_len=16, rate=None, concurrency=4)  # fmt: skip
     row = run_serve_point(point)
     requests = synthetic(8, lengths("64"), lengths("16"), None, True, 0)
     result = serve(load_model("llama-3.2-1b").config, load_hardware("rngd"), precision("bf16"), requests,

@@ -15,7 +15,6 @@ from tcp_compiler.report.build import build_report
 from tcp_compiler.report.types import Report
 from tcp_compiler.simulate import simulate_generation
 
-ROOT = Path(__file__).parents[1]
 CASES = {
     "llama-3.2-1b bf16": ("llama-3.2-1b", "rngd", PRECISIONS["bf16"], 2),
     "qwen3-30b-a3b fp8": ("qwen3-30b-a3b", "rngd", PRECISIONS["fp8"], 1),
@@ -82,7 +81,7 @@ def test_same_input_same_cycles() -> None:
 
 
 def test_more_hbm_bandwidth_is_never_slower() -> None:
-    fast_hw = load_hardware(str(ROOT / "examples" / "hardware" / "rngd-2x-hbm.toml"))
+    fast_hw = load_hardware("rngd-2x-hbm")
     for name in ("llama-3.2-1b bf16", "qwen3-30b-a3b fp8"):
         model, hw, prec, batch = CASES[name]
         fast = _report(model, hw, prec, batch, hardware=fast_hw)

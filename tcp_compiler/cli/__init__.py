@@ -11,6 +11,7 @@ from ir.errors import TirError
 from simulator.errors import SimulatorError
 from tcp_compiler import __version__
 from tcp_compiler.cli import compile_cmd, hw_cmd, inspect_cmd, run_cmd, serve_cmd, simulate_cmd, sweep_cmd
+from tcp_compiler.cli.flags import describe
 from tcp_compiler.errors import TcpcError
 
 COMMANDS = [simulate_cmd, serve_cmd, sweep_cmd, compile_cmd, run_cmd, inspect_cmd, hw_cmd]
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # here, so a failing standard output is reported like any error
         return code
     except (TirError, TcpcError, SimulatorError) as e:
-        print(f"tcpc: error: {e}", file=sys.stderr)
+        print(f"tcpc: error: {describe(e)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as a killed Unix tool does
         _detach_stdout()

@@ -10,38 +10,36 @@ import math
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tcp_compiler.cli import arg_types, parallel
+from tcp_compiler.cli import parallel
 from tcp_compiler.cli.console import console
+from tcp_compiler.cli.flags import add_flags, flag_type, from_args
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
-from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.observer import Observer
+from tcp_compiler.option_fields import positive_number
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.report.serve_terminal import print_serve_report
 from tcp_compiler.report.serve_types import ServeRun
-from tcp_compiler.serve import ServeOptions, ServeResult, load_trace, serve, synthetic
-from tcp_compiler.serve.costs import ATTENTION_MODES, Buckets
-from tcp_compiler.serve.schedulers import SCHEDULERS
-from tcp_compiler.serve.workload import Lengths, lengths
+from tcp_compiler.serve import ServeOptions, ServeResult, serve
+from tcp_compiler.serve.options import Buckets
+from tcp_compiler.serve.workload import DEFAULT_RATE, Workload
 
 DEFAULT_MODEL = "llama-3.1-8b"
-DEFAULT_REQUESTS = 64
-DEFAULT_PROMPT = "uniform:64:512"
-DEFAULT_GEN = "uniform:32:256"
-DEFAULT_RATE = 8.0  # requests per second: enough to keep a batch of a few dozen busy
-MAX_SECONDS = 1e6
+MAX_SECONDS = 1e6  # an SLO
+_seconds = flag_type(positive_number(MAX_SECONDS))
 
 
 def add_parser(subparsers) -> None:
+    work = Workload()
     p = subparsers.add_parser(
         "serve",
         help="simulate a server: continuous batching, chunked prefill, paged KV, TTFT / TPOT / goodput",
         description="Serve a stream of requests with a batching scheduler and a paged KV cache, each "
         "iteration compiled and timed cycle by cycle; reports throughput and latency percentiles. "
-        f"With no arguments: {DEFAULT_MODEL} on rngd, {DEFAULT_REQUESTS} requests (prompt {DEFAULT_PROMPT}, "
-        f"output {DEFAULT_GEN}) arriving at {DEFAULT_RATE:g}/s, chunked prefill. docs/serving.md.",
+        f"With no arguments: {DEFAULT_MODEL} on rngd, {work.requests} requests (prompt {work.prompt_len}, "
+        f"output {work.gen_len}) arriving at {DEFAULT_RATE:g}/s, chunked prefill. docs/serving.md.",
     )
     p.add_argument(
         "model",
@@ -53,90 +51,10 @@ def add_parser(subparsers) -> None:
     parallel.add_arguments(p, micro_batches=False)
     p.add_argument("--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision (default bf16)")
     p.add_argument("--kv-dtype", choices=sorted(KV_DTYPES), help="KV cache dtype (default: the precision's)")
-    work = p.add_argument_group("requests")
-    work.add_argument(
-        "--requests",
-        type=arg_types.integer(1, arg_types.MAX_BATCH),
-        default=DEFAULT_REQUESTS,
-        metavar="N",
-        help=f"requests (default {DEFAULT_REQUESTS})",
-    )
-    work.add_argument(
-        "--prompt-len",
-        type=_lengths,
-        default=lengths(DEFAULT_PROMPT),
-        metavar="P",
-        help=f"prompt tokens: N, uniform:LO:HI or normal:MEAN:STD (default {DEFAULT_PROMPT})",
-    )
-    work.add_argument(
-        "--gen-len",
-        type=_lengths,
-        default=lengths(DEFAULT_GEN),
-        metavar="G",
-        help=f"output tokens, as --prompt-len (default {DEFAULT_GEN})",
-    )
-    work.add_argument(
-        "--seed", type=arg_types.integer(0, (1 << 63) - 1), default=0, help="for lengths and arrivals"
-    )
-    arrive = work.add_mutually_exclusive_group()
-    arrive.add_argument(
-        "--rate",
-        type=_rate,
-        metavar="R",
-        help=f"Poisson arrivals per second, or inf: all at once (default {DEFAULT_RATE:g})",
-    )
-    arrive.add_argument(
-        "--concurrency",
-        type=arg_types.integer(1, arg_types.MAX_BATCH),
-        metavar="C",
-        help="closed loop: C clients, each sending its next request when one ends",
-    )
-    work.add_argument(
-        "--trace-file",
-        metavar="FILE",
-        help="requests from a .jsonl or .csv file (arrival_s, prompt_len, output_len)",
-    )
-    sched = p.add_argument_group("server")
-    sched.add_argument(
-        "--scheduler", choices=SCHEDULERS, default="chunked", help="batching policy (default chunked)"
-    )
-    sched.add_argument(
-        "--max-batch-tokens",
-        type=arg_types.tokens,
-        default=2048,
-        metavar="T",
-        help="tokens per iteration (prefill budget; default 2048)",
-    )
-    sched.add_argument(
-        "--max-seqs",
-        type=arg_types.batch,
-        default=256,
-        metavar="S",
-        help="sequences running at once (default 256)",
-    )
-    sched.add_argument(
-        "--block-size",
-        type=arg_types.integer(1, 4096),
-        default=16,
-        metavar="B",
-        help="tokens per KV block (default 16)",
-    )
-    sched.add_argument(
-        "--attention",
-        choices=ATTENTION_MODES,
-        default="paged",
-        help="decode attention reads each sequence's length (paged) or the longest (padded)",
-    )
-    grid = p.add_argument_group("cost grids (1: exact; docs/serving.md gives the error of each)")
-    default = Buckets()
-    for name, what in (("kv", "decode KV length"), ("batch", "decode batch"), ("tokens", "prefill tokens")):
-        grid.add_argument(
-            f"--{name}-bucket",
-            type=arg_types.integer(1, arg_types.MAX_TOKENS),
-            default=getattr(default, name),
-            metavar="N",
-            help=f"{what} grid step (default {getattr(default, name)})",
-        )
+    add_flags(p.add_argument_group("requests"), Workload)
+    add_flags(p.add_argument_group("server"), ServeOptions)
+    grids = p.add_argument_group("cost grids (1: exact; docs/serving.md gives the error of each)")
+    add_flags(grids, Buckets, suffix="_bucket")
     out = p.add_argument_group("outputs")
     out.add_argument("--slo-ttft", type=_seconds, metavar="S", help="TTFT SLO in seconds, for goodput")
     out.add_argument("--slo-tpot", type=_seconds, metavar="S", help="TPOT SLO in seconds, for goodput")
@@ -145,59 +63,14 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def _lengths(text: str) -> Lengths:
-    try:
-        return lengths(text, arg_types.MAX_TOKENS)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _positive(text: str, allow_inf: bool) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if math.isinf(value) and value > 0 and allow_inf:
-        return value
-    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
-        raise argparse.ArgumentTypeError(
-            f"expected a number above 0 and at most {MAX_SECONDS:g}, got {text!r}"
-        )
-    return value
-
-
-def _rate(text: str) -> float:
-    return _positive(text, allow_inf=True)
-
-
-def _seconds(text: str) -> float:
-    return _positive(text, allow_inf=False)
-
-
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--json": args.json}, {"--plot": args.plot})
     model = load_model(args.model)
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, kv_dtype=args.kv_dtype)
-    if args.trace_file:
-        if args.rate is not None or args.concurrency is not None:
-            raise CliError("--trace-file gives each request's arrival: drop --rate / --concurrency")
-        requests = load_trace(args.trace_file)
-    else:
-        rate = DEFAULT_RATE if args.rate is None and args.concurrency is None else args.rate
-        rate = None if rate is not None and math.isinf(rate) else rate
-        requests = synthetic(
-            args.requests, args.prompt_len, args.gen_len, rate, args.concurrency is not None, args.seed
-        )
-    options = ServeOptions(
-        scheduler=args.scheduler,
-        max_seqs=args.max_seqs,
-        max_batch_tokens=args.max_batch_tokens,
-        block_size=args.block_size,
-        buckets=Buckets(args.kv_bucket, args.batch_bucket, args.tokens_bucket),
-        attention=args.attention,
-        concurrency=args.concurrency,
-    )
+    requests = from_args(Workload, args).load()
+    options = from_args(ServeOptions, args, buckets=from_args(Buckets, args, "_bucket"),
+                        concurrency=args.concurrency)  # fmt: skip
     bar = _Bar()
     try:
         result = serve(

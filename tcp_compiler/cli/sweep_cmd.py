@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import os
+from functools import partial
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -13,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.console import console
+from tcp_compiler.cli.flags import describe
 from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -121,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         points = grid(args.model, args.hw, chips, args.batch, args.prompt_len, args.gen_len, args.dtype,
                       args.pp)  # fmt: skip
         run_row, columns, shown = run_point, COLUMNS, SHOWN
+    run_row = partial(run_row, describe=describe)  # a failed point's error names flags, as tcpc does
     jobs = args.jobs or min(len(points), os.cpu_count() or 1)
     if jobs < 1:
         raise CliError(f"--jobs must be at least 1, got {jobs}")

@@ -12,11 +12,12 @@ from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.quantised_checkpoint import QuantisedCheckpoint, Scheme, read_scheme
 from tcp_compiler.frontend.weight_shapes import check_shapes
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
+# The bundled models ship inside the package (package data), so an installed tcpc finds them.
+BUNDLED = Path(__file__).resolve().parent / "models"
 
 
 def bundled_models() -> list[str]:
-    return sorted(p.stem for p in EXAMPLES.glob("*.json"))
+    return sorted(p.stem for p in BUNDLED.glob("*.json"))
 
 
 @dataclass
@@ -41,8 +42,8 @@ def load_model(spec: str | Path) -> Model:
     elif path.is_file():
         config_path = path
         name = path.stem if path.name != "config.json" else path.resolve().parent.name
-    elif (EXAMPLES / f"{spec}.json").is_file():
-        config_path = EXAMPLES / f"{spec}.json"
+    elif (BUNDLED / f"{spec}.json").is_file():
+        config_path = BUNDLED / f"{spec}.json"
         name = str(spec)
     else:
         raise FrontendError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ir import BF16, F16, F32, FP8E4M3, DType
-from tcp_compiler.errors import CliError
+from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.weight_format import FORMATS, GROUP_SIZED, WeightFormat
 
 
@@ -71,19 +71,20 @@ KV_DTYPES = {"bf16": BF16, "fp8": FP8E4M3}
 
 def precision(name: str, group_size: int | None = None, kv_dtype: str | None = None) -> Precision:
     if name not in PRECISIONS:
-        raise CliError(f"--dtype {name!r} is not supported (supported: {', '.join(PRECISIONS)})")
+        raise OptionError("{dtype} {value!r} is not supported (supported: {known})", value=name,
+                          known=", ".join(PRECISIONS))  # fmt: skip
     p = PRECISIONS[name]
     if kv_dtype is not None:
         if kv_dtype not in KV_DTYPES:
-            raise CliError(f"--kv-dtype {kv_dtype!r} is not supported (supported: {', '.join(KV_DTYPES)})")
+            raise OptionError("{kv_dtype} {value!r} is not supported (supported: {known})", value=kv_dtype,
+                              known=", ".join(KV_DTYPES))  # fmt: skip
         p = replace(p, kv=KV_DTYPES[kv_dtype])
     if group_size is not None:
         if name not in GROUPED or p.format is None:
-            raise CliError(
-                f"--group-size applies to integer weights ({', '.join(GROUPED)}), not to --dtype {name}"
-            )
+            raise OptionError("{group_size} applies to integer weights ({grouped}), not to {dtype} {value}",
+                              grouped=", ".join(GROUPED), value=name)  # fmt: skip
         if group_size <= 0:
-            raise CliError(f"--group-size must be positive, got {group_size}")
+            raise OptionError("{group_size} must be positive, got {value}", value=group_size)
         p = replace(p, format=replace(p.format, block=(1, group_size)))
     return p
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tcp_compiler.errors import FrontendError
+from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.config import ModelConfig
 
 
@@ -37,9 +37,10 @@ def pipeline_stages(cfg: ModelConfig, pp: int) -> list[Stage]:
     extra layers, since the last one also runs the LM head."""
     n = len(cfg.layers)
     if pp < 1:
-        raise FrontendError(f"--pp must be at least 1, got {pp}")
+        raise OptionError("{pp} must be at least 1, got {value}", value=pp)
     if pp > n:
-        raise FrontendError(f"{cfg.name}: --pp {pp} exceeds its {n} layers (each stage needs one)")
+        raise OptionError("{model}: {pp} {value} exceeds its {n} layers (each stage needs one)",
+                          model=cfg.name, value=pp, n=n)  # fmt: skip
     base, extra = divmod(n, pp)
     stages, start = [], 0
     for s in range(pp):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from simulator.hardware import Hardware
-from tcp_compiler.errors import CliError
+from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -40,7 +40,8 @@ def default_micro_batches(batch: int, pp: int) -> int:
 
 def check_micro_batches(batch: int, micro_batches: int) -> None:
     if micro_batches < 1 or batch % micro_batches:
-        raise CliError(f"--micro-batches {micro_batches} must divide the batch ({batch})")
+        raise OptionError("{micro_batches} {value} must divide the batch ({sequences})", value=micro_batches,
+                          sequences=batch)  # fmt: skip
 
 
 def lower_decode(

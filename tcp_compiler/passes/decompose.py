@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from ir import F32, I32, DType, Graph, Node, TensorType
 from ir.ops import REGISTRY, AttrValue, OpCall
 from ir.ops.einsum import format_equation, parse_equation
-from ir.verify import check_call
+from ir.typecheck import check_call
 from tcp_compiler.passes.simplify import clone, finish, new_graph, splat_value
 
 

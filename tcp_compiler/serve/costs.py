@@ -46,8 +46,7 @@ from tcp_compiler.mapping.stage_chain import chain, handoffs, in_turn
 from tcp_compiler.mapping.steps import DecodeSteps
 from tcp_compiler.pipeline import CompileOptions, compile_phase
 from tcp_compiler.pipeline import run as run_program
-
-ATTENTION_MODES = ("paged", "padded")
+from tcp_compiler.serve.options import ATTENTION_MODES, Buckets
 
 
 @dataclass(frozen=True)
@@ -108,19 +107,6 @@ def interpolate(x: int, step: int, exact: Callable[[int], Cost]) -> Cost:
     if low == high:
         return exact(x)
     return exact(low).toward(exact(high), (x - low) / (high - low))
-
-
-@dataclass(frozen=True)
-class Buckets:
-    """Grid steps for the shapes an iteration can have; 1 is exact (every shape compiled)."""
-
-    kv: int = 64  # decode KV length
-    batch: int = 16  # decode batch
-    tokens: int = 256  # prefill tokens
-
-    @staticmethod
-    def exact() -> Buckets:
-        return Buckets(1, 1, 1)
 
 
 class IterationCosts:

@@ -12,8 +12,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from simulator.errors import OutputError
 from simulator.files import atomic_output
-from tcp_compiler.errors import CliError
 from tcp_compiler.serve.metrics import latencies
 from tcp_compiler.serve.server import ServeResult
 
@@ -26,7 +26,7 @@ def write_plots(result: ServeResult, directory: str | Path) -> list[str]:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise CliError(f"{out}: cannot create: {e.strerror}") from None
+        raise OutputError(f"{out}: cannot create: {e.strerror}") from None
     title = f"{result.config.name} on {result.hardware.name}, {result.options.scheduler}"
     _latency_cdf(result, out / "latency_cdf.png", title)
     _throughput(result, out / "throughput.png", title)

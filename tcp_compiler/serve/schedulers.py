@@ -1,23 +1,47 @@
-"""Who runs in the next iteration. One class per policy, each a `plan(state)` over ServerState.
-
-- static: today's `tcpc simulate --batch B`: up to max-seqs arrived requests, their KV reserved at
-  their final lengths, prefilled together (padded to the longest prompt), then decoded together
-  (padded to the longest cache) until the last finishes; only then does the next batch start.
-- continuous: Orca / vLLM (V0, no chunking): requests join and leave at iteration boundaries;
-  waiting prompts are prefilled whole, several per iteration up to max-batch-tokens, and such an
-  iteration runs no decodes; otherwise every running sequence decodes.
-- chunked: Sarathi-Serve / vLLM V1: each iteration spends a budget of max-batch-tokens on every
-  running decode first, then on prefill chunks (partly prefilled prompts first, then new ones).
+"""Who runs in the next iteration: one registered class per policy, each a `plan(state)` over
+ServerState. A new policy is one class here with `@register`: `tcpc serve --scheduler` offers every
+registered name, in the order registered.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from tcp_compiler.serve.state import Plan, Sequence, ServerState
 
-SCHEDULERS = ("static", "continuous", "chunked")
+
+class Scheduler:
+    """A batching policy; one instance per virtual engine, so it may keep state between plans."""
+
+    name: ClassVar[str]
+    # Whether a prompt may be prefilled over several iterations of at most max-batch-tokens (else
+    # a prompt is prefilled whole in one iteration, so the largest prefill is the longest request).
+    chunks_prompts: ClassVar[bool] = False
+
+    def plan(self, st: ServerState) -> Plan:
+        raise NotImplementedError
 
 
-class Static:
+SCHEDULERS: dict[str, type[Scheduler]] = {}
+
+
+def register(cls: type[Scheduler]) -> type[Scheduler]:
+    SCHEDULERS[cls.name] = cls
+    return cls
+
+
+def scheduler(name: str) -> Scheduler:
+    return SCHEDULERS[name]()
+
+
+@register
+class Static(Scheduler):
+    """Today's `tcpc simulate --batch B`: up to max-seqs arrived requests, their KV reserved at
+    their final lengths, prefilled together (padded to the longest prompt), then decoded together
+    (padded to the longest cache) until the last finishes; only then does the next batch start."""
+
+    name = "static"
+
     def __init__(self) -> None:
         self.batch: list[Sequence] = []
 
@@ -41,7 +65,14 @@ class Static:
         return Plan(chunks=[(s, s.target) for s in self.batch], static_prefill=(len(self.batch), longest))
 
 
-class Continuous:
+@register
+class Continuous(Scheduler):
+    """Orca / vLLM (V0, no chunking): requests join and leave at iteration boundaries; waiting
+    prompts are prefilled whole, several per iteration up to max-batch-tokens, and such an
+    iteration runs no decodes; otherwise every running sequence decodes."""
+
+    name = "continuous"
+
     def plan(self, st: ServerState) -> Plan:
         chunks: list[tuple[Sequence, int]] = []
         budget = st.max_batch_tokens
@@ -59,7 +90,14 @@ class Continuous:
         return Plan(decodes=st.decode_slots(len(st.running)))
 
 
-class Chunked:
+@register
+class Chunked(Scheduler):
+    """Sarathi-Serve / vLLM V1: each iteration spends a budget of max-batch-tokens on every running
+    decode first, then on prefill chunks (partly prefilled prompts first, then new ones)."""
+
+    name = "chunked"
+    chunks_prompts = True
+
     def plan(self, st: ServerState) -> Plan:
         budget = st.max_batch_tokens
         decodes = st.decode_slots(budget)
@@ -85,6 +123,3 @@ class Chunked:
             budget -= take
         return Plan(decodes=decodes, chunks=chunks)
 
-
-def scheduler(name: str) -> Static | Continuous | Chunked:
-    return {"static": Static, "continuous": Continuous, "chunked": Chunked}[name]()

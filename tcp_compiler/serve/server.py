@@ -22,8 +22,9 @@ from tcp_compiler.generation.plan import decode_capacity, lower_decode, stage_op
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import CompileOptions, lower
 from tcp_compiler.serve.blocks import BlockManager, KvBudget
-from tcp_compiler.serve.costs import Buckets, Cost, CostStats, IterationCosts
-from tcp_compiler.serve.schedulers import Chunked, Continuous, Static, scheduler
+from tcp_compiler.serve.costs import Cost, CostStats, IterationCosts
+from tcp_compiler.serve.options import ServeOptions
+from tcp_compiler.serve.schedulers import SCHEDULERS, Scheduler, scheduler
 from tcp_compiler.serve.state import Plan, Sequence, ServerState
 from tcp_compiler.serve.workload import Request
 
@@ -39,20 +40,6 @@ COLUMNS = (
     "kv_blocks_used",
     "preemptions",
 )
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """The serving policy; defaults follow vLLM's (256 sequences, 16-token blocks, 1% watermark)."""
-
-    scheduler: str = "chunked"
-    max_seqs: int = 256
-    max_batch_tokens: int = 2048
-    block_size: int = 16
-    buckets: Buckets = Buckets()
-    attention: str = "paged"
-    watermark: float = 0.01
-    concurrency: int | None = None  # closed loop: clients, each sending its next request when one ends
 
 
 @dataclass
@@ -139,7 +126,7 @@ def serve(
         raise TcpcError("no requests to serve")
     compile_options = compile_options or CompileOptions()
     longest = max(r.prompt_len + r.output_len for r in requests)
-    chunk = options.max_batch_tokens if options.scheduler == "chunked" else longest
+    chunk = options.max_batch_tokens if SCHEDULERS[options.scheduler].chunks_prompts else longest
     longest_prefill = min(max(r.prompt_len + r.output_len - 1 for r in requests), max(chunk, 1))
     budget = kv_budget(config, hw, precision, compile_options, options, longest, longest_prefill, pp)
     engines = [
@@ -237,7 +224,7 @@ class _Engine:
     """A virtual engine: its own scheduler state, and when its next iteration may start."""
 
     state: ServerState
-    policy: Static | Continuous | Chunked
+    policy: Scheduler
     ready: float = 0.0
 
     @property

@@ -8,7 +8,8 @@ import contextlib
 import hashlib
 import itertools
 import json
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 
 from ir.errors import TirError
 from simulator.errors import SimulatorError
@@ -18,24 +19,28 @@ from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.report.serve_build import serve_report
-from tcp_compiler.serve.server import ServeOptions, serve
-from tcp_compiler.serve.workload import lengths, synthetic
-from tcp_compiler.sweep import options_of
+from tcp_compiler.serve.options import ServeOptions
+from tcp_compiler.serve.server import serve
+from tcp_compiler.serve.workload import Workload, lengths
+from tcp_compiler.sweep import option_columns, options_of
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServePoint:
+    """One serving run's options; its fields, in order, are the first columns of its row (all but
+    the seed). The load and lengths are those of a Workload."""
+
     model: str
     hw: str
     chips: int
+    pp: int = 1  # pipeline stages, each of `chips` tensor-parallel chips
     dtype: str
     requests: int
     prompt_len: int
     gen_len: int
     rate: float | None  # requests per second (Poisson), or None with a concurrency
     concurrency: int | None  # closed-loop clients, or None with a rate
-    seed: int = 0
-    pp: int = 1  # pipeline stages, each of `chips` tensor-parallel chips
+    seed: int = field(default=0, metadata={"column": False})
 
 
 def serve_grid(model: str, hw: str, chips: list[int], dtypes: list[str], requests: int,
@@ -45,31 +50,34 @@ def serve_grid(model: str, hw: str, chips: list[int], dtypes: list[str], request
     """Every combination, loads last (rates, then concurrencies), in the order given."""
     loads = [(r, None) for r in rates] + [(None, c) for c in concurrency]
     return [
-        ServePoint(model, hw, c, d, requests, p, g, rate, clients, pp=stages)
+        ServePoint(model=model, hw=hw, chips=c, pp=stages, dtype=d, requests=requests, prompt_len=p,
+                   gen_len=g, rate=rate, concurrency=clients)  # fmt: skip
         for c, stages, d, p, g, (rate, clients)
         in itertools.product(chips, pp, dtypes, prompt_len, gen_len, loads)
     ]
 
 
 SERVE_COLUMNS = (
-    "hash", "model", "hw", "chips", "pp", "dtype", "requests", "prompt_len", "gen_len", "rate", "concurrency",
-    "status", "error", "throughput_output_tokens_per_s", "throughput_total_tokens_per_s", "ttft_p50_s",
-    "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "preemptions", "peak_kv_blocks_used",
+    "hash", *option_columns(ServePoint), "status", "error",
+    "throughput_output_tokens_per_s", "throughput_total_tokens_per_s", "ttft_p50_s", "ttft_p99_s",
+    "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "preemptions", "peak_kv_blocks_used",
 )  # fmt: skip
 
 
-def run_serve_point(point: ServePoint) -> dict:
-    """One row; errors a user can cause become the row's `error`, never an exception."""
+def run_serve_point(point: ServePoint, describe: Callable[[Exception], str] = str) -> dict:
+    """One row; errors a user can cause become the row's `error` (as `describe` words them), never
+    an exception."""
     row = {**asdict(point), "hash": _hash(point), "status": "ok", "error": ""}
     try:
         config = load_model(point.model).config
         hw = load_hardware(point.hw, point.chips * point.pp)
-        requests = synthetic(point.requests, lengths(str(point.prompt_len)), lengths(str(point.gen_len)),
-                             point.rate, point.concurrency is not None, point.seed)  # fmt: skip
+        requests = Workload(requests=point.requests, prompt_len=lengths(str(point.prompt_len)),
+                            gen_len=lengths(str(point.gen_len)), seed=point.seed, rate=point.rate,
+                            concurrency=point.concurrency).load()  # fmt: skip
         options, chips = ServeOptions(concurrency=point.concurrency), CompileOptions(chips=point.chips)
         result = serve(config, hw, precision(point.dtype), requests, options, chips, pp=point.pp)
     except (TirError, TcpcError, SimulatorError) as e:
-        row.update(status="failed", error=str(e))
+        row.update(status="failed", error=describe(e))
         return {c: _blank(row.get(c)) for c in SERVE_COLUMNS}
     report = serve_report(result)
     row.update(

@@ -1,5 +1,6 @@
 """The requests a serving run answers: lengths (fixed or drawn from a seeded distribution), arrival
-times (all at once, Poisson at a rate, or a closed loop of clients), or a request file.
+times (all at once, Poisson at a rate, or a closed loop of clients), or a request file; Workload
+declares them as options (with their flags, tcp_compiler.option_fields).
 
 Everything here is deterministic for a given seed, so the same command gives the same numbers.
 """
@@ -16,11 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from simulator.files import read_input
-from tcp_compiler.errors import CliError
+from tcp_compiler.errors import OptionError, RequestFileError
+from tcp_compiler.option_fields import MAX_SEQUENCES, MAX_TOKENS, option, positive_number
 
 MAX_TRACE_BYTES = 64 << 20  # a request file of a million lines fits easily
-MAX_LENGTH = 1 << 20  # tokens per prompt or output, as the other tcpc length flags allow
 TRACE_FIELDS = ("arrival_s", "prompt_len", "output_len")
+DEFAULT_RATE = 8.0  # requests per second, with neither a rate nor a concurrency: a few dozen busy
+MAX_RATE = 1e6
 
 
 @dataclass(frozen=True)
@@ -60,25 +63,26 @@ class Lengths:
         return f"{self.kind}:{self.a:g}:{self.b:g}"
 
 
-def lengths(text: str, limit: int = MAX_LENGTH) -> Lengths:
-    """Parses a --prompt-len / --gen-len value (argparse type: raises ValueError with the reason)."""
+def lengths(text: str) -> Lengths:
+    """Parses a length option's value (prompt_len, gen_len); raises ValueError with the reason."""
     parts = text.strip().lower().split(":")
     try:
         if len(parts) == 1 or (parts[0] == "fixed" and len(parts) == 2):
             value = int(parts[-1])
-            if not 1 <= value <= limit:
-                raise ValueError(f"expected a length from 1 to {limit:,}, got {text!r}")
+            if not 1 <= value <= MAX_TOKENS:
+                raise ValueError(f"expected a length from 1 to {MAX_TOKENS:,}, got {text!r}")
             return Lengths("fixed", value)
         if parts[0] == "uniform" and len(parts) == 3:
             lo, hi = int(parts[1]), int(parts[2])
-            if not 1 <= lo <= hi <= limit:
-                raise ValueError(f"expected uniform:LO:HI with 1 <= LO <= HI <= {limit:,}, got {text!r}")
+            if not 1 <= lo <= hi <= MAX_TOKENS:
+                raise ValueError(f"expected uniform:LO:HI with 1 <= LO <= HI <= {MAX_TOKENS:,}, got {text!r}")
             return Lengths("uniform", lo, hi)
         if parts[0] == "normal" and len(parts) == 3:
             mean, std = float(parts[1]), float(parts[2])
-            if not (math.isfinite(mean) and math.isfinite(std) and 1 <= mean <= limit and 0 <= std <= limit):
+            finite = math.isfinite(mean) and math.isfinite(std)
+            if not (finite and 1 <= mean <= MAX_TOKENS and 0 <= std <= MAX_TOKENS):
                 raise ValueError(
-                    f"expected normal:MEAN:STD with 1 <= MEAN <= {limit:,}, STD >= 0, got {text!r}"
+                    f"expected normal:MEAN:STD with 1 <= MEAN <= {MAX_TOKENS:,}, STD >= 0, got {text!r}"
                 )
             return Lengths("normal", mean, std)
     except ValueError as e:
@@ -112,13 +116,13 @@ def load_trace(path: str | Path) -> list[Request]:
     try:
         text = read_input(path, MAX_TRACE_BYTES, "request files").decode("utf-8")
     except OSError as e:
-        raise CliError(f"{path}: cannot read: {e.strerror}") from None
+        raise RequestFileError(f"{path}: cannot read: {e.strerror}") from None
     except UnicodeDecodeError:
-        raise CliError(f"{path}: not UTF-8 text") from None
+        raise RequestFileError(f"{path}: not UTF-8 text") from None
     rows = _csv_rows(path, text) if path.suffix.lower() == ".csv" else _jsonl_rows(path, text)
     requests = [_request(path, line, row, i) for i, (line, row) in enumerate(rows)]
     if not requests:
-        raise CliError(f"{path}: no requests")
+        raise RequestFileError(f"{path}: no requests")
     return sorted(requests, key=lambda r: (r.arrival_s, r.id))
 
 
@@ -130,9 +134,9 @@ def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict]]:
         try:
             row = json.loads(raw)
         except ValueError as e:
-            raise CliError(f"{path}:{line}: not valid JSON: {e}") from None
+            raise RequestFileError(f"{path}:{line}: not valid JSON: {e}") from None
         if not isinstance(row, dict):
-            raise CliError(f"{path}:{line}: expected a JSON object, got {type(row).__name__}")
+            raise RequestFileError(f"{path}:{line}: expected a JSON object, got {type(row).__name__}")
         rows.append((line, row))
     return rows
 
@@ -142,16 +146,19 @@ def _csv_rows(path: Path, text: str) -> list[tuple[int, dict]]:
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
-        raise CliError(f"{path}: empty; expected a header row {','.join(TRACE_FIELDS)}") from None
+        raise RequestFileError(f"{path}: empty; expected a header row {','.join(TRACE_FIELDS)}") from None
     missing = [f for f in TRACE_FIELDS if f not in header]
     if missing:
-        raise CliError(f"{path}:1: header lacks {', '.join(missing)} (expected {','.join(TRACE_FIELDS)})")
+        expected = ",".join(TRACE_FIELDS)
+        raise RequestFileError(f"{path}:1: header lacks {', '.join(missing)} (expected {expected})")
     rows = []
     for cells in reader:
         if not any(c.strip() for c in cells):
             continue
         if len(cells) != len(header):
-            raise CliError(f"{path}:{reader.line_num}: {len(cells)} fields, the header has {len(header)}")
+            raise RequestFileError(
+                f"{path}:{reader.line_num}: {len(cells)} fields, the header has {len(header)}"
+            )
         rows.append((reader.line_num, dict(zip(header, (c.strip() for c in cells), strict=True))))
     return rows
 
@@ -159,22 +166,26 @@ def _csv_rows(path: Path, text: str) -> list[tuple[int, dict]]:
 def _request(path: Path, line: int, row: dict, index: int) -> Request:
     def field(name: str, integer: bool) -> float:
         if name not in row:
-            raise CliError(f"{path}:{line}: missing field {name}")
+            raise RequestFileError(f"{path}:{line}: missing field {name}")
         try:
             return _number(row[name], integer)
         except (TypeError, ValueError, OverflowError):
             want = "an integer" if integer else "a number"
-            raise CliError(f"{path}:{line}: field {name}: expected {want}, got {row[name]!r}") from None
+            raise RequestFileError(
+                f"{path}:{line}: field {name}: expected {want}, got {row[name]!r}"
+            ) from None
 
     arrival = field("arrival_s", False)
     if not (math.isfinite(arrival) and arrival >= 0):
-        raise CliError(
+        raise RequestFileError(
             f"{path}:{line}: field arrival_s: expected at least 0 seconds, got {row['arrival_s']!r}"
         )
     prompt, output = int(field("prompt_len", True)), int(field("output_len", True))
     for name, value in (("prompt_len", prompt), ("output_len", output)):
-        if not 1 <= value <= MAX_LENGTH:
-            raise CliError(f"{path}:{line}: field {name}: expected 1 to {MAX_LENGTH:,} tokens, got {value}")
+        if not 1 <= value <= MAX_TOKENS:
+            raise RequestFileError(
+                f"{path}:{line}: field {name}: expected 1 to {MAX_TOKENS:,} tokens, got {value}"
+            )
     return Request(index, arrival, prompt, output)
 
 
@@ -190,3 +201,50 @@ def _number(value: object, integer: bool) -> float:
     if integer and not float(value).is_integer():
         raise ValueError(value)
     return int(value) if integer else float(value)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Which requests a run serves: `requests` drawn with `seed` (lengths, then arrivals at `rate`
+    or from `concurrency` closed-loop clients), or those of a request file."""
+
+    requests: int = option(64, "requests (default %(default)s)", "N", bounds=(1, MAX_SEQUENCES))
+    prompt_len: Lengths = option(
+        lengths("uniform:64:512"),
+        "prompt tokens: N, uniform:LO:HI or normal:MEAN:STD (default %(default)s)",
+        "P",
+        parse=lengths,
+    )
+    gen_len: Lengths = option(
+        lengths("uniform:32:256"), "output tokens, as --prompt-len (default %(default)s)", "G", parse=lengths
+    )
+    seed: int = option(0, "for lengths and arrivals", bounds=(0, (1 << 63) - 1))
+    rate: float | None = option(
+        None,
+        f"Poisson arrivals per second, or inf: all at once (default {DEFAULT_RATE:g})",
+        "R",
+        parse=positive_number(MAX_RATE, allow_inf=True),
+        exclusive="arrivals",
+    )
+    concurrency: int | None = option(
+        None,
+        "closed loop: C clients, each sending its next request when one ends",
+        "C",
+        bounds=(1, MAX_SEQUENCES),
+        exclusive="arrivals",
+    )
+    trace_file: str | None = option(
+        None, "requests from a .jsonl or .csv file (arrival_s, prompt_len, output_len)", "FILE"
+    )
+
+    def load(self) -> list[Request]:
+        """The requests: read from the trace file, or drawn (at DEFAULT_RATE when neither a rate
+        nor a concurrency is given; a rate of inf: all at once)."""
+        if self.trace_file:
+            if self.rate is not None or self.concurrency is not None:
+                raise OptionError("{trace_file} gives each request's arrival: drop {rate} / {concurrency}")
+            return load_trace(self.trace_file)
+        rate = DEFAULT_RATE if self.rate is None and self.concurrency is None else self.rate
+        rate = None if rate is not None and math.isinf(rate) else rate
+        closed_loop = self.concurrency is not None
+        return synthetic(self.requests, self.prompt_len, self.gen_len, rate, closed_loop, self.seed)

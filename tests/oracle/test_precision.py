@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import ir
-from tcp_compiler.errors import TcpcError
+from tcp_compiler.errors import OptionError, TcpcError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
@@ -75,5 +75,5 @@ def test_fp8_mode_feeds_fp8_operands_to_projection_einsums(tiny) -> None:
 def test_group_size_that_does_not_tile_is_an_error(tiny) -> None:
     with pytest.raises(TcpcError, match="group size 7 does not tile its input axes D=32"):
         build_prefill(tiny.config, precision("w4", 7), 1, 2)
-    with pytest.raises(TcpcError, match="--group-size applies to integer weights"):
+    with pytest.raises(OptionError, match="^group_size applies to integer weights"):
         precision("bf16", 16)

@@ -1,0 +1,61 @@
+"""Options declared once: a field of an options dataclass carries how it reads as text (its flag's
+help, metavar, range or parser), so the command line is generated from the dataclass
+(tcp_compiler/cli/flags.py) instead of restating it, as Vidur's flat configs generate their CLI.
+
+    @dataclass(frozen=True)
+    class ServeOptions:
+        max_seqs: int = option(256, "sequences running at once (default %(default)s)", "S",
+                               bounds=(1, MAX_SEQUENCES))
+
+The flag is `--max-seqs` (tcp_compiler.cli.flags.flag); `%(default)s` in the help is the default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection
+from dataclasses import Field, dataclass, field, fields
+from typing import Any
+
+# The largest values options take, as tcpc's flags allow (tcp_compiler/cli/arg_types.py)
+MAX_TOKENS = 1 << 20  # tokens per prompt, output, iteration or grid step
+MAX_SEQUENCES = 1 << 16  # requests, clients or running sequences
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How an option reads on a command line (its field's metadata)."""
+
+    help: str
+    metavar: str | None = None
+    bounds: tuple[int, int] | None = None  # an integer from lo to hi inclusive
+    parse: Callable[[str], Any] | None = None  # text -> value; a ValueError's message is the reason
+    choices: Collection[str] | None = None  # read when the parser is built (a registry may grow)
+    exclusive: str | None = None  # options sharing this name cannot be given together
+
+
+def option(default: Any, help: str, metavar: str | None = None, **how: Any) -> Any:
+    """A dataclass field with its flag (Flag's other fields as keywords)."""
+    return field(default=default, metadata={"flag": Flag(help, metavar, **how)})
+
+
+def flagged(cls: type) -> list[tuple[Field, Flag]]:
+    """The fields of an options dataclass that have a flag, in declaration order."""
+    return [(f, f.metadata["flag"]) for f in fields(cls) if "flag" in f.metadata]
+
+
+def positive_number(limit: float, allow_inf: bool = False) -> Callable[[str], float]:
+    """A parser: a number above 0 and at most `limit` (or inf, when allowed)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if allow_inf and math.isinf(value) and value > 0:
+            return value
+        if not (math.isfinite(value) and 0 < value <= limit):
+            raise ValueError(f"expected a number above 0 and at most {limit:g}, got {text!r}")
+        return value
+
+    return parse
