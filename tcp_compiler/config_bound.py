@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from simulator.hardware import Hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.weight_shapes import canonical_shapes
@@ -102,7 +102,7 @@ class _Fixed:
             kv_split=1 if cfg.mla is not None else chips,  # every chip holds MLA's whole latent cache
             collective_bits=precision.collective.bits, link_scale=link_scale,
             pp=pp, everywhere=chips * pp, hbm_per_s=hw.hbm_peak_bytes_per_second,
-            link_per_s=hw.link_bytes_per_s,
+            link_per_s=hw.system.link_bytes_per_s,
         )  # fmt: skip
 
     def bound(self, phase: str, length: int) -> PhaseBound:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.hardware import Hardware
 from simulator.program import Program
 from simulator.report import OpTotals, op_totals
 from simulator.step_totals import StepTotals
+from simulator.targets.rngd.spec import Hardware
 from simulator.timeline import Timeline
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
@@ -91,7 +91,7 @@ def simulate_generation(
     stages of `chips` each (tcp_compiler.simulate_pipeline)."""
     if pp > 1:
         return simulate_pipelined(
-            config, hardware, precision, batch, prompt_len, gen_len, chips or hardware.chips // pp, pp,
+            config, hardware, precision, batch, prompt_len, gen_len, chips or hardware.system.chips // pp, pp,
             micro_batches, trace_steps, progress, options, stage,
         )  # fmt: skip
     stage = stage or (lambda what: None)

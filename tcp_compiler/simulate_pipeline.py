@@ -18,10 +18,10 @@ from functools import reduce
 
 import numpy as np
 
-from simulator.hardware import Hardware
 from simulator.program import Program
 from simulator.report import OpTotals, op_totals
 from simulator.step_totals import StepTotals
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
@@ -171,9 +171,9 @@ def simulate_pipelined(
     from tcp_compiler.simulate import Run, Simulation  # the Simulation this fills; it imports us
 
     stage = stage or (lambda what: None)
-    if tp * pp > hardware.chips:
+    if tp * pp > hardware.system.chips:
         raise CliError(
-            f"--tp {tp} x --pp {pp} needs {tp * pp} chips but '{hardware.name}' has {hardware.chips}"
+            f"--tp {tp} x --pp {pp} needs {tp * pp} chips but '{hardware.name}' has {hardware.system.chips}"
         )
     micro_batches = micro_batches or default_micro_batches(batch, pp)
     check_micro_batches(batch, micro_batches)

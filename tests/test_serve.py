@@ -61,7 +61,7 @@ def test_engine_work_is_never_faster_than_peak(setup) -> None:
     result = serve(cfg, hw, prec, _requests(), ServeOptions(buckets=Buckets.exact()))
     it = result.iterations
     flops_floor = it.array("flops") / (2 * max(hw.macs_per_cycle(d) for d in ("bf16", "fp8")))
-    bytes_floor = it.array("hbm_bytes") / hw.hbm_peak_bytes_per_cycle
+    bytes_floor = it.array("hbm_bytes") / hw.hbm.peak_bytes_per_cycle
     assert (it.array("cycles") >= np.maximum(flops_floor, bytes_floor)).all()
 
 

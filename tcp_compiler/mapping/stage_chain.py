@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.program import COLUMNS, CONTEXTS, Program
+from simulator.program import COLUMNS, Program
+from simulator.targets.rngd.units import LINK
 
 _COLUMNS = tuple(name for name, _ in COLUMNS)
 RECEIVED = "hidden"  # the input a later stage's graph takes (tcp_compiler.frontend.builder)
@@ -38,7 +39,7 @@ def receivers(program: Program) -> np.ndarray:
 def sender(program: Program) -> int:
     """The last link command of the send that hands the hidden state on."""
     ops = [k for k, op in enumerate(program.ops) if SENT in op.nodes]
-    link = np.flatnonzero(np.isin(program.op, ops) & (program.context == CONTEXTS.index("link")))
+    link = np.flatnonzero(np.isin(program.op, ops) & (program.context == program.sites.context(LINK.name)))
     if not len(link):
         raise ValueError("the stage program has no send of its hidden state")
     return int(link[-1])
@@ -77,6 +78,7 @@ def chain(stages: Sequence[Program], blocks: Sequence[Block]) -> Program:
         busy=np.concatenate(busy),
         dep_ptr=ptr,
         dep_idx=dep.astype(np.int64),
+        sites=stages[0].sites,
         ops=[op for b in blocks for op in stages[b.stage].ops],
     )
     program.validate()

@@ -62,7 +62,7 @@ def model_bound_cycles(result: ServeResult) -> np.ndarray:
         max(hw.macs_per_cycle(d) for d in (result.precision.operand.name, result.precision.act.name)) * 2
     )
     compute = 2.0 * params * tokens / peak_flops
-    memory = result.budget.weight_bytes / hw.hbm_peak_bytes_per_cycle
+    memory = result.budget.weight_bytes / hw.hbm.peak_bytes_per_cycle
     return np.maximum(compute, memory)
 
 
