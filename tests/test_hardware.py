@@ -107,6 +107,54 @@ def test_hardware_is_hashable_and_loads_equal(rngd: Hardware) -> None:
     assert load_hardware("rngd-2") != rngd
 
 
+def test_each_value_is_declared_once_with_type_unit_and_range() -> None:
+    params = Hardware.params()
+    assert list(Hardware.tables()) == list(dict.fromkeys(k.split(".")[0] for k in params))
+    hbm = params["hbm.sustained_bytes_per_cycle"]
+    assert (hbm.kind, hbm.unit, hbm.lo, hbm.hi) == (float, "B/cycle", 1e-3, 1e9)
+    macs = params["contraction.macs_per_lane_cycle"]
+    assert macs.kind is int and macs.per == DTYPES
+    assert Hardware.leaf_keys()[:2] == ("system.chips", "system.link_bytes_per_s")
+    assert len(Hardware.leaf_keys()) == len(params) + 2 * (len(DTYPES) - 1)  # two per-dtype tables
+
+
+def test_values_read_and_set_by_their_address(rngd: Hardware) -> None:
+    assert rngd.value("hbm.sustained_bytes_per_cycle") == rngd.hbm.sustained_bytes_per_cycle == 1440.0
+    faster = rngd.with_value("hbm.sustained_bytes_per_cycle", 1500, source="assumed: a sweep point")
+    assert faster.hbm.sustained_bytes_per_cycle == 1500.0
+    assert isinstance(faster.hbm.sustained_bytes_per_cycle, float)
+    assert faster.sources["hbm.sustained_bytes_per_cycle"] == "assumed: a sweep point"
+    assert "hbm.sustained_bytes_per_cycle" in faster.assumed_keys
+    assert rngd.hbm.sustained_bytes_per_cycle == 1440.0 and hash(faster) != hash(rngd)  # a new spec
+    assert faster.hbm_bytes_per_second == 1500.0 * rngd.chip.clock_hz
+    wider = rngd.with_value("contraction.macs_per_lane_cycle.fp8", 128)
+    assert wider.macs_per_cycle("fp8") == 2 * rngd.macs_per_cycle("fp8")
+    assert wider.packet_elements("bf16") == 32
+    four = rngd.with_value("system.chips", 4)
+    assert four.system.chips == 4 and four.parameters()[1:] == rngd.parameters()[1:]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("hbm.sustained_bytes_per_cyle", 1, r"^hbm\.sustained_bytes_per_cyle: no such key \(did you mean "
+         r"'hbm\.sustained_bytes_per_cycle'\?\)$"),
+        ("hbm", 1, r"^hbm: no such key$"),
+        ("contraction.macs_per_lane_cycle", 1, r"^contraction\.macs_per_lane_cycle: no such key"),
+        ("contraction.macs_per_lane_cycle.f64", 1, r"^contraction\.macs_per_lane_cycle\.f64: no such key"),
+        ("chip.clusters", 2.5, r"^chip\.clusters: expected an integer from 1 to 1,024, got float 2\.5$"),
+        ("chip.clusters", True, r"^chip\.clusters: expected an integer from 1 to 1,024, got boolean true$"),
+        ("hbm.peak_bytes_per_cycle", "fast",
+         r"^hbm\.peak_bytes_per_cycle: expected a number from 0\.001 to 1e\+09, got string 'fast'$"),
+        ("hbm.peak_bytes_per_cycle", 1000,
+         r"^hbm\.sustained_bytes_per_cycle: 1440 exceeds hbm\.peak_bytes_per_cycle 1000$"),
+    ],
+)  # fmt: skip
+def test_setting_a_bad_value_is_one_line_naming_the_key(rngd: Hardware, key: str, value, message) -> None:
+    with pytest.raises(HardwareError, match=message):
+        rngd.with_value(key, value)
+
+
 def test_simulator_does_not_import_compiler_or_ir() -> None:
     code = (
         "import sys, simulator.hardware, simulator.errors\n"
