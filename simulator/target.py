@@ -91,6 +91,10 @@ class Sites:
         assert all(u.moves in (None, *MOVED) for u in self.units), "a Unit.moves without a per-command count"
         assert all((u.moves is None) == (u.bandwidth is None) for u in self.units), "moves need a bandwidth"
         assert sum(not c.ordered for c in self.contexts) <= 1, "at most one pooled (DMA) context"
+        object.__setattr__(self, "_hash", hash((self.contexts, self.units, self.activities, self.stages)))
+
+    def __hash__(self) -> int:  # looked up per program (simulator.occupancy.plan): hashed once
+        return self._hash
 
     @cached_property
     def context_names(self) -> tuple[str, ...]:
