@@ -24,10 +24,6 @@ from simulator.targets import DEFAULT_TARGET
 _META_KEYS = ("extends", "description")
 MAX_EXTENDS_DEPTH = 16  # files in one `extends` chain; presets use 2
 MAX_SPEC_BYTES = 1 << 20  # a spec is a few KB of TOML
-SPECS_DIR = DEFAULT_TARGET.specs_dir
-
-
-# --- loading ------------------------------------------------------------------------------------
 
 
 def list_presets(target: Target = DEFAULT_TARGET) -> list[str]:

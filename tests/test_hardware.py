@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from simulator.errors import HardwareError, SimulatorError
-from simulator.hardware import SPECS_DIR, list_presets, load_hardware
+from simulator.hardware import list_presets, load_hardware
+from simulator.targets.rngd import RNGD
 from simulator.targets.rngd.spec import DTYPES, Hardware
 from tcp_compiler.cli import main
 
 ROOT = Path(__file__).parents[1]
-RNGD_TEXT = (SPECS_DIR / "rngd.toml").read_text()
+RNGD_TEXT = (RNGD.specs_dir / "rngd.toml").read_text()
 
 
 @pytest.fixture(scope="module")
