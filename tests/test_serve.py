@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -97,11 +96,9 @@ def test_a_full_cache_preempts_by_recompute_and_still_finishes(setup) -> None:
     cfg, hw, prec = setup
     base = serve(cfg, hw, prec, _requests(1), ServeOptions())
     # Room for about 300 tokens of KV beside the weights: 12 requests of up to 240 tokens contend.
-    small = dataclasses.replace(
-        hw,
-        hbm_capacity_bytes=base.budget.weight_bytes
-        + base.budget.activation_bytes
-        + 300 * base.budget.kv_bytes_per_token,
+    small = hw.with_value(
+        "hbm.capacity_bytes",
+        base.budget.weight_bytes + base.budget.activation_bytes + 300 * base.budget.kv_bytes_per_token,
     )
     for name in ("continuous", "chunked"):
         result = serve(cfg, small, prec, _requests(), ServeOptions(scheduler=name))
