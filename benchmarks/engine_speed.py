@@ -13,7 +13,8 @@ import time
 import numpy as np
 
 from simulator.engine import simulate
-from simulator.program import COLUMNS, CONTEXTS, UNITS, Program
+from simulator.program import COLUMNS, Program
+from simulator.targets.rngd import SITES
 
 RUNS = 7
 
@@ -32,7 +33,7 @@ def synthetic(commands: int, seed: int = 0) -> Program:
             (main, "main", int(rng.integers(500, 5000)), None, 0, 0),
             (store, "dma", 500 + (moved // 8) // 2048, 500, moved // 8, moved // 8),
         ):
-            cols["context"][i] = CONTEXTS.index(ctx)
+            cols["context"][i] = SITES.context(ctx)
             cols["cycles"][i] = cycles
             cols["latency"][i] = cycles if latency is None else latency
             cols["moved"][i] = mv
@@ -43,7 +44,8 @@ def synthetic(commands: int, seed: int = 0) -> Program:
     ptr = np.zeros(n + 1, np.int64)
     ptr[1:] = np.cumsum([len(d) for d in deps])
     idx = np.array([d for ds in deps for d in ds], np.int64)
-    return Program(**cols, busy=np.zeros((n, len(UNITS)), np.int64), dep_ptr=ptr, dep_idx=idx)
+    return Program(**cols, busy=np.zeros((n, len(SITES.units)), np.int64), dep_ptr=ptr, dep_idx=idx,
+                   sites=SITES)
 
 
 def main(commands: int) -> None:

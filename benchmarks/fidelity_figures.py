@@ -43,13 +43,16 @@ def decode_only(model: str, hw_name: str, dtype: str, batch: int, past: int) -> 
     """One decode step against `past` cached positions: a 32k prefill is not what is asked."""
     hw, cfg, prec = load_hardware(hw_name), load_model(model).config, precision(dtype)
     compiled = compile_phase(cfg, hw, prec, "decode", past, CompileOptions(batch=batch))
-    seconds = run(compiled.program, hw).cycles / hw.clock_hz + hw.kernel_launch_s
+    seconds = run(compiled.program, hw).cycles / hw.chip.clock_hz + hw.system.kernel_launch_s
     figures = {"tpot_ms": seconds * 1e3, "kv_mb": compiled.capacity.kv_cache / 1e6}
     try:
         from tcp_compiler.analysis.config_floor import phase_bound
     except ImportError:  # an older checkout has no floor
         return figures
-    floor = phase_bound(cfg, prec, hw, hw.chips, batch, "decode", past + 1).seconds + hw.kernel_launch_s
+    floor = (
+        phase_bound(cfg, prec, hw, hw.system.chips, batch, "decode", past + 1).seconds
+        + hw.system.kernel_launch_s
+    )
     return {**figures, "decode_floor_ms": floor * 1e3}
 
 

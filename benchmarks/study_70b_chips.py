@@ -34,7 +34,7 @@ def run(chips: int, dtype: str) -> dict | str:
     except TcpcError as e:
         return str(e)
     report = build_report(sim, top=None)
-    decode, link_rate = report.decode, hw.link_bytes_per_s
+    decode, link_rate = report.decode, hw.system.link_bytes_per_s
     collectives = [op for op in report.ops.decode if op.kind in COLLECTIVES]
     return {
         "tpot": decode.tpot_seconds_mean,
@@ -125,7 +125,7 @@ def main() -> None:
     if len(fp8) >= 2:
         cs = sorted(fp8)
         a, b = fp8[cs[0]], fp8[cs[-1]]
-        latency = load_hardware("rngd").link_latency_s * b["collectives"]
+        latency = load_hardware("rngd").system.link_latency_s * b["collectives"]
         lines += [
             "- Decode is memory-bound at every chip count: each chip streams its share of the weights and",
             "  the KV cache once per step.",

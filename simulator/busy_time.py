@@ -14,8 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from simulator.dma_shares import dma_shares
-from simulator.hardware import Hardware
-from simulator.program import UNITS
+from simulator.spec import Spec
 from simulator.trace import TraceRun
 from simulator.utilisation import busy_cycles, command_bytes, utilisation
 
@@ -30,16 +29,14 @@ def chips_of(runs: Sequence[TraceRun]) -> int:
     return max((int(r.program.chip.max()) + 1 for r in runs if len(r.program)), default=1)
 
 
-def binned_busy(
-    runs: Sequence[TraceRun], hw: Hardware, units: Sequence[str], edges: np.ndarray
-) -> np.ndarray:
+def binned_busy(runs: Sequence[TraceRun], hw: Spec, units: Sequence[str], edges: np.ndarray) -> np.ndarray:
     """Busy cycles per unit, chip and bin [units, chips, bins] on the global time axis (cycles)."""
-    cols = [UNITS.index(u) for u in units]
     out = np.zeros((len(units), chips_of(runs), len(edges) - 1))
     for run in runs:
         p, t, at = run.program, run.timeline, run.offset
-        amount = busy_cycles(hw, p.busy, command_bytes(p))[:, cols]
-        s = dma_shares(p, t, hw.hbm_sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)
+        cols = [p.sites.unit(u) for u in units]
+        amount = busy_cycles(p.sites.units, hw, p.busy, command_bytes(p))[:, cols]
+        s = dma_shares(p, t, hw.rates.hbm_bytes_per_cycle, hw.rates.dma_bytes_per_cycle)
         moved = s.rate * (s.t1 - s.t0)
         per_command = np.bincount(s.command, weights=moved, minlength=len(p))
         piece = amount[s.command] * (moved / np.where(per_command > 0, per_command, 1.0)[s.command])[:, None]
@@ -53,32 +50,32 @@ def binned_busy(
 
 
 def binned_utilisation(
-    runs: Sequence[TraceRun], hw: Hardware, units: Sequence[str], edges: np.ndarray
+    runs: Sequence[TraceRun], hw: Spec, units: Sequence[str], edges: np.ndarray
 ) -> np.ndarray:
     """Utilisation per unit and bin [units, bins], the mean over the chips of each chip's."""
     return utilisation(binned_busy(runs, hw, units, edges), np.diff(edges)).mean(axis=1)
 
 
 def phase_utilisation(
-    runs: Sequence[TraceRun], hw: Hardware, units: Sequence[str]
+    runs: Sequence[TraceRun], hw: Spec, units: Sequence[str]
 ) -> dict[str, dict[str, float]]:
     """Per phase (prefill, decode) and unit: busy cycles over the phase's cycles, mean over chips:
     the report's figure when the runs are all of the phase's programs."""
-    cols = [UNITS.index(u) for u in units]
     chips = chips_of(runs)
     busy: dict[str, np.ndarray] = {}
     cycles: dict[str, float] = {}
     for run in runs:
         p, phase = run.program, phase_of(run)
         counts = command_bytes(p)
-        per_chip = np.zeros((chips, len(UNITS)))
+        per_chip = np.zeros((chips, len(p.sites.units)))
         for chip in range(chips):
             mine = p.chip == chip
             moved = {k: v[mine].sum() for k, v in counts.items()}
-            per_chip[chip] = busy_cycles(hw, p.busy[mine].sum(axis=0), moved)
-        busy[phase] = busy.get(phase, 0.0) + per_chip
+            per_chip[chip] = busy_cycles(p.sites.units, hw, p.busy[mine].sum(axis=0), moved)
+        cols = [p.sites.unit(u) for u in units]
+        busy[phase] = busy.get(phase, 0.0) + per_chip[:, cols]
         cycles[phase] = cycles.get(phase, 0.0) + run.timeline.cycles
-    means = {phase: utilisation(busy[phase][:, cols], cycles[phase]).mean(axis=0) for phase in busy}
+    means = {phase: utilisation(busy[phase], cycles[phase]).mean(axis=0) for phase in busy}
     return {phase: dict(zip(units, m.tolist(), strict=True)) for phase, m in means.items()}
 
 

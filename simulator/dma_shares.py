@@ -13,10 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.program import CONTEXTS, Program
+from simulator.program import Program
 from simulator.timeline import EPS, Timeline
-
-_DMA = CONTEXTS.index("dma")
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,7 @@ def dma_shares(
     """Every interval between two changes of a chip's set of moving DMA commands, with each
     mover's share of the pool there: rate * min(1, pool / demand, hbm / hbm_demand)."""
     rate = moving_rate(program)
-    movers = np.flatnonzero((rate > 0) & (program.context == _DMA))
+    movers = np.flatnonzero((rate > 0) & (program.context == program.sites.pool))
     begin_all = timeline.start + program.latency
     pieces: list[tuple[int, int, float, float, float]] = []
     for chip in np.unique(program.chip[movers]).tolist():

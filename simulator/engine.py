@@ -11,10 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from simulator.program import CONTEXTS, ORDERED, VARYING, Program, ProgramBlock
+from simulator.program import VARYING, Program, ProgramBlock
 from simulator.timeline import EPS, Timeline
-
-_ORDERED = np.array([c in ORDERED for c in CONTEXTS])
 
 
 def simulate(program: Program, hbm_bytes_per_cycle: float, dma_bytes_per_cycle: float) -> Timeline:
@@ -91,7 +89,8 @@ def _structure(program: Program) -> tuple:
         if all(a is b for a, b in zip(key, arrays, strict=True)):
             return found
     chips = int(program.chip.max()) + 1 if len(program) else 1
-    found = (chips, *_queue_links(program.chip, program.context, _ORDERED, chips),
+    ordered = np.array([c.ordered for c in program.sites.contexts])
+    found = (chips, *_queue_links(program.chip, program.context, ordered, chips),
              *_users(program.dep_ptr, program.dep_idx))  # fmt: skip
     _STRUCTURES[:] = [(arrays, found), *_STRUCTURES[:3]]
     return found

@@ -6,38 +6,28 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from simulator.occupancy import ACTIVITIES
-from simulator.program import CONTEXTS
-
-_MAIN, _SUB, _DMA = (CONTEXTS.index(c) for c in ("main", "sub", "dma"))
-
-# Activity indices as the compiled code reads them (module constants are frozen into it).
-_HBM_MOVE, _DMA_ON_CHIP, _DMA_STARTUP, _CONTRACTION_PASS, _OTHER_PASS, _SUB_RUNS, _LINK_RUNS = range(7)
-assert ACTIVITIES[_CONTRACTION_PASS] == "contraction" and ACTIVITIES[_LINK_RUNS] == "link"
-
 
 @njit(cache=True)
-def events(context, start, end, latency, cycles, moved, hbm, busy):
-    """Each command's activities as (time, activity * 2 + (0: begins, 1: ends)) events. A DMA
-    command transfers only when it has bytes and time beyond its latency (as the engine runs it);
-    until then, and all of a command without such bytes, it is in start-up."""
+def events(context, start, end, latency, cycles, moved, hbm, busy, plan):
+    """Each command's activities as (time, activity * 2 + (0: begins, 1: ends)) events, by `plan`
+    (simulator.occupancy.plan). A pooled (DMA) command transfers only when it has bytes and time
+    beyond its latency (as the engine runs it); until then, and all of a command without such
+    bytes, it is in start-up. `busy`: each command's busy cycles on the plan's marker unit."""
     n = context.shape[0]
     times = np.empty(4 * n)
     what = np.empty(4 * n, np.int64)
     k = 0
     for i in range(n):
         c, middle, second = context[i], end[i], -1
-        if c == _MAIN:
-            first = _CONTRACTION_PASS if busy[i] > 0 else _OTHER_PASS
-        elif c == _SUB:
-            first = _SUB_RUNS
-        elif c == _DMA:
-            first = _DMA_STARTUP
+        first = plan[c, 0]
+        if plan[c, 4]:
             if moved[i] > 0 and cycles[i] > latency[i]:
                 middle = min(start[i] + latency[i], end[i])
-                second = _HBM_MOVE if hbm[i] > 0 else _DMA_ON_CHIP
-        else:
-            first = _LINK_RUNS
+                second = plan[c, 2] if hbm[i] > 0 else plan[c, 3]
+        elif plan[c, 1] >= 0 and busy[i] > 0:
+            first = plan[c, 1]
+        if first < 0:
+            continue
         if middle > start[i]:
             times[k], what[k], times[k + 1], what[k + 1] = start[i], 2 * first, middle, 2 * first + 1
             k += 2
@@ -69,13 +59,13 @@ def sweep(times, what, last, activities):
 
 
 @njit(cache=True)
-def sweep_from(context, start, end, latency, cycles, moved, hbm, busy, last, activities, hint):
+def sweep_from(context, start, end, latency, cycles, moved, hbm, busy, plan, last, activities, hint):
     """`events` sorted by time and swept, in one call, sorting by insertion from `hint` (the
     previous decode step's order: steps differ little, so it nearly sorts their events). Any
     order by time gives the same sums (events at one time change the state together), so ties
     need not keep the stable sort's order. (totals, order), or empty arrays when `hint` does not
     fit or leaves too much to sort (the caller then sorts with numpy)."""
-    times, what = events(context, start, end, latency, cycles, moved, hbm, busy)
+    times, what = events(context, start, end, latency, cycles, moved, hbm, busy, plan)
     n = times.shape[0]
     if hint.shape[0] != n:
         return np.zeros(0), np.zeros(0, np.int64)

@@ -18,9 +18,8 @@ from matplotlib.ticker import PercentFormatter
 
 from simulator.busy_time import binned_utilisation, chips_of, phase_of, phase_utilisation
 from simulator.files import atomic_output
-from simulator.hardware import Hardware
-from simulator.program import UNITS
 from simulator.roofline_markers import Marker, markers
+from simulator.spec import Spec
 from simulator.trace import TraceRun, run_end
 
 PHASE_COLOURS = {"prefill": "tab:blue", "decode": "tab:orange"}
@@ -144,7 +143,7 @@ def timeline_png(
     path: str | os.PathLike,
     runs: Sequence[TraceRun],
     units: Sequence[str],
-    hw: Hardware,
+    hw: Spec,
     title: str,
     bins: int = 400,
 ) -> None:
@@ -156,9 +155,10 @@ def timeline_png(
     """
     if not units:
         raise ValueError("no units to plot")
+    known = runs[0].program.sites.unit_names if runs else ()
     for unit in units:
-        if unit not in UNITS:
-            raise ValueError(f"unknown unit {unit!r}; known: {', '.join(UNITS)}")
+        if unit not in known:
+            raise ValueError(f"unknown unit {unit!r}; known: {', '.join(known)}")
     t0 = min((r.offset for r in runs), default=0.0)
     t1 = max((run_end(r) for r in runs), default=1.0)
     if t1 <= t0:
@@ -168,7 +168,7 @@ def timeline_png(
     util = binned_utilisation(runs, hw, units, edges)
     means = phase_utilisation(runs, hw, units)
 
-    clock_hz = hw.clock_hz
+    clock_hz = hw.rates.clock_hz
     ms = 1e3 / clock_hz
     fig = Figure(figsize=(12, 1.15 * len(units) + 1.6), dpi=110)
     FigureCanvasAgg(fig)

@@ -1,9 +1,10 @@
 """The Program: flat arrays of tile-level commands, what the compiler hands the simulator.
 
-Each command runs on one execution context of one chip (main Tensor Unit pipeline, sub
-pipeline, TensorDMA, chip link), takes `cycles` there when it has its resources to itself,
-depends on earlier commands, and carries the FLOPs and bytes it accounts for, plus how long it
-keeps each hardware unit busy (for utilisation reports).
+Each command runs on one execution context of one chip (its target's `Sites`: on RNGD the main
+Tensor Unit pipeline, sub pipeline, TensorDMA, chip link), takes `cycles` there when it has its
+resources to itself, depends on earlier commands, and carries the FLOPs and bytes it accounts for,
+plus how long it keeps each hardware unit busy (for utilisation reports). A Program carries its
+target's Sites, so what its context and busy columns index is never a global of one machine.
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from simulator.units import UNIT_NAMES
+from simulator.target import Sites
 
-CONTEXTS = ("main", "sub", "dma", "link")
-ORDERED = ("main", "sub", "link")  # commands of these run in order per chip; DMA descriptors do not
 # The per-command columns, in the order ProgramBuilder.command records them.
 COLUMNS = (
     ("context", np.int8),
@@ -29,7 +28,6 @@ COLUMNS = (
     ("link_bytes", np.int64),
     ("op", np.int32),
 )
-UNITS = UNIT_NAMES  # the busy columns, one per unit (simulator.units)
 
 
 @dataclass
@@ -46,7 +44,7 @@ class OpInfo:
 
 @dataclass
 class Program:
-    context: np.ndarray  # int8 index into CONTEXTS
+    context: np.ndarray  # int8 index into sites.contexts
     chip: np.ndarray  # int16
     cycles: np.ndarray  # int64, duration when uncontended
     latency: np.ndarray  # int64, the fixed part of `cycles` (DMA start-up); the rest moves `moved` bytes
@@ -56,9 +54,10 @@ class Program:
     dm_bytes: np.ndarray  # int64
     link_bytes: np.ndarray  # int64
     op: np.ndarray  # int32 index into ops
-    busy: np.ndarray  # int64 [commands, len(UNITS)]
+    busy: np.ndarray  # int64 [commands, len(sites.units)]
     dep_ptr: np.ndarray  # int64 [commands + 1]: deps of command i are dep_idx[dep_ptr[i]:dep_ptr[i+1]]
     dep_idx: np.ndarray  # int64, each < the command's own index
+    sites: Sites  # the target's contexts and units the columns index
     ops: list[OpInfo] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -72,7 +71,8 @@ class Program:
         n = len(self)
         for name, _ in COLUMNS:
             assert len(getattr(self, name)) == n, name
-        assert self.busy.shape == (n, len(UNITS))
+        assert self.busy.shape == (n, len(self.sites.units))
+        assert np.all(self.context < len(self.sites.contexts))
         assert len(self.dep_ptr) == n + 1 and self.dep_ptr[0] == 0 and self.dep_ptr[-1] == len(self.dep_idx)
         owners = np.repeat(np.arange(n), np.diff(self.dep_ptr))
         assert np.all(self.dep_idx < owners), "a command depends on a later one"
@@ -94,7 +94,7 @@ class ProgramBlock:
     base: Program
     rows: np.ndarray  # [R] the commands that vary
     values: np.ndarray  # int64 [programs, R, len(VARYING)]
-    busy: np.ndarray  # int64 [programs, R, len(UNITS)]
+    busy: np.ndarray  # int64 [programs, R, len(base.sites.units)]
 
     def __len__(self) -> int:
         return self.values.shape[0]
@@ -127,18 +127,13 @@ def command_timing(cycles: int, latency: int | None) -> tuple[int, int]:
     return cycles, cycles if latency is None else latency
 
 
-def busy_row(busy: dict[str, int] | None) -> np.ndarray:
-    """Busy cycles per unit as one row of Program.busy."""
-    row = np.zeros(len(UNITS), np.int64)
-    for unit, value in (busy or {}).items():
-        row[UNITS.index(unit)] = value
-    return row
-
-
 class ProgramBuilder:
-    """Appends commands; turns them into the Program's flat arrays at the end."""
+    """Appends commands on a target's sites; turns them into the Program's flat arrays at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, sites: Sites) -> None:
+        self.sites = sites
+        self._context = {name: i for i, name in enumerate(sites.context_names)}
+        self._unit = {name: i for i, name in enumerate(sites.unit_names)}
         self.rows: list[tuple] = []
         self.busy: list[np.ndarray] = []
         self.deps: list[list[int]] = []
@@ -167,7 +162,7 @@ class ProgramBuilder:
         cycles, latency = command_timing(cycles, latency)
         self.rows.append(
             (
-                CONTEXTS.index(context),
+                self._context[context],
                 chip,
                 cycles,
                 latency,
@@ -179,9 +174,16 @@ class ProgramBuilder:
                 op,
             )
         )
-        self.busy.append(busy_row(busy))
+        self.busy.append(self._busy_row(busy))
         self.deps.append(sorted({d for d in deps if d is not None}))
         return len(self.rows) - 1
+
+    def _busy_row(self, busy: dict[str, int] | None) -> np.ndarray:
+        """Busy cycles per unit as one row of Program.busy."""
+        row = np.zeros(len(self._unit), np.int64)
+        for unit, value in (busy or {}).items():
+            row[self._unit[unit]] = value
+        return row
 
     def build(self) -> Program:
         cols = list(zip(*self.rows, strict=True)) if self.rows else [()] * len(COLUMNS)
@@ -189,7 +191,7 @@ class ProgramBuilder:
         ptr = np.zeros(len(self.deps) + 1, np.int64)
         ptr[1:] = np.cumsum([len(d) for d in self.deps])
         idx = np.array([d for ds in self.deps for d in ds], np.int64)
-        busy = np.array(self.busy, np.int64).reshape(len(self.rows), len(UNITS))
-        program = Program(*arrays, busy, ptr, idx, self.ops)
+        busy = np.array(self.busy, np.int64).reshape(len(self.rows), len(self._unit))
+        program = Program(*arrays, busy, ptr, idx, self.sites, self.ops)
         program.validate()
         return program

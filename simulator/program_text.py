@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from simulator.numbers import si
-from simulator.program import CONTEXTS, Program
+from simulator.program import Program
 
 
 def format_program(program: Program, title: str = "program") -> str:
     lines = [f"{title}: {len(program)} commands, {len(program.ops)} ops"]
+    contexts = program.sites.context_names
     by_op: dict[int, list[int]] = {}
     for i in range(len(program)):
         by_op.setdefault(int(program.op[i]), []).append(i)
@@ -18,7 +19,7 @@ def format_program(program: Program, title: str = "program") -> str:
             lines.append(f"  placement: {info.placement}")
         for i in by_op.get(index, []):
             parts = [
-                f"  #{i:<6d} {CONTEXTS[program.context[i]]:<4s} chip {program.chip[i]}",
+                f"  #{i:<6d} {contexts[program.context[i]]:<4s} chip {program.chip[i]}",
                 f"{program.cycles[i]:>9,} cyc",
             ]
             if program.latency[i] and program.latency[i] != program.cycles[i]:

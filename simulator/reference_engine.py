@@ -17,14 +17,15 @@ import math
 
 import numpy as np
 
-from simulator.program import CONTEXTS, ORDERED, Program
+from simulator.program import Program
 from simulator.timeline import EPS, Timeline
 
 
 def queue_ids(program: Program) -> np.ndarray:
     """Each command's in-order queue (one per chip and ordered context), or -1 for DMA."""
-    ordered = np.array([c in ORDERED for c in CONTEXTS])
-    key = program.chip.astype(np.int64) * len(CONTEXTS) + program.context
+    contexts = program.sites.contexts
+    ordered = np.array([c.ordered for c in contexts])
+    key = program.chip.astype(np.int64) * len(contexts) + program.context
     return np.where(ordered[program.context], key, -1)
 
 

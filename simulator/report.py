@@ -10,14 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.occupancy import CONTRACTION, StateSweeps, state_cycles
-from simulator.program import CONTEXTS, Program, ProgramBlock
+from simulator.occupancy import StateSweeps, plan, state_cycles
+from simulator.program import Program, ProgramBlock
+from simulator.target import Sites
 from simulator.timeline import Timeline
 from simulator.utilisation import command_bytes
-
-MAIN = CONTEXTS.index("main")
-DMA = CONTEXTS.index("dma")
-
 
 SUMMED = (
     "main_cycles", "span_cycles", "flops", "hbm_bytes", "dm_bytes", "link_bytes", "unit_busy", "dma_bytes",
@@ -33,7 +30,7 @@ class OpTotals:
     kinds: list[str]
     layers: np.ndarray
     placements: list[str]
-    main_cycles: np.ndarray  # time the op occupies the Tensor Unit's main context
+    main_cycles: np.ndarray  # time the op occupies its target's primary context (RNGD: the main pipeline)
     span_cycles: np.ndarray  # from its first command's start to its last command's end
     flops: np.ndarray
     hbm_bytes: np.ndarray
@@ -44,12 +41,19 @@ class OpTotals:
     layer_ids: np.ndarray  # the distinct layers, ascending
     layer_span_cycles: np.ndarray  # per layer: the time at least one of its ops was under way
     state_cycles: np.ndarray  # per combination of activities (simulator.occupancy): the phase's cycles
+    sites: Sites  # the target's units and activities the columns above index
 
     def __add__(self, other: OpTotals) -> OpTotals:
         assert self.names == other.names, "decode steps must share their op list"
         sums = {f: getattr(self, f) + getattr(other, f) for f in SUMMED}
         return OpTotals(
-            self.names, self.kinds, self.layers, self.placements, layer_ids=self.layer_ids, **sums
+            self.names,
+            self.kinds,
+            self.layers,
+            self.placements,
+            layer_ids=self.layer_ids,
+            sites=self.sites,
+            **sums,
         )
 
 
@@ -89,7 +93,8 @@ def op_totals(program: Program, timeline: Timeline) -> OpTotals:
     starts = op_starts(program)
     integers = command_integers(program)
     per_op = {f: np.add.reduceat(v.astype(np.float64), starts, axis=0) for f, v in integers.items()}
-    return _fold_copies(assemble(program.ops, per_op, timed_totals(program, timeline)), program.ops)
+    totals = assemble(program.ops, per_op, timed_totals(program, timeline), program.sites)
+    return _fold_copies(totals, program.ops)
 
 
 def op_starts(program: Program) -> np.ndarray:
@@ -114,7 +119,9 @@ def timed_totals(program: Program, timeline: Timeline) -> dict[str, np.ndarray]:
     last = np.maximum.reduceat(timeline.end, starts)
     _, _, _, _, layer_ids, of_layer = _op_columns(program.ops)
     return {
-        "main_cycles": np.add.reduceat(np.where(program.context == MAIN, duration, 0.0), starts, axis=0),
+        "main_cycles": np.add.reduceat(
+            np.where(program.context == program.sites.primary, duration, 0.0), starts, axis=0
+        ),
         "span_cycles": last - first,
         "layer_span_cycles": _busy_spans(first, last, of_layer, len(layer_ids)),
         "state_cycles": state_cycles(program, timeline),
@@ -138,27 +145,33 @@ def block_timed_totals(block: ProgramBlock, timeline: Timeline) -> dict[str, np.
         spans = span_pieces_rows(first, last, of_layer, len(layer_ids)).sum(axis=-1)
     # Each program's columns as state_cycles reads them: the base's, with the varying rows written.
     own = {name: getattr(base, name).copy() for name in ("latency", "cycles", "moved", "hbm_bytes")}
-    busy = base.busy[:, CONTRACTION].copy()
-    states_of, sweeps = [], StateSweeps()
+    marker = plan(base.sites)[1]
+    busy = base.busy[:, marker].copy() if marker >= 0 else np.zeros(len(base), np.int64)
+    states_of, sweeps = [], StateSweeps(base.sites)
     for k in range(len(block)):
         block.write(k, own)
-        busy[block.rows] = block.busy[k, :, CONTRACTION]
+        if marker >= 0:
+            busy[block.rows] = block.busy[k, :, marker]
         row = timeline.row(k)
         states_of.append(sweeps(base.context, base.chip, row.start, row.end, own["latency"], own["cycles"],
                                 own["moved"], own["hbm_bytes"], busy, row.cycles))  # fmt: skip
     return {
-        "main_cycles": np.add.reduceat(np.where(base.context == MAIN, duration, 0.0), starts, axis=1),
+        "main_cycles": np.add.reduceat(
+            np.where(base.context == base.sites.primary, duration, 0.0), starts, axis=1
+        ),
         "span_cycles": last - first,
         "layer_span_cycles": spans,
         "state_cycles": np.array(states_of),
     }
 
 
-def assemble(ops: list, per_op: dict[str, np.ndarray], timed: dict[str, np.ndarray]) -> OpTotals:
+def assemble(
+    ops: list, per_op: dict[str, np.ndarray], timed: dict[str, np.ndarray], sites: Sites
+) -> OpTotals:
     """OpTotals of an op list from its summed integer and timeline figures."""
     names, kinds, layers, placements, layer_ids, _ = _op_columns(ops)
     return OpTotals(names=names, kinds=kinds, layers=layers, placements=placements, layer_ids=layer_ids,
-                    **per_op, **timed)  # fmt: skip
+                    sites=sites, **per_op, **timed)  # fmt: skip
 
 
 _COPY_ROWS: list[tuple[list, np.ndarray, int]] = []  # (program.ops, rows, distinct): steps share one
@@ -196,7 +209,7 @@ def _fold_copies(totals: OpTotals, ops: list) -> OpTotals:
     per_op = {f: fold(getattr(totals, f)) for f in SUMMED if f not in ("layer_span_cycles", "state_cycles")}
     return OpTotals(
         [totals.names[k] for k in keep], [totals.kinds[k] for k in keep], totals.layers[keep],
-        [totals.placements[k] for k in keep], layer_ids=totals.layer_ids,
+        [totals.placements[k] for k in keep], layer_ids=totals.layer_ids, sites=totals.sites,
         layer_span_cycles=totals.layer_span_cycles, state_cycles=totals.state_cycles, **per_op,
     )  # fmt: skip
 

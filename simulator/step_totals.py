@@ -16,7 +16,6 @@ import numpy as np
 
 from simulator.program import VARYING, Program, ProgramBlock
 from simulator.report import (
-    DMA,
     OpTotals,
     assemble,
     block_timed_totals,
@@ -26,6 +25,7 @@ from simulator.report import (
     op_totals,
     timed_totals,
 )
+from simulator.target import Sites
 from simulator.timeline import Timeline
 
 _EXACT = 2**53  # float64 holds every integer below this
@@ -41,6 +41,7 @@ class StepTotals:
         self._sums: dict[str, np.ndarray] | None = None  # its integer figures per command, summed
         self._largest = 0  # a bound on every integer total so far
         self._ops: list | None = None
+        self._sites: Sites | None = None
         self._one_by_one: OpTotals | None = None  # once a total nears 2^53: op_totals added
 
     def add(self, program: Program, timeline: Timeline) -> None:
@@ -59,6 +60,7 @@ class StepTotals:
             self._reduce()
             self._program = program
             self._ops = program.ops if self._ops is None else self._ops  # names as the first step's
+            self._sites = program.sites
             self._sums = {f: v.copy() for f, v in integers.items()}
             return
         for f, v in integers.items():
@@ -84,6 +86,7 @@ class StepTotals:
             self._reduce()
             self._program = base
             self._ops = base.ops if self._ops is None else self._ops
+            self._sites = base.sites
             self._sums = integers
             return
         for f, v in integers.items():
@@ -96,7 +99,7 @@ class StepTotals:
         self._reduce()
         if self._per_op is None:
             return None
-        return assemble(self._ops, self._per_op, self._timed)
+        return assemble(self._ops, self._per_op, self._timed, self._sites)
 
     def _reduce(self) -> None:
         """Folds the running per-command sums into the per-op ones (exact: all below 2^53)."""
@@ -124,7 +127,7 @@ def _block_integers(block: ProgramBlock) -> dict[str, np.ndarray]:
         out[name][rows] = block.values[:, :, VARYING.index(name)].sum(axis=0)
     out["unit_busy"][rows] = block.busy.sum(axis=0)
     moved = block.values[:, :, VARYING.index("moved")].sum(axis=0)
-    out["dma_bytes"][rows] = np.where(base.context[rows] == DMA, moved, 0).astype(np.float64)
+    out["dma_bytes"][rows] = np.where(base.context[rows] == base.sites.pool, moved, 0).astype(np.float64)
     return out
 
 

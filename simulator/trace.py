@@ -1,13 +1,14 @@
 """Chrome / Perfetto trace-event JSON of simulated timelines, so a run can be browsed command by command.
 
-Each chip is a process and each execution context a thread: main, sub and link carry their commands
-as they ran; the TensorDMA engines are one thread each (as many as the spec has), with the moves laid
-out on them as the engine model shares the pool (simulator.dma_layout), and a "dma descriptors"
-counter shows how many moves were starting up or moving. A tensor-parallel program is compiled for
+Each chip is a process and each execution context a thread: the ordered contexts of the program's
+target (RNGD: main, sub and link) carry their commands as they ran; the DMA engines are one thread
+each (as many as the spec has), with the pooled context's moves laid out on them as the engine model
+shares the pool (simulator.dma_layout), and a "dma descriptors" counter shows how many moves were
+starting up or moving. A tensor-parallel program is compiled for
 one chip and every chip runs it symmetrically, so chips 1..n-1 mirror chip 0 (the trace's metadata
 says so). The file stays bounded whatever the chip count: when full mirrors would pass MAX_EVENTS,
-mirrored chips drop their DMA tracks, and then their main tracks, keeping the link tracks (the
-collectives) on every chip; process labels and metadata say what was left out.
+mirrored chips drop their DMA tracks, and then their other ordered tracks, keeping the collective
+tracks (RNGD: link) on every chip; process labels and metadata say what was left out.
 
 Timestamps are quantised to whole nanoseconds before they are written: Perfetto stores integer
 nanoseconds (it rounds ts * 1000), so quantising here guarantees that what it reads nests exactly as
@@ -28,19 +29,17 @@ import numpy as np
 from simulator.dma_layout import EngineSlices, engine_slices
 from simulator.dma_shares import dma_shares, moving_rate
 from simulator.files import atomic_output
-from simulator.hardware import Hardware
-from simulator.program import CONTEXTS, Program
+from simulator.program import Program
+from simulator.spec import Spec
+from simulator.target import Sites
 from simulator.timeline import Timeline
 
-# Thread ids inside each chip's process; DMA engine k is DMA_TID + k.
+# Thread ids inside each chip's process: phases, then the ordered contexts from FIRST_CONTEXT_TID
+# in the target's order, then DMA engine k at dma_tid(sites) + k.
 PHASES_TID = 1
-CONTEXT_TID = {"main": 2, "sub": 3, "link": 4}
-DMA_TID = 5
+FIRST_CONTEXT_TID = 2
 MAX_EVENTS = 300_000  # events (about 150 B each) past which mirrored chips drop tracks
-TIERS = ("link", "main and link", "every")  # what a mirrored chip keeps: tracks of tier <= its own
 DESCRIPTORS = "dma descriptors"  # the counter of DMA moves starting up / moving, per chip
-_DMA = CONTEXTS.index("dma")
-_LINK = CONTEXTS.index("link")
 _CHUNK = 50_000  # events per json.dumps call when streaming to a file
 
 
@@ -59,6 +58,25 @@ def run_end(run: TraceRun) -> float:
     return run.offset + (float(run.timeline.end.max()) if len(run.timeline.end) else 0.0)
 
 
+def context_tids(sites: Sites) -> dict[str, int]:
+    """The thread of each ordered context (pooled moves go on the DMA engines' threads)."""
+    ordered = [c.name for c in sites.contexts if c.ordered]
+    return {name: FIRST_CONTEXT_TID + k for k, name in enumerate(ordered)}
+
+
+def dma_tid(sites: Sites) -> int:
+    """The thread of DMA engine 0, after the ordered contexts' threads."""
+    return FIRST_CONTEXT_TID + len(context_tids(sites))
+
+
+def tiers(sites: Sites) -> tuple[str, str, str]:
+    """What a mirrored chip keeps, by tier (tracks of tier <= its own): the collective contexts,
+    then the ordered ones (named by the primary and collective contexts), then every track."""
+    collective = [c.name for c in sites.contexts if c.collective]
+    primary = sites.contexts[sites.primary].name
+    return " and ".join(collective), " and ".join([primary, *collective]), "every"
+
+
 def chip_pid(chip: int) -> int:
     """The trace process of a chip (Perfetto special-cases pid 0, so chip c is pid c + 1)."""
     return chip + 1
@@ -73,16 +91,19 @@ class _Laid:
     tid: np.ndarray
     ts: np.ndarray  # whole nanoseconds, global axis
     end: np.ndarray
-    tier: np.ndarray  # index into TIERS: 0 link, 1 main / sub, 2 DMA engines
+    tier: np.ndarray  # index into tiers(): 0 collective, 1 other ordered contexts, 2 DMA engines
     counters: list[tuple[int, list[float], list[int], list[int]]]  # per chip: (chip, us, starting, moving)
 
     def events(self, tier: int) -> int:
         """How many events a chip's copy of this run has when it keeps tracks up to `tier`."""
-        counted = sum(len(c[1]) for c in self.counters) if tier == len(TIERS) - 1 else 0
+        counted = sum(len(c[1]) for c in self.counters) if tier == _EVERY else 0
         return int((self.tier <= tier).sum()) + counted
 
 
-def trace_events(runs: Sequence[TraceRun], hw: Hardware, chips: int = 1) -> dict:
+_EVERY = 2  # the tier that keeps every track
+
+
+def trace_events(runs: Sequence[TraceRun], hw: Spec, chips: int = 1) -> dict:
     """The whole trace as one JSON-ready dict: {"traceEvents": [...], "displayTimeUnit": "ns", ...}."""
     plan = _Plan(runs, hw, chips)
     events: list[dict] = []
@@ -92,7 +113,7 @@ def trace_events(runs: Sequence[TraceRun], hw: Hardware, chips: int = 1) -> dict
     return {"traceEvents": events, "displayTimeUnit": "ns", "metadata": plan.metadata()}
 
 
-def write_trace(path: str | os.PathLike, runs: Sequence[TraceRun], hw: Hardware, chips: int = 1) -> None:
+def write_trace(path: str | os.PathLike, runs: Sequence[TraceRun], hw: Spec, chips: int = 1) -> None:
     """Writes the trace atomically, streaming it in chunks so millions of events stay within memory."""
     plan = _Plan(runs, hw, chips)
     with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f, _gc_paused():
@@ -123,19 +144,22 @@ def _gc_paused() -> Iterator[None]:
 class _Plan:
     """What goes where: every run laid out once, then emitted for its own chips and the mirrors."""
 
-    def __init__(self, runs: Sequence[TraceRun], hw: Hardware, chips: int) -> None:
+    def __init__(self, runs: Sequence[TraceRun], hw: Spec, chips: int) -> None:
+        if not runs or any(run.program.sites != runs[0].program.sites for run in runs):
+            raise ValueError("a trace needs runs, all of programs of one target")
         placed = sorted({int(c) for run in runs for c in np.unique(run.program.chip)} | {0})
         if chips > 1 and placed != [0]:
             raise ValueError(f"only a one-chip (SPMD) program can be mirrored onto {chips} chips")
-        self.runs, self.hw = runs, hw
-        self.ns_per_cycle = 1e9 / hw.clock_hz
+        self.runs, self.rates, self.sites = runs, hw.rates, runs[0].program.sites
+        self.tids, self.dma_tid, self.tiers = context_tids(self.sites), dma_tid(self.sites), tiers(self.sites)
+        self.ns_per_cycle = 1e9 / self.rates.clock_hz
         self.mirrors = list(range(1, chips)) if chips > 1 else []
         self.chips = placed + self.mirrors
         self.laid = [self._lay(run) for run in runs]
-        own = len(runs) + sum(laid.events(len(TIERS) - 1) for laid in self.laid)  # + phase events
+        own = len(runs) + sum(laid.events(_EVERY) for laid in self.laid)  # + phase events
         fits = [
             t
-            for t in range(len(TIERS))
+            for t in range(_EVERY + 1)
             if own + len(self.mirrors) * sum(r.events(t) for r in self.laid) <= MAX_EVENTS
         ]
         self.tier = max(fits, default=0)  # what mirrored chips keep
@@ -147,37 +171,36 @@ class _Plan:
 
     def _lay(self, run: TraceRun) -> _Laid:
         p, t = run.program, run.timeline
-        fixed = np.array([CONTEXT_TID.get(c, 0) for c in CONTEXTS], np.int64)
-        other = np.flatnonzero(p.context != _DMA)
+        fixed = np.array([self.tids.get(c, 0) for c in self.sites.context_names], np.int64)
+        collective = np.array([c.collective for c in self.sites.contexts])
+        other = np.flatnonzero(p.context != self.sites.pool)
         slices = self._engines(run)
         ts = np.concatenate([self._ns(run, t.start[other]), self._ns(run, slices.t0)])
         end = np.concatenate([self._ns(run, t.end[other]), self._ns(run, slices.t1)])
         return _Laid(
             command=np.concatenate([other, slices.command]),
             chip=np.concatenate([p.chip[other].astype(np.int64), slices.chip]),
-            tid=np.concatenate([fixed[p.context[other]], DMA_TID + slices.engine]),
+            tid=np.concatenate([fixed[p.context[other]], self.dma_tid + slices.engine]),
             ts=ts,
             end=np.maximum(end, ts),
-            tier=np.concatenate([np.where(p.context[other] == _LINK, 0, 1), np.full(len(slices), 2)]),
+            tier=np.concatenate([np.where(collective[p.context[other]], 0, 1), np.full(len(slices), _EVERY)]),
             counters=self._counters(run),
         )
 
     def _engines(self, run: TraceRun) -> EngineSlices:
-        hw = self.hw
-        shares = dma_shares(
-            run.program, run.timeline, hw.hbm_sustained_bytes_per_cycle, hw.dma_bytes_per_cycle
-        )
-        return engine_slices(shares, hw.dma_engines, hw.dma_bytes_per_cycle_each)
+        rates = self.rates
+        shares = dma_shares(run.program, run.timeline, rates.hbm_bytes_per_cycle, rates.dma_bytes_per_cycle)
+        return engine_slices(shares, rates.dma_engines, rates.dma_bytes_per_cycle_each)
 
     def metadata(self) -> dict:
         """What a reader needs to know that the events cannot say."""
-        hw, n = self.hw, len(self.chips)
+        rates, n = self.rates, len(self.chips)
         meta = {
             "chips": n,
-            "dma_engines": hw.dma_engines,
-            "dma": f"the {hw.dma_engines} TensorDMA engines of a chip are one pool of "
-            f"{hw.dma_bytes_per_cycle:g} B/cycle shared by the moves in flight; a move holds "
-            f"rate / {hw.dma_bytes_per_cycle_each:g} engines and may be split over several, and the "
+            "dma_engines": rates.dma_engines,
+            "dma": f"the {rates.dma_engines} DMA engines of a chip are one pool of "
+            f"{rates.dma_bytes_per_cycle:g} B/cycle shared by the moves in flight; a move holds "
+            f"rate / {rates.dma_bytes_per_cycle_each:g} engines and may be split over several, and the "
             f"'{DESCRIPTORS}' counter shows moves starting up (no bandwidth) and moving",
         }
         if self.mirrors:
@@ -186,7 +209,7 @@ class _Plan:
                 "tensor-parallel SPMD: every chip runs chip 0's program, so chip k mirrors chip 0 "
                 "(its collectives on the link track included)"
             )
-            meta["mirrored_tracks"] = TIERS[self.tier]
+            meta["mirrored_tracks"] = self.tiers[self.tier]
         return meta
 
     def chunks(self) -> Iterator[list[dict]]:
@@ -248,8 +271,9 @@ class _Plan:
         p, t = run.program, run.timeline
         rate = moving_rate(p)
         out = []
-        for chip in np.unique(p.chip[p.context == _DMA]).tolist():
-            ids = np.flatnonzero((p.context == _DMA) & (p.chip == chip))
+        pool = p.context == self.sites.pool
+        for chip in np.unique(p.chip[pool]).tolist():
+            ids = np.flatnonzero(pool & (p.chip == chip))
             moves = (rate[ids] > 0).astype(np.float64)
             begin = np.where(moves > 0, t.start[ids] + p.latency[ids], t.end[ids])  # start-up ends
             at = np.concatenate([self._ns(run, x) for x in (t.start[ids], begin, t.end[ids])])
@@ -263,7 +287,7 @@ class _Plan:
 
     def _counter_events(self, laid: _Laid) -> Iterator[list[dict]]:
         for chip, times, up, on in laid.counters:
-            mirrors = self.mirrors if self.tier == len(TIERS) - 1 else []
+            mirrors = self.mirrors if self.tier == _EVERY else []
             for pid in [chip_pid(chip)] + [chip_pid(m) for m in mirrors]:
                 yield [
                     {
@@ -271,7 +295,7 @@ class _Plan:
                         "ph": "C",
                         "ts": us,
                         "pid": pid,
-                        "tid": DMA_TID,  # ignored for counters, there for readers expecting one
+                        "tid": self.dma_tid,  # ignored for counters, there for readers expecting one
                         "args": {"starting": a, "moving": b},
                     }
                     for us, a, b in zip(times, up, on, strict=True)
@@ -284,19 +308,20 @@ class _Plan:
         def meta(name: str, pid: int, tid: int, args: dict) -> None:
             events.append({"name": name, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args})
 
+        first = FIRST_CONTEXT_TID
         for chip in self.chips:
             pid = chip_pid(chip)
-            # Process metadata rides on the main thread: tid 0 is the swapper in Perfetto too.
-            meta("process_name", pid, CONTEXT_TID["main"], {"name": f"chip {chip}"})
-            meta("process_sort_index", pid, CONTEXT_TID["main"], {"sort_index": chip})
+            # Process metadata rides on the first context's thread: tid 0 is the swapper in Perfetto too.
+            meta("process_name", pid, first, {"name": f"chip {chip}"})
+            meta("process_sort_index", pid, first, {"sort_index": chip})
             if chip in self.mirrors:
                 label = "mirrors chip 0" + (
-                    "" if self.tier == len(TIERS) - 1 else f" ({TIERS[self.tier]} tracks only)"
+                    "" if self.tier == _EVERY else f" ({self.tiers[self.tier]} tracks only)"
                 )
-                meta("process_labels", pid, CONTEXT_TID["main"], {"labels": label})
+                meta("process_labels", pid, first, {"labels": label})
             threads = [(PHASES_TID, "phases")] if chip == 0 else []
-            threads += [(tid, name) for name, tid in CONTEXT_TID.items()]
-            threads += [(DMA_TID + k, f"dma engine {k}") for k in range(self.hw.dma_engines)]
+            threads += [(tid, name) for name, tid in self.tids.items()]
+            threads += [(self.dma_tid + k, f"dma engine {k}") for k in range(self.rates.dma_engines)]
             for tid, name in threads:
                 meta("thread_name", pid, tid, {"name": name})
                 meta("thread_sort_index", pid, tid, {"sort_index": tid})

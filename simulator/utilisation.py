@@ -1,6 +1,6 @@
 """How busy each unit was: the one definition the report, the timeline plot and the trace share.
 
-A unit whose `Unit.moves` names a byte count (TensorDMA, chip links) is busy for those bytes at its
+A unit whose `Unit.moves` names a byte count (on RNGD: TensorDMA, chip links) is busy for those bytes at its
 full bandwidth, since the moves in flight share it: counting each move's own duration instead
 would count overlapping moves (and their start-ups) several times over. Every other unit is busy
 for its busy column in the Program. Utilisation is busy cycles over elapsed cycles, at most 1.
@@ -8,38 +8,35 @@ for its busy column in the Program. Utilisation is busy cycles over elapsed cycl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simulator.hardware import Hardware
-from simulator.program import CONTEXTS, Program
-from simulator.units import UNITS
+from simulator.program import Program
+from simulator.spec import Spec
+from simulator.target import MOVED, Unit
 
 if TYPE_CHECKING:  # simulator.report builds its per-op byte counts with command_bytes
     from simulator.report import OpTotals
-
-_DMA = CONTEXTS.index("dma")
-MOVED = tuple(u.moves for u in UNITS if u.moves is not None)  # the byte counts units are measured by
 
 
 def command_bytes(program: Program) -> dict[str, np.ndarray]:
     """Per command, each byte count in MOVED: `dma_bytes` is what a DMA command moves (a pass's own
     DM reads and writes are not DMA moves), `link_bytes` what a command sends over the links."""
-    counts = {
-        "dma_bytes": np.where(program.context == _DMA, program.moved, 0).astype(np.float64),
+    return {
+        "dma_bytes": np.where(program.context == program.sites.pool, program.moved, 0).astype(np.float64),
         "link_bytes": program.link_bytes.astype(np.float64),
     }
-    assert set(counts) == set(MOVED), "a Unit.moves field without a per-command count"
-    return counts
 
 
-def busy_cycles(hw: Hardware, busy: np.ndarray, moved: Mapping[str, np.ndarray | float]) -> np.ndarray:
+def busy_cycles(
+    units: Sequence[Unit], hw: Spec, busy: np.ndarray, moved: Mapping[str, np.ndarray | float]
+) -> np.ndarray:
     """Busy cycles per unit along the last axis of `busy` (a Program's busy columns, or their sums),
-    with the units in MOVED measured by `moved[unit.moves]` bytes instead, at the unit's bandwidth."""
+    with the units that move bytes measured by `moved[unit.moves]` bytes instead, at their bandwidth."""
     out = np.array(busy, dtype=np.float64)
-    for u, unit in enumerate(UNITS):
+    for u, unit in enumerate(units):
         if unit.moves is not None:
             out[..., u] = np.asarray(moved[unit.moves], np.float64) / unit.bandwidth(hw)
     return out
@@ -52,6 +49,7 @@ def utilisation(busy: np.ndarray | float, cycles: np.ndarray | float) -> np.ndar
     return np.where(cycles > 0, np.minimum(busy / safe, 1.0), 0.0)
 
 
-def totals_busy_cycles(totals: OpTotals, hw: Hardware) -> np.ndarray:
+def totals_busy_cycles(totals: OpTotals, hw: Spec) -> np.ndarray:
     """Busy cycles per unit of a whole phase, from its per-op sums (what the report shows)."""
-    return busy_cycles(hw, totals.unit_busy.sum(axis=0), {f: getattr(totals, f).sum() for f in MOVED})
+    moved = {f: getattr(totals, f).sum() for f in MOVED}
+    return busy_cycles(totals.sites.units, hw, totals.unit_busy.sum(axis=0), moved)

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ir import Graph, analyze
-from simulator.hardware import Hardware
 from simulator.program import Program, ProgramBlock
+from simulator.targets.rngd.spec import Hardware
 from simulator.timeline import Timeline
 from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.config import ModelConfig
@@ -43,7 +43,7 @@ class CompileOptions:
     policy: MappingPolicy = DEFAULT_POLICY
 
     def chips_on(self, hw: Hardware) -> int:
-        return self.chips or hw.chips
+        return self.chips or hw.system.chips
 
 
 @dataclass
@@ -222,11 +222,11 @@ def run_block(block: ProgramBlock, hw: Hardware) -> Timeline:
     """The timelines of a block's programs ([programs, commands] arrays), as `run` gives each."""
     from simulator.engine import simulate_block  # numba: imported when a program runs, not for --help
 
-    return simulate_block(block, hw.hbm_sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)
+    return simulate_block(block, hw.hbm.sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)
 
 
 def run(program: Program, hw: Hardware) -> Timeline:
     """The Program's timeline on the engine, at the spec's sustained HBM and aggregate DMA rates."""
     from simulator.engine import simulate as run_engine  # numba: imported when a program runs, not for --help
 
-    return run_engine(program, hw.hbm_sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)
+    return run_engine(program, hw.hbm.sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)

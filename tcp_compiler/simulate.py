@@ -17,8 +17,8 @@ from functools import reduce
 
 import numpy as np
 
-from simulator.hardware import Hardware
 from simulator.report import OpTotals, op_totals
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -85,11 +85,11 @@ def simulate_generation(
     way, each prefill's attention plan before its rewrite, and the decode steps done."""
     options = options or CompileOptions(batch=batch, chips=chips)
     if pp > 1:
-        tp = chips or hardware.chips // pp
-        if tp * pp > hardware.chips:
+        tp = chips or hardware.system.chips // pp
+        if tp * pp > hardware.system.chips:
             raise OptionError(
                 "{tp} {tp_value} x {pp} {pp_value} needs {chips} chips but '{hw}' has {has}",
-                tp_value=tp, pp_value=pp, chips=tp * pp, hw=hardware.name, has=hardware.chips,
+                tp_value=tp, pp_value=pp, chips=tp * pp, hw=hardware.name, has=hardware.system.chips,
             )  # fmt: skip
         options = replace(options, chips=tp, batch=batch)
     micro_batches = micro_batches or default_micro_batches(batch, pp)

@@ -179,7 +179,9 @@ _CHECKED_NUMBERS = {"num_hidden_layers", "hidden_size", "rms_norm_eps", "rope_th
 
 
 def _hardware(rng: random.Random) -> Case:
-    from simulator.hardware import RANGES
+    from simulator.targets.rngd.spec import Hardware
+
+    params = Hardware.params()
 
     text, files = RNGD_TOML, {}
     roll = rng.random()
@@ -199,8 +201,8 @@ def _hardware(rng: random.Random) -> Case:
             candidates = [i for i, line in enumerate(lines) if "value = " in line]
             i = rng.choice(candidates)
             key = _dotted_key(lines, i)
-            if rng.random() < 0.5 and key in RANGES:  # a value at, just inside or beyond its range
-                lo, hi = RANGES[key]
+            if rng.random() < 0.5 and key in params:  # a value at, just inside or beyond its range
+                lo, hi = params[key].lo, params[key].hi
                 value = rng.choice((lo, hi, lo * 2, hi / 2, hi * 2, lo / 2))
                 value = int(value) if isinstance(lo, int) and float(value).is_integer() else value
                 new = repr(value) if isinstance(value, int) else f"{value!r}"

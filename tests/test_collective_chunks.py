@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.hardware import load_hardware
-from simulator.program import CONTEXTS
+from simulator.targets.rngd import SITES
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions, compile_phase, run
@@ -18,7 +18,7 @@ def test_chunks_of_an_all_reduce_overlap_the_gemm_that_produces_it() -> None:
     options = CompileOptions(batch=4, chips=2)
     program = compile_phase(cfg, hw, precision("bf16"), "prefill", 2048, options).program
     timeline = run(program, hw)
-    link, main = CONTEXTS.index("link"), CONTEXTS.index("main")
+    link, main = SITES.context("link"), SITES.context("main")
     chunked = 0
     for index, info in enumerate(program.ops):
         mine = program.op == index

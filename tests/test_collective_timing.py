@@ -9,7 +9,7 @@ import pytest
 import ir
 from ir import BF16, Graph, TensorType
 from simulator.hardware import load_hardware
-from simulator.program import CONTEXTS
+from simulator.targets.rngd import SITES
 from tcp_compiler.mapping.schedule import schedule
 
 RING_STEPS = {"all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1}
@@ -27,7 +27,7 @@ def test_link_time_is_one_latency_per_ring_step_plus_the_bytes(chips: int, kind:
     ir.verify(g)
     program = schedule(g, hw)
 
-    link = program.context == CONTEXTS.index("link")
+    link = program.context == SITES.context("link")
     sent = int(program.link_bytes[link].sum())
     expected = steps(chips) * hw.link_latency_cycles + math.ceil(sent / hw.link_bytes_per_cycle)
     assert int(program.cycles[link].sum()) == expected

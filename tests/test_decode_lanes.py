@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from simulator.hardware import load_hardware
-from simulator.occupancy import CONTRACTION, StateSweeps, state_cycles
+from simulator.occupancy import StateSweeps, plan, state_cycles
 from simulator.step_totals import StepTotals
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import bundled_models, load_model
@@ -194,7 +194,8 @@ def test_state_sweeps_sorted_from_the_previous_order_equal_state_cycles() -> Non
     hw = load_hardware("rngd")
     graph = run_passes(build_decode(load_model("llama-3.2-1b").config, PRECISIONS["bf16"], 2, 1999).graph)
     steps = DecodeSteps(graph, hw)
-    sweeps = StateSweeps()
+    sweeps = StateSweeps(steps.program.sites)
+    marker = plan(steps.program.sites)[1]
     rng = np.random.default_rng(0)
     for n, program in enumerate(steps.programs(range(2000, 2010))):
         timeline = run(program, hw)
@@ -203,6 +204,6 @@ def test_state_sweeps_sorted_from_the_previous_order_equal_state_cycles() -> Non
         if n == 8:  # an order of another length: numpy sorts
             sweeps.order = sweeps.order[:-1]
         got = sweeps(program.context, program.chip, timeline.start, timeline.end, program.latency,
-                     program.cycles, program.moved, program.hbm_bytes, program.busy[:, CONTRACTION],
+                     program.cycles, program.moved, program.hbm_bytes, program.busy[:, marker],
                      timeline.cycles)  # fmt: skip
         assert np.array_equal(got, state_cycles(program, timeline)), n

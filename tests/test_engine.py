@@ -6,12 +6,15 @@ import numpy as np
 import pytest
 
 from simulator.engine import simulate
-from simulator.program import CONTEXTS, OpInfo, ProgramBuilder
+from simulator.program import OpInfo, ProgramBuilder
 from simulator.reference_engine import simulate_reference
+from simulator.targets.rngd import SITES
+
+CONTEXTS = SITES.context_names
 
 
 def random_program(rng: np.random.Generator, n: int, chips: int):
-    b = ProgramBuilder()
+    b = ProgramBuilder(SITES)
     op = b.op(OpInfo("random", "pass", -1))
     for i in range(n):
         context = CONTEXTS[rng.integers(len(CONTEXTS))]

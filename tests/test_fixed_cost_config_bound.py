@@ -45,7 +45,7 @@ def _reference(cfg, precision, hw, chips, batch, phase, length, pp=1) -> PhaseBo
     return PhaseBound(
         compute_seconds=flops / everywhere / rate,
         memory_seconds=(weight_bytes / everywhere + kv_bytes / kv_split / pp) / hw.hbm_peak_bytes_per_second,
-        link_seconds=link_bytes / hw.link_bytes_per_s,
+        link_seconds=link_bytes / hw.system.link_bytes_per_s,
     )
 
 
@@ -85,8 +85,9 @@ def test_report_decode_mean_is_the_per_step_mean(name: str) -> None:
         sim = SimpleNamespace(config=cfg, precision=p, hardware=HW, chips=chips, batch=batch, stages=pp,
                               prompt_len=prompt)  # fmt: skip
         steps = 2048
+        launch = HW.system.kernel_launch_s
         want = sum(
-            _reference(cfg, p, HW, chips, batch, "decode", prompt + t + 1, pp).seconds + HW.kernel_launch_s
+            _reference(cfg, p, HW, chips, batch, "decode", prompt + t + 1, pp).seconds + launch
             for t in range(steps)
         ) / steps
         assert _decode_config_bound(sim, steps).hex() == want.hex()

@@ -148,7 +148,7 @@ def test_every_bundled_config_and_preset_still_loads() -> None:
     from tcp_compiler.frontend.model import bundled_models, load_model
 
     assert all(load_model(m).config.layers for m in bundled_models())
-    assert all(load_hardware(h).chips >= 1 for h in list_presets())
+    assert all(load_hardware(h).system.chips >= 1 for h in list_presets())
 
 
 # -- hardware TOML ------------------------------------------------------------------------------

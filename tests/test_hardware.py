@@ -12,18 +12,13 @@ from pathlib import Path
 import pytest
 
 from simulator.errors import HardwareError, SimulatorError
-from simulator.hardware import (
-    DTYPES,
-    LEAF_KEYS,
-    SPECS_DIR,
-    Hardware,
-    list_presets,
-    load_hardware,
-)
+from simulator.hardware import list_presets, load_hardware
+from simulator.targets.rngd import RNGD
+from simulator.targets.rngd.spec import DTYPES, Hardware
 from tcp_compiler.cli import main
 
 ROOT = Path(__file__).parents[1]
-RNGD_TEXT = (SPECS_DIR / "rngd.toml").read_text()
+RNGD_TEXT = (RNGD.specs_dir / "rngd.toml").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +30,9 @@ def rngd() -> Hardware:
 
 
 def test_hierarchy(rngd: Hardware) -> None:
-    assert rngd.chips == 1 and rngd.clusters == 2 and rngd.pes == 8
+    assert rngd.system.chips == 1 and rngd.chip.clusters == 2 and rngd.pes == 8
     assert rngd.slices_per_cluster == 256 and rngd.slices == 512
-    assert rngd.lanes_per_slice == 8 and rngd.flit_bytes == 32 and rngd.packet_bytes == 64
+    assert rngd.chip.lanes_per_slice == 8 and rngd.chip.flit_bytes == 32 and rngd.chip.packet_bytes == 64
 
 
 @pytest.mark.parametrize(
@@ -63,18 +58,27 @@ def test_peaks_and_ridge(rngd: Hardware) -> None:
 def test_memories_links_and_time(rngd: Hardware) -> None:
     assert rngd.dm_bytes == 256 * 2**20
     assert rngd.trf_bytes == 32 * 2**20 and rngd.vrf_bytes == 4 * 2**20
-    assert rngd.hbm_capacity_bytes == 48_000_000_000
+    assert rngd.hbm.capacity_bytes == 48_000_000_000
     assert rngd.link_bytes_per_cycle == pytest.approx(64.0)
     assert rngd.seconds(1_000_000) == pytest.approx(1e-3)
-    assert rngd.cycles(rngd.kernel_launch_s) == pytest.approx(10_000)
+    assert rngd.cycles(rngd.system.kernel_launch_s) == pytest.approx(10_000)
 
 
 def test_contraction_tables(rngd: Hardware) -> None:
-    assert rngd.macs_per_lane_cycle == {"bf16": 32, "f16": 32, "fp8": 64, "i8": 64, "i4": 128, "f32": 8}
-    assert rngd.packet_reducer_latency["bf16"] == 5
-    assert rngd.packet_reducer_latency["fp8"] == rngd.packet_reducer_latency["i8"] == 6
-    assert rngd.packet_reducer_latency["i4"] == 7
-    assert rngd.accumulators_per_slice == 1024 and rngd.stream_supply_bytes == 32
+    assert rngd.contraction.macs_per_lane_cycle == {
+        "bf16": 32,
+        "f16": 32,
+        "fp8": 64,
+        "i8": 64,
+        "i4": 128,
+        "f32": 8,
+    }
+    assert rngd.contraction.packet_reducer_latency["bf16"] == 5
+    assert (
+        rngd.contraction.packet_reducer_latency["fp8"] == rngd.contraction.packet_reducer_latency["i8"] == 6
+    )
+    assert rngd.contraction.packet_reducer_latency["i4"] == 7
+    assert rngd.contraction.accumulators_per_slice == 1024 and rngd.contraction.stream_supply_bytes == 32
 
 
 def test_ir_dtype_names_map_onto_the_tables(rngd: Hardware) -> None:
@@ -104,6 +108,54 @@ def test_hardware_is_hashable_and_loads_equal(rngd: Hardware) -> None:
     assert load_hardware("rngd-2") != rngd
 
 
+def test_each_value_is_declared_once_with_type_unit_and_range() -> None:
+    params = Hardware.params()
+    assert list(Hardware.tables()) == list(dict.fromkeys(k.split(".")[0] for k in params))
+    hbm = params["hbm.sustained_bytes_per_cycle"]
+    assert (hbm.kind, hbm.unit, hbm.lo, hbm.hi) == (float, "B/cycle", 1e-3, 1e9)
+    macs = params["contraction.macs_per_lane_cycle"]
+    assert macs.kind is int and macs.per == DTYPES
+    assert Hardware.leaf_keys()[:2] == ("system.chips", "system.link_bytes_per_s")
+    assert len(Hardware.leaf_keys()) == len(params) + 2 * (len(DTYPES) - 1)  # two per-dtype tables
+
+
+def test_values_read_and_set_by_their_address(rngd: Hardware) -> None:
+    assert rngd.value("hbm.sustained_bytes_per_cycle") == rngd.hbm.sustained_bytes_per_cycle == 1440.0
+    faster = rngd.with_value("hbm.sustained_bytes_per_cycle", 1500, source="assumed: a sweep point")
+    assert faster.hbm.sustained_bytes_per_cycle == 1500.0
+    assert isinstance(faster.hbm.sustained_bytes_per_cycle, float)
+    assert faster.sources["hbm.sustained_bytes_per_cycle"] == "assumed: a sweep point"
+    assert "hbm.sustained_bytes_per_cycle" in faster.assumed_keys
+    assert rngd.hbm.sustained_bytes_per_cycle == 1440.0 and hash(faster) != hash(rngd)  # a new spec
+    assert faster.hbm_bytes_per_second == 1500.0 * rngd.chip.clock_hz
+    wider = rngd.with_value("contraction.macs_per_lane_cycle.fp8", 128)
+    assert wider.macs_per_cycle("fp8") == 2 * rngd.macs_per_cycle("fp8")
+    assert wider.packet_elements("bf16") == 32
+    four = rngd.with_value("system.chips", 4)
+    assert four.system.chips == 4 and four.parameters()[1:] == rngd.parameters()[1:]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("hbm.sustained_bytes_per_cyle", 1, r"^hbm\.sustained_bytes_per_cyle: no such key \(did you mean "
+         r"'hbm\.sustained_bytes_per_cycle'\?\)$"),
+        ("hbm", 1, r"^hbm: no such key$"),
+        ("contraction.macs_per_lane_cycle", 1, r"^contraction\.macs_per_lane_cycle: no such key"),
+        ("contraction.macs_per_lane_cycle.f64", 1, r"^contraction\.macs_per_lane_cycle\.f64: no such key"),
+        ("chip.clusters", 2.5, r"^chip\.clusters: expected an integer from 1 to 1,024, got float 2\.5$"),
+        ("chip.clusters", True, r"^chip\.clusters: expected an integer from 1 to 1,024, got boolean true$"),
+        ("hbm.peak_bytes_per_cycle", "fast",
+         r"^hbm\.peak_bytes_per_cycle: expected a number from 0\.001 to 1e\+09, got string 'fast'$"),
+        ("hbm.peak_bytes_per_cycle", 1000,
+         r"^hbm\.sustained_bytes_per_cycle: 1440 exceeds hbm\.peak_bytes_per_cycle 1000$"),
+    ],
+)  # fmt: skip
+def test_setting_a_bad_value_is_one_line_naming_the_key(rngd: Hardware, key: str, value, message) -> None:
+    with pytest.raises(HardwareError, match=message):
+        rngd.with_value(key, value)
+
+
 def test_simulator_does_not_import_compiler_or_ir() -> None:
     code = (
         "import sys, simulator.hardware, simulator.errors\n"
@@ -120,15 +172,15 @@ def test_presets_load_with_their_chip_counts() -> None:
     assert list_presets() == ["rngd", "rngd-2", "rngd-2x-hbm", "rngd-4", "rngd-8"]
     for name, chips in [("rngd", 1), ("rngd-2", 2), ("rngd-4", 4), ("rngd-8", 8)]:
         hw = load_hardware(name)
-        assert hw.chips == chips and hw.name == name
+        assert hw.system.chips == chips and hw.name == name
         assert hw.macs_per_cycle("bf16") == 131_072  # the rest comes from rngd
 
 
 @pytest.mark.parametrize("name", list_presets())
 def test_every_value_of_every_preset_has_a_valid_source(name: str) -> None:
     hw = load_hardware(name)
-    assert set(hw.sources) == set(LEAF_KEYS)
-    for key in LEAF_KEYS:
+    assert set(hw.sources) == set(Hardware.leaf_keys())
+    for key in Hardware.leaf_keys():
         assert re.match(r"^(published|derived|assumed): \S", hw.sources[key]), (key, hw.sources[key])
 
 
@@ -139,7 +191,7 @@ def test_extends_a_preset_by_name_and_overrides(tmp_path: Path) -> None:
         'sustained_bytes_per_cycle = { value = 1500, source = "assumed: what-if study" }\n'
     )
     hw = load_hardware(str(spec))
-    assert hw.chips == 4 and hw.hbm_sustained_bytes_per_cycle == 1500
+    assert hw.system.chips == 4 and hw.hbm.sustained_bytes_per_cycle == 1500
     assert hw.sources["hbm.sustained_bytes_per_cycle"] == "assumed: what-if study"
     assert hw.sources["system.chips"].startswith("published:")
     assert hw.name == "fast" and hw.extends == "rngd-4"
@@ -155,15 +207,15 @@ def test_extends_a_relative_path_in_a_chain(tmp_path: Path) -> None:
         'bf16 = { value = 64, source = "assumed: double bf16 rate" }\n'
     )
     hw = load_hardware(tmp_path / "sub" / "top.toml")
-    assert hw.clock_hz == 2e9 and hw.macs_per_lane_cycle["bf16"] == 64
-    assert hw.macs_per_lane_cycle["fp8"] == 64  # untouched dtype comes from the base
+    assert hw.chip.clock_hz == 2e9 and hw.contraction.macs_per_lane_cycle["bf16"] == 64
+    assert hw.contraction.macs_per_lane_cycle["fp8"] == 64  # untouched dtype comes from the base
     assert hw.flops_per_second("bf16") == pytest.approx(4 * 262.144e12)
 
 
 def test_what_if_example_doubles_hbm(rngd: Hardware) -> None:
     hw = load_hardware("rngd-2x-hbm")
-    assert hw.hbm_peak_bytes_per_cycle == 2 * rngd.hbm_peak_bytes_per_cycle
-    assert hw.hbm_sustained_bytes_per_cycle == 2 * rngd.hbm_sustained_bytes_per_cycle
+    assert hw.hbm.peak_bytes_per_cycle == 2 * rngd.hbm.peak_bytes_per_cycle
+    assert hw.hbm.sustained_bytes_per_cycle == 2 * rngd.hbm.sustained_bytes_per_cycle
     assert hw.ridge_flops_per_byte("bf16") == pytest.approx(rngd.ridge_flops_per_byte("bf16") / 2)
     assert hw.is_assumed("hbm.peak_bytes_per_cycle")
 

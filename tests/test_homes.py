@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ir.ops import REGISTRY
-from simulator import units
-from simulator.hardware import PARAMS, load_hardware
-from simulator.program import UNITS
+from simulator.hardware import load_hardware
+from simulator.targets.rngd import SITES, units
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -30,13 +30,13 @@ def test_every_registered_op_has_traits_and_an_unknown_one_is_refused() -> None:
 
 
 def test_units_are_defined_once_and_read_real_spec_keys() -> None:
-    assert tuple(u.name for u in units.UNITS) == UNITS
-    keys = {p.dotted for p in PARAMS}
+    assert SITES.units == units.UNITS
+    keys = set(Hardware.params())
     for unit in units.UNITS:
         assert unit.reads and set(unit.reads) <= keys, unit.name
         assert unit.moves in (None, "dma_bytes", "link_bytes")
     hw = load_hardware("rngd")
-    assert units.BY_NAME["tensor_dma"].bandwidth(hw) == hw.dma_engines * hw.dma_bytes_per_cycle_each
+    assert units.TENSOR_DMA.bandwidth(hw) == hw.dma.engines * hw.dma.bytes_per_cycle_each
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.hardware import load_hardware
-from simulator.program import CONTEXTS
+from simulator.targets.rngd import SITES
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions, compile_phase
@@ -19,7 +19,7 @@ def test_prefill_writes_its_kv_cache_to_hbm(model: str, prompt: int) -> None:
     graph, program = compiled.graph, compiled.program
     kv_bytes = sum(graph[name].type.nbytes for name in graph.meta.kv_outputs)
     weight_bytes = sum(graph[name].type.nbytes for name in compiled.weight_names if name in graph)
-    dma = program.context == CONTEXTS.index("dma")
+    dma = program.context == SITES.context("dma")
     assert kv_bytes > 0
     # Every byte read from HBM is counted once per side; weights are read, the cache is written.
     assert program.hbm_bytes[dma].sum() >= weight_bytes + kv_bytes

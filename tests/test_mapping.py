@@ -25,7 +25,7 @@ EXAMPLES = Path(__file__).parents[1] / "examples" / "ir"
 
 def _reference(program):
     """The plain-Python engine's timeline at the spec's bandwidths."""
-    return simulate_reference(program, MACHINE.hbm_sustained_bytes_per_cycle, MACHINE.dma_bytes_per_cycle)
+    return simulate_reference(program, MACHINE.hbm.sustained_bytes_per_cycle, MACHINE.dma_bytes_per_cycle)
 
 
 def _gemm(m: int, n: int, k: int, dtype=ir.BF16) -> ir.Graph:
@@ -57,12 +57,17 @@ GRAPHS = _graphs()
 def _roofline(program, i: int) -> float:
     """The fewest cycles physics allows command i: FLOPs at the fastest contraction rate, bytes at
     peak HBM, DM, DMA and link bandwidth."""
-    peak_flops = 2 * MACHINE.slices * MACHINE.lanes_per_slice * max(MACHINE.macs_per_lane_cycle.values())
+    peak_flops = (
+        2
+        * MACHINE.slices
+        * MACHINE.chip.lanes_per_slice
+        * max(MACHINE.contraction.macs_per_lane_cycle.values())
+    )
     hw = load_hardware("rngd")
     return max(
         program.flops[i] / peak_flops,
-        program.hbm_bytes[i] / hw.hbm_peak_bytes_per_cycle,
-        program.dm_bytes[i] / (MACHINE.slices * int(MACHINE.dm_bytes_per_cycle_per_slice)),
+        program.hbm_bytes[i] / hw.hbm.peak_bytes_per_cycle,
+        program.dm_bytes[i] / (MACHINE.slices * int(MACHINE.memory.dm_bytes_per_cycle_per_slice)),
         program.moved[i] / MACHINE.dma_bytes_per_cycle,
         program.link_bytes[i] / MACHINE.link_bytes_per_cycle,
     )
@@ -103,7 +108,7 @@ def test_large_bf16_gemm_reaches_80_percent_of_contraction_peak() -> None:
 def test_gemv_is_bound_by_hbm_bandwidth() -> None:
     program = schedule(_gemm(1, 4096, 4096), MACHINE)
     cycles = _reference(program).cycles
-    hbm = program.hbm_bytes.sum() / MACHINE.hbm_sustained_bytes_per_cycle
+    hbm = program.hbm_bytes.sum() / MACHINE.hbm.sustained_bytes_per_cycle
     compute = 4096 * 4096 / MACHINE.macs_per_cycle(ir.BF16)
     assert hbm > 10 * compute  # memory, not compute, sets the floor
     assert hbm <= cycles <= 1.25 * hbm, cycles / hbm
@@ -126,23 +131,26 @@ def test_random_einsum_placements_respect_every_limit(dtype, ks, ns, ms, bs, swa
     p = place(EinsumShape.of(eq, operands, out), MACHINE)
     ebytes = dtype.bits / 8
     assert p.slices_used <= MACHINE.slices
-    assert p.clusters(MACHINE) <= MACHINE.clusters
-    assert p.lanes <= MACHINE.lanes_per_slice
-    assert p.packet * ebytes <= MACHINE.packet_bytes
-    assert p.accumulators <= MACHINE.accumulators_per_slice
-    assert p.trf_tile_bytes <= MACHINE.trf_bytes_per_slice
-    assert p.dm_tile_bytes <= MACHINE.dm_bytes_per_slice
+    assert p.clusters(MACHINE) <= MACHINE.chip.clusters
+    assert p.lanes <= MACHINE.chip.lanes_per_slice
+    assert p.packet * ebytes <= MACHINE.chip.packet_bytes
+    assert p.accumulators <= MACHINE.contraction.accumulators_per_slice
+    assert p.trf_tile_bytes <= MACHINE.memory.trf_bytes_per_slice
+    assert p.dm_tile_bytes <= MACHINE.memory.dm_bytes_per_slice
     # Every axis is covered by its slices x (lanes | packets) x time steps.
     roles, slices, time = dict(p.roles), dict(p.slices), dict(p.time)
     sizes = {name: size for name, size in b + m + n + k}
     total = {r: math.prod(sizes[a] for a in roles[r]) for r in "KNMB"}
     assert slices["B"] * time["B"] >= total["B"]
     assert slices["M"] * time["M"] >= total["M"]
-    assert slices["N"] * time["N"] * MACHINE.lanes_per_slice >= total["N"]
+    assert slices["N"] * time["N"] * MACHINE.chip.lanes_per_slice >= total["N"]
     assert time["K"] * MACHINE.packet_elements(dtype) >= total["K"]
     # Never faster than the contraction engine at peak on the slices it uses.
     macs = math.prod(sizes.values())
-    assert p.compute_cycles * p.slices_used * MACHINE.lanes_per_slice * MACHINE.packet_elements(dtype) >= macs
+    assert (
+        p.compute_cycles * p.slices_used * MACHINE.chip.lanes_per_slice * MACHINE.packet_elements(dtype)
+        >= macs
+    )
 
 
 def test_placement_is_cached_by_shape() -> None:

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from ir import Graph
-from simulator.hardware import Hardware, load_hardware
+from simulator.hardware import load_hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, Precision
 from tcp_compiler.mapping.capacity import capacity, peak_spill
@@ -142,7 +143,7 @@ def test_no_moe_phase_beats_physics(model, hw, batch, prompt) -> None:
     hardware = load_hardware(hw)
     sim = simulate_generation(load_model(model).config, hardware, FP8, batch, prompt, 3)
     program = sim.prefill.program
-    peak_flops, peak_bytes = _peak_flops_per_cycle(hardware), hardware.hbm_peak_bytes_per_cycle
+    peak_flops, peak_bytes = _peak_flops_per_cycle(hardware), hardware.hbm.peak_bytes_per_cycle
     phases = [(sim.prefill.cycles, int(program.flops.sum()), int(program.hbm_bytes.sum()))]
     phases += zip(sim.decode_cycles, sim.decode_flops, sim.decode_hbm, strict=True)
     for cycles, flops, hbm in phases:
@@ -154,7 +155,7 @@ def test_no_moe_phase_beats_physics(model, hw, batch, prompt) -> None:
         for k, op in enumerate(program.ops)
         if op.name.split(".")[-1] in ("expert_gate", "expert_up", "expert_down")
     )
-    per_chip = cfg.moe.intermediate // hardware.chips
+    per_chip = cfg.moe.intermediate // hardware.system.chips
     # gate, up and down einsums, plus the SiLU, its sigmoid and the GLU product fused after gate / up
     einsums = len(cfg.layers) * batch * prompt * cfg.moe.top_k * 3 * 2 * cfg.hidden * per_chip
     assert einsums <= grouped <= einsums * (1 + 1 / cfg.hidden + 1 / per_chip)

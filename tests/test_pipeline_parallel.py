@@ -71,7 +71,7 @@ def test_no_pipelined_phase_beats_its_bounds(tp: int, pp: int, batch: int) -> No
     sim = _sim(tp, pp, batch)
     hw, pipe = sim.hardware, sim.pipeline
     assert pipe is not None and pipe.micro_batches == min(batch, pp)
-    floor = phase_bound(MODEL, BF16, hw, tp, batch, "prefill", 256, pp).seconds * hw.clock_hz
+    floor = phase_bound(MODEL, BF16, hw, tp, batch, "prefill", 256, pp).seconds * hw.chip.clock_hz
     assert sim.prefill.cycles >= floor
     slowest = max(s.prefill_cycles for s in pipe.stages)
     assert sim.prefill.cycles >= pipe.micro_batches * slowest
@@ -79,7 +79,7 @@ def test_no_pipelined_phase_beats_its_bounds(tp: int, pp: int, batch: int) -> No
     # main-context time; the stages of one micro-batch do not overlap beyond weight prefetch
     assert sim.prefill.cycles >= 0.95 * sum(s.prefill_cycles for s in pipe.stages)
     for t, cycles in enumerate(sim.decode_cycles):
-        floor = phase_bound(MODEL, BF16, hw, tp, batch, "decode", 256 + t + 1, pp).seconds * hw.clock_hz
+        floor = phase_bound(MODEL, BF16, hw, tp, batch, "decode", 256 + t + 1, pp).seconds * hw.chip.clock_hz
         assert cycles >= floor
     assert sim.decode_cycles[0] >= 0.95 * sum(s.decode_cycles for s in pipe.stages)
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from simulator.hardware import load_hardware
-from simulator.occupancy import BIT, STATES, state_cycles
-from simulator.program import CONTEXTS, OpInfo, ProgramBuilder
+from simulator.occupancy import state_cycles
+from simulator.program import OpInfo, ProgramBuilder
+from simulator.targets.rngd import SITES
 from simulator.timeline import Timeline
-from simulator.units import UNIT_NAMES
 from tcp_compiler.analysis.limiter import limiter_line
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
@@ -25,10 +25,11 @@ from tcp_compiler.report.types import Limiter, Report
 from tcp_compiler.simulate import simulate_generation
 
 _CONTRACTION = "contraction"
+BIT, STATES, CONTEXTS = SITES.bits, SITES.states, SITES.context_names
 
 
 def _program(commands: list[dict]) -> ProgramBuilder:
-    b = ProgramBuilder()
+    b = ProgramBuilder(SITES)
     op = b.op(OpInfo("x", "pass", 0))
     for c in commands:
         b.command(c.pop("context"), op, **c)
@@ -60,7 +61,7 @@ def _brute_force(program, timeline) -> np.ndarray:
     context = np.array(CONTEXTS)[program.context]
     moves = (context == "dma") & (program.moved > 0) & (program.cycles > program.latency)
     middle = np.where(moves, np.minimum(timeline.start + program.latency, timeline.end), timeline.end)
-    contraction = program.busy[:, UNIT_NAMES.index("contraction")] > 0
+    contraction = program.busy[:, SITES.unit(_CONTRACTION)] > 0
     cuts = np.unique(np.concatenate([[0.0, timeline.cycles], timeline.start, timeline.end, middle]))
     total = np.zeros(STATES)
     for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
@@ -83,7 +84,7 @@ def test_states_of_a_real_decode_step_match_a_brute_force_reading() -> None:
     config = load_model("llama-3.2-1b").config
     sim = simulate_generation(config, load_hardware("rngd-2"), PRECISIONS["bf16"], 1, 64, 2)
     step = sim.traced_steps[0]
-    assert (step.program.context == CONTEXTS.index("link")).any()  # every activity kind is there
+    assert (step.program.context == SITES.context("link")).any()  # every activity kind is there
     found = state_cycles(step.program, step.timeline)
     np.testing.assert_allclose(found, _brute_force(step.program, step.timeline), atol=1e-6)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -63,7 +62,7 @@ def test_engine_work_is_never_faster_than_peak(setup) -> None:
     result = serve(cfg, hw, prec, _requests(), ServeOptions(buckets=Buckets.exact()))
     it = result.iterations
     flops_floor = it.array("flops") / (2 * max(hw.macs_per_cycle(d) for d in ("bf16", "fp8")))
-    bytes_floor = it.array("hbm_bytes") / hw.hbm_peak_bytes_per_cycle
+    bytes_floor = it.array("hbm_bytes") / hw.hbm.peak_bytes_per_cycle
     assert (it.array("cycles") >= np.maximum(flops_floor, bytes_floor)).all()
 
 
@@ -99,11 +98,9 @@ def test_a_full_cache_preempts_by_recompute_and_still_finishes(setup) -> None:
     cfg, hw, prec = setup
     base = serve(cfg, hw, prec, _requests(1), ServeOptions())
     # Room for about 300 tokens of KV beside the weights: 12 requests of up to 240 tokens contend.
-    small = dataclasses.replace(
-        hw,
-        hbm_capacity_bytes=base.budget.weight_bytes
-        + base.budget.activation_bytes
-        + 300 * base.budget.kv_bytes_per_token,
+    small = hw.with_value(
+        "hbm.capacity_bytes",
+        base.budget.weight_bytes + base.budget.activation_bytes + 300 * base.budget.kv_bytes_per_token,
     )
     for name in ("continuous", "chunked"):
         result = serve(cfg, small, prec, _requests(), ServeOptions(scheduler=name))

@@ -12,19 +12,22 @@ from matplotlib.image import imread
 
 from simulator.engine import simulate
 from simulator.hardware import load_hardware
-from simulator.program import CONTEXTS, OpInfo, Program, ProgramBuilder
-from simulator.trace import DMA_TID, TraceRun, trace_events, write_trace
+from simulator.program import OpInfo, Program, ProgramBuilder
+from simulator.targets.rngd import SITES
+from simulator.trace import TraceRun, dma_tid, trace_events, write_trace
+
+DMA_TID = dma_tid(SITES)
 
 HW = load_hardware("rngd")
-CLOCK_HZ = HW.clock_hz
-HBM, DMA = HW.hbm_sustained_bytes_per_cycle, HW.dma_bytes_per_cycle
+CLOCK_HZ = HW.chip.clock_hz
+HBM, DMA = HW.hbm.sustained_bytes_per_cycle, HW.dma_bytes_per_cycle
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def two_chip_program(layers: int, tokens: int) -> Program:
     """Per layer and chip: a few concurrent weight DMAs, a matmul on them, a vector op on the sub
     pipeline, then chip 0 sends its partial sum over the link and chip 1's reduction waits for it."""
-    b = ProgramBuilder()
+    b = ProgramBuilder(SITES)
     load = b.op(OpInfo("load_w", "dma", -1))
     previous: dict[int, int | None] = {0: None, 1: None}
     for layer in range(layers):
@@ -92,10 +95,10 @@ def test_trace_events_follow_the_trace_event_format(runs: list[TraceRun], tmp_pa
         if e["ph"] == "X":
             assert e["dur"] >= 0 and "tid" in e
     complete = [e for e in events if e["ph"] == "X"]
-    dma = CONTEXTS.index("dma")
+    dma = SITES.context("dma")
     others = sum(int((r.program.context != dma).sum()) for r in runs)
     assert len([e for e in complete if e["tid"] < DMA_TID]) == others + len(runs)  # + one per phase
-    assert loaded["metadata"]["dma_engines"] == HW.dma_engines
+    assert loaded["metadata"]["dma_engines"] == HW.dma.engines
 
     # Every thread that carries events is named, and so is every process.
     named_threads = {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}
@@ -106,7 +109,7 @@ def test_trace_events_follow_the_trace_event_format(runs: list[TraceRun], tmp_pa
     for pid in named_procs:
         assert {(pid, "main"), (pid, "sub"), (pid, "link")} <= thread_names
         engines = {name for p, name in thread_names if p == pid and name.startswith("dma")}
-        assert engines == {f"dma engine {k}" for k in range(HW.dma_engines)}  # the spec's count, no more
+        assert engines == {f"dma engine {k}" for k in range(HW.dma.engines)}  # the spec's count, no more
 
 
 def test_events_on_one_thread_never_overlap_partially(runs: list[TraceRun]) -> None:
@@ -135,13 +138,13 @@ def test_dma_engine_tracks_carry_each_move_s_bytes(runs: list[TraceRun]) -> None
         if e["ph"] == "X" and e["tid"] >= DMA_TID:
             assert names[(e["pid"], e["tid"])].startswith("dma engine ")
             engine_us[(e["args"]["run"], e["pid"], e["args"]["command"])] += e["dur"]
-    dma = CONTEXTS.index("dma")
+    dma = SITES.context("dma")
     for run in runs:
         p = run.program
         for i in np.flatnonzero(p.context == dma).tolist():
             cycles = engine_us[(run.name, int(p.chip[i]) + 1, i)] * 1e-6 * CLOCK_HZ
             # whole-nanosecond rounding of each slice's ends: at most 1 ns per slice and engine
-            assert cycles * HW.dma_bytes_per_cycle_each == pytest.approx(p.moved[i], abs=8 * 256 * 2)
+            assert cycles * HW.dma.bytes_per_cycle_each == pytest.approx(p.moved[i], abs=8 * 256 * 2)
 
 
 def test_descriptor_counter_counts_moves_in_flight(runs: list[TraceRun]) -> None:
@@ -157,7 +160,7 @@ def test_descriptor_counter_counts_moves_in_flight(runs: list[TraceRun]) -> None
 
 def one_chip_runs() -> list[TraceRun]:
     """Chip 0's part of the two-chip program with its link send: what a tensor-parallel compile gives."""
-    b = ProgramBuilder()
+    b = ProgramBuilder(SITES)
     mm, send = b.op(OpInfo("matmul", "pass", 0)), b.op(OpInfo("all_reduce", "collective", 0))
     load = b.command("dma", mm, 2300, latency=300, moved=4096 * 1024, hbm_bytes=4096 * 1024)
     m = b.command("main", mm, 5000, [load], flops=10**9, busy={"contraction": 5000})
@@ -230,7 +233,7 @@ def test_trace_times_are_microseconds_of_the_timeline(runs: list[TraceRun]) -> N
         e for e in events
         if e["ph"] == "X" and e["cat"] != "phase" and e["tid"] < DMA_TID and e["args"]["run"] == run.name
     ]  # fmt: skip
-    not_dma = run.program.context != CONTEXTS.index("dma")
+    not_dma = run.program.context != SITES.context("dma")
     expected = sorted(((run.offset + run.timeline.start[not_dma]) / CLOCK_HZ * 1e6).tolist())
     assert np.allclose(sorted(e["ts"] for e in mine), expected, atol=1e-3)
 
@@ -322,7 +325,6 @@ def test_spread_conserves_busy_cycles(runs: list[TraceRun]) -> None:
 def test_timeline_utilisation_is_the_report_s() -> None:
     """The plot's utilisation per unit, over each phase, equals the report's (one definition)."""
     from simulator.busy_time import binned_utilisation, phase_utilisation
-    from simulator.program import UNITS
     from tcp_compiler.frontend.model import load_model
     from tcp_compiler.frontend.precision import precision
     from tcp_compiler.report.build import build_report
@@ -337,9 +339,9 @@ def test_timeline_utilisation_is_the_report_s() -> None:
         runs.append(TraceRun(run.name, run.program, run.timeline, offset))
         offset += run.cycles
     report = build_report(sim)
-    means = phase_utilisation(runs, hw, UNITS)
+    means = phase_utilisation(runs, hw, SITES.unit_names)
     edges = np.array([0.0, float(sim.prefill.cycles), offset])  # one bin per phase
-    binned = binned_utilisation(runs, hw, UNITS, edges)
+    binned = binned_utilisation(runs, hw, SITES.unit_names, edges)
     for column, (phase, rows) in enumerate(report.units.items()):
         for k, row in enumerate(rows):
             assert means[phase][row.unit] == pytest.approx(row.utilisation, rel=1e-9, abs=1e-12), row
@@ -355,7 +357,7 @@ def test_dma_layout_follows_the_engine_s_bandwidth_sharing() -> None:
     from simulator.dma_layout import engine_slices
     from simulator.dma_shares import dma_shares
 
-    b = ProgramBuilder()
+    b = ProgramBuilder(SITES)
     op = b.op(OpInfo("load", "dma", -1))
     nbytes = 2048 * 1000
     alone = b.command("dma", op, 500 + 1000, latency=500, moved=nbytes, hbm_bytes=nbytes)
@@ -367,7 +369,7 @@ def test_dma_layout_follows_the_engine_s_bandwidth_sharing() -> None:
     shares = dma_shares(program, timeline, HBM, DMA)
     moved = np.bincount(shares.command, weights=shares.rate * (shares.t1 - shares.t0), minlength=3)
     assert moved == pytest.approx([nbytes] * 3, rel=1e-9)
-    slices = engine_slices(shares, HW.dma_engines, HW.dma_bytes_per_cycle_each)
+    slices = engine_slices(shares, HW.dma.engines, HW.dma.bytes_per_cycle_each)
     mine = slices.command == alone
     span = timeline.end[alone] - timeline.start[alone] - 500  # moving at 1,440 B/cycle
     held = np.bincount(slices.engine[mine], weights=(slices.t1 - slices.t0)[mine], minlength=8) / span

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.hardware import load_hardware
-from simulator.program import CONTEXTS
+from simulator.targets.rngd import SITES
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions, compile_phase, run
@@ -17,7 +17,7 @@ def test_the_next_gemms_weights_stream_in_during_the_all_reduce() -> None:
     cfg = load_model("llama-3.2-1b").config
     program = compile_phase(cfg, hw, precision("bf16"), "decode", 512, CompileOptions(chips=2)).program
     timeline = run(program, hw)
-    link, dma = CONTEXTS.index("link"), CONTEXTS.index("dma")
+    link, dma = SITES.context("link"), SITES.context("dma")
     busy_links = np.flatnonzero(program.context == link)
     overlapped = 0
     for i in busy_links:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from simulator.hardware import Hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.analysis.roofline import Roofline
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.occupancy import ACTIVITIES, BIT
+from simulator.targets.rngd import SITES
 from tcp_compiler.report.types import Limiter, LimiterPart
 
+ACTIVITIES, BIT = SITES.activity_names, SITES.bits  # the target's activities (simulator.occupancy)
 RESOURCES = ("compute", "memory", "communication")  # the roofline terms, in their order
 _ACTIVE = {"compute": "contraction", "memory": "hbm_move", "communication": "link"}
 _UNIT = {"compute": "Contraction Engine", "memory": "HBM", "communication": "chip links"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.hardware import DTypeName, Hardware
+from simulator.targets.rngd.spec import DTypeName, Hardware
 from tcp_compiler.report.types import Bound
 
 
@@ -29,14 +29,14 @@ class Roofline:
         """The roofs of `hw` with compute at the fastest peak of `dtypes` (a report's: the
         contraction engine's operand dtype) and HBM at its sustained bandwidth."""
         flops = max(hw.flops_per_second(d) for d in dtypes)
-        return cls(flops, hw.hbm_bytes_per_second, hw.link_bytes_per_s)
+        return cls(flops, hw.hbm_bytes_per_second, hw.system.link_bytes_per_s)
 
     @classmethod
     def published_peak(cls, hw: Hardware, *dtypes: DTypeName) -> Roofline:
         """As `of`, but HBM at its published peak, above the sustained rate: for a floor that no
         phase may beat, whatever the simulator's HBM rate (tcp_compiler.analysis.config_floor)."""
         flops = max(hw.flops_per_second(d) for d in dtypes)
-        return cls(flops, hw.hbm_peak_bytes_per_second, hw.link_bytes_per_s)
+        return cls(flops, hw.hbm_peak_bytes_per_second, hw.system.link_bytes_per_s)
 
     def terms(self, flops: float, hbm_bytes: float, link_bytes: float) -> tuple[float, float, float]:
         """Seconds of the compute, memory and communication terms (numpy arrays work too)."""

@@ -6,9 +6,10 @@ import argparse
 import sys
 
 import ir
-from simulator.hardware import Hardware, load_hardware
+from simulator.hardware import load_hardware
 from simulator.program import Program
 from simulator.program_text import format_program
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.output import check_outputs, si, write_atomically
 from tcp_compiler.errors import CliError

@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from simulator.hardware import Hardware, list_presets, load_hardware
+from simulator.hardware import list_presets, load_hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.cli.console import console
 
 _KIND_STYLE = {"published": "green", "derived": "cyan", "assumed": "bold yellow"}
@@ -63,14 +64,14 @@ def run(args: argparse.Namespace) -> int:
 def _print_presets(as_json: bool) -> None:
     presets = [load_hardware(name) for name in list_presets()]
     if as_json:
-        rows = [{"name": h.name, "chips": h.chips, "description": h.description} for h in presets]
+        rows = [{"name": h.name, "chips": h.system.chips, "description": h.description} for h in presets]
         print(json.dumps(rows, indent=2))
         return
     table = Table(title="hardware presets (tcpc hw show NAME)", title_justify="left")
     for column in ("name", "chips", "description"):
         table.add_column(column, justify="right" if column == "chips" else "left")
     for h in presets:
-        table.add_row(h.name, str(h.chips), Text(h.description))
+        table.add_row(h.name, str(h.system.chips), Text(h.description))
     console().print(table)
 
 
@@ -151,22 +152,24 @@ def _compact_value(value: int | float, unit: str) -> str:
 
 
 def _print_compute(console: Console, hw: Hardware) -> None:
-    multi = hw.chips > 1
-    title = f"peak compute per chip at {hw.clock_hz / 1e9:g} GHz" + (f" ({hw.chips} chips)" if multi else "")
+    multi = hw.system.chips > 1
+    title = f"peak compute per chip at {hw.chip.clock_hz / 1e9:g} GHz" + (
+        f" ({hw.system.chips} chips)" if multi else ""
+    )
     table = Table(title=title, title_justify="left")
     table.add_column("dtype", no_wrap=True)
     for column in ("MAC/lane/cycle", "MACs/cycle", "TFLOP/s", "ridge FLOP/B"):
         table.add_column(column, justify="right", no_wrap=True)
     if multi:
-        table.add_column(f"TFLOP/s x {hw.chips}", justify="right", no_wrap=True)
-    for dtype, per_lane in hw.macs_per_lane_cycle.items():
+        table.add_column(f"TFLOP/s x {hw.system.chips}", justify="right", no_wrap=True)
+    for dtype, per_lane in hw.contraction.macs_per_lane_cycle.items():
         assumed = hw.is_assumed(f"contraction.macs_per_lane_cycle.{dtype}")
         label = Text(dtype) + (Text(" (assumed)", style="yellow") if assumed else Text(""))
         tflops = hw.flops_per_second(dtype) / 1e12
         row = [label, f"{per_lane:,}", f"{hw.macs_per_cycle(dtype):,}", f"{tflops:,.1f}"]
         row.append(f"{hw.ridge_flops_per_byte(dtype):,.1f}")
         if multi:
-            row.append(f"{hw.chips * tflops:,.1f}")
+            row.append(f"{hw.system.chips * tflops:,.1f}")
         table.add_row(*row)
     console.print(table)
     console.print("ridge point = peak FLOP/s / sustained HBM bytes/s: below it an op is memory-bound")
@@ -176,25 +179,29 @@ def _print_memory(console: Console, hw: Hardware) -> None:
     table = Table(title="memory and bandwidth per chip", title_justify="left")
     table.add_column("quantity")
     table.add_column("per chip", justify="right", no_wrap=True)
-    if hw.chips > 1:
-        table.add_column(f"x {hw.chips} chips", justify="right", no_wrap=True)
+    if hw.system.chips > 1:
+        table.add_column(f"x {hw.system.chips} chips", justify="right", no_wrap=True)
     gbs = lambda bytes_per_s: f"{bytes_per_s / 1e9:,.0f} GB/s"
     gb = lambda n: f"{n / 1e9:,.0f} GB"
-    dma = hw.dma_bytes_per_cycle * hw.clock_hz
+    dma = hw.dma_bytes_per_cycle * hw.chip.clock_hz
     rows = [
-        ("PEs", f"{hw.pes}", f"{hw.chips * hw.pes:,}"),
-        ("slices", f"{hw.slices:,} ({hw.slices_per_cluster} per cluster)", f"{hw.chips * hw.slices:,}"),
-        ("DM (SRAM)", _binary(hw.dm_bytes), _binary(hw.chips * hw.dm_bytes)),
-        ("TRF", _binary(hw.trf_bytes), _binary(hw.chips * hw.trf_bytes)),
-        ("VRF", _binary(hw.vrf_bytes), _binary(hw.chips * hw.vrf_bytes)),
-        ("HBM capacity", gb(hw.hbm_capacity_bytes), gb(hw.chips * hw.hbm_capacity_bytes)),
-        ("HBM peak", gbs(hw.hbm_peak_bytes_per_second), gbs(hw.chips * hw.hbm_peak_bytes_per_second)),
-        ("HBM sustained", gbs(hw.hbm_bytes_per_second), gbs(hw.chips * hw.hbm_bytes_per_second)),
-        ("TensorDMA (all engines)", gbs(dma), gbs(hw.chips * dma)),
-        ("chip-to-chip link, per direction", gbs(hw.link_bytes_per_s), "-"),
+        ("PEs", f"{hw.pes}", f"{hw.system.chips * hw.pes:,}"),
+        (
+            "slices",
+            f"{hw.slices:,} ({hw.slices_per_cluster} per cluster)",
+            f"{hw.system.chips * hw.slices:,}",
+        ),
+        ("DM (SRAM)", _binary(hw.dm_bytes), _binary(hw.system.chips * hw.dm_bytes)),
+        ("TRF", _binary(hw.trf_bytes), _binary(hw.system.chips * hw.trf_bytes)),
+        ("VRF", _binary(hw.vrf_bytes), _binary(hw.system.chips * hw.vrf_bytes)),
+        ("HBM capacity", gb(hw.hbm.capacity_bytes), gb(hw.system.chips * hw.hbm.capacity_bytes)),
+        ("HBM peak", gbs(hw.hbm_peak_bytes_per_second), gbs(hw.system.chips * hw.hbm_peak_bytes_per_second)),
+        ("HBM sustained", gbs(hw.hbm_bytes_per_second), gbs(hw.system.chips * hw.hbm_bytes_per_second)),
+        ("TensorDMA (all engines)", gbs(dma), gbs(hw.system.chips * dma)),
+        ("chip-to-chip link, per direction", gbs(hw.system.link_bytes_per_s), "-"),
     ]
     for name, per_chip, total in rows:
-        cells = [name, per_chip] + ([total] if hw.chips > 1 else [])
+        cells = [name, per_chip] + ([total] if hw.system.chips > 1 else [])
         table.add_row(*cells)
     console.print(table)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from simulator.hardware import Hardware, load_hardware
+from simulator.hardware import load_hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.cli import arg_types
 from tcp_compiler.errors import CliError
 
@@ -36,8 +37,8 @@ def system(args: argparse.Namespace) -> tuple[Hardware, int]:
         raise CliError("--micro-batches applies to pipeline parallelism: give --pp too")
     if args.pp == 1:
         hw = load_hardware(args.hw, args.chips)
-        return hw, args.chips or hw.chips
-    tp = args.chips or max(load_hardware(args.hw).chips // args.pp, 1)
+        return hw, args.chips or hw.system.chips
+    tp = args.chips or max(load_hardware(args.hw).system.chips // args.pp, 1)
     if tp * args.pp > arg_types.MAX_CHIPS:
         raise CliError(f"--tp {tp} x --pp {args.pp} exceeds {arg_types.MAX_CHIPS} chips")
     return load_hardware(args.hw, tp * args.pp), tp

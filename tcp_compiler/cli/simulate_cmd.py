@@ -207,7 +207,6 @@ def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:
     from pathlib import Path
 
     from simulator.plots import RooflinePoint, roofline_png, timeline_png
-    from simulator.program import UNITS
     from simulator.trace import TraceRun
 
     out = Path(directory)
@@ -227,4 +226,4 @@ def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:
     for run in [sim.prefill, *sim.traced_steps]:
         runs.append(TraceRun(run.name, run.program, run.timeline, offset))
         offset += run.cycles
-    timeline_png(out / "timeline.png", runs, UNITS, sim.hardware, title)
+    timeline_png(out / "timeline.png", runs, sim.prefill.program.sites.unit_names, sim.hardware, title)

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     check_args(args)
     check_outputs({"--csv": args.csv, "--json": args.json}, {"--plot": args.plot})
     hw = load_hardware(args.hw)  # a bad spec is an error for the whole sweep, not per point
-    chips = args.chips or [hw.chips]
+    chips = args.chips or [hw.system.chips]
     if args.serve:
         points: list = serve_grid(args.model, args.hw, chips, args.dtype, args.requests[0], args.prompt_len,
                                   args.gen_len, args.rate, args.concurrency, args.pp)  # fmt: skip

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.hardware import Hardware
 from simulator.program import Program, ProgramBlock
 from simulator.report import OpTotals
 from simulator.step_totals import StepTotals
+from simulator.targets.rngd.spec import Hardware
 from simulator.timeline import Timeline
 from tcp_compiler.mapping.stage_chain import chain_block, in_turn
 from tcp_compiler.mapping.steps import DecodeSteps

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.hardware import Hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.generation.plan import StagePlan
 from tcp_compiler.pipeline import run as run_program
 

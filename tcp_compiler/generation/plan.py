@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from simulator.hardware import Hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig

@@ -5,7 +5,7 @@ query rows' accumulator, do."""
 from __future__ import annotations
 
 from ir import Graph
-from simulator.hardware import Hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import dm_budget
 from tcp_compiler.passes.online_softmax import Attention, find_attention, online_softmax

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ir import Graph
-from simulator.hardware import Hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.mapping.fusion import on_the_fly, view_roots
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
@@ -51,7 +51,7 @@ def capacity(
     weights = sum(graph[n].type.nbytes for n in weights)
     kv_cache = sum(graph[o].type.nbytes for o in graph.meta.kv_outputs)
     peak = peak_spill(graph if spills is None else spills, hw, policy, ignore)
-    return Capacity(weights, kv_cache, peak, hw.hbm_capacity_bytes)
+    return Capacity(weights, kv_cache, peak, hw.hbm.capacity_bytes)
 
 
 def peak_spill(

@@ -26,7 +26,7 @@ from ir import Axis, TensorType
 from ir.ops import OpCall
 from ir.ops.einsum import format_equation, parse_equation
 from ir.ops.moe import grouped_axes
-from simulator.hardware import Hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.mapping.placement import EinsumShape, Placement, place
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 

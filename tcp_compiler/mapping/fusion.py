@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ir import Graph, Node
-from tcp_compiler.mapping.traits import STAGES, traits
+from tcp_compiler.mapping.traits import CONTRACTION_STAGE, STAGES, traits
 
 
 @dataclass
@@ -36,7 +36,7 @@ class FusedOp:
 
     @property
     def contraction(self) -> Node | None:
-        return next((n for n in self.nodes if traits(n.kind).stage == "contraction"), None)
+        return next((n for n in self.nodes if traits(n.kind).stage == CONTRACTION_STAGE), None)
 
 
 def fuse(graph: Graph) -> list[FusedOp]:
@@ -130,7 +130,7 @@ def _can_join(op: FusedOp, node: Node, stage: int) -> bool:
         op.kind == "pass"
         and op.open
         and stage >= op.stage
-        and not (traits(node.kind).stage == "contraction" and op.contraction is not None)
+        and not (traits(node.kind).stage == CONTRACTION_STAGE and op.contraction is not None)
     )
 
 

@@ -24,9 +24,9 @@ import numpy as np
 
 from ir import DType, TensorType
 from ir.ops.einsum import parse_equation
-from simulator import units
-from simulator.hardware import Hardware
-from simulator.units import ceil_div
+from simulator.targets.rngd import units
+from simulator.targets.rngd.spec import Hardware
+from simulator.targets.rngd.units import COMMIT, CONTRACTION, ceil_div
 from tcp_compiler.mapping.lanes import (
     Diverged,
     Lanes,
@@ -123,10 +123,10 @@ class Placement:
     @property
     def bound(self) -> str:
         terms = {
-            "contraction": self.compute_cycles,
+            CONTRACTION.name: self.compute_cycles,
             "stream fetch": self.supply_cycles,
             "TRF reload": self.reload_cycles,
-            "commit": self.commit_cycles,
+            COMMIT.name: self.commit_cycles,
         }
         return max(terms, key=terms.get)
 
@@ -164,7 +164,7 @@ def _grid_args(hw: Hardware, n: int, m: int, b: int) -> tuple[int, int, int, int
     """What the candidate grid depends on. Only powers of two are compared with n, m and b (with
     power-of-two lanes, p * s_n * lanes is one too), so their largest powers of two below them
     give the same grid: decode steps whose KV length differs share it."""
-    lanes = hw.lanes_per_slice
+    lanes = hw.chip.lanes_per_slice
     n = _floor_pow2(n) if lanes & (lanes - 1) == 0 else n
     return hw.slices, lanes, n, _floor_pow2(m), _floor_pow2(b)
 
@@ -378,12 +378,12 @@ def _costs(shape: EinsumShape, hw: Hardware, policy: MappingPolicy, sizes, split
     n_s, m_s, b_s = ceil_div(ceil_div(n, passes), s_n), ceil_div(m, s_m), ceil_div(b, s_b)
     per_packet = hw.packet_elements(shape.dtype)
     k_packets = ceil_div(k, per_packet)
-    lane_groups = ceil_div(n_s, hw.lanes_per_slice)
-    trf_budget = hw.trf_bytes_per_slice // policy.trf_share
+    lane_groups = ceil_div(n_s, hw.chip.lanes_per_slice)
+    trf_budget = hw.memory.trf_bytes_per_slice // policy.trf_share
     compute = units.contraction_cycles(passes, b_s, m_s, lane_groups, k_packets)
     supply = units.switch_cycles(hw, passes, b_s, m_s, k_packets)
     tile_bytes = ceil_div(n_s * k * bits, 8)
-    m_tile = np.maximum(1, np.minimum(m_s, hw.accumulators_per_slice // np.maximum(1, n_s)))
+    m_tile = np.maximum(1, np.minimum(m_s, hw.contraction.accumulators_per_slice // np.maximum(1, n_s)))
     resident = tile_bytes <= trf_budget
     loads = passes * b_s * np.where(resident, 1, ceil_div(m_s, m_tile))
     reload = units.trf_load_cycles(hw, loads, tile_bytes, resident)
@@ -393,11 +393,11 @@ def _costs(shape: EinsumShape, hw: Hardware, policy: MappingPolicy, sizes, split
     latency = (
         first_load
         + hw.reducer_latency(shape.dtype)
-        + hw.switch_hop_cycles * np.minimum(used, hw.switch_ring_slices)
+        + hw.switch.hop_cycles * np.minimum(used, hw.switch.ring_slices)
     )
     # Operands and result spread over the slices in use (a broadcast operand is stored once).
     dm_tile = ceil_div((b * m * k + b * n * k) * bits + b * m * n * out_bits, 8 * used)
-    tiles = np.maximum(1, ceil_div(dm_tile, hw.dm_bytes_per_slice // policy.einsum_dm_share))
+    tiles = np.maximum(1, ceil_div(dm_tile, hw.memory.dm_bytes_per_slice // policy.einsum_dm_share))
     return {
         "bounds": (compute, supply, reload, commit),
         "latency": latency,
@@ -412,16 +412,16 @@ def _placement(
 ) -> Placement:
     """The winning candidate as a Placement; `t` holds its cost terms (from _costs)."""
     s_n, s_m, s_b, passes = split
-    trf_budget = hw.trf_bytes_per_slice // policy.trf_share
+    trf_budget = hw.memory.trf_bytes_per_slice // policy.trf_share
     return Placement(
         stationary=stationary,
         roles=named,
         slices=(("N", s_n), ("M", s_m), ("B", s_b)),
-        lanes=minimum(hw.lanes_per_slice, t["n_s"]),
+        lanes=minimum(hw.chip.lanes_per_slice, t["n_s"]),
         packet=minimum(hw.packet_elements(shape.dtype), sizes[0]),
         time=(("B", t["b_s"]), ("M", t["m_s"]), ("N", t["lane_groups"] * passes), ("K", t["k_packets"])),
         m_tile=t["m_tile"],
-        accumulators=t["m_tile"] * minimum(t["n_s"], hw.accumulators_per_slice),
+        accumulators=t["m_tile"] * minimum(t["n_s"], hw.contraction.accumulators_per_slice),
         trf_tile_bytes=t["tile_bytes"] if t["resident"] else minimum(t["tile_bytes"], trf_budget),
         trf_resident=bool(t["resident"]),
         dm_tile_bytes=ceil_div(t["dm_tile"], t["tiles"]),

@@ -203,4 +203,4 @@ def _assemble(program: Program, parts) -> Program:
     np.cumsum(counts, out=dep_ptr[1:])
     ops = [info for *_, infos in parts for info in infos]
     return Program(**columns, op=op.astype(program.op.dtype), busy=busy, dep_ptr=dep_ptr,
-                   dep_idx=np.concatenate(deps), ops=ops)  # fmt: skip
+                   dep_idx=np.concatenate(deps), sites=program.sites, ops=ops)  # fmt: skip

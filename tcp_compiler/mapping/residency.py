@@ -10,7 +10,7 @@ it to HBM and its other readers still find it in DM (DM_STORED).
 from __future__ import annotations
 
 from ir import Graph
-from simulator.hardware import Hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.traits import traits
 

@@ -19,9 +19,23 @@ from dataclasses import dataclass, field, replace
 
 from ir import Graph, TensorType
 from ir.ops import REGISTRY, OpCall
-from simulator import units
-from simulator.hardware import Hardware
 from simulator.program import OpInfo, Program, ProgramBuilder
+from simulator.targets.rngd import SITES, units
+from simulator.targets.rngd.spec import Hardware
+from simulator.targets.rngd.units import (
+    CHIP_LINK,
+    COMMIT,
+    CONTRACTION,
+    DMA,
+    FETCH,
+    LINK,
+    MAIN,
+    REDUCER,
+    SWITCH,
+    TENSOR_DMA,
+    TRF_LOAD,
+    VECTOR,
+)
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.mapping.experts import GroupedCost, grouped_cost
 from tcp_compiler.mapping.fusion import FusedOp, fuse
@@ -29,7 +43,7 @@ from tcp_compiler.mapping.lanes import maximum
 from tcp_compiler.mapping.placement import EinsumShape, place
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import HBM, residency, writes_hbm
-from tcp_compiler.mapping.traits import traits
+from tcp_compiler.mapping.traits import CONTRACTION_STAGE, traits
 
 
 @dataclass(frozen=True)
@@ -121,7 +135,7 @@ def build_recipe(view: OpView, hw: Hardware, policy: MappingPolicy = DEFAULT_POL
 class Wiring:
     """The program being built, and what the next op's commands wait for."""
 
-    builder: ProgramBuilder = field(default_factory=ProgramBuilder)
+    builder: ProgramBuilder = field(default_factory=lambda: ProgramBuilder(SITES))
     done: dict[str, int] = field(default_factory=dict)  # value -> the command after which it is in memory
     mains: list[int] = field(default_factory=list)  # every main-context command so far, in order
     weight_mains: list[int] = field(default_factory=list)  # those of passes that stream weights
@@ -189,7 +203,7 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
         )  # fmt: skip
         if s.role == "load":
             load = last
-        if s.context == "main":
+        if s.context == MAIN.name:
             mains.append(last)
             wiring.mains.append(last)
             if r.streams_weights:
@@ -212,8 +226,8 @@ def _transfer(role: str, nbytes: int, hw: Hardware, hbm_sides: int) -> Step:
     in HBM. The simulator shares DMA and HBM bandwidth among the moves in flight."""
     cycles = units.dma_cycles(hw, nbytes, hbm_sides)
     return Step(
-        role, "dma", cycles, latency=hw.dma_startup_cycles, moved=nbytes, hbm_bytes=nbytes * hbm_sides,
-        dm_bytes=nbytes * (2 - hbm_sides), busy=(("tensor_dma", cycles),),
+        role, DMA.name, cycles, latency=hw.dma.startup_cycles, moved=nbytes, hbm_bytes=nbytes * hbm_sides,
+        dm_bytes=nbytes * (2 - hbm_sides), busy=((TENSOR_DMA.name, cycles),),
     )  # fmt: skip
 
 
@@ -223,7 +237,7 @@ def _vector_cycles(
     """(throughput cycles, latency) of the pass's element-wise and reduction work on the VE; a
     grouped pass transforms (dequantises) only the slices of the experts it hits."""
     adapter = _adapter_nodes(view)
-    vector = [n for n in view.nodes if traits(n.kind).stage != "contraction" and n not in adapter]
+    vector = [n for n in view.nodes if traits(n.kind).stage != CONTRACTION_STAGE and n not in adapter]
     if not vector:
         return 0, 0
 
@@ -270,7 +284,7 @@ def _adapter_cycles(view: OpView, hw: Hardware, slices: int, grouped: GroupedCos
 
 
 def _contraction(view: OpView) -> NodeView | None:
-    return next((n for n in view.nodes if traits(n.kind).stage == "contraction"), None)
+    return next((n for n in view.nodes if traits(n.kind).stage == CONTRACTION_STAGE), None)
 
 
 def _grouped(view: OpView, hw: Hardware, policy: MappingPolicy) -> GroupedCost | None:
@@ -323,13 +337,13 @@ def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     ):
         if lin:
             steps.append(_transfer("load", lin, hw, 1))
-        busy = {"fetch": math.ceil(cyc * fetch / main_cycles), "vector": math.ceil(vector / tiles)}
+        busy = {FETCH.name: math.ceil(cyc * fetch / main_cycles), VECTOR.name: math.ceil(vector / tiles)}
         if placement is not None:
-            busy["contraction"] = busy["reducer"] = math.ceil(placement.compute_cycles / tiles)
-            busy["switch"] = math.ceil(placement.supply_cycles / tiles)
-            busy["commit"] = math.ceil(placement.commit_cycles / tiles)
-            busy["trf_load"] = math.ceil(placement.reload_cycles / tiles)
-        steps.append(Step("main", "main", cyc, flops=f, dm_bytes=dm, busy=tuple(busy.items())))
+            busy[CONTRACTION.name] = busy[REDUCER.name] = math.ceil(placement.compute_cycles / tiles)
+            busy[SWITCH.name] = math.ceil(placement.supply_cycles / tiles)
+            busy[COMMIT.name] = math.ceil(placement.commit_cycles / tiles)
+            busy[TRF_LOAD.name] = math.ceil(placement.reload_cycles / tiles)
+        steps.append(Step("main", MAIN.name, cyc, flops=f, dm_bytes=dm, busy=tuple(busy.items())))
         if lout:
             steps.append(_transfer("store", lout, hw, 1))
     described = placement.describe(hw) if placement else ""
@@ -347,19 +361,20 @@ def _dma(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
 def _collective(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
     (node,) = view.nodes
     chips = dict(node.attrs).get("chips", 0)  # a send joins two stages, not a group
-    if chips > hw.chips:
+    if chips > hw.system.chips:
         raise TcpcError(
-            f"the {node.kind} spans {chips} chips but hardware '{hw.name}' has {hw.chips}"
+            f"the {node.kind} spans {chips} chips but hardware '{hw.name}' has {hw.system.chips}"
         )
     cost = node.cost()
     steps = []
     for part in _split(cost.link_bytes, view.chunks):  # each chunk is a whole ring of its share
         link = units.link_cycles(hw, part, cost.link_steps)
         role = "chunk" if view.chunks > 1 else "link"
-        steps.append(Step(role, "link", link, link_bytes=part, busy=(("chip_link", link),)))
+        steps.append(Step(role, LINK.name, link, link_bytes=part, busy=((CHIP_LINK.name, link),)))
     if cost.flops:
         vector, _ = units.vector_cycles(hw, node.type.numel, True, 0, False, hw.slices)
         steps.append(
-            Step("after", "main", vector, flops=cost.flops, dm_bytes=cost.bytes, busy=(("vector", vector),))
+            Step("after", MAIN.name, vector, flops=cost.flops, dm_bytes=cost.bytes,
+                 busy=((VECTOR.name, vector),))  # fmt: skip
         )
     return Recipe(node.kind, "", tuple(steps))

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.program import COLUMNS, CONTEXTS, Program, ProgramBlock
+from simulator.program import COLUMNS, Program, ProgramBlock
+from simulator.targets.rngd.units import LINK
 from simulator.timeline import EPS, Timeline
 
 _COLUMNS = tuple(name for name, _ in COLUMNS)
@@ -53,7 +54,7 @@ def receivers(program: Program) -> np.ndarray:
 def sender(program: Program) -> int:
     """The last link command of the send that hands the hidden state on."""
     ops = [k for k, op in enumerate(program.ops) if SENT in op.nodes]
-    link = np.flatnonzero(np.isin(program.op, ops) & (program.context == CONTEXTS.index("link")))
+    link = np.flatnonzero(np.isin(program.op, ops) & (program.context == program.sites.context(LINK.name)))
     if not len(link):
         raise ValueError("the stage program has no send of its hidden state")
     return int(link[-1])
@@ -95,6 +96,7 @@ def chain(stages: Sequence[Program], blocks: Sequence[Block]) -> Program:
         busy=np.concatenate(busy),
         dep_ptr=ptr,
         dep_idx=dep.astype(np.int64),
+        sites=stages[0].sites,
         ops=[op for b in blocks for op in stages[b.stage].ops],
     )
     program.validate()

@@ -15,8 +15,9 @@ from dataclasses import replace
 import numpy as np
 
 from ir import Graph, Node, TensorType
-from simulator.hardware import Hardware
-from simulator.program import UNITS, VARYING, Program, ProgramBlock, command_timing
+from simulator.program import VARYING, Program, ProgramBlock, command_timing
+from simulator.targets.rngd import SITES
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.mapping.fusion import fuse
 from tcp_compiler.mapping.lanes import Diverged, Lanes, lane_values
 from tcp_compiler.mapping.placement import EinsumShape, is_placed, place_ahead
@@ -36,7 +37,7 @@ from tcp_compiler.mapping.view_resize import ResizePlan, resize_type
 
 AHEAD = 64  # decode lengths whose einsums are placed together
 BLOCK = 256  # decode lengths costed together as lanes
-_UNIT_COLUMN = {unit: i for i, unit in enumerate(UNITS)}  # a busy unit's column in Program.busy
+_UNIT_COLUMN = {unit: i for i, unit in enumerate(SITES.unit_names)}  # a busy unit's column in Program.busy
 
 
 def resize_graph(graph: Graph, sizes: dict[str, int]) -> Graph:
@@ -197,10 +198,10 @@ def _mentions(view: OpView, axes: tuple[str, ...]) -> bool:
 
 def _step_values(steps: list[Step], counts: list[int], lanes: int) -> tuple[np.ndarray, np.ndarray]:
     """The patched columns (VARYING) and busy cycles of the dynamic commands, per lane:
-    [lanes, rows, len(VARYING)] and [lanes, rows, len(UNITS)]; one row of values per recipe
+    [lanes, rows, len(VARYING)] and [lanes, rows, len(SITES.units)]; one row of values per recipe
     step, repeated over its group's ops (`counts`). Values may be ints or Lanes."""
     values = np.empty((lanes, len(steps), len(VARYING)), np.int64)
-    busy = np.zeros((lanes, len(steps), len(UNITS)), np.int64)
+    busy = np.zeros((lanes, len(steps), len(SITES.units)), np.int64)
     for i, s in enumerate(steps):
         timing = dict(zip(("cycles", "latency"), command_timing(s.cycles, s.latency), strict=True))
         for c, name in enumerate(VARYING):
@@ -213,4 +214,8 @@ def _step_values(steps: list[Step], counts: list[int], lanes: int) -> tuple[np.n
 def _unvarying(program: Program) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows, values, busy) of a block of one program that is its base."""
     none = np.zeros(0, np.int64)
-    return none, none.reshape(1, 0, 1).repeat(len(VARYING), 2), none.reshape(1, 0, 1).repeat(len(UNITS), 2)
+    return (
+        none,
+        none.reshape(1, 0, 1).repeat(len(VARYING), 2),
+        none.reshape(1, 0, 1).repeat(len(SITES.units), 2),
+    )

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from ir.ops import REGISTRY
 from ir.ops.elementwise import BINARY, UNARY
+from simulator.targets.rngd import SITES
 
-# Pipeline stages of a Tensor Unit pass, in the order data flows through them (Fetch -> Switch ->
-# Collect -> Contraction -> Vector -> Cast -> Transpose -> Commit).
-STAGES = ("contraction", "vector", "cast", "transpose")
+# Pipeline stages of a Tensor Unit pass, in the order data flows through them (the target's).
+STAGES = SITES.stages
+CONTRACTION_STAGE, VECTOR_STAGE, CAST_STAGE, TRANSPOSE_STAGE = STAGES
 
 MEMORY = frozenset({"input", "param"})  # values that live in HBM before the program starts
 IMMEDIATE = frozenset({"const"})  # scalars carried in the command, no memory
@@ -29,10 +30,10 @@ COLLECTIVE = frozenset({"all_reduce", "reduce_scatter", "all_gather", "send"})
 REDUCTION = frozenset({"reduce", "topk", "bincount", "combine"})
 # grouped_einsum: one einsum per expert's rows, on the Contraction Engine like einsum
 STAGE_OF = {
-    "einsum": "contraction",
-    "grouped_einsum": "contraction",
-    "cast": "cast",
-    "transpose": "transpose",
+    "einsum": CONTRACTION_STAGE,
+    "grouped_einsum": CONTRACTION_STAGE,
+    "cast": CAST_STAGE,
+    "transpose": TRANSPOSE_STAGE,
 }
 VECTOR = frozenset(UNARY) | frozenset(BINARY) | REDUCTION | {"where", "iota"}
 ELEMENTWISE = frozenset(UNARY) | frozenset(BINARY) | {"cast"}  # may transform weights as they are fetched
@@ -64,7 +65,7 @@ def _traits(kind: str) -> OpTraits:
     if kind in STAGE_OF:
         return OpTraits("pass", STAGE_OF[kind], elementwise=elementwise)
     if kind in VECTOR:
-        return OpTraits("pass", "vector", ends_pass=kind in REDUCTION, elementwise=elementwise)
+        return OpTraits("pass", VECTOR_STAGE, ends_pass=kind in REDUCTION, elementwise=elementwise)
     raise TypeError(f"op kind '{kind}' has no mapping traits: add it to a group in {__name__}")
 
 

@@ -6,7 +6,7 @@ tcp_compiler.report.markdown, tcp_compiler.report.terminal."""
 from __future__ import annotations
 
 from simulator.report import OpTotals
-from simulator.units import UNIT_NAMES, UNITS
+from simulator.targets.rngd.units import CONTRACTION
 from simulator.utilisation import totals_busy_cycles, utilisation
 from tcp_compiler.analysis.config_floor import decode_bound_seconds, phase_bound
 from tcp_compiler.analysis.limiter import PhaseTime, limiter
@@ -44,7 +44,7 @@ def _roofline(sim: Simulation) -> Roofline:
 
 def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[OpRow, ...]:
     """Every op, averaged per program run (per decode step for decode), heaviest first."""
-    clock, roofline = sim.hardware.clock_hz, _roofline(sim)
+    clock, roofline = sim.hardware.chip.clock_hz, _roofline(sim)
     rows = []
     # Python floats (the same doubles): a long prefill has ~10^5 ops, and numpy scalars are slow.
     spans, main, layers = totals.span_cycles.tolist(), totals.main_cycles.tolist(), totals.layers.tolist()
@@ -74,7 +74,7 @@ def _layers(
 ) -> tuple[LayerRow, ...]:
     """Per decoder layer (-1: embedding, final norm and LM head), per step for decode; `forms`
     gives the prefill's attention form per layer."""
-    clock, roofline = sim.hardware.clock_hz, _roofline(sim)
+    clock, roofline = sim.hardware.chip.clock_hz, _roofline(sim)
     rows = []
     for index, layer in enumerate(totals.layer_ids.tolist()):
         pick = totals.layers == layer
@@ -120,10 +120,10 @@ def _limiter(totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Si
     (the per-stage table's busy shares say how much)."""
     if sim.pipeline:
         return None
-    clock = sim.hardware.clock_hz
-    busy = totals.unit_busy.sum(axis=0)[UNIT_NAMES.index("contraction")]
+    clock, launch = sim.hardware.chip.clock_hz, sim.hardware.system.kernel_launch_s
+    busy = totals.unit_busy.sum(axis=0)[totals.sites.unit(CONTRACTION.name)]
     phase = PhaseTime(
-        seconds=seconds, launch_seconds=sim.hardware.kernel_launch_s, terms=tuple(float(t) for t in terms),
+        seconds=seconds, launch_seconds=launch, terms=tuple(float(t) for t in terms),
         state_seconds=totals.state_cycles / clock / steps,
         contraction_busy_seconds=float(busy) / clock / steps, cycle_seconds=1 / clock,
     )  # fmt: skip
@@ -140,7 +140,7 @@ def _units(totals: OpTotals, cycles: float, sim: Simulation) -> tuple[UnitRow, .
     busy = totals_busy_cycles(totals, sim.hardware)
     return tuple(
         UnitRow(unit=unit.name, busy_cycles=float(busy[u]), utilisation=float(utilisation(busy[u], cycles)))
-        for u, unit in enumerate(UNITS)
+        for u, unit in enumerate(totals.sites.units)
     )
 
 
@@ -148,7 +148,7 @@ def _decode(sim: Simulation, roofline: Roofline) -> DecodePhase:
     steps = len(sim.decode_cycles)
     if not steps:
         return DecodePhase(steps=0)
-    tpot = sim.decode_cycles / sim.hardware.clock_hz + sim.hardware.kernel_launch_s
+    tpot = sim.decode_cycles / sim.hardware.chip.clock_hz + sim.hardware.system.kernel_launch_s
     mean = float(tpot.mean())
     flops, hbm = sim.decode_flops.mean(), sim.decode_hbm.mean()
     # a step passes the stages in turn: the summed work of one chip per stage at one chip's roofs
@@ -167,7 +167,7 @@ def _decode_config_bound(sim: Simulation, steps: int) -> float:
     lengths = range(sim.prompt_len + 1, sim.prompt_len + steps + 1)  # step t's cache holds prompt + t + 1
     hw = sim.hardware
     floors = decode_bound_seconds(sim.config, sim.precision, hw, sim.chips, sim.batch, lengths, sim.stages)
-    launch = hw.kernel_launch_s
+    launch = hw.system.kernel_launch_s
     return sum(floor + launch for floor in floors) / steps
 
 
@@ -175,15 +175,15 @@ def _config_bound(sim: Simulation, phase: str, length: int) -> float:
     """The config-only floor of a phase, in seconds (the kernel launch included, as in the phase)."""
     cfg, p = sim.config, sim.precision
     floor = phase_bound(cfg, p, sim.hardware, sim.chips, sim.batch, phase, length, sim.stages)
-    return floor.seconds + sim.hardware.kernel_launch_s
+    return floor.seconds + sim.hardware.system.kernel_launch_s
 
 
 def build_report(sim: Simulation, top: int | None = None) -> Report:
     """The report of a simulation; `top` keeps only the heaviest ops in `ops` (None: every op, as
     `--json` writes; op roles are always complete)."""
-    hw, clock, stages = sim.hardware, sim.hardware.clock_hz, sim.stages
+    hw, clock, stages = sim.hardware, sim.hardware.chip.clock_hz, sim.stages
     roofline = _roofline(sim)  # one chip's: a pipelined program adds one chip's work per stage
-    launch = hw.kernel_launch_s
+    launch = hw.system.kernel_launch_s
     p = sim.prefill.program
     prefill_seconds = sim.prefill.cycles / clock + launch
     if sim.pipeline:
@@ -245,7 +245,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
 
 def _pipeline(sim: Simulation, ttft: float, decode: DecodePhase) -> Pipeline:
     """Each stage's work timed alone against the phase: what share of it the stage is busy."""
-    pipe, clock = sim.pipeline, sim.hardware.clock_hz
+    pipe, clock = sim.pipeline, sim.hardware.chip.clock_hz
     assert pipe is not None
     tpot = decode.tpot_seconds_mean if decode.steps else 0.0
     sent = 0.0

@@ -10,6 +10,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from simulator.targets.rngd import SITES
+
 SCHEMA = "tcpc.report/1"
 
 Bound = Literal["compute", "memory", "communication", "overhead"]
@@ -76,10 +78,7 @@ class HardwareSummary(Record):
 class LimiterPart(Record):
     """One cause of the time a phase takes beyond its roofline, measured on the simulated timeline."""
 
-    cause: Literal[
-        "kernel_launch", "hbm_below_peak", "pipeline_stages", "contraction_placement", "link_latency",
-        "hbm_move", "dma_on_chip", "dma_startup", "contraction", "tensor_unit_other", "sub", "link", "gaps",
-    ] = doc(
+    cause: Literal[SITES.limiter_causes] = doc(
         "`kernel_launch`: the host's launch overhead; `hbm_below_peak`: HBM moves in flight but below "
         "HBM's full rate; `pipeline_stages`: Tensor Unit pass time beyond its contraction (fill, drain, "
         "Vector, Commit, TRF loads); `contraction_placement`: contraction cycles beyond peak (lanes or "
@@ -107,9 +106,7 @@ class Limiter(Record):
     )
     roofline_ratio: float = doc("the phase's time over its roofline", "x")
     excess_seconds: float = doc("the phase's time minus its roofline (per step for decode)", "s")
-    parts: tuple[LimiterPart, ...] = doc(
-        "the causes, largest first; causes under one cycle are left out"
-    )
+    parts: tuple[LimiterPart, ...] = doc("the causes, largest first; causes under one cycle are left out")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -322,9 +319,7 @@ class Pipeline(Record):
     micro_batches: int = doc(
         "micro-batches the prefill's batch splits into; a decode step sends the whole batch"
     )
-    link_bytes_per_step: float = doc(
-        "hidden state one stage sends the next per decode step, per chip", "B"
-    )
+    link_bytes_per_step: float = doc("hidden state one stage sends the next per decode step, per chip", "B")
     stages: tuple[StageRow, ...] = doc("per stage")
 
 

@@ -36,8 +36,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from simulator.hardware import Hardware
 from simulator.program import Program
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision

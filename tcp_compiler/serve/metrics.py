@@ -47,4 +47,4 @@ def model_bound_cycles(result: ServeResult) -> np.ndarray:
     params = matmul_weights(result.config)[0] / result.chips  # weights each token multiplies by
     roofline = Roofline.of(hw, result.precision.operand, result.precision.act)
     compute, memory, _ = roofline.terms(2.0 * params * tokens, result.budget.weight_bytes, 0.0)
-    return np.maximum(compute, memory) * hw.clock_hz
+    return np.maximum(compute, memory) * hw.chip.clock_hz

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.hardware import Hardware
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
@@ -95,7 +95,7 @@ def kv_budget(
         per_token = [decode_capacity(decode, n, hw).kv_cache for n in (1, 2)]
         prefill = lower(config, hw, precision, "prefill", longest_prefill, opts)
         budgets.append(
-            KvBudget(hw.hbm_capacity_bytes, decode.capacity.weights, prefill.capacity.activations,
+            KvBudget(hw.hbm.capacity_bytes, decode.capacity.weights, prefill.capacity.activations,
                      per_token[1] - per_token[0], serve.block_size)
         )  # fmt: skip
     return min(budgets, key=lambda b: b.blocks)

@@ -1,0 +1,152 @@
+"""What a hardware target is: the generic half of the seam between the simulator and one machine.
+
+A target says where work runs (its `Sites`: execution contexts, units, activities, pipeline stages,
+the limiter's causes) and which spec it is described by (a `Spec` subclass whose tables declare
+every value once, simulator.spec). The Program, the engines and the trace read a program's `Sites`
+and the roles of its contexts (ordered queue, pooled DMA, collective); they never name a unit or a
+context of a particular machine. Everything RNGD-specific lives in simulator/targets/rngd/ (spec
+tables, units and their cost formulas, contexts, activities); tcp_compiler's mapper is the recipe
+book for that target and takes unit names from there.
+
+Where the pieces live, given the import rule (tcp_compiler -> simulator -> nothing of ours): the
+spec, the sites and the unit cost formulas are simulator-side, because Programs, engine and
+reports read them; placement and scheduling recipes are compiler-side (tcp_compiler/mapping), the
+only code that builds Programs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simulator.spec import Spec
+
+
+# The per-command byte counts a unit may be measured by (Unit.moves; simulator.utilisation counts them):
+# what the pooled context moves, and what commands send over the chip links.
+MOVED = ("dma_bytes", "link_bytes")
+
+
+@dataclass(frozen=True)
+class Context:
+    """An execution context of a chip, with the role the engine gives it."""
+
+    name: str
+    # True: one in-order queue per chip (a command starts after the previous one of its queue).
+    # False: independent DMA descriptors sharing the chip's DMA and HBM bandwidth (a pool).
+    ordered: bool
+    collective: bool = False  # carries chip-to-chip transfers (a trace keeps it on mirrored chips)
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A hardware unit: the context its commands occupy and how its busy time is measured."""
+
+    name: str
+    context: str  # a Context's name
+    reads: tuple[str, ...]  # spec keys its cost formula reads
+    # How busy it was: None -> its busy cycles in the Program; a per-op byte count (an OpTotals
+    # field) -> those bytes at the unit's full bandwidth, since moves in flight share it.
+    moves: str | None
+    doc: str
+    bandwidth: Callable[[Any], float] | None = field(default=None, compare=False)  # B/cycle, for `moves`
+
+
+@dataclass(frozen=True)
+class Activity:
+    """A kind of work under way at an instant (one bit of simulator.occupancy's states): a command
+    of `context` runs; for a pool, `moving` says whether it is past its start-up and `hbm` whether
+    it touches HBM; for an ordered context, `unit` (if set) whether that unit is busy in it."""
+
+    name: str
+    context: str
+    doc: str
+    unit: str | None = None  # ordered contexts: this activity when the unit is busy (None: otherwise)
+    moving: bool | None = None  # pools: past the start-up (True) or in it (False)
+    hbm: bool | None = None  # pools, when moving: touches HBM (True) or not (False)
+
+
+@dataclass(frozen=True)
+class Sites:
+    """Where work runs on one target: the one definition contexts, units, activities, pipeline
+    stages and limiter causes are all taken from."""
+
+    contexts: tuple[Context, ...]
+    units: tuple[Unit, ...]
+    activities: tuple[Activity, ...]
+    stages: tuple[str, ...]  # pipeline stages of a pass, in the order data flows through them
+    rate_causes: tuple[str, ...]  # limiter causes that are a resource below its peak rate
+    idle_cause: str  # the limiter cause for instants with nothing under way
+
+    def __post_init__(self) -> None:
+        names = self.context_names
+        assert len(set(names)) == len(names) and len(set(self.unit_names)) == len(self.unit_names)
+        assert all(u.context in names for u in self.units), "a unit on an unknown context"
+        assert all(a.context in names for a in self.activities), "an activity on an unknown context"
+        assert all(u.moves in (None, *MOVED) for u in self.units), "a Unit.moves without a per-command count"
+        assert all((u.moves is None) == (u.bandwidth is None) for u in self.units), "moves need a bandwidth"
+        assert sum(not c.ordered for c in self.contexts) <= 1, "at most one pooled (DMA) context"
+        object.__setattr__(self, "_hash", hash((self.contexts, self.units, self.activities, self.stages)))
+
+    def __hash__(self) -> int:  # looked up per program (simulator.occupancy.plan): hashed once
+        return self._hash
+
+    @cached_property
+    def context_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.contexts)
+
+    @cached_property
+    def unit_names(self) -> tuple[str, ...]:
+        return tuple(u.name for u in self.units)
+
+    @cached_property
+    def activity_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.activities)
+
+    @property
+    def limiter_causes(self) -> tuple[str, ...]:
+        """Every cause a limiter line may name: rates below peak, what ran while idle, nothing."""
+        return (*self.rate_causes, *self.activity_names, self.idle_cause)
+
+    @cached_property
+    def bits(self) -> dict[str, int]:
+        """Each activity's bit in simulator.occupancy's state masks."""
+        return {a.name: 1 << i for i, a in enumerate(self.activities)}
+
+    @property
+    def states(self) -> int:
+        """How many combinations of activities there are (state masks are below this)."""
+        return 1 << len(self.activities)
+
+    def context(self, name: str) -> int:
+        """A context's index (Program.context values)."""
+        return self.context_names.index(name)
+
+    def unit(self, name: str) -> int:
+        """A unit's column in Program.busy."""
+        return self.unit_names.index(name)
+
+    @cached_property
+    def pool(self) -> int:
+        """The pooled (DMA) context's index, -1 if the target has none."""
+        return next((i for i, c in enumerate(self.contexts) if not c.ordered), -1)
+
+    @cached_property
+    def primary(self) -> int:
+        """The first ordered context: the pipeline an op's main time is measured on."""
+        return next(i for i, c in enumerate(self.contexts) if c.ordered)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A machine family: its spec class (tables of values), its presets and where work runs."""
+
+    name: str
+    spec: type[Spec]
+    specs_dir: Path  # bundled presets, loadable by name
+    sites: Sites
