@@ -16,7 +16,7 @@ from ir import Graph, analyze
 from simulator.hardware import Hardware
 from simulator.program import Program, ProgramBlock
 from simulator.timeline import Timeline
-from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
+from tcp_compiler.frontend.build import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import Stage

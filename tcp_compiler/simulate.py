@@ -18,7 +18,7 @@ from simulator.program import Program
 from simulator.report import OpTotals, op_totals
 from simulator.step_totals import StepTotals
 from simulator.timeline import Timeline
-from tcp_compiler.frontend.builder import check_positions
+from tcp_compiler.frontend.build import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.mapping.capacity import Capacity, capacity, check_capacity

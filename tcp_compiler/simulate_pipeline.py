@@ -23,7 +23,7 @@ from simulator.program import Program
 from simulator.report import OpTotals, op_totals
 from simulator.step_totals import StepTotals
 from tcp_compiler.errors import CliError
-from tcp_compiler.frontend.builder import check_positions
+from tcp_compiler.frontend.build import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import Stage, pipeline_stages

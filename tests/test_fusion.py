@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import ir
-from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.build import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.fusion import fuse, view_roots

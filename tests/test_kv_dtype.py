@@ -11,7 +11,7 @@ import ir
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.errors import CliError
-from tcp_compiler.frontend.builder import build_decode
+from tcp_compiler.frontend.build import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.simulate import simulate_generation

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import ir
 from simulator.hardware import load_hardware
 from simulator.reference_engine import simulate_reference
-from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.build import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.placement import EinsumShape, place

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from simulator.hardware import Hardware
 from simulator.program import Program
-from tcp_compiler.frontend.builder import check_positions
+from tcp_compiler.frontend.build import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import Stage, pipeline_stages

@@ -16,7 +16,7 @@ import numpy as np
 
 from simulator.hardware import Hardware
 from tcp_compiler.errors import TcpcError
-from tcp_compiler.frontend.builder import check_positions
+from tcp_compiler.frontend.build import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import pipeline_stages

@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import ir
 from ir.ops.moe import CONTRACTIONS
-from tcp_compiler.frontend.builder import build_prefill
+from tcp_compiler.frontend.build import build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate

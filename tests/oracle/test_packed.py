@@ -9,7 +9,7 @@ import pytest
 
 import ir
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.builder import build_prefill
+from tcp_compiler.frontend.build import build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.passes.online_softmax import online_softmax

@@ -7,7 +7,7 @@ import pytest
 
 import ir
 from tcp_compiler.errors import TcpcError
-from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.build import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
 from tcp_compiler.runtime.generate import generate
