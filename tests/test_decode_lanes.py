@@ -10,11 +10,11 @@ import random
 
 import numpy as np
 import pytest
+from tcp_compiler.frontend.build import build_decode
 
 from simulator.hardware import load_hardware
 from simulator.occupancy import StateSweeps, plan, state_cycles
 from simulator.step_totals import StepTotals
-from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.lanes import Diverged, Lanes, maximum, minimum
@@ -29,7 +29,7 @@ def _lengths(model: str) -> range:
     """Across a block boundary, and where a sliding window fills up if the model has one."""
     cfg = load_model(model).config
     windows = [layer.sliding_window for layer in cfg.layers if layer.sliding_window]
-    learned = cfg.max_positions - BLOCK if cfg.position == "learned" else 2048  # a table of positions
+    learned = cfg.max_positions - BLOCK if cfg.positions.kind == "learned" else 2048  # a table of positions
     middle = min([*windows, 2048, learned])
     return range(middle - 40, middle - 40 + BLOCK + 30)
 

@@ -38,7 +38,7 @@ def _reference(cfg, precision, hw, chips, batch, phase, length, pp=1) -> PhaseBo
     link_bytes = 0.0
     hidden = tokens * cfg.hidden * precision.collective.bits / 8
     if chips > 1:
-        per_layer = 1 if cfg.block == "parallel" else 2
+        per_layer = 1 if cfg.residual.block == "parallel" else 2
         link_bytes = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips * hidden
     link_bytes += hidden if pp > 1 else 0.0
     everywhere = chips * pp

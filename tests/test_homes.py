@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import pytest
+from tcp_compiler.frontend.build import build_decode, build_prefill
 
 from ir.ops import REGISTRY
 from simulator.hardware import load_hardware
 from simulator.targets.rngd import SITES, units
 from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping import traits
@@ -75,3 +79,25 @@ def test_resizing_a_decode_graph_keeps_its_metadata() -> None:
     bigger = resize_graph(graph, dict.fromkeys(graph.meta.kv_axes, 100))
     assert bigger.meta is graph.meta
     assert all(bigger[o].type.size("P") == 100 for o in bigger.meta.kv_outputs)
+
+
+
+@pytest.mark.parametrize("model", ["llama-3.2-1b", "qwen1.5-moe-a2.7b", "gemma-2-2b"])
+def test_the_builder_records_each_values_layer_as_it_names_it(model: str) -> None:
+    """The map agrees with the printed names (`l{i}.*` in layer i, everything else in none),
+    though nothing reads it back from them: shared values made inside a layer (masks, RoPE
+    tables, weights) stay out of every layer."""
+    graph = build_prefill(load_model(model).config, PRECISIONS["bf16"], 1, 16).graph
+    named = {n.name: int(m[1]) if (m := re.match(r"l(\d+)\.", n.name)) else -1 for n in graph.nodes}
+    assert graph.meta.layers == named
+    assert {graph.meta.layer_of(n) for n in ("rope.rot", "model.layers.0.mlp.up_proj.weight")} <= {-1}
+
+
+def test_build_blocks_import_only_public_names_of_one_another() -> None:
+    package_name = "tcp_compiler.frontend.build"
+    package = Path(__file__).resolve().parents[1] / "tcp_compiler" / "frontend" / "build"
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package_name):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{path.name} imports {private} from {node.module}"

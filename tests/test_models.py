@@ -9,11 +9,11 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from tcp_compiler.frontend.build import build_decode, build_prefill
 
 import ir
 from tcp_compiler.cli import main
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import BUNDLED, bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
 
@@ -107,9 +107,9 @@ LLAMA = json.loads((BUNDLED / "llama-3.2-1b.json").read_text())
     [
         (
             {"model_type": "gpt_bigcode"},
-            "model_type 'gpt_bigcode' is not supported (supported: llama, mistral",
+            "model_type 'gpt_bigcode' is not supported (supported: bloom, deepseek_v3",
         ),
-        ({"model_type": None}, "missing field 'model_type' (supported: llama"),
+        ({"model_type": None}, "missing field 'model_type' (supported: bloom"),
         ({"hidden_size": None}, "missing field 'hidden_size' (needed for llama models)"),
         ({"num_attention_heads": "32"}, 'num_attention_heads: expected an integer from 1 to 16,384, got "32'),
         (

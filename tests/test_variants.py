@@ -152,8 +152,9 @@ def test_prefill_and_decode_match_the_numpy_reference(variant: str) -> None:
 
 def test_deepnet_alpha_and_sinusoidal_table_are_what_the_config_says() -> None:
     cfg = read_model_config(RawConfig(VARIANTS["deepnet_sinusoidal"], "d.json"), "d")
-    assert cfg.residual_scale == pytest.approx(6**0.25) and cfg.block == "post" and not cfg.final_norm
-    assert cfg.position == "sinusoidal" and cfg.norm == "layer" and cfg.rotary == 0
+    assert cfg.residual.scale == pytest.approx(6**0.25) and cfg.residual.block == "post"
+    assert not cfg.norms.final
+    assert cfg.positions.kind == "sinusoidal" and cfg.norms.kind == "layer" and cfg.rotary == 0
 
 
 @pytest.mark.parametrize(
@@ -174,7 +175,8 @@ def test_bad_variant_fields_are_one_line_errors(change: dict, message: str) -> N
 
 def test_gemma_scales_embeddings_by_sqrt_hidden_in_the_table_dtype() -> None:
     """transformers holds Gemma's normalizer in the model dtype: sqrt(1152) = 33.94 is 34.0 in bf16."""
-    from tcp_compiler.frontend.builder import build_prefill
+    from tcp_compiler.frontend.build import build_prefill
+
     from tcp_compiler.frontend.model import load_model
     from tcp_compiler.frontend.precision import precision
 

@@ -90,7 +90,7 @@ class _Fixed:
         per_token, _ = matmul_weights(cfg)
         link_scale = None
         if chips > 1:
-            per_layer = 1 if cfg.block == "parallel" else 2
+            per_layer = 1 if cfg.residual.block == "parallel" else 2
             link_scale = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips
         return cls(
             cfg=cfg, batch=batch, per_token=per_token, head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
@@ -154,7 +154,7 @@ def head_bytes(cfg: ModelConfig, precision: Precision) -> float:
     a projection weight (the weight dtype, or the weight format when one applies to it, else the
     activation dtype)."""
     fmt, elements = precision.format, cfg.vocab * cfg.hidden
-    if cfg.tie_embeddings:
+    if cfg.embedding.tied:
         return elements * precision.table.bits / 8
     if fmt is None:
         return elements * precision.weight.bits / 8
@@ -168,7 +168,7 @@ def _matmul_shapes(cfg: ModelConfig) -> Iterator[tuple[str, tuple[int, int], flo
     for name, shape in canonical_shapes(cfg):
         if len(shape) != 2 or name.startswith(("model.embed", "lm_head")):
             continue
-        if cfg.mlp == "plain" and ".mlp.gate_proj." in name:
+        if cfg.mlp.kind == "plain" and ".mlp.gate_proj." in name:
             continue  # a plain MLP has no gate
         share = cfg.moe.top_k / cfg.moe.experts if cfg.moe is not None and ".experts." in name else 1.0
         yield name, (shape[0], shape[1]), share

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
+from tcp_compiler.frontend.build.core import role_in_layer
 from tcp_compiler.report.types import OpRoleRow, OpRow
 
 # A tile index of the online-softmax rewrite (tcp_compiler.passes.online_softmax names a tile's
@@ -21,10 +22,8 @@ Bounder = Callable[..., str]
 
 
 def role_of(name: str, layer: int) -> str:
-    """The op's name without its layer prefix (`l3.`), tile indices read `*`."""
-    if layer >= 0:
-        name = name.removeprefix(f"l{layer}.")
-    return _untiled(name)
+    """The op's role in its layer (the builder's naming undone), tile indices read `*`."""
+    return _untiled(role_in_layer(name, layer))
 
 
 @lru_cache(maxsize=1 << 16)

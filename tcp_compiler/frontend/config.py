@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -20,6 +20,23 @@ from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend import json_input
 from tcp_compiler.frontend.layout import IDENTITY, TensorMap
 from tcp_compiler.frontend.schema import FIELDS, show
+
+NormKind = Literal["rms", "layer"]
+BlockKind = Literal["pre", "post", "parallel"]
+PositionKind = Literal["rope", "learned", "alibi", "sinusoidal", "none"]
+MlpKind = Literal["gated", "plain"]
+Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
+QkNorm = Literal["none", "per_head", "all_heads"]
+RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
+Scoring = Literal["softmax", "sigmoid"]
+
+
+def check_mode(value: object, mode: object, what: str) -> None:
+    """A FrontendError unless `value` is one of the Literal type `mode`'s values: a family that
+    reads a config into a mode the builder does not know fails where it reads it."""
+    allowed = get_args(mode)
+    if value not in allowed:
+        raise FrontendError(f"{what} {value!r} is not one of {', '.join(map(str, allowed))}")
 
 
 @dataclass(frozen=True)
@@ -36,7 +53,7 @@ class Rope:
     """
 
     theta: float
-    kind: str = "default"
+    kind: RopeKind = "default"
     factor: float = 1.0
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
@@ -48,6 +65,9 @@ class Rope:
     max_positions: int = 0  # dynamic: max_position_embeddings, the length scaling starts past
     short_factor: tuple[float, ...] = ()  # longrope: per-frequency divisors up to original_max_positions
     long_factor: tuple[float, ...] = ()  # longrope: past it
+
+    def __post_init__(self) -> None:
+        check_mode(self.kind, RopeKind, "rope_type")
 
     def inv_freq(self, head_dim: int, positions: int = 0) -> np.ndarray:
         """Inverse frequencies (float32, as transformers computes them) for pairs of `head_dim`, for a
@@ -161,14 +181,17 @@ class Moe:
     router_bias: bool = False  # gpt-oss: the router is a linear with a bias
     softmax_after_top_k: bool = False  # gpt-oss: top-k of the router logits, softmax over those k
     expert_bias: bool = False  # gpt-oss: every expert projection adds a bias (the weight's .bias twin)
-    swiglu_limit: float | None = None  # gpt-oss's clamped SwiGLU (builder.glu); None: act(gate) * up
+    swiglu_limit: float | None = None  # gpt-oss's clamped SwiGLU (build.ffn); None: act(gate) * up
     swiglu_alpha: float = 1.0  # its sigmoid gain: gate * sigmoid(alpha * gate)
-    scoring: str = "softmax"  # "softmax" over all experts, or DeepSeek's independent "sigmoid"
+    scoring: Scoring = "softmax"  # over all experts, or DeepSeek's independent sigmoid scores
     correction_bias_name: str | None = None  # DeepSeek: added to pick experts, not to weigh them
     groups: int = 1  # DeepSeek's n_group: experts pick among the best topk_groups groups only
     topk_groups: int = 1
     routed_scale: float = 1.0  # DeepSeek's routed_scaling_factor on the routing weights
     shared: SharedExpert | None = None
+
+    def __post_init__(self) -> None:
+        check_mode(self.scoring, Scoring, "expert scoring")
 
 
 @dataclass(frozen=True)
@@ -207,7 +230,94 @@ class Layer:
 
 
 @dataclass(frozen=True)
+class Norms:
+    """Which norms a block has and how they normalise."""
+
+    eps: float
+    kind: NormKind = "rms"  # RMSNorm (weight) or LayerNorm (weight and bias)
+    offset: float = 0.0  # Gemma's RMSNorm scales by (1 + w)
+    embed: bool = False  # BLOOM: LayerNorm right after the embedding
+    final: bool = True  # OPT's post-LN models have none
+    sandwich: bool = False  # Gemma: norms after attention and MLP as well as before
+    pre: bool = True  # False with sandwich: OLMo 2 norms only the branch outputs
+    parallel: Literal[1, 2] = 2  # parallel blocks: 2 norms (GPT-NeoX) or 1 shared (Falcon-7B)
+
+    def __post_init__(self) -> None:
+        check_mode(self.kind, NormKind, "norm")
+        check_mode(self.parallel, Literal[1, 2], "parallel block norms")
+
+
+@dataclass(frozen=True)
+class Residual:
+    """How a layer's branches join the residual stream."""
+
+    block: BlockKind = "pre"  # pre: x + f(norm(x)); post: norm(x + f(x)); parallel: x + attn + mlp
+    scale: float = 1.0  # DeepNet's alpha: alpha * x + f(x)
+    branch_scale: float = 1.0  # Granite's residual_multiplier: x + m * f(x)
+    from_norm: bool = False  # BLOOM's apply_residual_connection_post_layernorm
+
+    def __post_init__(self) -> None:
+        check_mode(self.block, BlockKind, "block")
+
+
+@dataclass(frozen=True)
+class Positions:
+    """How positions enter: RoPE on each layer's Q and K (Layer.rope), an absolute table added to
+    the embedding, ALiBi's bias on the scores, or none."""
+
+    kind: PositionKind = "rope"
+    rotary_dim: int | None = None  # RoPE on the first rotary_dim of each head (GPT-NeoX); None: all
+    alibi_scale: float = 1.0  # Falcon scales the ALiBi bias with the scores (1/sqrt(head_dim)), BLOOM not
+
+    def __post_init__(self) -> None:
+        check_mode(self.kind, PositionKind, "position")
+
+
+@dataclass(frozen=True)
+class Attention:
+    """What varies in (non-latent) attention beyond its sizes."""
+
+    qkv_bias: bool = False
+    out_bias: bool = False  # bias on the output projection
+    qk_norm: QkNorm = "none"  # RMSNorm on q and k: per head, or over all heads' H x K (OLMo 2)
+    scale: float | None = None  # on the scores; default 1/sqrt(head_dim)
+    softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
+    sinks: bool = False  # gpt-oss: a learned logit per head joins each softmax's denominator
+
+    def __post_init__(self) -> None:
+        check_mode(self.qk_norm, QkNorm, "q/k norm")
+
+
+@dataclass(frozen=True)
+class Mlp:
+    """The dense MLP (and the experts' activation)."""
+
+    activation: Activation  # an IR unary op
+    kind: MlpKind = "gated"  # gated: down(act(gate) * up); plain: down(act(up))
+    bias: bool = False
+
+    def __post_init__(self) -> None:
+        check_mode(self.activation, Activation, "activation")
+        check_mode(self.kind, MlpKind, "mlp")
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """The token embedding and the LM head that may share its table."""
+
+    scale: float | None = None
+    # Gemma multiplies by sqrt(hidden) held in the embedding's dtype (transformers builds the
+    # normalizer as a tensor of that dtype): sqrt(1152) = 33.94 becomes 34.0 in bf16.
+    scale_in_table_dtype: bool = False
+    tied: bool = False  # the LM head is the embedding table
+    logits_divisor: float = 1.0  # Granite's logits_scaling: logits / it
+    logits_softcap: float | None = None  # Gemma 2: cap * tanh(logits / cap)
+
+
+@dataclass(frozen=True)
 class ModelConfig:
+    """A model's sizes, its layers, and each part's variant as a group of its own."""
+
     name: str
     family: str
     vocab: int
@@ -217,38 +327,12 @@ class ModelConfig:
     head_dim: int
     intermediate: int
     layers: tuple[Layer, ...]
-    norm_eps: float
-    activation: str  # an IR unary op: "silu", "gelu_tanh", "gelu", "relu"
-    norm: str = "rms"  # "rms" (RMSNorm, weight) or "layer" (LayerNorm, weight and bias)
-    norm_offset: float = 0.0  # Gemma's RMSNorm scales by (1 + w)
-    block: str = "pre"  # "pre": x + f(norm(x)); "post": norm(x + f(x)); "parallel": x + attn + mlp
-    parallel_norms: int = 2  # parallel blocks: 2 norms (GPT-NeoX) or 1 shared (Falcon-7B)
-    residual_scale: float = 1.0  # DeepNet's alpha: alpha * x + f(x)
-    residual_from_norm: bool = False  # BLOOM's apply_residual_connection_post_layernorm
-    embed_norm: bool = False  # BLOOM: LayerNorm right after the embedding
-    final_norm: bool = True  # OPT's post-LN models have none
-    position: str = "rope"  # "rope", "learned", "alibi", "sinusoidal" or "none"
-    rotary_dim: int | None = None  # RoPE on the first rotary_dim of each head (GPT-NeoX); None: all
-    mlp: str = "gated"  # "gated": down(act(gate) * up); "plain": down(act(up))
-    qkv_bias: bool = False
-    out_bias: bool = False  # bias on the attention output projection
-    mlp_bias: bool = False
-    qk_norm: bool = False
-    qk_norm_all_heads: bool = False  # OLMo 2: q/k RMSNorm over all heads' H x K at once, not per head
-    sandwich_norms: bool = False  # Gemma: norms after attention and MLP as well as before
-    pre_norms: bool = True  # False with sandwich_norms: OLMo 2 norms only the branch outputs
-    embed_scale: float | None = None
-    # Gemma multiplies by sqrt(hidden) held in the embedding's dtype (transformers builds the
-    # normalizer as a tensor of that dtype): sqrt(1152) = 33.94 becomes 34.0 in bf16.
-    embed_scale_in_table_dtype: bool = False
-    attn_scale: float | None = None  # default 1/sqrt(head_dim)
-    attn_softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
-    attn_sinks: bool = False  # gpt-oss: a learned logit per head joins each softmax's denominator
-    final_softcap: float | None = None  # Gemma 2: the same on the logits
-    logits_divisor: float = 1.0  # Granite's logits_scaling: logits / it
-    branch_scale: float = 1.0  # Granite's residual_multiplier: x + m * f(x)
-    alibi_scale: float = 1.0  # Falcon scales the ALiBi bias with the scores (1/sqrt(head_dim)), BLOOM not
-    tie_embeddings: bool = False
+    norms: Norms
+    mlp: Mlp
+    residual: Residual = Residual()
+    positions: Positions = Positions()
+    attention: Attention = Attention()
+    embedding: Embedding = Embedding()
     moe: Moe | None = None
     mla: Mla | None = None  # DeepSeek's latent attention instead of per-head K/V
     max_positions: int = 0
@@ -261,14 +345,16 @@ class ModelConfig:
 
     @property
     def scale(self) -> float:
-        return self.attn_scale if self.attn_scale is not None else self.head_dim**-0.5
+        scale = self.attention.scale
+        return scale if scale is not None else self.head_dim**-0.5
 
     @property
     def rotary(self) -> int:
         """Head dims RoPE rotates: head_dim, fewer for partial rotary, 0 without RoPE."""
-        if self.position != "rope":
+        if self.positions.kind != "rope":
             return 0
-        return self.rotary_dim if self.rotary_dim is not None else self.head_dim
+        dim = self.positions.rotary_dim
+        return dim if dim is not None else self.head_dim
 
 
 MAX_CONFIG_BYTES = 4 << 20  # published config.json files are a few KB; a larger one is not a config

@@ -30,7 +30,7 @@ def canonical_shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape]]:
     V, D, F = cfg.vocab, cfg.hidden, cfg.intermediate
     yield "model.embed_tokens.weight", (V, D)
     yield "lm_head.weight", (V, D)
-    if cfg.position == "learned":
+    if cfg.positions.kind == "learned":
         yield "model.embed_positions.weight", (cfg.max_positions, D)
     for part in ("weight", "bias"):
         yield f"model.embed_norm.{part}", (D,)
@@ -76,7 +76,7 @@ def _attention_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape]]
     yield f"{pre}.self_attn.o_proj.weight", (D, H * K)
     yield f"{pre}.self_attn.o_proj.bias", (D,)
     yield f"{pre}.self_attn.sinks", (H,)
-    all_heads = cfg.qk_norm_all_heads  # OLMo 2 norms all heads at once
+    all_heads = cfg.attention.qk_norm == "all_heads"  # OLMo 2 norms all heads at once
     yield f"{pre}.self_attn.q_norm.weight", (H * K,) if all_heads else (K,)
     yield f"{pre}.self_attn.k_norm.weight", (Hkv * K,) if all_heads else (K,)
 

@@ -25,8 +25,8 @@ from simulator.targets.rngd.units import LINK
 from simulator.timeline import EPS, Timeline
 
 _COLUMNS = tuple(name for name, _ in COLUMNS)
-RECEIVED = "hidden"  # the input a later stage's graph takes (tcp_compiler.frontend.builder)
-SENT = "hidden.sent"  # the send that ends an earlier stage's graph
+RECEIVED = "hidden"  # the input a later stage's graph takes (tcp_compiler.frontend.build.model)
+SENT = "send"  # the kind of op that ends an earlier stage's graph: the one send of its hidden state
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def receivers(program: Program) -> np.ndarray:
 
 def sender(program: Program) -> int:
     """The last link command of the send that hands the hidden state on."""
-    ops = [k for k, op in enumerate(program.ops) if SENT in op.nodes]
+    ops = [k for k, op in enumerate(program.ops) if op.kind == SENT]
     link = np.flatnonzero(np.isin(program.op, ops) & (program.context == program.sites.context(LINK.name)))
     if not len(link):
         raise ValueError("the stage program has no send of its hidden state")

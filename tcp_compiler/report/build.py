@@ -250,7 +250,7 @@ def _pipeline(sim: Simulation, ttft: float, decode: DecodePhase) -> Pipeline:
     tpot = decode.tpot_seconds_mean if decode.steps else 0.0
     sent = 0.0
     if decode.steps:
-        sends = [k for k, name in enumerate(sim.decode_ops.names) if name == SENT]
+        sends = [k for k, kind in enumerate(sim.decode_ops.kinds) if kind == SENT]
         sent = float(sim.decode_ops.link_bytes[sends].sum()) / decode.steps
     rows = []
     for s in pipe.stages:

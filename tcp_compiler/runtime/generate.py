@@ -13,7 +13,7 @@ import numpy as np
 
 import ir
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
+from tcp_compiler.frontend.build import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import pipeline_stages
@@ -124,12 +124,14 @@ def _run_stages(models: list[ModelGraph], feeds: list[list[dict]], weights: _Mem
     rank r of the stage before sent. Feeds the graph does not take (ids after the first stage) are
     dropped."""
     outs: list[list[dict]] = []
+    sent = ""  # the previous stage's send of its hidden state
     for model, stage_feeds in zip(models, feeds, strict=True):
         taken = {n.name for n in model.graph.of_kind("input")}
         ranks = [{k: v for k, v in f.items() if k in taken} for f in stage_feeds]
         if outs:
-            ranks = [{**f, "hidden": prev["hidden.sent"]} for f, prev in zip(ranks, outs[-1], strict=True)]
+            ranks = [{**f, "hidden": prev[sent]} for f, prev in zip(ranks, outs[-1], strict=True)]
         outs.append(_run(model, ranks, weights))
+        sent = next((n.name for n in model.graph.of_kind("send")), "")
     return outs
 
 

@@ -13,11 +13,11 @@ import re
 
 import numpy as np
 import pytest
+from tcp_compiler.frontend.build import build_decode, build_prefill
 
 import ir
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.builder import build_decode, build_prefill
-from tcp_compiler.frontend.config import Layer, ModelConfig, Rope
+from tcp_compiler.frontend.config import Layer, Mlp, ModelConfig, Norms, Rope
 from tcp_compiler.frontend.model import Model, bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, Precision, precision
 from tcp_compiler.runtime.generate import Generation, generate
@@ -35,7 +35,7 @@ ROW_BIAS = re.compile(r"\.(o_proj|down_proj)\.bias$")
 REPLICATED = re.compile(r"embed_tokens|norm|\.gate\.weight$")  # embedding, norms, MoE router
 TINY = ModelConfig(
     name="tiny", family="llama", vocab=96, hidden=32, heads=4, kv_heads=2, head_dim=8, intermediate=48,
-    layers=(Layer(None, Rope(10000.0), "rope", False),), norm_eps=1e-5, activation="silu",
+    layers=(Layer(None, Rope(10000.0), "rope", False),), norms=Norms(1e-5), mlp=Mlp("silu"),
 )  # fmt: skip
 
 
@@ -100,12 +100,12 @@ def test_one_collective_where_each_partial_result_joins(tiny, chips: int) -> Non
         assert built.chips == chips
         expected = {}
         for i, layer in enumerate(cfg.layers):
-            if cfg.block == "parallel":  # attention and MLP partial sums add up before one all_reduce
+            if cfg.residual.block == "parallel":  # attention and MLP partial sums join before one all_reduce
                 expected[f"l{i}.parallel.sum"] = f"l{i}.parallel"
             else:
-                expected[f"l{i}.o.sum"] = f"l{i}.o_b" if cfg.out_bias else f"l{i}.o"
+                expected[f"l{i}.o.sum"] = f"l{i}.o_b" if cfg.attention.out_bias else f"l{i}.o"
                 expected[f"l{i}.moe.sum" if layer.moe else f"l{i}.down.sum"] = (
-                    f"l{i}.moe" if layer.moe else f"l{i}.down_b" if cfg.mlp_bias else f"l{i}.down"
+                    f"l{i}.moe" if layer.moe else f"l{i}.down_b" if cfg.mlp.bias else f"l{i}.down"
                 )
             assert f"model.layers.{i}.self_attn.o_proj.weight" in g[f"l{i}.o"].operands
         reduces = g.of_kind("all_reduce")
@@ -133,7 +133,7 @@ def test_each_chip_holds_its_share_of_the_weights(tiny, chips: int) -> None:
     whole, sharded = build_decode(cfg, BF16, 1, 4), build_decode(cfg, BF16, 1, 4, chips=chips)
     full = whole.bind(get)
     ranks = [sharded.bind(get, r) for r in range(chips)]
-    tied_head = {"lm_head.weight"} if cfg.tie_embeddings else set()
+    tied_head = {"lm_head.weight"} if cfg.embedding.tied else set()
     assert set(sharded.bindings) - set(whole.bindings) == tied_head
     kv_replicas = max(chips // cfg.kv_heads, 1)
     replicated = sharded_whole = kv_whole = 0
@@ -203,7 +203,7 @@ def test_vocab_that_does_not_split_replicates_the_lm_head(family: str, tmp_path)
     built = build_decode(model.config, F32, 1, 4, chips=2)
     assert not built.graph.of_kind("all_gather")
     assert len(built.graph.of_kind("all_reduce")) == 2 * len(model.config.layers)
-    head = "model.embed_tokens.weight" if model.config.tie_embeddings else "lm_head.weight"
+    head = "model.embed_tokens.weight" if model.config.embedding.tied else "lm_head.weight"
     assert built.graph["logits.raw"].type.size("V") == 97 and head in built.graph["logits.raw"].operands
     _assert_same_generation(_generate(model, 2), _generate(model, 1), family)
 
@@ -256,8 +256,8 @@ def test_every_bundled_model_builds_sharded(name: str, chips: int) -> None:
     for built in (build_prefill(cfg, BF16, 2, 4, chips=chips), build_decode(cfg, BF16, 2, 4, chips=chips)):
         ir.verify(built.graph)
         g = built.graph
-        per_layer = 1 if cfg.block == "parallel" else 2
-        per_layer += 2 if cfg.qk_norm_all_heads else 0  # OLMo 2's q/k norm statistics join too
+        per_layer = 1 if cfg.residual.block == "parallel" else 2
+        per_layer += 2 if cfg.attention.qk_norm == "all_heads" else 0  # OLMo 2's q/k norm statistics join too
         assert len(g.of_kind("all_reduce")) == per_layer * len(cfg.layers)
         assert len(g.of_kind("all_gather")) == (cfg.vocab % chips == 0)
         assert g["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)

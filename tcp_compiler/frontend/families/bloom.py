@@ -2,16 +2,25 @@
 pre-LayerNorm blocks, plain GELU (tanh) MLP 4x wide, fused per-head QKV, biases everywhere, tied
 embeddings. `apply_residual_connection_post_layernorm` takes the residual from the norm's output."""
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig
+from tcp_compiler.frontend.config import (
+    Attention,
+    Embedding,
+    Mlp,
+    ModelConfig,
+    Norms,
+    Positions,
+    RawConfig,
+    Residual,
+)
 from tcp_compiler.frontend.families.common import first, head_size, saved_dtype, without_rope
+from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import FusedQkv, Rename, TensorMap
-
-MODEL_TYPES = ("bloom",)
 
 LAYER = r"model\.layers\.(\d+)\."
 PREFIX = r"transformer.h.\1."
 
 
+@family("bloom")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden = first(raw, "hidden_size", "n_embed")
     heads = first(raw, "n_head", "num_attention_heads")
@@ -43,17 +52,15 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         head_dim=head_dim,
         intermediate=4 * hidden,
         layers=without_rope(first(raw, "n_layer", "num_hidden_layers")),
-        norm_eps=float(raw.get("layer_norm_epsilon", 1e-5, kind=(int, float))),
-        activation="gelu_tanh",  # bloom_gelu_forward: the tanh approximation, no config field
-        norm="layer",
-        residual_from_norm=bool(raw.get("apply_residual_connection_post_layernorm", False, kind=bool)),
-        embed_norm=True,
-        position="alibi",
-        mlp="plain",
-        qkv_bias=True,
-        out_bias=True,
-        mlp_bias=True,
-        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        norms=Norms(float(raw.get("layer_norm_epsilon", 1e-5, kind=(int, float))), "layer", embed=True),
+        # bloom_gelu_forward: the tanh approximation, no config field
+        mlp=Mlp("gelu_tanh", "plain", bias=True),
+        residual=Residual(
+            from_norm=bool(raw.get("apply_residual_connection_post_layernorm", False, kind=bool))
+        ),
+        positions=Positions("alibi"),
+        attention=Attention(qkv_bias=True, out_bias=True),
+        embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", True, kind=bool))),
         dtype=saved_dtype(raw, "bfloat16"),
         tensors=tensors,
     )

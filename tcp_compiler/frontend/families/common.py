@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcp_compiler.frontend.config import Layer, ModelConfig, RawConfig, Rope, read_rope
+from tcp_compiler.frontend.config import Embedding, Layer, Mlp, ModelConfig, Norms, RawConfig, Rope, read_rope
 
 ACTIVATIONS = {
     "silu": "silu",
@@ -54,7 +54,6 @@ def sizes(raw: RawConfig, head_dim_default: int | None = None) -> dict[str, Any]
         "kv_heads": kv_heads,
         "head_dim": head_dim,
         "intermediate": raw.require("intermediate_size"),
-        "norm_eps": float(raw.get("rms_norm_eps", 1e-6, kind=(int, float))),
         "max_positions": raw.get("max_position_embeddings", 0, kind=int),
         "dtype": saved_dtype(raw, "bfloat16"),
     }
@@ -108,11 +107,13 @@ def layers(
 
 
 def dense(raw: RawConfig, family: str, name: str, **overrides: Any) -> ModelConfig:
-    """A Llama-shaped model: RMSNorm, RoPE, GQA, gated MLP; `overrides` set what differs."""
+    """A Llama-shaped model: RMSNorm, RoPE, GQA, gated MLP; `overrides` set the fields and groups
+    that differ (a group given is given whole: `mlp=dense_mlp(raw, bias=True)`)."""
     fields = sizes(raw, overrides.pop("head_dim_default", None))
     fields.update(
-        activation=activation(raw, "silu", "hidden_act"),
-        tie_embeddings=bool(raw.get("tie_word_embeddings", False, kind=bool)),
+        norms=rms_norms(raw),
+        mlp=dense_mlp(raw),
+        embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", False, kind=bool))),
     )
     fields.update(overrides)
     if "layers" not in fields:
@@ -121,6 +122,16 @@ def dense(raw: RawConfig, family: str, name: str, **overrides: Any) -> ModelConf
             raw, types, raw.get("sliding_window", kind=int), {"default": read_rope(raw)}
         )
     return ModelConfig(name=name, family=family, **fields)
+
+
+def rms_norms(raw: RawConfig, **options: Any) -> Norms:
+    """RMSNorm with rms_norm_eps (default 1e-6) and the `options` of Norms that differ."""
+    return Norms(float(raw.get("rms_norm_eps", 1e-6, kind=(int, float))), **options)
+
+
+def dense_mlp(raw: RawConfig, bias: bool = False) -> Mlp:
+    """The gated MLP of a Llama-shaped model: hidden_act (default silu)."""
+    return Mlp(activation(raw, "silu", "hidden_act"), bias=bias)
 
 
 def first(raw: RawConfig, *keys: str, default: Any = None, kind: type | tuple[type, ...] = int) -> Any:

@@ -1,4 +1,4 @@
-"""DeepSeek-V3: multi-head latent attention (tcp_compiler.frontend.mla) and, after the first
+"""DeepSeek-V3: multi-head latent attention (tcp_compiler.frontend.build.mla) and, after the first
 `first_k_dense_replace` dense layers, MoE layers with sigmoid scores, a selection-only correction
 bias, grouped top-k, routed_scaling_factor and n_shared_experts shared experts."""
 
@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import math
 
-from tcp_compiler.frontend.config import Mla, ModelConfig, Moe, RawConfig, SharedExpert, read_rope
+from tcp_compiler.frontend.config import (
+    Attention,
+    Mla,
+    ModelConfig,
+    Moe,
+    Positions,
+    RawConfig,
+    SharedExpert,
+    read_rope,
+)
 from tcp_compiler.frontend.families.common import dense, layer_types, layers
+from tcp_compiler.frontend.families.registry import family
 
-MODEL_TYPES = ("deepseek_v3",)
 
-
+@family("deepseek_v3")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     if raw.get("attention_bias", False, kind=bool):
@@ -38,12 +47,13 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         head_dim_default=mla.nope_dim + mla.rope_dim,
         head_dim=mla.nope_dim + mla.rope_dim,
         kv_heads=heads,  # every head reads the one latent; num_key_value_heads plays no part
-        rotary_dim=mla.rope_dim,
-        attn_scale=(mla.nope_dim + mla.rope_dim) ** -0.5 * _mscale_squared(raw),
+        positions=Positions(rotary_dim=mla.rope_dim),
+        attention=Attention(scale=(mla.nope_dim + mla.rope_dim) ** -0.5 * _mscale_squared(raw)),
         mla=mla,
         moe=_moe(raw),
-        layers=layers(raw, layer_types(raw, ["full_attention"] * n), None, {"default": rope},
-                      set(range(first_moe, n))),  # fmt: skip
+        layers=layers(
+            raw, layer_types(raw, ["full_attention"] * n), None, {"default": rope}, set(range(first_moe, n))
+        ),  # fmt: skip
     )
 
 

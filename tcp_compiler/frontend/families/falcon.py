@@ -9,7 +9,17 @@ SDPA path compute it. transformers' eager path adds the bias a second time (once
 once more in the mask), so the oracle test checks against SDPA for these configs.
 """
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.config import (
+    Attention,
+    Embedding,
+    Mlp,
+    ModelConfig,
+    Norms,
+    Positions,
+    RawConfig,
+    Residual,
+    read_rope,
+)
 from tcp_compiler.frontend.families.common import (
     activation,
     first,
@@ -18,14 +28,14 @@ from tcp_compiler.frontend.families.common import (
     saved_dtype,
     without_rope,
 )
+from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import FusedQkv, Rename, TensorMap
-
-MODEL_TYPES = ("falcon",)
 
 LAYER = r"model\.layers\.(\d+)\."
 PREFIX = r"transformer.h.\1."
 
 
+@family("falcon")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     alibi = bool(raw.get("alibi", False, kind=bool))
     hidden = raw.require("hidden_size")
@@ -75,18 +85,12 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         head_dim=head_dim,
         intermediate=raw.get("ffn_hidden_size", 4 * hidden, kind=int),
         layers=without_rope(n) if alibi else layers(raw, ["full_attention"] * n, None, ropes),
-        norm_eps=float(raw.get("layer_norm_epsilon", 1e-5, kind=(int, float))),
-        activation=activation(raw, "gelu", "activation"),
-        norm="layer",
-        position="alibi" if alibi else "rope",
-        alibi_scale=head_dim**-0.5 if alibi else 1.0,
-        block="parallel" if parallel else "pre",
-        parallel_norms=norms,
-        mlp="plain",
-        qkv_bias=bias,
-        out_bias=bias,
-        mlp_bias=bias,
-        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        norms=Norms(float(raw.get("layer_norm_epsilon", 1e-5, kind=(int, float))), "layer", parallel=norms),
+        mlp=Mlp(activation(raw, "gelu", "activation"), "plain", bias),
+        positions=Positions("alibi", alibi_scale=head_dim**-0.5) if alibi else Positions(),
+        residual=Residual("parallel" if parallel else "pre"),
+        attention=Attention(qkv_bias=bias, out_bias=bias),
+        embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", True, kind=bool))),
         max_positions=raw.get("max_position_embeddings", 0, kind=int),
         dtype=saved_dtype(raw, "bfloat16"),
         tensors=tensors,

@@ -2,16 +2,16 @@
 scaled by sqrt(hidden), local sliding and global layers with their own RoPE bases, GELU-tanh MLP,
 attention scaled by query_pre_attn_scalar^-1/2, tied embeddings."""
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import activation, layer_types, layers, sizes
-
-MODEL_TYPES = ("gemma3", "gemma3_text")
+from tcp_compiler.frontend.config import Attention, Embedding, Mlp, ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.families.common import activation, layer_types, layers, rms_norms, sizes
+from tcp_compiler.frontend.families.registry import family
 
 # transformers' Gemma3TextConfig defaults for fields Google's published configs leave out
 # (gemma-3-27b's text_config has no vocab_size, for one).
 TEXT_DEFAULTS = {"vocab_size": 262_208, "max_position_embeddings": 131_072}
 
 
+@family("gemma3", "gemma3_text")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     if raw.data.get("model_type") == "gemma3":
         if not raw.has("text_config"):
@@ -37,15 +37,17 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     return ModelConfig(
         name=name,
         family="gemma3",
-        activation=activation(raw, "gelu_pytorch_tanh", "hidden_activation", "hidden_act"),
+        norms=rms_norms(raw, offset=1.0, sandwich=True),
+        mlp=Mlp(activation(raw, "gelu_pytorch_tanh", "hidden_activation", "hidden_act")),
         layers=layers(raw, types, raw.get("sliding_window", 4096, kind=int), ropes),
-        norm_offset=1.0,
-        qk_norm=True,
-        sandwich_norms=True,
-        embed_scale=float(fields["hidden"]) ** 0.5,
-        embed_scale_in_table_dtype=True,
-        attn_scale=float(raw.get("query_pre_attn_scalar", 256, kind=(int, float))) ** -0.5,
-        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        attention=Attention(
+            qk_norm="per_head", scale=float(raw.get("query_pre_attn_scalar", 256, kind=(int, float))) ** -0.5
+        ),
+        embedding=Embedding(
+            scale=float(fields["hidden"]) ** 0.5,
+            scale_in_table_dtype=True,
+            tied=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        ),
         **fields,
     )
 

@@ -2,16 +2,16 @@
 projection, tied embeddings. Its Conv1D layers store weights [in, out] and fuse q, k and v in one
 `c_attn`, so the tensor map transposes and splits them."""
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig
+from tcp_compiler.frontend.config import Attention, Embedding, Mlp, ModelConfig, Norms, Positions, RawConfig
 from tcp_compiler.frontend.families.common import activation, first, head_size, saved_dtype, without_rope
+from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import FusedQkv, Rename, TensorMap
-
-MODEL_TYPES = ("gpt2",)
 
 LAYER = r"model\.layers\.(\d+)\."
 PREFIX = r"transformer.h.\1."
 
 
+@family("gpt2")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     if raw.get("scale_attn_by_inverse_layer_idx", False, kind=bool):
         raise raw.fail("field 'scale_attn_by_inverse_layer_idx' = true is not supported")
@@ -45,16 +45,15 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         head_dim=head_dim,
         intermediate=raw.get("n_inner", 4 * hidden, kind=int),
         layers=without_rope(first(raw, "n_layer", "num_hidden_layers")),
-        norm_eps=float(raw.get("layer_norm_epsilon", 1e-5, kind=(int, float))),
-        activation=activation(raw, "gelu_new", "activation_function"),
-        norm="layer",
-        position="learned",
-        mlp="plain",
-        qkv_bias=True,
-        out_bias=True,
-        mlp_bias=True,
-        attn_scale=None if raw.get("scale_attn_weights", True, kind=bool) else 1.0,
-        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        norms=Norms(float(raw.get("layer_norm_epsilon", 1e-5, kind=(int, float))), "layer"),
+        mlp=Mlp(activation(raw, "gelu_new", "activation_function"), "plain", bias=True),
+        positions=Positions("learned"),
+        attention=Attention(
+            qkv_bias=True,
+            out_bias=True,
+            scale=None if raw.get("scale_attn_weights", True, kind=bool) else 1.0,
+        ),
+        embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", True, kind=bool))),
         max_positions=first(raw, "n_positions", "max_position_embeddings"),
         dtype=saved_dtype(raw, "float32"),
         tensors=tensors,

@@ -2,16 +2,26 @@
 and MLP residual (use_parallel_residual) with a LayerNorm each, plain GELU MLP, fused per-head QKV,
 biases, untied LM head (`embed_out`)."""
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.config import (
+    Attention,
+    Embedding,
+    Mlp,
+    ModelConfig,
+    Norms,
+    Positions,
+    RawConfig,
+    Residual,
+    read_rope,
+)
 from tcp_compiler.frontend.families.common import activation, head_size, layers, saved_dtype
+from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import FusedQkv, Rename, TensorMap
-
-MODEL_TYPES = ("gpt_neox",)
 
 LAYER = r"model\.layers\.(\d+)\."
 PREFIX = r"gpt_neox.layers.\1."
 
 
+@family("gpt_neox")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden, heads = raw.require("hidden_size"), raw.require("num_attention_heads")
     head_dim = head_size(raw, hidden, heads)
@@ -51,16 +61,12 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         head_dim=head_dim,
         intermediate=raw.require("intermediate_size"),
         layers=layers(raw, ["full_attention"] * n, None, {"default": rope}),
-        norm_eps=float(raw.get("layer_norm_eps", 1e-5, kind=(int, float))),
-        activation=activation(raw, "gelu", "hidden_act"),
-        norm="layer",
-        block="parallel" if raw.get("use_parallel_residual", True, kind=bool) else "pre",
-        rotary_dim=rotary,
-        mlp="plain",
-        qkv_bias=bias,
-        out_bias=bias,
-        mlp_bias=True,
-        tie_embeddings=bool(raw.get("tie_word_embeddings", False, kind=bool)),
+        norms=Norms(float(raw.get("layer_norm_eps", 1e-5, kind=(int, float))), "layer"),
+        mlp=Mlp(activation(raw, "gelu", "hidden_act"), "plain", bias=True),
+        residual=Residual("parallel" if raw.get("use_parallel_residual", True, kind=bool) else "pre"),
+        positions=Positions(rotary_dim=rotary),
+        attention=Attention(qkv_bias=bias, out_bias=bias),
+        embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", False, kind=bool))),
         max_positions=raw.get("max_position_embeddings", 0, kind=int),
         dtype=saved_dtype(raw, "float16"),
         tensors=tensors,

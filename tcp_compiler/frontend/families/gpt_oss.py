@@ -4,11 +4,10 @@ a bias (top-k of its logits, softmax over those k) and whose experts run gpt-oss
 with biases. The experts are stored stacked, [E, in, out], gate and up interleaved in one
 gate_up_proj; layout rules cut each expert's canonical [out, in] tensors out of them."""
 
-from tcp_compiler.frontend.config import ModelConfig, Moe, RawConfig, read_rope
+from tcp_compiler.frontend.config import Attention, ModelConfig, Moe, RawConfig, read_rope
 from tcp_compiler.frontend.families.common import dense, layer_types, layers
+from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import Expert, TensorMap
-
-MODEL_TYPES = ("gpt_oss",)
 
 EXPERT = r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\."
 STACKED = r"model.layers.\1.mlp.experts."
@@ -25,6 +24,7 @@ YARN = {
 }
 
 
+@family("gpt_oss")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     data = {**DEFAULTS, **raw.data}
     if "rope_parameters" not in data and "rope_scaling" not in data:
@@ -57,9 +57,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         raw,
         "gpt_oss",
         name,
-        qkv_bias=bias,
-        out_bias=bias,
-        attn_sinks=True,
+        attention=Attention(qkv_bias=bias, out_bias=bias, sinks=True),
         moe=moe,
         layers=layers(
             raw, types, raw.get("sliding_window", kind=int), {"default": read_rope(raw)}, set(range(n))

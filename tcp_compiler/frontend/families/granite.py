@@ -2,12 +2,12 @@
 attention scores times attention_multiplier (instead of 1/sqrt(head_dim)), each branch's output
 times residual_multiplier before it joins the residual, logits divided by logits_scaling."""
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig
-from tcp_compiler.frontend.families.common import dense
+from tcp_compiler.frontend.config import Attention, Embedding, ModelConfig, RawConfig, Residual
+from tcp_compiler.frontend.families.common import dense, dense_mlp
+from tcp_compiler.frontend.families.registry import family
 
-MODEL_TYPES = ("granite",)
 
-
+@family("granite")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     bias = bool(raw.get("attention_bias", False, kind=bool))
     embed = float(raw.get("embedding_multiplier", 1.0, kind=(int, float)))
@@ -15,11 +15,14 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         raw,
         "granite",
         name,
-        qkv_bias=bias,
-        out_bias=bias,
-        mlp_bias=bool(raw.get("mlp_bias", False, kind=bool)),
-        embed_scale=None if embed == 1.0 else embed,
-        attn_scale=float(raw.get("attention_multiplier", 1.0, kind=(int, float))),
-        branch_scale=float(raw.get("residual_multiplier", 1.0, kind=(int, float))),
-        logits_divisor=float(raw.get("logits_scaling", 1.0, kind=(int, float))),
+        attention=Attention(
+            qkv_bias=bias, out_bias=bias, scale=float(raw.get("attention_multiplier", 1.0, kind=(int, float)))
+        ),
+        mlp=dense_mlp(raw, bias=bool(raw.get("mlp_bias", False, kind=bool))),
+        residual=Residual(branch_scale=float(raw.get("residual_multiplier", 1.0, kind=(int, float)))),
+        embedding=Embedding(
+            scale=None if embed == 1.0 else embed,
+            tied=bool(raw.get("tie_word_embeddings", False, kind=bool)),
+            logits_divisor=float(raw.get("logits_scaling", 1.0, kind=(int, float))),
+        ),
     )

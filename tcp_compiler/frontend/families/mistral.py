@@ -2,10 +2,10 @@
 
 from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
 from tcp_compiler.frontend.families.common import dense, layer_types, layers
+from tcp_compiler.frontend.families.registry import family
 
-MODEL_TYPES = ("mistral",)
 
-
+@family("mistral")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     window = raw.get("sliding_window", kind=int)

@@ -2,22 +2,18 @@
 (x + norm(attn(x)), then x + norm(mlp(x)); no pre-norms), and q and k get an RMSNorm over all
 heads at once (weights of heads x head_dim), after the projection and before RoPE."""
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig
-from tcp_compiler.frontend.families.common import dense
+from tcp_compiler.frontend.config import Attention, ModelConfig, RawConfig
+from tcp_compiler.frontend.families.common import dense, rms_norms
+from tcp_compiler.frontend.families.registry import family
 
-MODEL_TYPES = ("olmo2",)
 
-
+@family("olmo2")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     bias = bool(raw.get("attention_bias", False, kind=bool))
     return dense(
         raw,
         "olmo2",
         name,
-        qk_norm=True,
-        qk_norm_all_heads=True,
-        sandwich_norms=True,
-        pre_norms=False,
-        qkv_bias=bias,
-        out_bias=bias,
+        norms=rms_norms(raw, sandwich=True, pre=False),
+        attention=Attention(qkv_bias=bias, out_bias=bias, qk_norm="all_heads"),
     )

@@ -2,17 +2,26 @@
 LayerNorm before (do_layer_norm_before, most sizes) or after (post-LN, e.g. OPT-350m) each block,
 plain ReLU MLP, biases everywhere, tied embeddings."""
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig
+from tcp_compiler.frontend.config import (
+    Attention,
+    Embedding,
+    Mlp,
+    ModelConfig,
+    Norms,
+    Positions,
+    RawConfig,
+    Residual,
+)
 from tcp_compiler.frontend.families.common import activation, head_size, saved_dtype, without_rope
+from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import Rename, TensorMap
-
-MODEL_TYPES = ("opt",)
 
 LAYER = r"model\.layers\.(\d+)\."
 PREFIX = r"model.decoder.layers.\1."
 POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding's offset
 
 
+@family("opt")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden, heads = raw.require("hidden_size"), raw.require("num_attention_heads")
     if raw.get("word_embed_proj_dim", hidden, kind=int) != hidden:
@@ -51,17 +60,16 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         head_dim=head_dim,
         intermediate=raw.require("ffn_dim"),
         layers=without_rope(raw.require("num_hidden_layers")),
-        norm_eps=1e-5,  # nn.LayerNorm's default; OPT configs have no field for it
-        activation=activation(raw, "relu", "activation_function"),
-        norm="layer",
-        block="pre" if before else "post",
-        final_norm=before and not raw.get("_remove_final_layer_norm", False, kind=bool),
-        position="learned",
-        mlp="plain",
-        qkv_bias=bias,
-        out_bias=bias,
-        mlp_bias=bias,
-        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        norms=Norms(
+            1e-5,  # nn.LayerNorm's default; OPT configs have no field for it
+            "layer",
+            final=before and not raw.get("_remove_final_layer_norm", False, kind=bool),
+        ),
+        mlp=Mlp(activation(raw, "relu", "activation_function"), "plain", bias),
+        residual=Residual("pre" if before else "post"),
+        positions=Positions("learned"),
+        attention=Attention(qkv_bias=bias, out_bias=bias),
+        embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", True, kind=bool))),
         max_positions=raw.require("max_position_embeddings"),
         dtype=saved_dtype(raw, "float16"),
         tensors=tensors,

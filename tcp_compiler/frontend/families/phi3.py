@@ -3,11 +3,10 @@ qkv_proj (all q rows, then k, then v) and gate and up fused into one gate_up_pro
 both split at load; longrope RoPE (older configs spell it "su" or "yarn", which transformers reads
 as longrope), partial rotary (partial_rotary_factor), a sliding window on every layer when set."""
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.config import ModelConfig, Positions, RawConfig, read_rope
 from tcp_compiler.frontend.families.common import dense, layer_types, layers, sizes
+from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import Chunk, FusedQkv, TensorMap
-
-MODEL_TYPES = ("phi3",)
 
 LAYER = r"model\.layers\.(\d+)\."
 PREFIX = r"model.layers.\1."
@@ -17,6 +16,7 @@ DEFAULTS = {"max_position_embeddings": 4096, "original_max_position_embeddings":
 ROPE_ALIASES = {"su": "longrope", "yarn": "longrope"}
 
 
+@family("phi3")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     raw = RawConfig({**DEFAULTS, **raw.data}, raw.source, raw.family, raw.prefix)
     fields = sizes(raw)
@@ -49,6 +49,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         "phi3",
         name,
         layers=layers(raw, types, window, {"default": rope}),
-        rotary_dim=None if rotary == head_dim else rotary,
+        positions=Positions(rotary_dim=None if rotary == head_dim else rotary),
         tensors=tensors,
     )

@@ -1,13 +1,17 @@
 """Qwen 2 / 2.5: Llama-shaped with biases on the q, k and v projections."""
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.config import Attention, ModelConfig, RawConfig, read_rope
 from tcp_compiler.frontend.families.common import dense, layers, qwen_windows
+from tcp_compiler.frontend.families.registry import family
 
-MODEL_TYPES = ("qwen2",)
 
-
+@family("qwen2")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     types, window = qwen_windows(raw)
     return dense(
-        raw, "qwen2", name, qkv_bias=True, layers=layers(raw, types, window, {"default": read_rope(raw)})
+        raw,
+        "qwen2",
+        name,
+        attention=Attention(qkv_bias=True),
+        layers=layers(raw, types, window, {"default": read_rope(raw)}),
     )

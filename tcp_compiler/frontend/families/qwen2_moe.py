@@ -1,12 +1,12 @@
 """Qwen1.5-MoE / Qwen2-MoE: Qwen 2 attention (q/k/v biases) with softmax-routed experts plus a
 shared expert every token runs, scaled by sigmoid(shared_expert_gate(x)) before it is added."""
 
-from tcp_compiler.frontend.config import ModelConfig, Moe, RawConfig, SharedExpert, read_rope
+from tcp_compiler.frontend.config import Attention, ModelConfig, Moe, RawConfig, SharedExpert, read_rope
 from tcp_compiler.frontend.families.common import dense, layer_types, layers, sparse_layers
+from tcp_compiler.frontend.families.registry import family
 
-MODEL_TYPES = ("qwen2_moe",)
 
-
+@family("qwen2_moe")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     experts = raw.require("num_experts")
     pre = "model.layers.{i}.mlp"
@@ -30,7 +30,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         raw,
         "qwen2_moe",
         name,
-        qkv_bias=bool(raw.get("qkv_bias", True, kind=bool)),
+        attention=Attention(qkv_bias=bool(raw.get("qkv_bias", True, kind=bool))),
         moe=moe,
         layers=layers(raw, types, window, {"default": read_rope(raw)}, sparse_layers(raw)),
     )

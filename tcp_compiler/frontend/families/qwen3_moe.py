@@ -1,11 +1,11 @@
 """Qwen 3 MoE: Qwen 3 attention (q/k norms) with routed experts; optional top-k renormalisation."""
 
-from tcp_compiler.frontend.config import ModelConfig, Moe, RawConfig, read_rope
+from tcp_compiler.frontend.config import Attention, ModelConfig, Moe, RawConfig, read_rope
 from tcp_compiler.frontend.families.common import dense, layers, qwen_windows, sparse_layers
+from tcp_compiler.frontend.families.registry import family
 
-MODEL_TYPES = ("qwen3_moe",)
 
-
+@family("qwen3_moe")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     experts = raw.get("num_experts", raw.get("num_local_experts"), kind=int)
     if experts is None:
@@ -31,8 +31,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         "qwen3_moe",
         name,
         head_dim_default=128,
-        qk_norm=True,
-        qkv_bias=bool(raw.get("attention_bias", False, kind=bool)),
+        attention=Attention(qkv_bias=bool(raw.get("attention_bias", False, kind=bool)), qk_norm="per_head"),
         moe=moe,
         layers=layers(raw, types, window, {"default": read_rope(raw)}, moe_layers),
     )

@@ -4,12 +4,12 @@ use_sliding_window the NoPE layers slide (`layer_types` in transformers 5 config
 
 import dataclasses
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import dense, layer_types, layers
+from tcp_compiler.frontend.config import Attention, Embedding, ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.families.common import dense, dense_mlp, layer_types, layers
+from tcp_compiler.frontend.families.registry import family
 
-MODEL_TYPES = ("smollm3",)
 
-
+@family("smollm3")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     interval = raw.get("no_rope_layer_interval", 4, kind=int)
@@ -29,10 +29,9 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         raw,
         "smollm3",
         name,
-        qkv_bias=bias,
-        out_bias=bias,
-        mlp_bias=bool(raw.get("mlp_bias", False, kind=bool)),
-        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        attention=Attention(qkv_bias=bias, out_bias=bias),
+        mlp=dense_mlp(raw, bias=bool(raw.get("mlp_bias", False, kind=bool))),
+        embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", True, kind=bool))),
         layers=tuple(
             layer if flag else dataclasses.replace(layer, rope=None)
             for layer, flag in zip(built, uses_rope, strict=True)

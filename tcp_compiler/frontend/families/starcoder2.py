@@ -2,11 +2,10 @@
 GELU-tanh MLP (c_fc, then c_proj), GQA with RoPE, a sliding window on every layer when set, tied
 embeddings."""
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.config import Attention, Embedding, Mlp, ModelConfig, Norms, RawConfig, read_rope
 from tcp_compiler.frontend.families.common import activation, dense, layer_types, layers
+from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import Rename, TensorMap
-
-MODEL_TYPES = ("starcoder2",)
 
 LAYER = r"model\.layers\.(\d+)\."
 TENSORS = TensorMap(
@@ -17,6 +16,7 @@ TENSORS = TensorMap(
 )
 
 
+@family("starcoder2")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     window = raw.get("sliding_window", kind=int)
@@ -27,13 +27,9 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         "starcoder2",
         name,
         layers=layers(raw, types, window, {"default": read_rope(raw)}),
-        norm="layer",
-        norm_eps=float(raw.get("norm_epsilon", 1e-5, kind=(int, float))),
-        mlp="plain",
-        activation=activation(raw, "gelu_pytorch_tanh", "hidden_act"),
-        qkv_bias=bias,
-        out_bias=bias,
-        mlp_bias=bias,
-        tie_embeddings=bool(raw.get("tie_word_embeddings", True, kind=bool)),
+        norms=Norms(float(raw.get("norm_epsilon", 1e-5, kind=(int, float))), "layer"),
+        mlp=Mlp(activation(raw, "gelu_pytorch_tanh", "hidden_act"), "plain", bias),
+        attention=Attention(qkv_bias=bias, out_bias=bias),
+        embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", True, kind=bool))),
         tensors=TENSORS,
     )

@@ -15,17 +15,31 @@ intermediate_size, num_hidden_layers, vocab_size, max_position_embeddings):
 - attention_bias (q, k, v and output), mlp_bias, tie_word_embeddings (all default false)
 """
 
-from tcp_compiler.frontend.config import ModelConfig, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import activation, layers, sizes
+from typing import get_args
 
-MODEL_TYPES = ("tcpc_decoder",)
+from tcp_compiler.frontend.config import (
+    Attention,
+    Embedding,
+    Mlp,
+    MlpKind,
+    ModelConfig,
+    Norms,
+    PositionKind,
+    Positions,
+    RawConfig,
+    Residual,
+    read_rope,
+)
+from tcp_compiler.frontend.families.common import activation, layers, sizes
+from tcp_compiler.frontend.families.registry import family
 
 NORMS = {"rms_norm": "rms", "layer_norm": "layer"}
 BLOCKS = {"pre_norm": "pre", "post_norm": "post", "parallel": "parallel"}
-POSITIONS = ("rope", "learned", "alibi", "sinusoidal", "none")
-MLPS = ("gated", "plain")
+POSITIONS = get_args(PositionKind)
+MLPS = get_args(MlpKind)
 
 
+@family("tcpc_decoder")
 def read(raw: RawConfig, name: str) -> ModelConfig:
     fields = sizes(raw)
     n = raw.require("num_hidden_layers")
@@ -46,23 +60,21 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     if position == "learned" and not fields["max_positions"]:
         raise raw.fail("position 'learned' needs max_position_embeddings (the table's rows)")
     bias = bool(raw.get("attention_bias", False, kind=bool))
-    fields["norm_eps"] = float(raw.get("norm_eps", 1e-5, kind=(int, float)))
+    eps = float(raw.get("norm_eps", 1e-5, kind=(int, float)))
     return ModelConfig(
         name=name,
         family="tcpc_decoder",
         layers=layers(raw, ["full_attention"] * n, None, {"default": rope}),
-        activation=activation(raw, "silu", "hidden_act"),
-        norm=norm,
-        block=block,
-        residual_scale=float(alpha),
-        final_norm=bool(raw.get("final_norm", block != "post", kind=bool)),
-        position=position,
-        rotary_dim=rotary if position == "rope" else None,
-        mlp=_choice(raw, "mlp", MLPS, "gated"),
-        qkv_bias=bias,
-        out_bias=bias,
-        mlp_bias=bool(raw.get("mlp_bias", False, kind=bool)),
-        tie_embeddings=bool(raw.get("tie_word_embeddings", False, kind=bool)),
+        norms=Norms(eps, norm, final=bool(raw.get("final_norm", block != "post", kind=bool))),
+        mlp=Mlp(
+            activation(raw, "silu", "hidden_act"),
+            _choice(raw, "mlp", MLPS, "gated"),
+            bool(raw.get("mlp_bias", False, kind=bool)),
+        ),
+        residual=Residual(block, float(alpha)),
+        positions=Positions(position, rotary if position == "rope" else None),
+        attention=Attention(qkv_bias=bias, out_bias=bias),
+        embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", False, kind=bool))),
         **fields,
     )
 

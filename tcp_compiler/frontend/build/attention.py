@@ -1,0 +1,138 @@
+"""Attention as IR: this chip's heads of one layer, with its KV cache.
+
+GQA is an einsum that broadcasts the group axis G (no repeated K/V); masks are `where`; softmax is
+reduce-max, sub, exp, reduce-sum, div (the form the online-softmax rewrite recognises). Axis
+names: H query heads = Hkv x G, K head dim, P cache positions, Sq / Sk query and key positions.
+DeepSeek's latent attention is in `mla`.
+"""
+
+from __future__ import annotations
+
+from ir import F32, Axis, Node, TensorType
+from tcp_compiler.frontend.build import mla
+from tcp_compiler.frontend.build.core import GraphBuilder
+from tcp_compiler.frontend.build.kv_cache import cache_slot, prefill_cache
+from tcp_compiler.frontend.build.norms import heads_norm, norm
+from tcp_compiler.frontend.build.positions import alibi, position_heads
+from tcp_compiler.frontend.build.weights import linear
+from tcp_compiler.frontend.config import Layer
+
+
+def attention(
+    b: GraphBuilder, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None, reduce: bool = True
+):
+    """This chip's heads: column-parallel Q/K/V, row-parallel o_proj summed over the chips
+    (by the caller when `reduce` is False, as a parallel block sums attention and MLP first);
+    returns (output, K cache, V cache). DeepSeek's latent attention in `mla` (per-head K/V
+    expanded from the latent in prefill, kv_b_proj absorbed into the query and output in decode)."""
+    if b.cfg.mla is not None:
+        o, latent_cache, rope_cache = mla.attention(b, i, layer, x, pos, masks, past)
+        return (b.all_reduce(o, b.name("o.sum")) if reduce else o), latent_cache, rope_cache
+    cfg, g, p, sh = b.cfg, b.g, b.p, b.sh
+    pre = f"model.layers.{i}.self_attn"
+    D, H, Hkv, K, G = cfg.hidden, sh.heads, sh.kv_heads, cfg.head_dim, sh.groups
+    B, S = b.batch, b.seq
+    # Q and K come out as RoPE's rotation reads them; otherwise heads-first, as attention reads them.
+    qk = "B S {} K" if cfg.rotary == K and layer.rope is not None else "B {} S K"
+    heads = {
+        "q": ("H", H, sh.column, qk),
+        "k": ("Hkv", Hkv, sh.kv, qk),
+        "v": ("Hkv", Hkv, sh.kv, "B {} S K"),
+    }
+    q, k, v = (
+        linear(
+            b,
+            x,
+            f"{pre}.{n}_proj.weight",
+            {axis: size, "K": K, "D": D},
+            ["D"],
+            order.format(axis).split(),
+            n,
+            part,
+            part if cfg.attention.qkv_bias else None,
+        )
+        for n, (axis, size, part, order) in heads.items()
+    )
+    if cfg.attention.qk_norm == "all_heads":
+        q = heads_norm(b, q, "H", f"{pre}.q_norm", "q_norm", sh.column)
+        k = heads_norm(b, k, "Hkv", f"{pre}.k_norm", "k_norm", sh.kv)
+    elif cfg.attention.qk_norm == "per_head":
+        q = norm(b, q, "K", f"{pre}.q_norm", "q_norm", kind="rms")
+        k = norm(b, k, "K", f"{pre}.k_norm", "k_norm", kind="rms")
+    q_pos = position_heads(b, q, "H", layer, pos, "q")
+    k_pos = position_heads(b, k, "Hkv", layer, pos, "k")
+    q5 = g.add(
+        "reshape", q_pos, name=b.name("q_heads"), type=TensorType.of(F32, B=B, Hkv=Hkv, G=G, Sq=S, K=K)
+    )
+    k_new = b.to(
+        g.add("reshape", k_pos, name=b.name("k_new"), type=TensorType.of(F32, B=B, Hkv=Hkv, S=S, K=K)), p.kv
+    )
+    v_new = b.to(v, p.kv)
+    window = layer.sliding_window
+    cache_axis, key_axis = b.kv_axis_names(window)
+    if past is None:  # prefill: every key just computed; the cache keeps what decode will read
+        keys_type = TensorType.of(p.kv, B=B, Hkv=Hkv, Sk=S, K=K)
+        keys = g.add("reshape", k_new, name=b.name("keys"), type=keys_type)
+        values = g.add("reshape", v_new, name=b.name("values"), type=keys_type)
+        k_cache = prefill_cache(b, k_new, "k_cache", window)
+        v_cache = prefill_cache(b, v_new, "v_cache", window)
+    else:  # decode: write the new position into the cache that came in
+        slots = past if window is None else min(past, window)
+        cache_type = TensorType.of(p.kv, B=B, Hkv=Hkv, K=K).with_axes(
+            [Axis("B", B), Axis("Hkv", Hkv), Axis(cache_axis, slots), Axis("K", K)]
+        )
+        slot = cache_slot(b, pos, window)
+        k_in = g.input(b.name("k_cache_in"), cache_type)
+        v_in = g.input(b.name("v_cache_in"), cache_type)
+        k_cache = g.add("scatter", k_in, slot, k_new, name=b.name("k_cache"), axis=cache_axis)
+        v_cache = g.add("scatter", v_in, slot, v_new, name=b.name("v_cache"), axis=cache_axis)
+        keys_type = cache_type.with_axes(
+            [Axis("B", B), Axis("Hkv", Hkv), Axis(key_axis, slots), Axis("K", K)]
+        )
+        keys = g.add("reshape", k_cache, name=b.name("keys"), type=keys_type)
+        values = g.add("reshape", v_cache, name=b.name("values"), type=keys_type)
+    out = _attend(b, i, b.to(q5, p.kv), keys, values, masks(window), pos)
+    o = linear(b, out, f"{pre}.o_proj.weight", {"D": D, "H": H, "K": K}, ["H", "K"], ["B", "S", "D"], "o",
+               sh.row, sh.row_bias if cfg.attention.out_bias else None)  # fmt: skip
+    return (b.all_reduce(o, b.name("o.sum")) if reduce else o), k_cache, v_cache
+
+
+def _attend(b: GraphBuilder, i: int, q: Node, keys: Node, values: Node, mask: Node, pos: Node) -> Node:
+    """Softmax(q k^T * scale [+ ALiBi], masked [, beside gpt-oss's sink]) v with K/V broadcast
+    over the group axis G.
+    The key axis is the keys' third (Sk, or a sliding window's ring of slots)."""
+    cfg, g, p = b.cfg, b.g, b.p
+    sk = keys.type.names[2]
+    s = b.einsum(q, keys, name=b.name("scores"), eq=f"B Hkv G Sq K, B Hkv {sk} K -> B Hkv G Sq {sk}")
+    s = g.add("mul", b.to(s, F32), b.const(cfg.scale), name=b.name("scaled"))
+    if cfg.positions.kind == "alibi":
+        s = g.add("add", s, alibi(b, keys.type.size(sk), pos), name=b.name("biased"))
+    if cfg.attention.softcap is not None:
+        s = b.softcap(s, cfg.attention.softcap, "capped")
+    s = g.add("where", mask, s, b.const(-float("inf")), name=b.name("masked"))
+    top = g.add("reduce", s, name=b.name("max"), op="max", axes=[sk])
+    sink = _sink(b, i) if cfg.attention.sinks else None
+    if sink is not None:  # gpt-oss: one more logit per head, with no value (see _sink)
+        top = g.add("max", top, sink, name=b.name("max_sink"))
+    e = g.add("exp", g.add("sub", s, top, name=b.name("shifted")), name=b.name("exp"))
+    total = g.add("reduce", e, name=b.name("sum"), op="sum", axes=[sk])
+    if sink is not None:
+        sink_e = g.add("exp", g.add("sub", sink, top, name=b.name("sink_shifted")), name=b.name("sink_exp"))
+        total = g.add("add", total, sink_e, name=b.name("sum_sink"))
+    probs = g.add("div", e, total, name=b.name("probs"))
+    out = b.einsum(
+        b.to(probs, p.kv), values, name=b.name("attn"), eq=f"B Hkv G Sq {sk}, B Hkv {sk} K -> B Hkv G Sq K"
+    )
+    B, S, H, K = b.batch, b.seq, b.sh.heads, cfg.head_dim
+    return g.add(
+        "reshape", b.to(out, F32), name=b.name("attn_heads"), type=TensorType.of(F32, B=B, H=H, S=S, K=K)
+    )
+
+
+def _sink(b: GraphBuilder, i: int) -> Node:
+    """[Hkv, G] f32: layer i's learned sink logit per head (this chip's heads). It joins the
+    softmax's max and sum as a key with no value, so each row's weights sum to less than 1."""
+    sh = b.sh
+    axes = {"Hkv": sh.kv_heads, "G": sh.groups}
+    w = b.tensor(f"model.layers.{i}.self_attn.sinks", b.p.table, axes, sh.column)
+    return b.to(w, F32)

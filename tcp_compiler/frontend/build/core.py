@@ -1,0 +1,303 @@
+"""The graph under construction: sizes, sharding, constants, naming and metadata.
+
+Every block (weights, positions, norms, attention, ffn, moe, model) is a set of functions taking
+a `GraphBuilder`; they share state only through it. Naming is the core's: inside a decoder layer
+(`with b.layer(i)`) `b.name("q")` is `l{i}.q`, and the builder records layer i for it in the graph's
+metadata, so nothing downstream parses names.
+
+Tensor parallelism (`chips=N`, Megatron style): the graph is ONE chip of an SPMD program and every
+rank runs it with its own weight shards, so H, Hkv, F and V are per-chip sizes. Q/K/V, gate/up and
+the experts' gate/up are column-parallel (a block of the [out, in] rows), o_proj and down
+row-parallel (a block of the columns) followed by an all_reduce of the [B, S, D] partial sums;
+with fewer KV heads than chips each chip holds the one KV head its query heads read. The LM head
+is vocab-parallel with an all_gather of the logits when N divides V. Embedding, norms, router and
+RoPE tables are replicated. With chips=1 no collective appears and every param is whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ir import F32, DType, Graph, Node, TensorType
+from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.config import ModelConfig
+from tcp_compiler.frontend.precision import Precision
+
+Getter = Callable[[str], np.ndarray]
+Cut = Callable[[np.ndarray, int], np.ndarray]  # (whole Hugging Face tensor, rank) -> the rank's part
+Weight = tuple[Node, tuple[str, ...], tuple[str, int] | None]  # (operand, contracted axes, group split)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How a param's value is made for a rank: from these checkpoint tensors (none for tables)."""
+
+    sources: tuple[str, ...]
+    make: Callable[[Getter, int], np.ndarray]
+
+
+def whole(w: np.ndarray, rank: int) -> np.ndarray:
+    return w
+
+
+def cut(dim: int, parts: int, index: Callable[[int], int] = lambda rank: rank) -> Cut:
+    """Block `index(rank)` of `parts` equal blocks along `dim` (0: rows of [out, in], 1: columns)."""
+    if parts == 1:
+        return whole
+
+    def block(w: np.ndarray, rank: int) -> np.ndarray:
+        n, i = w.shape[dim] // parts, index(rank)
+        return w[(slice(None),) * dim + (slice(i * n, (i + 1) * n),)]
+
+    return block
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """One chip's share of a model over `chips`: per-chip head, width and vocab sizes, and the cuts."""
+
+    chips: int
+    heads: int
+    kv_heads: int
+    kv_replicas: int  # chips holding the same KV head (1 when the KV heads split)
+    intermediate: int
+    moe_intermediate: int
+    vocab: int  # LM head rows per chip: vocab / chips, or the whole vocab when replicated
+
+    @staticmethod
+    def plan(cfg: ModelConfig, chips: int) -> Sharding:
+        """Per-chip sizes, or a one-line FrontendError naming what does not divide."""
+        H, Hkv, N = cfg.heads, cfg.kv_heads, chips
+        if H % N or (Hkv % N if Hkv >= N else N % Hkv):
+            raise FrontendError(
+                f"{cfg.name}: {H} heads and {Hkv} KV heads do not split over {N} chips "
+                f"(heads must be a multiple of the chips, KV heads a multiple or a divisor of them)"
+            )
+        if any(not layer.moe for layer in cfg.layers) and cfg.intermediate % N:
+            raise FrontendError(f"{cfg.name}: MLP width {cfg.intermediate} does not split over {N} chips")
+        moe_f = cfg.moe.intermediate if cfg.moe is not None else 0
+        if any(layer.moe for layer in cfg.layers) and moe_f % N:
+            raise FrontendError(f"{cfg.name}: expert width {moe_f} does not split over {N} chips")
+        vocab = cfg.vocab // N if cfg.vocab % N == 0 else cfg.vocab
+        replicas = N // Hkv if Hkv < N else 1
+        kv = max(Hkv // N, 1)
+        return Sharding(N, H // N, kv, replicas, cfg.intermediate // N, moe_f // N, vocab)
+
+    @property
+    def groups(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def column(self) -> Cut:
+        """Column-parallel: this rank's block of the output rows."""
+        return cut(0, self.chips)
+
+    @property
+    def row(self) -> Cut:
+        """Row-parallel: this rank's block of the input columns."""
+        return cut(1, self.chips)
+
+    @property
+    def row_bias(self) -> Cut:
+        """A row-parallel projection's bias: whole on rank 0, zeros elsewhere, so that the sum over
+        the chips (the all_reduce that follows) adds it exactly once."""
+        if self.chips == 1:
+            return whole
+        return lambda w, rank: w if rank == 0 else np.zeros_like(w)
+
+    @property
+    def kv(self) -> Cut:
+        """K/V projection rows: this rank's KV heads, or the one shared by `kv_replicas` ranks."""
+        replicas = self.kv_replicas
+        return cut(0, self.chips // replicas, lambda rank: rank // replicas)
+
+
+@dataclass
+class ModelGraph:
+    """A built graph plus what running or costing it needs to know."""
+
+    graph: Graph
+    config: ModelConfig
+    precision: Precision
+    phase: str
+    batch: int
+    seq: int
+    past: int
+    padded: bool
+    chips: int = 1
+    bindings: dict[str, Binding] = field(default_factory=dict)
+
+    def bind(self, get: Getter, rank: int = 0) -> dict[str, np.ndarray]:
+        """Rank `rank`'s param values by name, read through `get` (memoised here) and sliced."""
+        if not 0 <= rank < self.chips:
+            raise FrontendError(f"rank {rank} is outside the {self.chips} chips of {self.graph.name}")
+        cache: dict[str, np.ndarray] = {}
+
+        def memo(name: str) -> np.ndarray:
+            if name not in cache:
+                cache[name] = get(name)
+            return cache[name]
+
+        return {name: b.make(memo, rank) for name, b in self.bindings.items()}
+
+    def checkpoint_params(self) -> list[Node]:
+        """Params whose values come from the checkpoint (not computed tables like RoPE)."""
+        return [self.graph[n] for n, b in self.bindings.items() if b.sources]
+
+
+def layer_name(layer: int, role: str) -> str:
+    """The name of the value with `role` in decoder `layer`: the one naming rule of layer values."""
+    return f"l{layer}.{role}"
+
+
+def role_in_layer(name: str, layer: int) -> str:
+    """The role a value of `layer` (the graph's metadata says which) was named for, `layer_name`
+    undone; a value of no layer (-1) is its own role."""
+    return name.removeprefix(layer_name(layer, "")) if layer >= 0 else name
+
+
+class GraphBuilder:
+    """One graph being built: the model, precision, sizes and sharding every block reads, the
+    params' bindings, and the layer of every value named in a layer."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        precision: Precision,
+        name: str,
+        batch: int,
+        seq: int,
+        positions: int,
+        chips: int,
+    ) -> None:
+        self.cfg, self.p = cfg, precision
+        self.sh = Sharding.plan(cfg, chips)
+        self.g = Graph(name)
+        self.batch, self.seq, self.positions = batch, seq, positions
+        self.bindings: dict[str, Binding] = {}
+        self.post_scales: dict[str, Node] = {}  # w8a8 weight -> its scales, applied after the einsum
+        self.windows: set[int] = set()  # sliding windows whose KV caches are rings
+        self.packed = False  # positions are per token [B, S] (packed documents), not an iota
+        self._layer = -1  # the decoder layer being built, -1 outside one
+        self._layers: dict[str, int] = {}  # value -> its decoder layer (absent: none)
+
+    # -- naming and metadata -------------------------------------------------------------------
+    @contextmanager
+    def layer(self, i: int) -> Iterator[None]:
+        """Values named inside (through `name`) belong to decoder layer i."""
+        self._layer = i
+        try:
+            yield
+        finally:
+            self._layer = -1
+
+    def name(self, role: str) -> str:
+        """The name of a value with this role: `l{i}.{role}` inside layer i, recorded as the
+        layer's; `role` itself outside a layer."""
+        if self._layer < 0:
+            return role
+        name = layer_name(self._layer, role)
+        self._layers[name] = self._layer
+        return name
+
+    def derived(self, source: str, suffix: str) -> str:
+        """`{source}{suffix}`: a value made from `source` alone (a cast, a view), of its layer."""
+        name = source + suffix
+        if source in self._layers:
+            self._layers[name] = self._layers[source]
+        return name
+
+    def done(self, phase: str, padded: bool, kv: list[Node]) -> ModelGraph:
+        """The finished model graph, with its metadata: the KV outputs, the axes of the KV length
+        (this builder names cached positions P and attended keys Sk), and each value's decoder
+        layer (from `name` and `derived`, so nothing downstream parses names)."""
+        past = self.positions - 1 if phase == "decode" else 0
+        meta = self.g.meta
+        meta.kv_outputs = tuple(n.name for n in kv)
+        rings = {axis: w for w in sorted(self.windows) for axis in _ring_axes(w)}
+        meta.kv_axes = ("P", "Sk", *rings)
+        meta.kv_windows = rings
+        meta.layers = {n.name: self._layers.get(n.name, -1) for n in self.g.nodes}
+        return ModelGraph(
+            self.g, self.cfg, self.p, phase, self.batch, self.seq, past, padded, self.sh.chips, self.bindings
+        )
+
+    # -- constants, casts, params --------------------------------------------------------------
+    def const(self, value: float | int, dtype: DType = F32) -> Node:
+        name = f"c.{dtype}.{value!r}".replace("-", "m").replace("+", "")
+        if name not in self.g:
+            self.g.add("const", name=name, type=TensorType.of(dtype), value=value)
+        return self.g[name]
+
+    def to(self, x: Node, dtype: DType) -> Node:
+        """x in `dtype`, cast once however many einsums read it."""
+        if x.type.dtype == dtype:
+            return x
+        name = self.derived(x.name, f".{dtype}")
+        if name in self.g:
+            return self.g[name]
+        return self.g.add("cast", x, name=name, type=x.type.with_dtype(dtype))
+
+    def einsum(self, *operands: Node, eq: str, name: str, dtype: DType = F32) -> Node:
+        """An einsum accumulating in f32 (float operands) or i32 (w8a8's int8), as the contraction
+        engine does."""
+        sizes = {a.name: a.size for x in operands for a in x.type.axes}
+        out = TensorType.from_pairs(dtype, [(n, sizes[n]) for n in eq.split("->")[1].split()])
+        return self.g.add("einsum", *operands, name=name, eq=eq, type=out)
+
+    def param(self, name: str, dtype: DType, axes: dict[str, int], binding: Binding) -> Node:
+        if name in self.g:
+            return self.g[name]
+        self.bindings[name] = binding
+        return self.g.param(name, TensorType.of(dtype, **axes))
+
+    def tensor(
+        self, name: str, dtype: DType, axes: dict[str, int], part: Cut = whole, source: str | None = None
+    ) -> Node:
+        """A checkpoint tensor (canonical name `source`, by default `name`) as a param: this rank's
+        `part` of it in the canonical layout, reshaped to `axes`."""
+        shape, found = tuple(axes.values()), self.cfg.tensors.source(source or name)
+        return self.param(
+            name,
+            dtype,
+            axes,
+            Binding(found.tensors, lambda get, rank: part(found.load(get), rank).reshape(shape)),
+        )
+
+    def all_reduce(self, x: Node, name: str) -> Node:
+        """The sum of every chip's partial x (x itself on one chip), sent in the precision's
+        collective dtype and returned in x's."""
+        if self.sh.chips == 1:
+            return x
+        wire = self.p.collective
+        if x.type.dtype == wire:
+            return self.g.add("all_reduce", x, name=name, op="sum", chips=self.sh.chips)
+        sent = self.g.add("cast", x, name=self.derived(name, ".send"), type=x.type.with_dtype(wire))
+        summed = self.g.add(
+            "all_reduce", sent, name=self.derived(name, f".{wire}"), op="sum", chips=self.sh.chips
+        )
+        return self.g.add("cast", summed, name=name, type=x.type)
+
+    def softcap(self, x: Node, cap: float, label: str) -> Node:
+        """cap * tanh(x / cap): Gemma 2's soft bound on attention scores and logits."""
+        c = self.const(float(np.float32(cap)))
+        over = self.g.add("div", x, c, name=self.name(f"{label}.over"))
+        t = self.g.add("tanh", over, name=self.name(f"{label}.tanh"))
+        return self.g.add("mul", t, c, name=self.name(label))
+
+    def kv_axis_names(self, window: int | None) -> tuple[str, str]:
+        """(cache axis, key axis) of a layer: P and Sk, or for a sliding window of W tokens its own
+        pair (the cache is a ring of at most W slots, so it stops growing with the context)."""
+        if window is None:
+            return "P", "Sk"
+        self.windows.add(window)
+        return _ring_axes(window)
+
+
+def _ring_axes(window: int) -> tuple[str, str]:
+    return f"Pw{window}", f"Skw{window}"
+

@@ -1,0 +1,197 @@
+"""Multi-head latent attention (DeepSeek-V2/V3) as IR: one chip's heads of it.
+
+Per token the cache keeps the compressed latent c = RMSNorm(x W_dkv) [C = kv_lora_rank] and one
+rotary key k_r = RoPE(x W_kr) [qk_rope_head_dim] that every head shares: graph outputs
+`l{i}.latent_cache` [B, P, C] and `l{i}.rope_cache` [B, P, K], not per-head K and V. That is
+MLA's point, and what capacity, KV bytes per token and serving blocks count (they read the graph's
+KV outputs). Head h's key is [c W_uk[h]; k_r] and its value c W_uv[h], W_uk and W_uv being the key
+and value rows of kv_b_proj.
+
+One form per phase, both equal to transformers' DeepseekV3Attention (which always expands):
+- prefill expands, as real prefill kernels do: per-head keys and values from the latent, and the
+  scores one einsum over each head's [nope; rope] dims (the shared rope key broadcast over heads);
+- decode absorbs W_uk into the query (q_nope W_uk[h]: a C-wide query per head) and W_uv after
+  attention, so attention reads only the latent cache: scores = q_abs . c + q_rope . k_r, a
+  multi-query attention whose one KV "head" all heads read (Hkv = 1, G = heads).
+
+Tensor parallel: heads split over chips (q_b_proj / q_proj and kv_b_proj rows, o_proj columns);
+the low-rank down projections, their norms and the latent cache are whole on every chip, as in
+real MLA tensor parallelism.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ir import F32, Node, TensorType
+from tcp_compiler.frontend.build.core import Cut, GraphBuilder, Weight
+from tcp_compiler.frontend.build.kv_cache import cache_slot, prefill_cache
+from tcp_compiler.frontend.build.norms import norm
+from tcp_compiler.frontend.build.positions import rotate_shared
+from tcp_compiler.frontend.build.weights import apply, linear, weight
+from tcp_compiler.frontend.config import Layer, Mla
+
+LOW_RANK_EPS = 1e-6  # transformers builds q_a_layernorm and kv_a_layernorm with its default eps
+
+
+def attention(b: GraphBuilder, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None):
+    """(o_proj's partial sums [B, S, D] over this chip's heads, latent cache, rope cache)."""
+    cfg, sh = b.cfg, b.sh
+    mla = cfg.mla
+    assert mla is not None
+    pre = f"model.layers.{i}.self_attn"
+    q_nope, q_rope = _queries(b, layer, x, pos, pre, mla)
+    kv_a, C, R, D = f"{pre}.kv_a_proj_with_mqa.weight", mla.kv_lora_rank, mla.rope_dim, ("D", cfg.hidden)
+    latent = _rows(b, x, kv_a, "latent", None, (0, C), C + R, D, ["B", "S", "C"], "kv_a")
+    latent = norm(b, latent, "C", f"{pre}.kv_a_layernorm", "kv_a_norm", "rms", LOW_RANK_EPS)
+    latent = b.to(latent, b.p.kv)
+    k_rope = _rows(b, x, kv_a, "rope", None, (C, C + R), C + R, D, ["B", "S", "K"], "k_r")
+    k_rope = b.to(rotate_shared(b, k_rope, layer, pos, "B S", "k"), b.p.kv)
+    mask = masks(None)
+    if past is None:
+        out = _expanded(b, q_nope, q_rope, latent, k_rope, mask, pre, mla)
+        latent_cache = prefill_cache(b, latent, "latent_cache", None)
+        rope_cache = prefill_cache(b, k_rope, "rope_cache", None)
+    else:
+        caches = _absorbed(b, q_nope, q_rope, latent, k_rope, mask, pos, past, pre, mla)
+        out, latent_cache, rope_cache = caches
+    o = linear(b, out, f"{pre}.o_proj.weight", {"D": cfg.hidden, "H": sh.heads, "K": mla.v_dim}, ["H", "K"],
+                 ["B", "S", "D"], "o", sh.row)  # fmt: skip
+    return o, latent_cache, rope_cache
+
+
+def _queries(b: GraphBuilder, layer: Layer, x: Node, pos: Node, pre: str, mla: Mla) -> tuple[Node, Node]:
+    """This chip's heads' queries: nope part [B, H, S, K] and rotated rope part [B, H, S, K]."""
+    cfg, sh = b.cfg, b.sh
+    if mla.q_lora_rank is None:
+        source, inner = f"{pre}.q_proj.weight", ("D", cfg.hidden)
+    else:
+        r = mla.q_lora_rank
+        a = linear(b, x, f"{pre}.q_a_proj.weight", {"Q": r, "D": cfg.hidden}, ["D"], ["B", "S", "Q"],
+                     "q_a")  # fmt: skip
+        x = norm(b, a, "Q", f"{pre}.q_a_layernorm", "q_a_norm", "rms", LOW_RANK_EPS)
+        source, inner = f"{pre}.q_b_proj.weight", ("Q", r)
+    per = mla.nope_dim + mla.rope_dim
+    nope = _rows(b, x, source, "nope", sh.heads, (0, mla.nope_dim), per, inner, ["B", "H", "S", "K"],
+                 "q_nope", sh.column)  # fmt: skip
+    rope = _rows(b, x, source, "rope", sh.heads, (mla.nope_dim, per), per, inner, ["B", "S", "H", "K"],
+                 "q_r", sh.column)  # fmt: skip
+    return nope, rotate_shared(b, rope, layer, pos, "B H S", "q")
+
+
+def _expanded(b: GraphBuilder, q_nope, q_rope, latent, k_rope, mask, pre: str, mla: Mla) -> Node:
+    """Prefill: per-head keys [c W_uk; k_r] and values c W_uv; [B, H, S, K=v_dim]."""
+    g, sh, p = b.g, b.sh, b.p
+    B, S, H = b.batch, b.seq, sh.heads
+    kv_b, per, C = f"{pre}.kv_b_proj.weight", mla.nope_dim + mla.v_dim, mla.kv_lora_rank
+    k_nope = _rows(b, latent, kv_b, "key", H, (0, mla.nope_dim), per, ("C", C), ["B", "H", "S", "K"],
+                   "k_nope", sh.column)  # fmt: skip
+    v = _rows(b, latent, kv_b, "value", H, (mla.nope_dim, per), per, ("C", C), ["B", "H", "S", "K"],
+              "v", sh.column)  # fmt: skip
+    heads = "mla.heads"  # a free splat: broadcasts the shared rope key over this chip's heads
+    if heads not in g:
+        g.add("const", name=heads, type=TensorType.of(F32, B=B, H=H, S=S), value=0.0)
+    k_rope = g.add("add", g[heads], b.to(k_rope, F32), name=b.name("k_r_heads"))
+    keys = g.add("concat", k_nope, k_rope, name=b.name("k_cat"), axis="K")
+    q = g.add("concat", q_nope, q_rope, name=b.name("q_cat"), axis="K")
+    K = keys.type.size("K")
+    q = g.add("reshape", q, name=b.name("q_heads"), type=TensorType.of(F32, B=B, Hkv=H, G=1, Sq=S, K=K))
+    keys = g.add("reshape", b.to(keys, p.kv), name=b.name("keys"),
+                 type=TensorType.of(p.kv, B=B, Hkv=H, Sk=S, K=K))  # fmt: skip
+    values = g.add("reshape", b.to(v, p.kv), name=b.name("values"),
+                   type=TensorType.of(p.kv, B=B, Hkv=H, Sk=S, K=mla.v_dim))  # fmt: skip
+    s = b.einsum(b.to(q, p.kv), keys, name=b.name("scores"), eq="B Hkv G Sq K, B Hkv Sk K -> B Hkv G Sq Sk")
+    out = _softmax_values(b, s, values, mask)
+    return g.add("reshape", b.to(out, F32), name=b.name("attn_heads"),
+                 type=TensorType.of(F32, B=B, H=H, S=S, K=mla.v_dim))  # fmt: skip
+
+
+def _absorbed(b: GraphBuilder, q_nope, q_rope, latent, k_rope, mask, pos, past: int, pre: str, mla: Mla):
+    """Decode: W_uk folded into the query, W_uv applied after attention over the latent cache."""
+    g, sh, p = b.g, b.sh, b.p
+    B, S, H, C, R = b.batch, b.seq, sh.heads, mla.kv_lora_rank, mla.rope_dim
+    slot = cache_slot(b, pos, None)
+    latent_in = g.input(b.name("latent_cache_in"), TensorType.of(p.kv, B=B, P=past, C=C))
+    rope_in = g.input(b.name("rope_cache_in"), TensorType.of(p.kv, B=B, P=past, K=R))
+    latent_cache = g.add("scatter", latent_in, slot, latent, name=b.name("latent_cache"), axis="P")
+    rope_cache = g.add("scatter", rope_in, slot, k_rope, name=b.name("rope_cache"), axis="P")
+    kv_b, per = f"{pre}.kv_b_proj.weight", mla.nope_dim + mla.v_dim
+    q_abs = apply(b, q_nope, _absorbed_key(b, kv_b, mla), ["B", "H", "S", "C"], "q_abs")
+    one_head, cached = {"B": B, "Hkv": 1, "G": H, "Sq": S}, {"B": B, "Hkv": 1, "Sk": past}
+    q_abs = g.add("reshape", b.to(q_abs, p.kv), name=b.name("q_heads"),
+                  type=TensorType.of(p.kv, **one_head, C=C))  # fmt: skip
+    q_r = g.add("reshape", b.to(q_rope, p.kv), name=b.name("q_r_heads"),
+                type=TensorType.of(p.kv, **one_head, K=R))  # fmt: skip
+    keys = g.add("reshape", latent_cache, name=b.name("keys"), type=TensorType.of(p.kv, **cached, C=C))
+    k_r = g.add("reshape", rope_cache, name=b.name("k_r_keys"), type=TensorType.of(p.kv, **cached, K=R))
+    s = g.add(
+        "add",
+        b.einsum(q_abs, keys, name=b.name("scores"), eq="B Hkv G Sq C, B Hkv Sk C -> B Hkv G Sq Sk"),
+        b.einsum(q_r, k_r, name=b.name("scores_r"), eq="B Hkv G Sq K, B Hkv Sk K -> B Hkv G Sq Sk"),
+        name=b.name("scores_sum"),
+    )
+    out = g.add("reshape", b.to(_softmax_values(b, s, keys, mask), F32), name=b.name("attn_latent"),
+                type=TensorType.of(F32, B=B, H=H, S=S, C=C))  # fmt: skip
+    v = _rows(b, out, kv_b, "value", H, (mla.nope_dim, per), per, ("C", C), ["B", "H", "S", "K"],
+              "v_up", sh.column)  # fmt: skip
+    return v, latent_cache, rope_cache
+
+
+def _softmax_values(b: GraphBuilder, scores: Node, values: Node, mask: Node) -> Node:
+    """softmax(scores * scale, masked over Sk) . values, in the decomposed form the online-softmax
+    rewrite recognises (tcp_compiler.passes.online_softmax)."""
+    g = b.g
+    s = g.add("mul", b.to(scores, F32), b.const(b.cfg.scale), name=b.name("scaled"))
+    s = g.add("where", mask, s, b.const(-float("inf")), name=b.name("masked"))
+    top = g.add("reduce", s, name=b.name("max"), op="max", axes=["Sk"])
+    e = g.add("exp", g.add("sub", s, top, name=b.name("shifted")), name=b.name("exp"))
+    probs = g.add(
+        "div", e, g.add("reduce", e, name=b.name("sum"), op="sum", axes=["Sk"]), name=b.name("probs")
+    )
+    last = values.type.names[-1]
+    eq = f"B Hkv G Sq Sk, {' '.join(values.type.names)} -> B Hkv G Sq {last}"
+    return b.einsum(b.to(probs, values.type.dtype), values, name=b.name("attn"), eq=eq)
+
+
+def _rows(
+    b: GraphBuilder,
+    x: Node,
+    source: str,
+    part: str,
+    heads: int | None,
+    rows: tuple[int, int],
+    per: int,
+    inner: tuple[str, int],
+    out: Sequence[str],
+    label: str,
+    cut: Cut | None = None,
+) -> Node:
+    """x times rows [start, stop) of every `per`-row block of the [out, in] weight `source` (each
+    head's block when `heads`, cut for this rank, else the one block): one part of a fused
+    projection (q's nope and rope dims, kv_b's keys and values, kv_a's latent and rope key)."""
+    start, stop = rows
+    axes = {**({"H": heads} if heads else {}), out[-1]: stop - start, inner[0]: inner[1]}
+    shape = tuple(axes.values())
+
+    def make(get, rank: int) -> np.ndarray:
+        w = get(source) if cut is None else cut(get(source), rank)
+        return w.reshape(-1, per, inner[1])[:, start:stop].reshape(shape)
+
+    name = f"{source.removesuffix('.weight')}.{part}.weight"
+    return apply(b, x, weight(b, name, axes, [inner[0]], (source,), make), out, label)
+
+
+def _absorbed_key(b: GraphBuilder, source: str, mla: Mla) -> Weight:
+    """W_uk as decode's absorption reads it, [H, C, K]: the key rows of kv_b_proj per head,
+    transposed so the contracted nope dims are the trailing (quantisation group) axis."""
+    H, C, Kn, per = b.sh.heads, mla.kv_lora_rank, mla.nope_dim, mla.nope_dim + mla.v_dim
+    cut = b.sh.column
+
+    def make(get, rank: int) -> np.ndarray:
+        w = cut(get(source), rank).reshape(H, per, C)[:, :Kn]
+        return np.ascontiguousarray(w.transpose(0, 2, 1))
+
+    name = f"{source.removesuffix('.weight')}.key_absorbed.weight"
+    return weight(b, name, {"H": H, "C": C, "K": Kn}, ["K"], (source,), make)

@@ -1,0 +1,244 @@
+"""Prefill and decode graphs from a ModelConfig, in the einsum form of seed 001: the model's
+layers (pre-norm, post-norm or parallel blocks of attention and feed-forward), the token
+embedding and the LM head, over the blocks in this package.
+
+Embedding is a gather; the LM head sees the last position only in prefill. Axis names: B batch,
+S tokens, D hidden, V vocab (the blocks name their own). Tensor parallelism: see `core`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ir import F32, I32, Axis, Node, TensorType
+from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.build.attention import attention
+from tcp_compiler.frontend.build.core import GraphBuilder, ModelGraph, whole
+from tcp_compiler.frontend.build.ffn import feed_forward
+from tcp_compiler.frontend.build.masks import DecodeMasks, PrefillMasks
+from tcp_compiler.frontend.build.norms import norm
+from tcp_compiler.frontend.build.positions import absolute
+from tcp_compiler.frontend.build.weights import linear
+from tcp_compiler.frontend.config import Layer, ModelConfig
+from tcp_compiler.frontend.precision import Precision
+from tcp_compiler.frontend.stages import Stage, whole_model
+
+
+def build_prefill(
+    cfg: ModelConfig,
+    precision: Precision,
+    batch: int,
+    seq: int,
+    padded: bool = False,
+    chips: int = 1,
+    documents: int = 0,
+    stage: Stage | None = None,
+) -> ModelGraph:
+    """Prompt processing: logits at each sequence's last real token, and every layer's KV cache.
+
+    With `padded`, sequences are right-padded to `seq` and an input `lengths` [B] gives their
+    real lengths; keys past a sequence's length are masked out. `chips`: tensor parallelism (see `core`).
+
+    With `documents` = N, each row packs N documents one after another (seed 002's packed
+    sequences): inputs `segment` [B, S] give each token's document id, `position` [B, S] its
+    position within its document and `ends` [B, N] the index of each document's last token. A
+    token attends causally within its own document only, and the logits are [B, N, V], one row
+    per document's last token, as if each document had been run on its own.
+
+    With a pipeline `stage` (tcp_compiler.frontend.stages), the graph holds that stage's layers
+    only: after the first stage it takes the hidden state as an input `hidden`, and before the
+    last it ends by sending its own (output `hidden.sent`) instead of computing logits.
+    """
+    stage = stage or whole_model(cfg)
+    _check_sizes(batch=batch, seq=seq, chips=chips)
+    if documents and padded:
+        raise FrontendError(
+            "a packed prefill takes no padding: give trailing tokens a segment id of their own"
+        )
+    b = GraphBuilder(
+        cfg, precision, _graph_name(cfg, "prefill", stage), batch, seq, positions=seq, chips=chips
+    )
+    ids = b.g.input("ids", TensorType.of(I32, B=batch, S=seq)) if stage.first else None
+    lengths = b.g.input("lengths", TensorType.of(I32, B=batch)) if padded else None
+    segment = None
+    if documents:
+        b.packed = True
+        segment = b.g.input("segment", TensorType.of(I32, B=batch, S=seq))
+        pos = b.g.input("position", TensorType.of(I32, B=batch, S=seq))
+        ends = b.g.input("ends", TensorType.of(I32, B=batch, N=documents)) if stage.last else None
+    else:
+        pos = b.g.add("iota", name="pos", type=TensorType.of(I32, S=seq), axis="S")
+    masks = PrefillMasks(b.g, b.const, b.seq, lengths, segment)
+    h = _enter(b, stage, lambda: _embed(b, ids, pos))
+    outputs = []
+    for i in stage.layers:
+        h, k, v = _layer(b, i, cfg.layers[i], h, pos, masks, past=None)
+        outputs += [k, v]
+    if not stage.last:
+        b.g.set_outputs(_leave(b, stage, h), *outputs)
+        return b.done("prefill", padded, outputs)
+    if documents:
+        last = b.g.add("gather", h, ends, name="h_last", axis="S")
+    elif lengths is None:
+        last = b.g.add("slice", h, name="h_last.s", axis="S", start=seq - 1, stop=seq)
+        last = b.g.add("reshape", last, name="h_last", type=TensorType.of(F32, B=batch, D=cfg.hidden))
+    else:
+        one = b.const(1, I32)
+        index = b.g.add("sub", lengths, one, name="last_index")
+        last = b.g.add("gather", h, index, name="h_last", axis="S")
+    b.g.set_outputs(_head(b, last), *outputs)
+    return b.done("prefill", padded, outputs)
+
+
+def build_decode(
+    cfg: ModelConfig, precision: Precision, batch: int, past: int, chips: int = 1, stage: Stage | None = None
+) -> ModelGraph:
+    """One new token per sequence at position `pos` [B] against caches of past + 1 slots.
+
+    Each layer's cache comes in as `l{i}.k_cache_in` / `l{i}.v_cache_in` [B, Hkv, P, K] and goes out
+    updated (a scatter at `pos`) as `l{i}.k_cache` / `l{i}.v_cache`; keys after `pos` are masked.
+    With `chips` > 1 the caches hold only this chip's KV heads; with a pipeline `stage`, only its
+    layers' caches (see build_prefill).
+    """
+    stage = stage or whole_model(cfg)
+    _check_sizes(batch=batch, past=past + 1, chips=chips)
+    name = _graph_name(cfg, "decode", stage)
+    b = GraphBuilder(cfg, precision, name, batch, 1, positions=past + 1, chips=chips)
+    ids = b.g.input("ids", TensorType.of(I32, B=batch, S=1)) if stage.first else None
+    pos = b.g.input("pos", TensorType.of(I32, B=batch))
+    masks = DecodeMasks(b.g, b.const, b.positions, pos)
+    h = _enter(b, stage, lambda: _embed(b, ids, pos))
+    outputs = []
+    for i in stage.layers:
+        h, k, v = _layer(b, i, cfg.layers[i], h, pos, masks, past=past + 1)
+        outputs += [k, v]
+    if not stage.last:
+        b.g.set_outputs(_leave(b, stage, h), *outputs)
+        return b.done("decode", False, outputs)
+    last = b.g.add("reshape", h, name="h_last", type=TensorType.of(F32, B=batch, D=cfg.hidden))
+    b.g.set_outputs(_head(b, last), *outputs)
+    return b.done("decode", False, outputs)
+
+
+def _graph_name(cfg: ModelConfig, phase: str, stage: Stage) -> str:
+    return f"{cfg.name}.{phase}" if stage.count == 1 else f"{cfg.name}.{phase}.stage{stage.index}"
+
+
+def _check_sizes(**sizes: int) -> None:
+    for key, value in sizes.items():
+        if value < 1:
+            raise FrontendError(f"{key} must be at least 1, got {value}")
+
+
+def _enter(b: GraphBuilder, stage: Stage, embed: Callable[[], Node]) -> Node:
+    """The first stage embeds; a later one receives the hidden state [B, S, D], sent in the
+    precision's collective dtype, and carries on in f32."""
+    if stage.first:
+        return embed()
+    sent = TensorType.of(b.p.collective, B=b.batch, S=b.seq, D=b.cfg.hidden)
+    return b.to(b.g.input("hidden", sent), F32)
+
+
+def _leave(b: GraphBuilder, stage: Stage, h: Node) -> Node:
+    """Hands the hidden state to the next stage: cast to the collective dtype, then sent."""
+    return b.g.add("send", b.to(h, b.p.collective), name="hidden.sent", stage=stage.index + 1)
+
+
+def _embed(b: GraphBuilder, ids: Node, pos: Node) -> Node:
+    """Token embedding, plus absolute positions (learned or sinusoidal), then the embedding norm."""
+    cfg, g = b.cfg, b.g
+    table = b.tensor("model.embed_tokens.weight", b.p.table, {"V": cfg.vocab, "D": cfg.hidden})
+    x = b.to(g.add("gather", table, ids, name="embed", axis="V"), F32)
+    if cfg.embedding.scale is not None:
+        scale = np.float32(cfg.embedding.scale)
+        if cfg.embedding.scale_in_table_dtype:
+            scale = b.p.table.round(scale)
+        x = g.add("mul", x, b.const(float(scale)), name="embed.scaled")
+    if cfg.positions.kind in ("learned", "sinusoidal"):
+        x = absolute(b, x, pos)
+    if cfg.norms.embed:
+        x = norm(b, x, "D", "model.embed_norm", "embed_norm")
+    return x
+
+
+def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
+    """x + f(x), with x scaled by DeepNet's alpha and f(x) by Granite's residual multiplier when
+    the model sets them."""
+    cfg, g = b.cfg, b.g
+    if cfg.residual.scale != 1.0:
+        x = g.add("mul", x, b.const(float(np.float32(cfg.residual.scale))), name=b.name(f"{label}.alpha"))
+    if cfg.residual.branch_scale != 1.0:
+        scale = b.const(float(np.float32(cfg.residual.branch_scale)))
+        f = g.add("mul", f, scale, name=b.name(f"{label}.branch"))
+    return g.add("add", x, f, name=b.name(label))
+
+
+def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
+    """Decoder layer i, its values named in the layer (GraphBuilder.layer): pre-norm (optionally
+    with Gemma's sandwich norms), post-norm or parallel. Returns (output, K cache, V cache)."""
+    with b.layer(i):
+        return _block(b, i, layer, h, pos, masks, past)
+
+
+def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
+    cfg, g = b.cfg, b.g
+    pre = f"model.layers.{i}"
+    attn_norm, mlp_norm = f"{pre}.input_layernorm", f"{pre}.post_attention_layernorm"
+    if cfg.residual.block == "post":
+        a, k_cache, v_cache = attention(b, i, layer, h, pos, masks, past)
+        h = norm(b, _residual(b, h, a, "h_attn"), "D", attn_norm, "attn_norm")
+        m = feed_forward(b, i, layer, h)
+        return norm(b, _residual(b, h, m, "h_mlp"), "D", mlp_norm, "out"), k_cache, v_cache
+    n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
+    if cfg.residual.block == "parallel":
+        a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past, reduce=False)
+        n2 = n if cfg.norms.parallel == 1 else norm(b, h, "D", mlp_norm, "mlp_norm")
+        m = feed_forward(b, i, layer, n2, reduce=False)
+        both = b.all_reduce(g.add("add", a, m, name=b.name("parallel")), b.name("parallel.sum"))
+        return _residual(b, h, both, "out"), k_cache, v_cache
+    a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
+    if cfg.norms.sandwich:
+        a = norm(b, a, "D", f"{pre}.post_attention_layernorm", "attn_out_norm")
+        mlp_norm = f"{pre}.pre_feedforward_layernorm"
+    h = _residual(b, n if cfg.residual.from_norm else h, a, "h_attn")
+    n = norm(b, h, "D", mlp_norm, "mlp_norm") if cfg.norms.pre else h
+    m = feed_forward(b, i, layer, n)
+    if cfg.norms.sandwich:
+        m = norm(b, m, "D", f"{pre}.post_feedforward_layernorm", "mlp_out_norm")
+    return _residual(b, n if cfg.residual.from_norm else h, m, "out"), k_cache, v_cache
+
+
+def _head(b: GraphBuilder, x: Node) -> Node:
+    """Final norm and LM head on [B, (N,) D]; tied models reuse the embedding table.
+
+    Vocab-parallel over chips: each chip computes its V / chips rows (a tied head gets its own
+    param cut from the embedding, which stays whole for the lookup) and an all_gather joins them.
+    """
+    cfg, sh, g = b.cfg, b.sh, b.g
+    if cfg.norms.final:
+        x = norm(b, x, "D", "model.norm", "final_norm")
+    axes = {"V": sh.vocab, "D": cfg.hidden}
+    parallel = sh.vocab != cfg.vocab
+    part = sh.column if parallel else whole
+    lead = [a for a in x.type.names if a != "D"]
+    if cfg.embedding.tied:
+        embedding = "model.embed_tokens.weight"  # the stage's own copy when it does not embed
+        if parallel:
+            table = b.tensor("lm_head.weight", b.p.table, axes, part, source=embedding)
+        else:
+            table = b.tensor(embedding, b.p.table, {"V": cfg.vocab, "D": cfg.hidden})
+        eq = f"{' '.join(lead)} D, V D -> {' '.join(lead)} V"
+        logits = b.einsum(b.to(x, table.type.dtype), table, name="logits.raw", eq=eq)
+    else:
+        logits = linear(b, x, "lm_head.weight", axes, ["D"], [*lead, "V"], "logits.raw", part)
+    logits = b.to(logits, F32)
+    if cfg.embedding.logits_divisor != 1.0:
+        logits = g.add("div", logits, b.const(cfg.embedding.logits_divisor), name="logits.scaled")
+    if cfg.embedding.logits_softcap is not None:
+        logits = b.softcap(logits, cfg.embedding.logits_softcap, "logits.capped")
+    if parallel:
+        logits = g.add("all_gather", logits, name="logits.gather", axis="V", chips=sh.chips)
+    full = [x.type.axis(a) for a in lead] + [Axis("V", cfg.vocab)]
+    return g.add("reshape", logits, name="logits", type=TensorType(F32, tuple(full)))

@@ -1,0 +1,101 @@
+"""MoE routing as IR: which experts each token's slots go to, with what weight, from the router
+logits [B, S, E]. Every family's routing is here (`route` picks by the config):
+
+- softmax over all experts, top-k, renormalised where the family does (Mixtral, Qwen MoE);
+- gpt-oss: top-k of the logits, then a softmax over those k;
+- DeepSeek-V3: sigmoid scores; the correction bias is added to pick experts but the weights are
+  the unbiased scores; with n_group groups, only the topk_group groups whose two best (biased)
+  scores sum highest are eligible; weights renormalised (norm_topk_prob) and multiplied by
+  routed_scaling_factor.
+"""
+
+from __future__ import annotations
+
+from ir import F32, I32, Node, TensorType
+from tcp_compiler.frontend.build.core import GraphBuilder
+
+
+def route(b: GraphBuilder, i: int, router: Node) -> tuple[Node, Node]:
+    """Layer i's (expert index [B, S, Kk], routing weight [B, S, Kk]) from its router logits."""
+    moe = b.cfg.moe
+    assert moe is not None
+    if moe.softmax_after_top_k:
+        return _top_k_softmax(b, router)
+    if moe.scoring == "sigmoid":
+        return _sigmoid(b, i, router)
+    return _softmax(b, router)
+
+
+def _softmax(b: GraphBuilder, router: Node) -> tuple[Node, Node]:
+    """Softmax over all experts, then the top k of those probabilities (renormalised over the k
+    where the family does)."""
+    g, moe = b.g, b.cfg.moe
+    top = g.add("reduce", router, name=b.name("router.max"), op="max", axes=["E"])
+    e = g.add("exp", g.add("sub", router, top, name=b.name("router.shifted")), name=b.name("router.exp"))
+    total = g.add("reduce", e, name=b.name("router.sum"), op="sum", axes=["E"])
+    probs = g.add("div", e, total, name=b.name("router.probs"))
+    idx = g.add("topk", probs, name=b.name("experts"), axis="E", k=moe.top_k, new_axis="Kk")
+    weights = g.add("gather", probs, idx, name=b.name("expert_weights"), axis="E")
+    if moe.normalize_top_k:
+        weights = _normalised(b, weights)
+    return idx, weights
+
+
+def _top_k_softmax(b: GraphBuilder, router: Node) -> tuple[Node, Node]:
+    """gpt-oss's routing: the top-k router logits, then a softmax over those k only (the same
+    weights as a softmax over all experts renormalised over the k, in k exps, not E)."""
+    g, k = b.g, b.cfg.moe.top_k
+    idx = g.add("topk", router, name=b.name("experts"), axis="E", k=k, new_axis="Kk")
+    logits = g.add("gather", router, idx, name=b.name("expert_logits"), axis="E")
+    top = g.add("reduce", logits, name=b.name("expert_logits.max"), op="max", axes=["Kk"])
+    shifted = g.add("sub", logits, top, name=b.name("expert_logits.shifted"))
+    e = g.add("exp", shifted, name=b.name("expert_exp"))
+    total = g.add("reduce", e, name=b.name("expert_exp.sum"), op="sum", axes=["Kk"])
+    return idx, g.add("div", e, total, name=b.name("expert_weights"))
+
+
+def _sigmoid(b: GraphBuilder, i: int, router: Node) -> tuple[Node, Node]:
+    """DeepSeek's routing (see the module docstring)."""
+    g, moe = b.g, b.cfg.moe
+    probs = g.add("sigmoid", router, name=b.name("router.probs"))
+    idx = g.add("topk", _choice(b, i, probs), name=b.name("experts"), axis="E", k=moe.top_k, new_axis="Kk")
+    weights = g.add("gather", probs, idx, name=b.name("expert_weights"), axis="E")
+    if moe.normalize_top_k:
+        weights = _normalised(b, weights)
+    if moe.routed_scale != 1.0:
+        weights = g.add("mul", weights, b.const(moe.routed_scale), name=b.name("expert_weights.scaled"))
+    return idx, weights
+
+
+def _normalised(b: GraphBuilder, weights: Node) -> Node:
+    """The top-k weights divided by their sum."""
+    total = b.g.add("reduce", weights, name=b.name("expert_weights.sum"), op="sum", axes=["Kk"])
+    return b.g.add("div", weights, total, name=b.name("expert_weights.norm"))
+
+
+def _choice(b: GraphBuilder, i: int, probs: Node) -> Node:
+    """The scores experts are picked by: plus the correction bias, -inf outside the best groups."""
+    g, moe = b.g, b.cfg.moe
+    E = moe.experts
+    choice = probs
+    if moe.correction_bias_name is not None:
+        bias = b.tensor(moe.correction_bias_name.format(i=i), F32, {"E": E})
+        choice = g.add("add", probs, bias, name=b.name("router.biased"))
+    if moe.groups == 1:
+        return choice
+    lead = [(a.name, a.size) for a in choice.type.axes if a.name != "E"]
+    grouped = TensorType.from_pairs(F32, [*lead, ("Eg", moe.groups), ("Ee", E // moe.groups)])
+    by_group = g.add("reshape", choice, name=b.name("router.groups"), type=grouped)
+    best2 = g.add("topk", by_group, name=b.name("router.best2"), axis="Ee", k=2, new_axis="Kt")
+    pair = g.add("gather", by_group, best2, name=b.name("router.best2_scores"), axis="Ee")
+    group_score = g.add("reduce", pair, name=b.name("router.group_scores"), op="sum", axes=["Kt"])
+    picked = g.add("topk", group_score, name=b.name("router.top_groups"), axis="Eg", k=moe.topk_groups,
+                   new_axis="Kg")  # fmt: skip
+    which = g.add("iota", name=b.name("router.group_id"), type=TensorType.of(I32, Eg=moe.groups), axis="Eg")
+    hit_type = TensorType.from_pairs(F32, [*lead, ("Kg", moe.topk_groups), ("Eg", moe.groups)])
+    hit = g.add("eq", picked, which, name=b.name("router.hit"))
+    hit = g.add("cast", hit, name=b.name("router.hit_f32"), type=hit_type)
+    kept = g.add("reduce", hit, name=b.name("router.kept"), op="max", axes=["Kg"])
+    eligible = g.add("gt", kept, b.const(0.0), name=b.name("router.eligible"))
+    masked = g.add("where", eligible, by_group, b.const(-float("inf")), name=b.name("router.masked"))
+    return g.add("reshape", masked, name=b.name("router.choice"), type=choice.type)
