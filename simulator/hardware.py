@@ -470,7 +470,7 @@ def load_hardware(name_or_path: str | Path, chips: int | None = None) -> Hardwar
         sources=sources,
         **values,
     )
-    _check_consistency(hw, entries)
+    _check_consistency(hw, path, entries)
     return hw.with_chips(chips)
 
 
@@ -653,12 +653,15 @@ def _entry(path: Path, dotted: str, param: Param, item: Any) -> _Entry:
     return value, source, path
 
 
-def _check_consistency(hw: Hardware, entries: dict[str, _Entry]) -> None:
+def _check_consistency(hw: Hardware, path: Path, entries: dict[str, _Entry]) -> None:
     """Relations between values that no single entry can check: a chip they describe could not
-    exist, or the mapping could not place anything on it. Each names the key to change."""
+    exist, or the mapping could not place anything on it. Each names the file the user gave (the
+    value at fault may be one it inherits) and the key to change."""
 
     def fail(key: str, message: str) -> HardwareError:
-        return HardwareError(f"{entries[key][2]}: {key}: {message}")
+        origin = entries[key][2]
+        inherited = f" (a value {path.name} inherits from {origin})" if origin != path else ""
+        return HardwareError(f"{path}: {key}: {message}{inherited}")
 
     if hw.hbm_sustained_bytes_per_cycle > hw.hbm_peak_bytes_per_cycle:
         raise fail(

@@ -24,6 +24,7 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +67,8 @@ HOSTILE_TOML = [
     "1e-300", "1e300", str(2**64), str(2**200), "-1", "0", "1", "nan", "inf", "-inf", '"x"', "true",
     "[1]", "{ a = 1 }", "0.5", "3", "1e-3", "65536", "1099511627776", "1e9", "1e12", str(2**62),
 ]  # fmt: skip
-BAD_INTS = ["0", "-1", "x", "", "1.5", "9" * 30, "1e3", "9" * 5000, "99999999", "0x10", " ", "-0"]
+BAD_INTS = ["0", "-1", "x", "", "1.5", "9" * 30, "1e3", "9" * 5000, "99999999", "0x10", " ", "-0",
+            "\uff11\uff12", "1_000", "\u0663", "12\n", "\u00a012", "\u20038", "\U0001d7d1"]  # fmt: skip
 
 
 @dataclass
@@ -318,6 +320,8 @@ def _flags(rng: random.Random) -> Case:
         for flag in rng.sample(numeric, rng.randint(1, min(2, len(numeric)))):
             zero_ok = flag in ("--decode-steps", "--trace-steps", "--documents")
             argv += [flag, rng.choice([b for b in BAD_INTS if not (zero_ok and b in ("0", "-0"))])]
+    elif rng.random() < 0.3:
+        argv += [long_flag_prefix(rng, command), "1"]
     else:
         argv += rng.choice(CROSS[command])
     files = {"tiny.json": json.dumps(TINY).encode()}
@@ -326,6 +330,32 @@ def _flags(rng: random.Random) -> Case:
         files["ckpt/config.json"] = json.dumps(TINY).encode()
         files["ckpt/model.safetensors"] = pack(header, data)
     return Case("flags", argv, files, invalid=True)
+
+
+def long_flags(command: str) -> set[str]:
+    """Every long flag of `tcpc command`."""
+    from tcp_compiler.cli import build_parser
+
+    parser = subcommand_parsers(build_parser())[command]
+    return {o for action in parser._actions for o in action.option_strings if o.startswith("--")}
+
+
+def subcommand_parsers(parser: Any, prefix: str = "") -> dict[str, Any]:
+    """The parsers under `parser` by their command words ("simulate", "hw show"), `parser` included."""
+    found = {prefix: parser}
+    for action in parser._actions:
+        if isinstance(action.choices, dict):
+            for word, sub in action.choices.items():
+                found.update(subcommand_parsers(sub, f"{prefix} {word}".strip()))
+    return found
+
+
+def long_flag_prefix(rng: random.Random, command: str) -> str:
+    """A prefix of one of the command's long flags that is no flag itself (argparse's abbreviation)."""
+    flags = long_flags(command)
+    flag = rng.choice(sorted(flags))
+    prefixes = [flag[:n] for n in range(3, len(flag)) if flag[:n] not in flags]
+    return rng.choice(prefixes) if prefixes else "--no-such-flag"
 
 
 # -- running and judging -----------------------------------------------------------------------
