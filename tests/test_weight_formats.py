@@ -284,8 +284,8 @@ STORED_PARTS = [  # scheme, tensor, its replacement from the stored one, message
     ("ct-w8a16", f"{Q}.weight", lambda t: t[:, :16].contiguous(), f"tensor '{Q}.weight' has shape [32, 16]"),
 ]  # fmt: skip
 BAD_CONFIGS = [  # scheme, change to quantization_config, message
-    ("ct-fp8-block", {"ignore": ["re:(lm_head"]}, "quantization_config.ignore[0]: 're:(lm_head' is not a valid"),
-    ("ct-w8a8", {"input_activations": {"strategy": "tensor"}}, ".input_activations.strategy: 'tensor' is not"),
+    ("ct-fp8-block", {"ignore": ["re:(lm_head"]}, "ignore[0]: 're:(lm_head' is not a valid"),
+    ("ct-w8a8", {"input_activations": {"strategy": "tensor"}}, "activations.strategy: 'tensor' is not"),
     ("ct-w8a8", {"input_activations": {"symmetric": False}}, ".input_activations.symmetric: asymmetric int8"),
     ("ct-w8a8", {"input_activations": {"dynamic": "yes"}}, ".input_activations.dynamic: expected bool"),
     ("ct-fp8-channel", {"input_activations": {"type": "int", "num_bits": 8, "strategy": "token",
