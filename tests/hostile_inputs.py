@@ -240,6 +240,13 @@ def safetensors(tensors: dict[str, list[int]], rng: random.Random | None = None)
     return header, b"".join(blobs)
 
 
+def overwrite(header: dict, data: bytes, name: str, value: float, everywhere: bool = False) -> bytes:
+    """`data` with the float32 tensor `name`'s first value (or every value) set to `value`."""
+    begin, end = header[name]["data_offsets"]
+    count = (end - begin) // 4 if everywhere else 1
+    return data[:begin] + np.full(count, value, "<f4").tobytes() + data[begin + 4 * count :]
+
+
 def pack(header: dict | str, data: bytes) -> bytes:
     raw = (header if isinstance(header, str) else json.dumps(header)).encode("utf-8", "surrogatepass")
     return struct.pack("<Q", len(raw)) + raw + data
@@ -278,6 +285,17 @@ def _checkpoint(rng: random.Random) -> Case:
         index = {"weight_map": weight_map} if rng.random() < 0.8 else broken
         files["model.safetensors.index.json"] = json.dumps(index).encode()
         invalid = weight_map[name] != "model-00001.safetensors" or "weight_map" not in index
+    elif roll < 0.93:  # non-finite numbers: NaN or infinite weights, values that overflow, RoPE extremes
+        how = rng.choice(("nan", "inf", "overflow", "rope"))
+        if how == "rope":
+            factor = rng.choice((1e-300, 1e-30, 1e30, 1e300))
+            scaling = {"rope_type": "linear", "factor": factor}
+            files["config.json"] = json.dumps({**TINY, "rope_scaling": scaling}).encode()
+            invalid = False  # a tiny factor fails at run time, a huge one still computes finite numbers
+        else:
+            value = {"nan": np.nan, "inf": np.inf, "overflow": 3e38}[how]
+            data = overwrite(header, data, name, value, everywhere=how == "overflow")
+            invalid = how != "overflow"  # 3e38 everywhere overflows in most tensors, not certainly in all
     else:  # a missing tensor
         del header[name]
     if "model.safetensors" not in files and "model-00001.safetensors" not in files:

@@ -25,6 +25,7 @@ from tests.hostile_inputs import (
     Case,
     generate,
     materialise,
+    overwrite,
     pack,
     problems,
     run_in_process,
@@ -245,6 +246,37 @@ def test_tensors_whose_shape_disagrees_with_the_config_are_refused(
 def test_a_matching_checkpoint_runs(tmp_path: Path) -> None:
     outcome = run_in_process(materialise(_checkpoint_case(dict(TINY_TENSORS)), tmp_path))
     assert outcome.code == 0 and (tmp_path / "out.npz").is_file(), outcome
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "everywhere", "expected"),
+    [
+        ("model.layers.0.mlp.up_proj.weight", float("nan"), False,
+         "prefill: tensor 'model.layers.0.mlp.up_proj.weight': 1 of its 128 values are not finite"),
+        ("model.norm.weight", float("-inf"), False,
+         "tensor 'model.norm.weight': 1 of its 8 values are not finite"),
+        ("model.layers.0.mlp.up_proj.weight", 3e38, True,
+         "prefill: %final_norm.sq = mul computed 8 +inf of 8"),
+        ("model.embed_tokens.weight", 3e38, True, "the first op to go non-finite"),
+    ],
+)  # fmt: skip
+def test_non_finite_numbers_in_run_name_the_tensor_or_first_op(
+    name: str, value: float, everywhere: bool, expected: str, tmp_path: Path
+) -> None:
+    """Not a sampling traceback over NaN logits: the weight, or the first op whose result is NaN or inf."""
+    case = _checkpoint_case(dict(TINY_TENSORS))
+    header, data = safetensors(TINY_TENSORS)
+    case.files["model.safetensors"] = pack(header, overwrite(header, data, name, value, everywhere))
+    line = _run(tmp_path, case)
+    assert line.startswith(f"tcpc: error: {tmp_path}: ") and expected in line, line
+
+
+@pytest.mark.parametrize("factor", [1e-300, 1e-40])
+def test_an_extreme_rope_factor_names_the_rope_table(factor: float, tmp_path: Path) -> None:
+    config = {**TINY, "rope_scaling": {"rope_type": "linear", "factor": factor}}
+    case = _checkpoint_case(dict(TINY_TENSORS), {"config.json": json.dumps(config).encode()})
+    line = _run(tmp_path, case)
+    assert "prefill: %rope.table = param computed" in line and "the first op to go non-finite" in line, line
 
 
 def test_an_index_naming_a_missing_shard_names_index_and_shard(tmp_path: Path) -> None:
