@@ -1,6 +1,7 @@
 """Hostile input never gets a traceback, unbounded work or an accepted invalid value (issue 15).
 
-A seeded fuzz over .tir graphs, config.json files, hardware TOML, safetensors checkpoints and flags
+A seeded fuzz over .tir graphs, config.json files, hardware TOML, safetensors checkpoints (float and
+pre-quantised, with non-finite values among the mutations) and flags
 (tests/hostile_inputs.py says what is generated and what each run must obey), mostly in process
 for speed and a handful through a real `tcpc` process; then one test per class of failure the
 issue lists, each asserting the one-line message that names file and field.
@@ -34,7 +35,7 @@ from tests.hostile_inputs import (
     subcommand_parsers,
 )
 
-CASES_PER_KIND = 420  # x 5 kinds = 2,100 cases
+CASES_PER_KIND = 420  # x 6 kinds = 2,520 cases
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -201,7 +201,7 @@ def _scaled(scale_name: str, block: tuple[int, int], code, label: str) -> tuple[
         q = ckpt.load(f"{module}.weight")
         rows, cols = q.shape
         scale = ckpt.load(scale_info.name).astype(np.float32)
-        return Parts(q, expand(scale, rows, cols, block, scale_info.name), None)
+        return Parts(q, expand(scale, rows, cols, block), None)
 
     def check(ckpt: Checkpoint, tensor: str, shape: Shape, what: str) -> None:
         module = tensor.removesuffix(".weight")
@@ -209,8 +209,8 @@ def _scaled(scale_name: str, block: tuple[int, int], code, label: str) -> tuple[
             return
         rows, cols = shape
         what = f"{what} as {label} with scale blocks of {_block_text(block)}"
-        _expect(ckpt, f"{module}.weight", (want_code,), [shape], what)
-        _expect(ckpt, f"{module}.{scale_name}", FLOAT_SCALES, _spellings(_grid(rows, cols, block)), what)
+        _expect(ckpt, f"{module}.weight", (want_code,), shape, what)
+        _expect(ckpt, f"{module}.{scale_name}", FLOAT_SCALES, _grid(rows, cols, block), what, grid=True)
 
     return read, check
 
@@ -225,29 +225,26 @@ def _block_text(block: tuple[int, int]) -> str:
     return " x ".join(str(n) if n else "all" for n in block)
 
 
-def _spellings(grid: Shape) -> list[Shape]:
-    """The shapes a scale grid may be stored as: the grid, and with axes of one dropped or added
-    (per tensor [1] or [], per channel [out] or [out, 1]); these hold the scales in one order, so
-    reading any of them as the grid is exact. A transposed grid of two real axes is not among them."""
-    squeezed = tuple(n for n in grid if n != 1)
-    return [grid, squeezed, *(s for s in [(1,), (1, 1)] if not squeezed)]
+def _same_grid(shape: Shape, grid: Shape) -> bool:
+    """Whether scales stored in `shape` are the `grid` in its order: the same axes once axes of one
+    are dropped (per tensor [1] or [], per channel [out] or [out, 1]). A transposed grid of two
+    axes longer than one is not, so it is refused rather than read with its scales scrambled."""
+    return [n for n in shape if n != 1] == [n for n in grid if n != 1]
 
 
-def expand(scale: np.ndarray, rows: int, cols: int, block: tuple[int, int], name: str) -> np.ndarray:
-    """One scale per element of a [rows, cols] weight from one per `block` (0: the whole axis);
-    partial blocks at the edges take their block's scale."""
+def expand(scale: np.ndarray, rows: int, cols: int, block: tuple[int, int]) -> np.ndarray:
+    """One scale per element of a [rows, cols] weight from one per `block` (0: the whole axis;
+    the scales' shape checked by _same_grid); partial blocks at the edges take their block's scale."""
     br, bc = block[0] or rows, block[1] or cols
-    want = _grid(rows, cols, block)
-    if tuple(scale.shape) not in _spellings(want):
-        raise CheckpointError(f"{name}: {list(scale.shape)} scales; blocks of {br} x {bc} need {list(want)}")
-    grid = scale.reshape(want)
+    grid = scale.reshape(_grid(rows, cols, block))
     return np.repeat(np.repeat(grid, br, axis=0), bc, axis=1)[:rows, :cols]
 
 
 def _expect(
-    ckpt: Checkpoint, name: str, dtypes: tuple[str, ...], shapes: list[Shape], what: str
+    ckpt: Checkpoint, name: str, dtypes: tuple[str, ...], shape: Shape, what: str, grid: bool = False
 ) -> TensorInfo:
-    """The header of stored part `name`, or a CheckpointError naming it and what `what` implies."""
+    """The header of stored part `name`, or a CheckpointError naming it and what `what` implies:
+    `shape` exactly, or with `grid` a scale grid in any shape that holds it in order."""
     info = ckpt.find(name)
     if info is None:
         raise CheckpointError(f"{ckpt.directory}: no tensor {name!r}; {what} stores it")
@@ -255,10 +252,10 @@ def _expect(
         raise CheckpointError(
             f"{info.file}: tensor {info.name!r} is {info.dtype}, but {what} stores {' or '.join(dtypes)}"
         )
-    if info.shape not in shapes:
+    if not (_same_grid(info.shape, shape) if grid else info.shape == shape):
         raise CheckpointError(
             f"{info.file}: tensor {info.name!r} has shape {list(info.shape)}, but {what} implies "
-            f"{list(shapes[0])}"
+            f"{list(shape)}"
         )
     return info
 
@@ -317,9 +314,9 @@ def _awq(fields: _Fields) -> Scheme:
             raise CheckpointError(
                 f"{info.file}: tensor {info.name!r}: {what}: {inputs} inputs do not divide into groups"
             )
-        _expect(ckpt, f"{module}.qweight", PACKED, [(inputs, out // 8)], what)
-        _expect(ckpt, f"{module}.qzeros", PACKED, [(inputs // group, out // 8)], what)
-        _expect(ckpt, f"{module}.scales", FLOAT_SCALES, [(inputs // group, out)], what)
+        _expect(ckpt, f"{module}.qweight", PACKED, (inputs, out // 8), what)
+        _expect(ckpt, f"{module}.qzeros", PACKED, (inputs // group, out // 8), what)
+        _expect(ckpt, f"{module}.scales", FLOAT_SCALES, (inputs // group, out), what)
 
     return Scheme("awq", fmt, read, check)
 
@@ -360,11 +357,11 @@ def _gptq(fields: _Fields) -> Scheme:
         _packable(ckpt, module, out, "output", what)
         _packable(ckpt, module, inputs, "input", what)
         groups = math.ceil(inputs / group) if group > 0 else 1
-        _expect(ckpt, f"{module}.qweight", PACKED, [(inputs // 8, out)], what)
-        _expect(ckpt, f"{module}.qzeros", PACKED, [(groups, out // 8)], what)
-        _expect(ckpt, f"{module}.scales", FLOAT_SCALES, [(groups, out)], what)
+        _expect(ckpt, f"{module}.qweight", PACKED, (inputs // 8, out), what)
+        _expect(ckpt, f"{module}.qzeros", PACKED, (groups, out // 8), what)
+        _expect(ckpt, f"{module}.scales", FLOAT_SCALES, (groups, out), what)
         if ckpt.find(f"{module}.g_idx") is not None:
-            _expect(ckpt, f"{module}.g_idx", ("I32", "I64"), [(inputs,)], what)
+            _expect(ckpt, f"{module}.g_idx", ("I32", "I64"), (inputs,), what)
 
     return Scheme("gptq", fmt, read, check)
 
@@ -429,8 +426,8 @@ def _mxfp4(fields: _Fields) -> Scheme:
         what = f"{what} as MXFP4 (blocks of 32 inputs)"
         if inputs % 32:
             raise CheckpointError(f"{ckpt.directory}: {tensor}: {what}: {inputs} inputs are not whole blocks")
-        _expect(ckpt, f"{tensor}_blocks", ("U8",), [(experts, out, inputs // 32, 16)], what)
-        _expect(ckpt, f"{tensor}_scales", ("U8",), [(experts, out, inputs // 32)], what)
+        _expect(ckpt, f"{tensor}_blocks", ("U8",), (experts, out, inputs // 32, 16), what)
+        _expect(ckpt, f"{tensor}_scales", ("U8",), (experts, out, inputs // 32), what)
 
     return Scheme("mxfp4", fmt, read, check)
 
