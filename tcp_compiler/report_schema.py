@@ -12,6 +12,8 @@ import typing
 from dataclasses import fields, is_dataclass
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from tcp_compiler.provenance import DOC as PROVENANCE_DOC
+from tcp_compiler.provenance import KEYS as PROVENANCE_KEYS
 from tcp_compiler.report_types import SCHEMA, Report
 
 _INTRO = f"""# `tcpc simulate --json`: the report schema
@@ -84,10 +86,19 @@ def _section(cls: type, paths: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _provenance_section() -> str:
+    """The `provenance` key the command line adds beside the report's own (tcp_compiler/provenance.py)."""
+    lines = ["## `provenance`", "", PROVENANCE_DOC, ""]
+    lines += ["| key | type | unit | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{key}` | {kind} |  | {meaning} |" for key, (kind, meaning) in PROVENANCE_KEYS.items()]
+    return "\n".join(lines) + "\n"
+
+
 def render_schema() -> str:
     found: dict[type, list[str]] = {}
     _walk(Report, "", found)
-    return "\n".join([_INTRO, *(_section(cls, paths) for cls, paths in found.items())]).rstrip() + "\n"
+    sections = [_section(cls, paths) for cls, paths in found.items()]
+    return "\n".join([_INTRO, *sections, _provenance_section()]).rstrip() + "\n"
 
 
 if __name__ == "__main__":

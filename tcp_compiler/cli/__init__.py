@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return 0
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the reports' provenance
     # Compiles make millions of long-lived objects (graph nodes, ops, report rows) and almost no
     # reference cycles: the default thresholds rescan that heap often, a fifth of a long prefill.
     gc.set_threshold(50_000, 20, 100)

@@ -18,6 +18,7 @@ from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.pipeline import CompileOptions
+from tcp_compiler.provenance import provenance
 from tcp_compiler.serve import ServeOptions, ServeResult, load_trace, serve, synthetic
 from tcp_compiler.serve.costs import ATTENTION_MODES, Buckets
 from tcp_compiler.serve.metrics import iterations_table, requests_table, summary
@@ -211,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
             **figures,
             "requests": requests_table(result),
             "per_iteration": iterations_table(result),
+            "provenance": provenance(args.argv),
         }
         write_atomically(args.json, json.dumps(document, indent=1) + "\n")
         announce(args.json, "serving report, docs/serving.md")
