@@ -39,7 +39,7 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     default = ["llama-3.1-70b", "llama-3.1-8b", "qwen3-30b-a3b", "gemma-3-27b"]
     parser.add_argument("models", nargs="*", default=default, metavar="MODEL", help=" ".join(default))
     main(parser.parse_args().models)

@@ -83,6 +83,6 @@ def main(write: bool) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="store the counts in tests/golden/cycles.json")
     main(parser.parse_args().write)

@@ -63,6 +63,6 @@ def main(commands: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("commands", nargs="?", type=int, default=1_000_000, help="default 1,000,000")
     main(parser.parse_args().commands)

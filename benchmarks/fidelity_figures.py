@@ -112,7 +112,7 @@ def write(now: dict, before: dict, before_label: str, write_docs: bool) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write this checkout's figures here")
     parser.add_argument("--before", help="an older checkout's figures: print the table comparing them")
     parser.add_argument("--before-label", default="commit b98a8c5, the start of issue 12's work")

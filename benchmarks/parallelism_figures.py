@@ -42,7 +42,7 @@ def row(tp: int, pp: int, batch: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     add_write_docs(parser, PAGE)
     args = parser.parse_args()
     lines = [

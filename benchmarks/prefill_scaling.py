@@ -186,7 +186,7 @@ def render(points: list[Point], layers: int | None, command: str, top: int = 8) 
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", type=int, help="simulate only the first N decoder layers")
     parser.add_argument("--prompts", default=",".join(map(str, PROMPTS)), help="comma-separated")
     add_write_docs(parser, DOC)

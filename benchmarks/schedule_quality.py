@@ -78,5 +78,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0]).parse_args()
     main()

@@ -65,7 +65,7 @@ def errors() -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("requests", nargs="?", type=int, default=1000, help="timed requests (default 1000)")
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--errors-only", action="store_true", help="measure the cost grids' error only")

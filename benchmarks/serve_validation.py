@@ -68,7 +68,7 @@ def table(title: str, model: str, hw: str, points: list[tuple[str, int]], publis
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one concurrency per table (a quick look)")
     add_write_docs(parser, PAGE)
     args = parser.parse_args()

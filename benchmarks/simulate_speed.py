@@ -26,6 +26,6 @@ def main(gen_len: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("gen_len", nargs="?", type=int, default=2048, help="generated tokens (default 2048)")
     main(parser.parse_args().gen_len)

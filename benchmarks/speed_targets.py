@@ -55,7 +55,7 @@ def main(quick: bool, repeat: int, only: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the runs that take minutes")
     parser.add_argument("--repeat", type=int, default=1, metavar="N", help="print the median CPU of N runs")
     parser.add_argument("--only", default="", metavar="TEXT", help="the targets whose arguments contain TEXT")

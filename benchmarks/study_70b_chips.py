@@ -88,7 +88,7 @@ def plot(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     add_write_docs(parser, DOCS / "study-70b-chips.md", DOCS / "study" / "tpot_vs_chips.png")
     args = parser.parse_args()
     results = {(c, d): run(c, d) for c in CHIPS for d in DTYPES}

@@ -54,7 +54,7 @@ def crossing(points: list[tuple[int, float]], target: float) -> float | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     add_write_docs(parser, DOCS / "validation.md")
     args = parser.parse_args()
     lines = [

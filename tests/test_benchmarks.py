@@ -52,3 +52,16 @@ def test_doc_sections_print_instead_of_writing_without_the_flag(tmp_path: Path, 
     assert capsys.readouterr().out == "new\nall new\n"
     write_section(page, "<!-- b -->", "<!-- e -->", ["new"], write=True)
     assert page.read_text() == "intro\n<!-- b -->\nnew\n<!-- e -->\n"
+
+
+def test_no_parser_in_the_repository_takes_flag_prefixes() -> None:
+    """argparse's default reads `--batch` as `--batch-bucket`; every parser turns that off (tcpc's
+    own in tcp_compiler/cli/__init__.py, which every subcommand parser inherits)."""
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if ".venv" in path.parts or "tests" in path.relative_to(ROOT).parts[:1]:
+            continue
+        for line in path.read_text().splitlines():
+            if "ArgumentParser(" in line and "allow_abbrev=False" not in line and "class " not in line:
+                offenders.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+    assert not offenders, offenders
