@@ -5,11 +5,10 @@ Run: python benchmarks/build_graph.py [MODEL ...]
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 from tcp_compiler.frontend.build import build_decode, build_prefill
-
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 
@@ -40,4 +39,7 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["llama-3.1-70b", "llama-3.1-8b", "qwen3-30b-a3b", "gemma-3-27b"])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    default = ["llama-3.1-70b", "llama-3.1-8b", "qwen3-30b-a3b", "gemma-3-27b"]
+    parser.add_argument("models", nargs="*", default=default, metavar="MODEL", help=" ".join(default))
+    main(parser.parse_args().models)

@@ -10,8 +10,8 @@ Run: python benchmarks/cycle_fingerprint.py [--write]
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -83,4 +83,6 @@ def main(write: bool) -> None:
 
 
 if __name__ == "__main__":
-    main("--write" in sys.argv[1:])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="store the counts in tests/golden/cycles.json")
+    main(parser.parse_args().write)

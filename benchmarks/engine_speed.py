@@ -7,7 +7,7 @@ Run: python benchmarks/engine_speed.py [COMMANDS]
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 import numpy as np
@@ -65,4 +65,6 @@ def main(commands: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser.add_argument("commands", nargs="?", type=int, default=1_000_000, help="default 1,000,000")
+    main(parser.parse_args().commands)

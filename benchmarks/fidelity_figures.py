@@ -3,8 +3,8 @@ bf16 collectives, chunked collectives, weight prefetch, KV rings, skipped masked
 store), each with the config-only floor where the code has one.
 
   python benchmarks/fidelity_figures.py --json now.json          # measure with this checkout
-  python benchmarks/fidelity_figures.py --before before.json     # ... and write the table into
-                                                                 # docs/validation.md
+  python benchmarks/fidelity_figures.py --before before.json     # ... and print the table
+  python benchmarks/fidelity_figures.py --before before.json --write-docs  # ... into docs/validation.md
 The "before" file comes from running the first form on an older checkout (the table says which).
 """
 
@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from doc_sections import write_section
+from doc_sections import add_write_docs, write_section
 
 from simulator.hardware import load_hardware
 from tcp_compiler.errors import TcpcError
@@ -87,11 +87,12 @@ def _cell(figures: dict, key: str, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" if value else "-"
 
 
-def write(now: dict, before: dict, before_label: str) -> None:
+def write(now: dict, before: dict, before_label: str, write_docs: bool) -> None:
     rows = [
         "## Before and after issue 12's fidelity changes",
         "",
-        f"Written by `python benchmarks/fidelity_figures.py --before ...`; before = {before_label}.",
+        "Written by `python benchmarks/fidelity_figures.py --before ... --write-docs`; "
+        f"before = {before_label}.",
         "Prompt and batch as labelled, 8 generated tokens (the 32k case: one decode step at 32,768",
         "cached positions). `floor` is the config-only bound",
         "(tcp_compiler/analysis/config_floor.py). Assumed values that move these figures most: the chip-link",
@@ -110,20 +111,21 @@ def write(now: dict, before: dict, before_label: str) -> None:
             f"| {_cell(n, 'kv_mb')} |"
         )
     errors = [f"- {label}, before: {b['error']}" for label, b in before.items() if "error" in b]
-    write_section(PAGE, BEGIN, END, [*rows, "", *errors])
+    write_section(PAGE, BEGIN, END, [*rows, "", *errors], write_docs)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write this checkout's figures here")
-    parser.add_argument("--before", help="an older checkout's figures: write the table into validation.md")
+    parser.add_argument("--before", help="an older checkout's figures: print the table comparing them")
     parser.add_argument("--before-label", default="commit b98a8c5, the start of issue 12's work")
+    add_write_docs(parser, PAGE)
     args = parser.parse_args()
     now = measure()
     if args.json:
         Path(args.json).write_text(json.dumps(now, indent=1))
     if args.before:
-        write(now, json.loads(Path(args.before).read_text()), args.before_label)
+        write(now, json.loads(Path(args.before).read_text()), args.before_label, args.write_docs)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from tests.hostile_inputs import KINDS, generate, materialise, problems, run_in_
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=20_000, help="cases to run (default 20,000)")
     parser.add_argument("--seed", default="0", help="seed of the generator (default 0)")
     args = parser.parse_args()

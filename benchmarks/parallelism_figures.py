@@ -1,7 +1,7 @@
 """Tensor vs pipeline parallelism on the same 8 chips: the comparison `--tp` / `--pp` exists for.
 
-  python benchmarks/parallelism_figures.py            # print the table
-  python benchmarks/parallelism_figures.py --write    # ... and write it into docs/hardware-model.md
+  python benchmarks/parallelism_figures.py                 # print the table
+  python benchmarks/parallelism_figures.py --write-docs    # ... and write it into docs/hardware-model.md
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from doc_sections import write_section
+from doc_sections import add_write_docs, write_section
 
 from simulator.hardware import load_hardware
 from tcp_compiler.frontend.model import load_model
@@ -42,13 +42,14 @@ def row(tp: int, pp: int, batch: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="write the table into docs/hardware-model.md")
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    add_write_docs(parser, PAGE)
     args = parser.parse_args()
     lines = [
         "### Tensor vs pipeline parallelism on 8 chips",
         "",
-        f"Written by `python benchmarks/parallelism_figures.py --write`: {MODEL} {DTYPE}, prompt {PROMPT},",
+        "Written by `python benchmarks/parallelism_figures.py --write-docs`: "
+        f"{MODEL} {DTYPE}, prompt {PROMPT},",
         f"{GEN} generated tokens. `floor` is the config-only bound over all 8 chips. `busy`: the least",
         "busy stage's share of TTFT / TPOT. Weights: per chip, of the fullest stage.",
         "",
@@ -59,8 +60,8 @@ def main() -> None:
         for tp, pp in SPLITS:
             lines.append(row(tp, pp, batch))
             print(lines[-1], flush=True)
-    if args.write:
-        write_section(PAGE, BEGIN, END, lines)
+    if args.write_docs:
+        write_section(PAGE, BEGIN, END, lines, write=True)
 
 
 if __name__ == "__main__":

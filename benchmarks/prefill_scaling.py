@@ -21,8 +21,8 @@ Wall time on 2 cores (Python 3.11, numba cache warm), measured: 4 min 18 s in al
 layer of its online softmax. `--layers N` simulates only the first N decoder layers (the 8B's 32
 layers are alike): `--layers 1` runs all three prompts in 11 s.
 
-Run: python benchmarks/prefill_scaling.py [--layers N] [--prompts 2048,8192,32768] [--doc]
-(`--doc` also writes docs/prefill-scaling.md.)
+Run: python benchmarks/prefill_scaling.py [--layers N] [--prompts 2048,8192,32768] [--write-docs]
+(`--write-docs` also writes docs/prefill-scaling.md.)
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from simulator.files import atomic_output
+from doc_sections import add_write_docs, write_page
+
 from simulator.hardware import load_hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -186,10 +187,10 @@ def render(points: list[Point], layers: int | None, command: str, top: int = 8) 
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", type=int, help="simulate only the first N decoder layers")
     parser.add_argument("--prompts", default=",".join(map(str, PROMPTS)), help="comma-separated")
-    parser.add_argument("--doc", action="store_true", help=f"also write {DOC.relative_to(DOC.parents[1])}")
+    add_write_docs(parser, DOC)
     args = parser.parse_args(argv)
     points = []
     for prompt in (int(p) for p in args.prompts.split(",")):
@@ -198,9 +199,8 @@ def main(argv: list[str]) -> None:
     command = " ".join(["python benchmarks/prefill_scaling.py", *argv])
     text = "\n".join(render(points, args.layers, command)) + "\n"
     print(text, end="")
-    if args.doc:
-        with atomic_output(DOC) as tmp:
-            tmp.write_text(text)
+    if args.write_docs:
+        write_page(DOC, text, write=True)
 
 
 if __name__ == "__main__":

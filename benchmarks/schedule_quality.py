@@ -6,6 +6,7 @@ bounds each of them. Run: python benchmarks/schedule_quality.py
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 
 from simulator.hardware import load_hardware
@@ -77,4 +78,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0]).parse_args()
     main()

@@ -12,7 +12,7 @@ Run: python benchmarks/serve_speed.py [REQUESTS] [--errors-only | --speed-only]
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 import numpy as np
@@ -66,9 +66,13 @@ def errors() -> None:
 
 
 if __name__ == "__main__":
-    flags = {a for a in sys.argv[1:] if a.startswith("--")}
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    if "--errors-only" not in flags:
-        speed(int(args[0]) if args else 1000)
-    if "--speed-only" not in flags:
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser.add_argument("requests", nargs="?", type=int, default=1000, help="timed requests (default 1000)")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--errors-only", action="store_true", help="measure the cost grids' error only")
+    only.add_argument("--speed-only", action="store_true", help="time the serving run only")
+    args = parser.parse_args()
+    if not args.errors_only:
+        speed(args.requests)
+    if not args.speed_only:
         errors()

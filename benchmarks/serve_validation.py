@@ -7,16 +7,16 @@
   bf16 and in fp8, and reports where the simulated server meets the figure.
 - Llama 3.1 70B FP8 on 8 chips (tensor parallel), the same request shape.
 
-Run: python benchmarks/serve_validation.py [--quick]
+Run: python benchmarks/serve_validation.py [--quick] [--write-docs]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from doc_sections import write_section
+from doc_sections import add_write_docs, write_section
 
 from ir import FP8E4M3
 from simulator.hardware import load_hardware
@@ -68,13 +68,19 @@ def table(title: str, model: str, hw: str, points: list[tuple[str, int]], publis
     return [*lines, ""]
 
 
-def main(quick: bool) -> None:
+def main() -> None:
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one concurrency per table (a quick look)")
+    add_write_docs(parser, PAGE)
+    args = parser.parse_args()
+    quick = args.quick
     small = [("bf16", 64)] if quick else [("bf16", 64), ("bf16", 128), ("fp8", 128), ("fp8", 256)]
     big = [("bf16", 64)] if quick else [("bf16", 64), ("bf16", 256)]
     body = [
         "## Serving: `tcpc serve` against published throughput",
         "",
-        f"Produced by `python benchmarks/serve_validation.py`. Chunked prefill (2,048 tokens per iteration), "
+        "Produced by `python benchmarks/serve_validation.py --write-docs`. "
+        "Chunked prefill (2,048 tokens per iteration), "
         f"paged KV (16-token blocks, recompute preemption), {ROUNDS} requests per client in a closed loop, "
         "all at 128 in / 4,096 out; default cost grids (docs/serving.md gives their error).",
         "",
@@ -87,8 +93,8 @@ def main(quick: bool) -> None:
         ),
         *table("Llama 3.1 70B, FP8, 8 chips (tensor parallel)", "llama-3.1-70b", "rngd-8", big, None),
     ]
-    write_section(PAGE, BEGIN, END, body)
+    write_section(PAGE, BEGIN, END, body, args.write_docs)
 
 
 if __name__ == "__main__":
-    main("--quick" in sys.argv[1:])
+    main()

@@ -6,6 +6,7 @@ Run: python benchmarks/simulate_speed.py [GEN_LEN]
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -25,4 +26,6 @@ def main(gen_len: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2048)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser.add_argument("gen_len", nargs="?", type=int, default=2048, help="generated tokens (default 2048)")
+    main(parser.parse_args().gen_len)

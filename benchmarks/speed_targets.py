@@ -11,6 +11,7 @@ Run: python benchmarks/speed_targets.py [--quick] [--repeat N] [--only TEXT]
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -53,10 +54,10 @@ def main(quick: bool, repeat: int, only: str) -> None:
               f"exit {code} (target {target})")  # fmt: skip
 
 
-def _option(name: str, default: str) -> str:
-    argv = sys.argv[1:]
-    return argv[argv.index(name) + 1] if name in argv else default
-
-
 if __name__ == "__main__":
-    main("--quick" in sys.argv[1:], int(_option("--repeat", "1")), _option("--only", ""))
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="skip the runs that take minutes")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N", help="print the median CPU of N runs")
+    parser.add_argument("--only", default="", metavar="TEXT", help="the targets whose arguments contain TEXT")
+    args = parser.parse_args()
+    main(args.quick, args.repeat, args.only)

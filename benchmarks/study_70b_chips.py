@@ -1,12 +1,15 @@
 """The worked study: Llama-3.1-70B on 1, 2, 4 and 8 RNGD chips, where does decode time go?
 
-Writes docs/study-70b-chips.md and its plots in docs/study/. Run: python benchmarks/study_70b_chips.py
+Prints the study; with --write-docs writes it to docs/study-70b-chips.md and its plots in docs/study/.
+Run: python benchmarks/study_70b_chips.py [--write-docs]
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
+from doc_sections import add_write_docs, write_page
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -85,13 +88,18 @@ def plot(results: dict, path: Path) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    add_write_docs(parser, DOCS / "study-70b-chips.md", DOCS / "study" / "tpot_vs_chips.png")
+    args = parser.parse_args()
     results = {(c, d): run(c, d) for c in CHIPS for d in DTYPES}
-    (DOCS / "study").mkdir(parents=True, exist_ok=True)
-    plot(results, DOCS / "study" / "tpot_vs_chips.png")
+    if args.write_docs:
+        (DOCS / "study").mkdir(parents=True, exist_ok=True)
+        plot(results, DOCS / "study" / "tpot_vs_chips.png")
     lines = [
         "# Llama-3.1-70B on 1, 2, 4 and 8 RNGD chips: where does decode time go?",
         "",
-        "Produced by `python benchmarks/study_70b_chips.py` (numbers below are its output; rerun it after",
+        "Produced by `python benchmarks/study_70b_chips.py --write-docs` "
+        "(numbers below are its output; rerun it after",
         f"changing the model or the spec). Batch {BATCH}, prompt {PROMPT}, {GEN - 1} decode steps, tensor",
         "parallel over the chips (heads, MLP width split; KV heads replicated when fewer than chips;",
         "`all_reduce` after the attention output and the MLP; vocabulary-parallel LM head + `all_gather`).",
@@ -150,9 +158,7 @@ def main() -> None:
         "Everything here is simulated from the spec in `simulator/specs/`; see `docs/hardware-model.md` for",
         "the formulas and `tcpc hw show rngd` for which values are published and which are assumed.",
     ]
-    with atomic_output(DOCS / "study-70b-chips.md") as tmp:
-        tmp.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[10 : 10 + len(CHIPS) * len(DTYPES) + 2]))
+    write_page(DOCS / "study-70b-chips.md", "\n".join(lines) + "\n", args.write_docs)
 
 
 if __name__ == "__main__":

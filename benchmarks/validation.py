@@ -3,15 +3,17 @@
 The published throughputs do not state their batch size, so the model is run over a range of
 batches with the published settings, and the page reports the error at each and the batch at
 which the simulation meets the figure. No calibration knob is used: every value is the spec's.
-Run: python benchmarks/validation.py
+Run: python benchmarks/validation.py [--write-docs]
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 from pathlib import Path
 
-from simulator.files import atomic_output
+from doc_sections import add_write_docs, write_page
+
 from simulator.hardware import load_hardware
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.model import load_model
@@ -52,10 +54,14 @@ def crossing(points: list[tuple[int, float]], target: float) -> float | None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    add_write_docs(parser, DOCS / "validation.md")
+    args = parser.parse_args()
     lines = [
         "# Validation: simulated vs published RNGD figures",
         "",
-        "Produced by `python benchmarks/validation.py`. The spec is `simulator/specs/rngd.toml` as it",
+        "Produced by `python benchmarks/validation.py --write-docs`. "
+        "The spec is `simulator/specs/rngd.toml` as it",
         "stands; no value was tuned to match these figures (there are no calibration knobs). Throughput",
         "is generated tokens / (time to first token + all decode steps), every decode step simulated.",
         "",
@@ -108,8 +114,7 @@ def main() -> None:
     # The serving section (from SERVING on) is benchmarks/serve_validation.py's: keep it as it is.
     text = page.read_text() if page.exists() else ""
     kept = "\n" + text[text.index(SERVING):] if SERVING in text else ""
-    with atomic_output(page) as tmp:
-        tmp.write_text("\n".join(lines) + "\n" + kept)
+    write_page(page, "\n".join(lines) + "\n" + kept, args.write_docs)
 
 
 if __name__ == "__main__":

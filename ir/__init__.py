@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 from ir.analysis import GraphCost, analyze
 from ir.dtypes import BF16, BOOL, DTYPES, E8M0, F16, F32, FP8E4M3, FP8E5M2, I4, I8, I32, U4, DType
-from ir.errors import InterpretError, ParseError, TirError, VerifyError
+from ir.errors import InterpretError, NonFiniteError, ParseError, TirError, VerifyError
 from ir.graph import Graph, Node
 from ir.interpret import interpret, interpret_spmd
 from ir.printer import print_graph
@@ -54,6 +54,7 @@ __all__ = [
     "print_graph",
     "verify",
     "InterpretError",
+    "NonFiniteError",
     "ParseError",
     "TirError",
     "VerifyError",

@@ -28,3 +28,7 @@ class TypeRuleError(Exception):
 
 class InterpretError(TirError):
     """A graph that type-checks but cannot run on the given inputs (missing feed, bad index)."""
+
+
+class NonFiniteError(InterpretError):
+    """An op whose result holds NaN or +inf (inputs that overflow, or NaN weights): names the op."""

@@ -58,7 +58,9 @@ def load_hardware(
     broken = spec.consistency()
     if broken:
         key, message = broken
-        raise HardwareError(f"{entries[key][2]}: {key}: {message}")
+        origin = entries[key][2]  # the file that set the value at fault: the user's, or one it extends
+        inherited = f" (a value {path.name} inherits from {origin})" if origin != path else ""
+        raise HardwareError(f"{path}: {key}: {message}{inherited}")
     return spec.with_chips(chips)
 
 

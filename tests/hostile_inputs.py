@@ -1,10 +1,12 @@
 """Hostile inputs for `tcpc`, generated from a seed, and the rules every run of one must obey.
 
 Each case is a command line plus the files it reads (a mutated .tir graph, config.json, hardware
-TOML, safetensors checkpoint, or bad flag values). Whatever the input, a run must end with exit
-code 0 or 2, never a traceback; an exit 2 prints exactly one line on stderr (`tcpc: error: ...`)
-and writes no output file; no run leaves a temporary behind or raises a Python warning; and a
-`hw show --json` that succeeds prints strict JSON. Cases marked `invalid` must be refused (exit 2).
+TOML, safetensors checkpoint, pre-quantised checkpoint (AWQ, GPTQ, compressed-tensors, DeepSeek fp8)
+with a part, a field or its values broken, or bad flag values, including prefixes of long flags).
+Whatever the input, a run must end with exit code 0 or 2, never a traceback; an exit 2 prints
+exactly one line on stderr (`tcpc: error: ...`) and writes no output file; no run leaves a
+temporary behind or raises a Python warning; and a `hw show --json` that succeeds prints strict JSON.
+Cases marked `invalid` must be refused (exit 2).
 
 Used by tests/test_fuzz_inputs.py (a few thousand cases, in process) and benchmarks/fuzz_inputs.py
 (a longer run that reports every finding).
@@ -24,13 +26,14 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from tcp_compiler.frontend.model import BUNDLED
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("tir", "config", "hardware", "checkpoint", "flags")
+KINDS = ("tir", "config", "hardware", "checkpoint", "quantised", "flags")
 RNGD_TOML = (ROOT / "simulator" / "specs" / "rngd.toml").read_text()
 TIR_SEEDS = [p.read_text() for p in sorted((ROOT / "examples" / "ir").glob("*.tir"))]
 BASES = ("llama-3.2-1b", "qwen3-30b-a3b", "gemma-3-1b", "gpt2", "pythia-1.4b", "falcon-7b", "opt-1.3b",
@@ -68,7 +71,8 @@ HOSTILE_TOML = [
     "1e-300", "1e300", str(2**64), str(2**200), "-1", "0", "1", "nan", "inf", "-inf", '"x"', "true",
     "[1]", "{ a = 1 }", "0.5", "3", "1e-3", "65536", "1099511627776", "1e9", "1e12", str(2**62),
 ]  # fmt: skip
-BAD_INTS = ["0", "-1", "x", "", "1.5", "9" * 30, "1e3", "9" * 5000, "99999999", "0x10", " ", "-0"]
+BAD_INTS = ["0", "-1", "x", "", "1.5", "9" * 30, "1e3", "9" * 5000, "99999999", "0x10", " ", "-0",
+            "\uff11\uff12", "1_000", "\u0663", "12\n", "\u00a012", "\u20038", "\U0001d7d1"]  # fmt: skip
 
 
 @dataclass
@@ -97,7 +101,7 @@ class Outcome:
 
 def generate(rng: random.Random, kind: str) -> Case:
     return {"tir": _tir, "config": _config, "hardware": _hardware, "checkpoint": _checkpoint,
-            "flags": _flags}[kind](rng)  # fmt: skip
+            "quantised": _quantised, "flags": _flags}[kind](rng)  # fmt: skip
 
 
 def _mutate_text(rng: random.Random, text: str, tokens: list[str]) -> str:
@@ -242,6 +246,13 @@ def safetensors(tensors: dict[str, list[int]], rng: random.Random | None = None)
     return header, b"".join(blobs)
 
 
+def overwrite(header: dict, data: bytes, name: str, value: float, everywhere: bool = False) -> bytes:
+    """`data` with the float32 tensor `name`'s first value (or every value) set to `value`."""
+    begin, end = header[name]["data_offsets"]
+    count = (end - begin) // 4 if everywhere else 1
+    return data[:begin] + np.full(count, value, "<f4").tobytes() + data[begin + 4 * count :]
+
+
 def pack(header: dict | str, data: bytes) -> bytes:
     raw = (header if isinstance(header, str) else json.dumps(header)).encode("utf-8", "surrogatepass")
     return struct.pack("<Q", len(raw)) + raw + data
@@ -280,6 +291,17 @@ def _checkpoint(rng: random.Random) -> Case:
         index = {"weight_map": weight_map} if rng.random() < 0.8 else broken
         files["model.safetensors.index.json"] = json.dumps(index).encode()
         invalid = weight_map[name] != "model-00001.safetensors" or "weight_map" not in index
+    elif roll < 0.93:  # non-finite numbers: NaN or infinite weights, values that overflow, RoPE extremes
+        how = rng.choice(("nan", "inf", "overflow", "rope"))
+        if how == "rope":
+            factor = rng.choice((1e-300, 1e-30, 1e30, 1e300))
+            scaling = {"rope_type": "linear", "factor": factor}
+            files["config.json"] = json.dumps({**TINY, "rope_scaling": scaling}).encode()
+            invalid = False  # a tiny factor fails at run time, a huge one still computes finite numbers
+        else:
+            value = {"nan": np.nan, "inf": np.inf, "overflow": 3e38}[how]
+            data = overwrite(header, data, name, value, everywhere=how == "overflow")
+            invalid = how != "overflow"  # 3e38 everywhere overflows in most tensors, not certainly in all
     else:  # a missing tensor
         del header[name]
     if "model.safetensors" not in files and "model-00001.safetensors" not in files:
@@ -288,6 +310,162 @@ def _checkpoint(rng: random.Random) -> Case:
     argv = ["run", "{d}", "--prompt-ids", rng.choice(("1,2", "3")), "--decode-steps", steps,
             "--logits-out", "{d}/out.npz"]  # fmt: skip
     return Case("checkpoint", argv, files, invalid)
+
+
+# A model whose projections pack into int32 words (out and in multiples of 8) for the int4 formats.
+QTINY = {**TINY, "hidden_size": 16, "head_dim": 8, "intermediate_size": 32}
+QLINEARS = {"q_proj": (16, 16), "k_proj": (8, 16), "v_proj": (8, 16), "o_proj": (16, 16),
+            "gate_proj": (32, 16), "up_proj": (32, 16), "down_proj": (16, 32)}  # fmt: skip
+QGROUP, QBLOCK = 8, 8
+_SCALES, _PACKED = ("F32", "BF16", "F16"), ("I32",)  # dtypes a part may have (checked by tcpc)
+NUMPY_DTYPES = {"F32": "<f4", "F16": "<f2", "I32": "<i4", "I64": "<i8", "I8": "i1", "U8": "u1"}
+
+
+def _ct(weights: dict, kind: str = "float", acts: dict | None = None) -> dict:
+    group = {"targets": ["Linear"], "weights": {"num_bits": 8, "type": kind, "symmetric": True, **weights}}
+    if acts is not None:
+        group["input_activations"] = acts
+    fmt = "float-quantized" if kind == "float" else "int-quantized"
+    return {"quant_method": "compressed-tensors", "format": fmt, "config_groups": {"group_0": group},
+            "ignore": ["lm_head"]}  # fmt: skip
+
+
+_TOKEN = {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": True, "strategy": "token"}
+QSCHEMES = {  # name -> quantization_config
+    "ct-fp8-tensor": _ct({"strategy": "tensor"}),
+    "ct-fp8-channel": _ct({"strategy": "channel"}),
+    "ct-fp8-block": _ct({"strategy": "block", "block_structure": [QBLOCK, QBLOCK]}),
+    "deepseek-fp8": {"quant_method": "fp8", "weight_block_size": [QBLOCK, QBLOCK]},
+    "ct-w8a16": _ct({"strategy": "channel"}, "int"),
+    "ct-w8a8": _ct({"strategy": "channel"}, "int", _TOKEN),
+    "awq": {"quant_method": "awq", "bits": 4, "group_size": QGROUP, "zero_point": True, "version": "gemm"},
+    "gptq": {"quant_method": "gptq", "bits": 4, "group_size": QGROUP, "checkpoint_format": "gptq"},
+}
+
+
+def _stored_parts(scheme: str, out: int, inputs: int, rng: np.random.Generator) -> dict[str, tuple]:
+    """suffix -> (safetensors dtype, values, the dtypes tcpc must accept) of one quantised Linear."""
+    import ml_dtypes
+
+    def scale(shape: tuple) -> np.ndarray:
+        return (0.01 + 0.01 * rng.random(shape)).astype(np.float32)
+
+    if scheme.startswith(("ct-fp8", "deepseek")):
+        codes = rng.standard_normal((out, inputs)).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+        block = {"tensor": (out, inputs), "channel": (1, inputs)}.get(scheme.split("-")[-1], (QBLOCK, QBLOCK))
+        grid = (out // block[0], inputs // block[1])
+        name = "weight_scale_inv" if scheme == "deepseek-fp8" else "weight_scale"
+        return {"weight": ("F8_E4M3", codes, ("F8_E4M3",)), name: ("F32", scale(grid), _SCALES)}
+    if scheme.startswith("ct-w8"):
+        codes = rng.integers(-127, 128, (out, inputs)).astype(np.int8)
+        return {"weight": ("I8", codes, ("I8",)), "weight_scale": ("F32", scale((out, 1)), _SCALES)}
+    words = rng.integers(-(2**31), 2**31, (inputs, out // 8) if scheme == "awq" else (inputs // 8, out))
+    groups = inputs // QGROUP
+    parts = {
+        "qweight": ("I32", words.astype(np.int32), _PACKED),
+        "qzeros": ("I32", np.full((groups, out // 8), 0x77777777, np.int32), _PACKED),
+        "scales": ("F16", scale((groups, out)).astype(np.float16), _SCALES),
+    }
+    if scheme == "gptq":
+        parts["g_idx"] = ("I32", (np.arange(inputs) // QGROUP).astype(np.int32), ("I32", "I64"))
+    return parts
+
+
+def pack_arrays(arrays: dict[str, tuple[str, np.ndarray]]) -> bytes:
+    """A safetensors file of (dtype, values) by name; values already in the dtype's storage."""
+    header, blobs, offset = {}, [], 0
+    for name, (dtype, values) in arrays.items():
+        raw = np.ascontiguousarray(values).tobytes()
+        entry = {"dtype": dtype, "shape": list(values.shape), "data_offsets": [offset, offset + len(raw)]}
+        header[name] = entry
+        blobs.append(raw)
+        offset += len(raw)
+    return pack(header, b"".join(blobs))
+
+
+def _as_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
+    """`values` stored as `dtype` (BF16 and F8 by their bits)."""
+    import ml_dtypes
+
+    if dtype == "BF16":
+        return values.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+    if dtype == "F8_E4M3":
+        return values.astype(np.float32).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+    with np.errstate(over="ignore"):  # int32 words as f16: infinite, and refused for the dtype anyway
+        return values.astype(NUMPY_DTYPES[dtype])
+
+
+def _quantised(rng: random.Random) -> Case:
+    """A tiny pre-quantised checkpoint in one of the stored formats, one part or field broken."""
+    scheme = rng.choice(sorted(QSCHEMES))
+    quant = json.loads(json.dumps(QSCHEMES[scheme]))
+    values = np.random.default_rng(rng.randint(0, 9999))
+    arrays: dict[str, tuple[str, np.ndarray]] = {}
+    accepted: dict[str, tuple] = {}
+    for name, shape in TINY_TENSORS.items():
+        module, proj = name.removesuffix(".weight"), name.split(".")[-2]
+        if proj in QLINEARS:
+            for suffix, (dtype, part, ok) in _stored_parts(scheme, *QLINEARS[proj], values).items():
+                arrays[f"{module}.{suffix}"], accepted[f"{module}.{suffix}"] = (dtype, part), ok
+        else:
+            width = [16 if n == 8 else n for n in shape]
+            arrays[name] = ("F32", (0.1 * values.standard_normal(width)).astype(np.float32))
+    parts = sorted(accepted)
+    part = rng.choice(parts)
+    dtype, value = arrays[part]
+    invalid = True
+    roll = rng.random()
+    if roll < 0.1:  # untouched: must run
+        invalid = False
+    elif roll < 0.35:  # a part's shape: transposed, a row short, flattened, an axis more
+        how = rng.choice(("T", "short", "flat", "axis"))
+        changed = {"T": value.T, "short": value[:-1], "flat": value.reshape(-1), "axis": value[None]}[how]
+        same_order = [n for n in changed.shape if n != 1] == [n for n in value.shape if n != 1]
+        scale = part.endswith(("scale", "scale_inv"))  # a grid may be stored with axes of 1 dropped
+        invalid = changed.shape != value.shape and not (scale and same_order)
+        arrays[part] = (dtype, np.ascontiguousarray(changed))
+    elif roll < 0.55:  # a part's dtype
+        new = rng.choice(("F32", "F16", "BF16", "I32", "I64", "I8", "U8", "F8_E4M3"))
+        floats = new.startswith(("F", "B"))
+        arrays[part] = (new, _as_dtype(value.astype(np.float32) if floats else value, new))
+        invalid = new not in accepted[part]
+    elif roll < 0.65:  # a part missing (GPTQ's g_idx may be)
+        del arrays[part]
+        invalid = not part.endswith("g_idx")
+    elif roll < 0.75:  # NaN or inf scales
+        if not part.endswith(("scale", "scale_inv", "scales")):
+            part = next(p for p in parts if p.endswith(("scale", "scale_inv", "scales")))
+        dtype, value = arrays[part]
+        broken = value.copy()
+        broken.reshape(-1)[0] = rng.choice((np.nan, np.inf))
+        arrays[part] = (dtype, broken)
+    elif roll < 0.82:  # no quantization_config: the scales would be ignored
+        quant = None
+    else:  # a quantization_config field no checkpoint of these parts can have
+        family = "ct" if scheme.startswith("ct") else scheme.split("-")[0]
+        field, new = rng.choice(_BAD_QUANT_FIELDS[family] + _BAD_QUANT_FIELDS["any"])
+        if field == "ignore" and family != "ct":
+            field = "modules_to_not_convert"
+        if field.startswith("acts."):  # int activations on fp8 weights are as wrong as these values
+            group = quant["config_groups"]["group_0"]
+            group["input_activations"] = {**group.get("input_activations", _TOKEN), field[5:]: new}
+        else:
+            quant[field] = new
+    config = {**QTINY, **({"quantization_config": quant} if quant is not None else {})}
+    files = {"config.json": json.dumps(config).encode(), "model.safetensors": pack_arrays(arrays)}
+    argv = ["run", "{d}", "--prompt-ids", "1,2", "--decode-steps", rng.choice(("0", "1")),
+            "--logits-out", "{d}/out.npz"]  # fmt: skip
+    return Case("quantised", argv, files, invalid, note=f"{scheme} {part}")
+
+
+_BAD_QUANT_FIELDS: dict[str, list[tuple[str, object]]] = {  # scheme family -> (field, value) pairs
+    "awq": [("group_size", 16), ("group_size", 4), ("bits", 8), ("version", "gemv")],
+    "gptq": [("group_size", 16), ("group_size", 4), ("checkpoint_format", "marlin")],
+    "deepseek": [("weight_block_size", [16, 8]), ("weight_block_size", [8, 16]), ("fmt", "e5m2")],
+    "ct": [("acts.strategy", "tensor"), ("acts.dynamic", False), ("acts.symmetric", False),
+           ("acts.num_bits", 4), ("acts.type", "mx"), ("ignore", ["re:(lm_head"]), ("format", "pack")],
+    "any": [("ignore", ["re:[a-"]), ("ignore", ["re:*"]), ("quant_method", "bitsandbytes")],
+}  # fmt: skip
 
 
 FLAGS = {  # command -> base arguments and integer flags it takes
@@ -322,6 +500,8 @@ def _flags(rng: random.Random) -> Case:
         for flag in rng.sample(numeric, rng.randint(1, min(2, len(numeric)))):
             zero_ok = flag in ("--decode-steps", "--trace-steps", "--documents")
             argv += [flag, rng.choice([b for b in BAD_INTS if not (zero_ok and b in ("0", "-0"))])]
+    elif rng.random() < 0.3:
+        argv += [long_flag_prefix(rng, command), "1"]
     else:
         argv += rng.choice(CROSS[command])
     files = {"tiny.json": json.dumps(TINY).encode()}
@@ -330,6 +510,32 @@ def _flags(rng: random.Random) -> Case:
         files["ckpt/config.json"] = json.dumps(TINY).encode()
         files["ckpt/model.safetensors"] = pack(header, data)
     return Case("flags", argv, files, invalid=True)
+
+
+def long_flags(command: str) -> set[str]:
+    """Every long flag of `tcpc command`."""
+    from tcp_compiler.cli import build_parser
+
+    parser = subcommand_parsers(build_parser())[command]
+    return {o for action in parser._actions for o in action.option_strings if o.startswith("--")}
+
+
+def subcommand_parsers(parser: Any, prefix: str = "") -> dict[str, Any]:
+    """The parsers under `parser` by their command words ("simulate", "hw show"), `parser` included."""
+    found = {prefix: parser}
+    for action in parser._actions:
+        if isinstance(action.choices, dict):
+            for word, sub in action.choices.items():
+                found.update(subcommand_parsers(sub, f"{prefix} {word}".strip()))
+    return found
+
+
+def long_flag_prefix(rng: random.Random, command: str) -> str:
+    """A prefix of one of the command's long flags that is no flag itself (argparse's abbreviation)."""
+    flags = long_flags(command)
+    flag = rng.choice(sorted(flags))
+    prefixes = [flag[:n] for n in range(3, len(flag)) if flag[:n] not in flags]
+    return rng.choice(prefixes) if prefixes else "--no-such-flag"
 
 
 # -- running and judging -----------------------------------------------------------------------

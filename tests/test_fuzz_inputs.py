@@ -1,6 +1,7 @@
 """Hostile input never gets a traceback, unbounded work or an accepted invalid value (issue 15).
 
-A seeded fuzz over .tir graphs, config.json files, hardware TOML, safetensors checkpoints and flags
+A seeded fuzz over .tir graphs, config.json files, hardware TOML, safetensors checkpoints (float and
+pre-quantised, with non-finite values among the mutations) and flags
 (tests/hostile_inputs.py says what is generated and what each run must obey), mostly in process
 for speed and a handful through a real `tcpc` process; then one test per class of failure the
 issue lists, each asserting the one-line message that names file and field.
@@ -26,14 +27,16 @@ from tests.hostile_inputs import (
     Case,
     generate,
     materialise,
+    overwrite,
     pack,
     problems,
     run_in_process,
     run_subprocess,
     safetensors,
+    subcommand_parsers,
 )
 
-CASES_PER_KIND = 420  # x 5 kinds = 2,100 cases
+CASES_PER_KIND = 420  # x 6 kinds = 2,520 cases
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -247,6 +250,37 @@ def test_a_matching_checkpoint_runs(tmp_path: Path) -> None:
     assert outcome.code == 0 and (tmp_path / "out.npz").is_file(), outcome
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "everywhere", "expected"),
+    [
+        ("model.layers.0.mlp.up_proj.weight", float("nan"), False,
+         "prefill: tensor 'model.layers.0.mlp.up_proj.weight': 1 of its 128 values are not finite"),
+        ("model.norm.weight", float("-inf"), False,
+         "tensor 'model.norm.weight': 1 of its 8 values are not finite"),
+        ("model.layers.0.mlp.up_proj.weight", 3e38, True,
+         "prefill: %final_norm.sq = mul computed 8 +inf of 8"),
+        ("model.embed_tokens.weight", 3e38, True, "the first op to go non-finite"),
+    ],
+)  # fmt: skip
+def test_non_finite_numbers_in_run_name_the_tensor_or_first_op(
+    name: str, value: float, everywhere: bool, expected: str, tmp_path: Path
+) -> None:
+    """Not a sampling traceback over NaN logits: the weight, or the first op whose result is NaN or inf."""
+    case = _checkpoint_case(dict(TINY_TENSORS))
+    header, data = safetensors(TINY_TENSORS)
+    case.files["model.safetensors"] = pack(header, overwrite(header, data, name, value, everywhere))
+    line = _run(tmp_path, case)
+    assert line.startswith(f"tcpc: error: {tmp_path}: ") and expected in line, line
+
+
+@pytest.mark.parametrize("factor", [1e-300, 1e-40])
+def test_an_extreme_rope_factor_names_the_rope_table(factor: float, tmp_path: Path) -> None:
+    config = {**TINY, "rope_scaling": {"rope_type": "linear", "factor": factor}}
+    case = _checkpoint_case(dict(TINY_TENSORS), {"config.json": json.dumps(config).encode()})
+    line = _run(tmp_path, case)
+    assert "prefill: %rope.table = param computed" in line and "the first op to go non-finite" in line, line
+
+
 def test_an_index_naming_a_missing_shard_names_index_and_shard(tmp_path: Path) -> None:
     header, data = safetensors(TINY_TENSORS)
     weight_map = {n: "model-00001.safetensors" for n in TINY_TENSORS}
@@ -288,6 +322,63 @@ def test_an_index_naming_a_missing_shard_names_index_and_shard(tmp_path: Path) -
 def test_bad_flags_are_one_line_usage_errors(argv: list[str], expected: str, tmp_path: Path) -> None:
     line = _run(tmp_path, Case("flags", argv, {"tiny.json": json.dumps(TINY).encode()}))
     assert line.startswith("tcpc: error: ") and expected.format(d=tmp_path) in line, line
+
+
+def _every_command_and_long_flag_prefix() -> list[tuple[str, str]]:
+    from tcp_compiler.cli import build_parser
+
+    cases = []
+    for words, parser in subcommand_parsers(build_parser()).items():
+        flags = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
+        for flag in sorted(flags):
+            prefix = next((flag[:n] for n in range(len(flag) - 1, 2, -1) if flag[:n] not in flags), None)
+            if prefix is not None:
+                cases.append((words, prefix))
+    return cases
+
+
+@pytest.mark.parametrize(("words", "prefix"), _every_command_and_long_flag_prefix())
+def test_no_command_takes_a_prefix_of_a_long_flag(words: str, prefix: str, capsys) -> None:
+    """`tcpc serve --batch 8` must not set --batch-bucket: an abbreviation is an unknown flag."""
+    from tcp_compiler.cli import build_parser, main
+
+    parser = subcommand_parsers(build_parser())[words]
+    required = [a for a in parser._actions if a.required and a.nargs != "A..."]  # positionals and such
+    given = [arg for a in required for arg in ([a.option_strings[0], "1"] if a.option_strings else ["x"])]
+    argv = [*words.split(), *given, prefix]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unrecognized arguments:" in err and prefix in err, err
+
+
+def test_every_subcommand_is_covered_by_the_prefix_test() -> None:
+    words = {w for w, _ in _every_command_and_long_flag_prefix()}
+    assert {"simulate", "serve", "sweep", "compile", "run", "inspect", "hw show", "hw list"} <= words
+
+
+@pytest.mark.parametrize(
+    "text", ["\uff11\uff12", "1_000", "\u0663", "12\n", "\u00a012", "\U0001d7d1", "1,\u3000,2"]
+)
+def test_integer_flags_take_ascii_digits_only(text: str, tmp_path: Path) -> None:
+    """int() reads full-width and other Unicode digits, underscores and Unicode spaces; a flag does not."""
+    for argv in (["simulate", "{d}/tiny.json", "--batch", text], ["sweep", "{d}/tiny.json", "--batch", text],
+                 ["sweep", "{d}/tiny.json", "--rate", text]):  # fmt: skip
+        line = _run(tmp_path, Case("flags", argv, {"tiny.json": json.dumps(TINY).encode()}))
+        assert line.startswith(f"tcpc: error: argument {argv[2]}: expected "), line
+
+
+def test_integer_flags_still_take_signs_and_surrounding_spaces() -> None:
+    from tcp_compiler.cli import arg_types
+
+    assert arg_types.batch(" 12 ") == 12 and arg_types.batch("+12") == 12
+    assert arg_types.integers(1, 64)("1, 2,4") == [1, 2, 4]
+
+
+def test_a_hardware_error_names_the_users_file_not_the_preset_it_extends(tmp_path: Path) -> None:
+    spec = _spec("chip.packet_bytes", "16384")  # the preset's VRF can no longer hold one packet
+    line = _run(tmp_path, Case("hardware", ["hw", "show", "{d}/spec.toml"], {"spec.toml": spec}))
+    assert line.startswith(f"tcpc: error: {tmp_path}/spec.toml: memory.vrf_bytes_per_slice: "), line
+    assert "spec.toml inherits from" in line and "rngd.toml" in line, line
 
 
 # -- reading and writing files -------------------------------------------------------------------

@@ -20,13 +20,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from tcp_compiler.frontend.build import build_decode, build_prefill
 
 import ir
 from simulator.hardware import load_hardware
 from tcp_compiler.analysis.config_floor import head_bytes, matmul_weight_bytes
 from tcp_compiler.cli import main
 from tcp_compiler.errors import TcpcError
+from tcp_compiler.frontend.build import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, Precision, checkpoint_precision, precision
 from tcp_compiler.runtime.generate import generate
@@ -262,6 +262,117 @@ def test_nested_compressed_tensors_field_is_named(quantised_dirs, tmp_path) -> N
     (directory / "config.json").write_text(json.dumps(config))
     with pytest.raises(TcpcError, match=r"config_groups\.group_0\.weights\.block_structure: expected"):
         load_model(directory)
+
+
+# -- stored parts checked against the config and the format before use -----------------------------------
+
+Q = "model.layers.0.self_attn.q_proj"
+GATE = "model.layers.0.mlp.gate_proj"  # [48, 32]: blocks of 16 make a [3, 2] scale grid
+STORED_PARTS = [  # scheme, tensor, its replacement from the stored one, message
+    ("awq", f"{Q}.qzeros", lambda t: t[:1], f"tensor '{Q}.qzeros' has shape [1, 4], but"),
+    ("awq", f"{Q}.qzeros", lambda t: t[:1], "as AWQ with groups of 16 implies [2, 4]"),
+    ("awq", f"{Q}.qweight", lambda t: t.float(), f"tensor '{Q}.qweight' is F32, but"),
+    ("awq", f"{Q}.qweight", lambda t: t.reshape(-1), "has shape [128], but"),
+    ("awq", f"{Q}.scales", lambda t: t.T.contiguous(), f"tensor '{Q}.scales' has shape [32, 2]"),
+    ("awq", f"{Q}.scales", lambda t: t.to(torch.int32), f"tensor '{Q}.scales' is I32, but"),
+    ("gptq", f"{Q}.qzeros", lambda t: torch.cat([t, t]), "as GPTQ with groups of 16 implies [2, 4]"),
+    ("gptq", f"{Q}.g_idx", lambda t: t[:8], f"tensor '{Q}.g_idx' has shape [8], but"),
+    ("ct-fp8-block", f"{GATE}.weight_scale", lambda t: t.T.contiguous(), "has shape [2, 3], but"),
+    ("deepseek-fp8", f"{GATE}.weight_scale_inv", lambda t: t.reshape(-1), "has shape [6], but"),
+    ("ct-fp8-channel", f"{Q}.weight_scale", lambda t: t.to(torch.int32), f"tensor '{Q}.weight_scale' is I32"),
+    ("ct-fp8-channel", f"{Q}.weight", lambda t: t.float(), f"tensor '{Q}.weight' is F32, but"),
+    ("ct-w8a16", f"{Q}.weight", lambda t: t[:, :16].contiguous(), f"tensor '{Q}.weight' has shape [32, 16]"),
+]  # fmt: skip
+BAD_CONFIGS = [  # scheme, change to quantization_config, message
+    ("ct-fp8-block", {"ignore": ["re:(lm_head"]}, "ignore[0]: 're:(lm_head' is not a valid"),
+    ("ct-w8a8", {"input_activations": {"strategy": "tensor"}}, "activations.strategy: 'tensor' is not"),
+    ("ct-w8a8", {"input_activations": {"symmetric": False}}, ".input_activations.symmetric: asymmetric int8"),
+    ("ct-w8a8", {"input_activations": {"dynamic": "yes"}}, ".input_activations.dynamic: expected bool"),
+    ("ct-fp8-channel", {"input_activations": {"type": "int", "num_bits": 8, "strategy": "token",
+                                             "dynamic": True}}, ".input_activations.type: 'int' is not"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stored_dirs(tmp_path_factory):
+    names = {b[0] for b in STORED_PARTS} | {b[0] for b in BAD_CONFIGS}
+    dirs = {}
+    for name in names:
+        quant, writer = SCHEMES[name]
+        dirs[name] = tmp_path_factory.mktemp(name)
+        write(build("llama"), dirs[name], quant, writer)
+    return dirs
+
+
+def _refused(directory, message: str, capsys) -> None:
+    """`tcpc run` on the checkpoint is a one-line error with `message`, exit 2, nothing written."""
+    out = directory / "out.npz"
+    capsys.readouterr()  # what writing the checkpoint printed
+    assert main(["run", str(directory), "--prompt-ids", "1,2", "--logits-out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("scheme", "tensor", "change", "message"), STORED_PARTS)
+def test_a_stored_part_of_the_wrong_dtype_or_shape_is_refused(
+    stored_dirs, tmp_path, capsys, scheme, tensor, change, message
+) -> None:
+    from safetensors.torch import load_file, save_file
+
+    directory = tmp_path / "ckpt"
+    shutil.copytree(stored_dirs[scheme], directory)
+    tensors = load_file(directory / "model.safetensors")
+    tensors[tensor] = change(tensors[tensor])
+    save_file(tensors, directory / "model.safetensors")
+    _refused(directory, message, capsys)
+
+
+@pytest.mark.parametrize(("scheme", "change", "message"), BAD_CONFIGS)
+def test_a_bad_activation_scheme_or_ignore_pattern_is_refused(
+    stored_dirs, tmp_path, capsys, scheme, change, message
+) -> None:
+    directory = tmp_path / "ckpt"
+    shutil.copytree(stored_dirs[scheme], directory)
+    config = json.loads((directory / "config.json").read_text())
+    quant = config["quantization_config"]
+    if "input_activations" in change:
+        group = quant["config_groups"]["group_0"]
+        group["input_activations"] = {**group.get("input_activations", {}), **change["input_activations"]}
+    else:
+        quant.update(change)
+    (directory / "config.json").write_text(json.dumps(config))
+    _refused(directory, message, capsys)
+
+
+def test_fp8_scales_without_a_quantization_config_are_refused(stored_dirs, tmp_path, capsys) -> None:
+    """Read as float, the codes would be the weights and the scales silently ignored."""
+    directory = tmp_path / "ckpt"
+    shutil.copytree(stored_dirs["ct-fp8-channel"], directory)
+    config = json.loads((directory / "config.json").read_text())
+    del config["quantization_config"]
+    (directory / "config.json").write_text(json.dumps(config))
+    _refused(directory, "holds quantised weights' scales or codes, but", capsys)
+
+
+@pytest.mark.parametrize(
+    ("suffix", "change", "message"),
+    [
+        ("_blocks", lambda t: t[1:], "as MXFP4 (blocks of 32 inputs) implies [4, 32, 2, 16]"),
+        ("_scales", lambda t: t.float(), "is F32, but"),
+        ("_blocks", lambda t: t.to(torch.int32), "is I32, but"),
+    ],
+)
+def test_mxfp4_parts_are_checked_against_the_expert_count(tmp_path, capsys, suffix, change, message) -> None:
+    from safetensors.torch import load_file, save_file
+
+    directory = tmp_path / "gpt_oss"
+    write_gpt_oss_mxfp4(build("gpt_oss", intermediate_size=64), directory)
+    tensors = load_file(directory / "model.safetensors")
+    name = f"model.layers.0.mlp.experts.down_proj{suffix}"
+    tensors[name] = change(tensors[name])
+    save_file(tensors, directory / "model.safetensors")
+    _refused(directory, message, capsys)
 
 
 # -- cost ----------------------------------------------------------------------------------------------------

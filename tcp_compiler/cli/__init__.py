@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ir.errors import TirError
 from simulator.errors import SimulatorError
@@ -19,7 +19,11 @@ COMMANDS = [simulate_cmd, serve_cmd, sweep_cmd, compile_cmd, run_cmd, inspect_cm
 
 class _Parser(argparse.ArgumentParser):
     """argparse with usage errors on one line, like every other tcpc error (and exit code 2); the
-    subcommand parsers inherit it."""
+    subcommand parsers inherit it. No parser takes a prefix of a long flag (`--batch` for
+    `--batch-bucket`): a prefix silently sets another flag than the one the user meant."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> NoReturn:
         text = message.replace("\r", "\\r").replace("\n", "\\n")
@@ -52,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return 0
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the reports' provenance
     # Compiles make millions of long-lived objects (graph nodes, ops, report rows) and almost no
     # reference cycles: the default thresholds rescan that heap often, a fifth of a long prefill.
     gc.set_threshold(50_000, 20, 100)

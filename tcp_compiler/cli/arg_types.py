@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 
 MAX_TOKENS = 1 << 20
@@ -24,16 +25,17 @@ MAX_LIST = 64
 MAX_TOKEN_ID = (1 << 31) - 1
 
 
+_ASCII_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
 def _parse_int(text: str) -> int | None:
-    """The integer `text` spells (digits, an optional sign, underscores as Python allows), or None;
-    never a 4,300-digit conversion."""
-    text = text.strip()
-    if not text or len(text) > 24:
+    """The integer `text` spells in ASCII digits with an optional sign (spaces around it allowed),
+    or None. Python's int() also takes full-width and other Unicode digits, underscores and any
+    Unicode whitespace, none of which a user typing a flag means; and never a 4,300-digit conversion."""
+    text = text.strip(" \t")
+    if len(text) > 24 or _ASCII_INT.fullmatch(text) is None:
         return None
-    try:
-        return int(text, 10)
-    except ValueError:
-        return None
+    return int(text, 10)
 
 
 def integer(lo: int, hi: int) -> Callable[[str], int]:
@@ -53,7 +55,7 @@ def integers(lo: int, hi: int, max_count: int = MAX_LIST) -> Callable[[str], lis
     """An argparse type: comma-separated integers from lo to hi, at least one, at most max_count."""
 
     def parse(text: str) -> list[int]:
-        parts = [t for t in text.split(",") if t.strip()]
+        parts = [t for t in text.split(",") if t.strip(" \t")]
         values = [_parse_int(t) for t in parts]
         if not parts or any(v is None for v in values):
             raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
@@ -72,9 +74,10 @@ def numbers(lo: float, hi: float, max_count: int = MAX_LIST) -> Callable[[str], 
 
     def parse(text: str) -> list[float]:
         values = []
-        for part in (t.strip() for t in text.split(",")):
-            try:
-                value = float(part)
+        for part in (t.strip(" \t") for t in text.split(",")):
+            typed = part.isascii() and not any(c == "_" or c.isspace() for c in part)
+            try:  # float() also reads Unicode digits, underscores and newlines, which no user means
+                value = float(part) if typed else math.nan
             except ValueError:
                 value = math.nan
             if not (math.isfinite(value) and lo < value <= hi):
@@ -103,7 +106,7 @@ trace_steps = integer(0, MAX_STEPS)
 
 def token_ids(text: str) -> list[int]:
     """Comma-separated token ids, 0 to MAX_TOKEN_ID, at least one and at most MAX_TOKENS."""
-    parts = [t for t in text.split(",") if t.strip()]
+    parts = [t for t in text.split(",") if t.strip(" \t")]
     if len(parts) > MAX_TOKENS:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_TOKENS:,} token ids, got {len(parts):,}")
     values = [_parse_int(t) for t in parts]

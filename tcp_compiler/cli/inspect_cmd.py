@@ -11,6 +11,7 @@ from ir.dot import to_dot
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.console import console as make_console
 from tcp_compiler.cli.output import announce, check_outputs, si, write_atomically
+from tcp_compiler.provenance import provenance
 from tcp_compiler.report.tables import cut, line_table
 
 
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         write_atomically(args.dot, to_dot(graph))
         announce(args.dot, "Graphviz DOT")
     if args.json:
-        print(json.dumps(cost.to_json(), indent=2))
+        print(json.dumps({**cost.to_json(), "provenance": provenance(args.argv)}, indent=2))
     else:
         _print_tables(args.file, cost, args.top)
     return 0

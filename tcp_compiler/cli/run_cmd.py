@@ -51,7 +51,8 @@ def check_args(args: argparse.Namespace, vocab: int, max_positions: int) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from tcp_compiler.runtime.generate import generate  # here: every tcpc command builds this parser
+    # here: every tcpc command builds this parser
+    from tcp_compiler.runtime.generate import NonFiniteError, generate
     from tcp_compiler.runtime.sampling import SamplingParams
 
     check_outputs({"--logits-out": args.logits_out})
@@ -63,14 +64,17 @@ def run(args: argparse.Namespace) -> int:
     check_args(args, cfg.vocab, cfg.max_positions)
     stored = model.scheme.format if model.scheme is not None else None
     prec = precision(args.dtype, args.group_size) if args.dtype else checkpoint_precision(cfg.dtype, stored)
-    result = generate(
-        cfg,
-        model.checkpoint.load,
-        [ids],
-        prec,
-        args.decode_steps,
-        SamplingParams(max_tokens=args.decode_steps + 1),
-    )
+    try:
+        result = generate(
+            cfg,
+            model.checkpoint.load,
+            [ids],
+            prec,
+            args.decode_steps,
+            SamplingParams(max_tokens=args.decode_steps + 1),
+        )
+    except NonFiniteError as e:
+        raise NonFiniteError(f"{args.checkpoint}: {e}") from None
     tokens = result.token_matrix[0]
     print(f"{cfg.name} ({cfg.family}, {prec.name}): prompt {ids} -> generated {tokens.tolist()}")
     if args.logits_out:

@@ -19,6 +19,7 @@ from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.observer import Observer
 from tcp_compiler.option_fields import positive_number
 from tcp_compiler.pipeline import CompileOptions
+from tcp_compiler.provenance import provenance
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.report.serve_terminal import print_serve_report
 from tcp_compiler.report.serve_types import ServeRun
@@ -81,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     report = serve_report(result, args.slo_ttft, args.slo_tpot, _run_info(result, args))
     print_serve_report(report, console())
     if args.json:
-        write_atomically(args.json, json.dumps(report.to_dict(), indent=1) + "\n")
+        document = {**report.to_dict(), "provenance": provenance(args.argv)}
+        write_atomically(args.json, json.dumps(document, indent=1) + "\n")
         announce(args.json, "serving report, docs/serving.md")
     if args.plot:
         from tcp_compiler.serve.plots import write_plots

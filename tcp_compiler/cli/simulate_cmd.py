@@ -18,6 +18,7 @@ from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.observer import Observer
+from tcp_compiler.provenance import provenance
 from tcp_compiler.report.build import build_report
 from tcp_compiler.report.markdown import render_markdown
 from tcp_compiler.report.terminal import print_report
@@ -106,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(sim)
     print_report(report, console(), args.top)
     if args.json:
-        write_atomically(args.json, json.dumps(report.to_dict(), indent=2) + "\n")
+        document = {**report.to_dict(), "provenance": provenance(args.argv)}
+        write_atomically(args.json, json.dumps(document, indent=2) + "\n")
         announce(args.json, "JSON report, docs/report-schema.md")
     if args.markdown:
         write_atomically(args.markdown, render_markdown(report, args.top))

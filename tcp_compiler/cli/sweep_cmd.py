@@ -18,6 +18,7 @@ from tcp_compiler.cli.flags import describe
 from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.provenance import provenance
 from tcp_compiler.report.tables import line_table
 
 MAX_POINTS = 4096  # simulations one sweep may ask for
@@ -138,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
         write_atomically(args.csv, csv_text(rows, columns))
         announce(args.csv, f"{len(rows)} rows")
     if args.json:
-        write_atomically(args.json, json.dumps(rows, indent=2) + "\n")
+        origin = provenance(args.argv)  # on every row: the JSON is the rows, as the CSV is
+        write_atomically(args.json, json.dumps([{**r, "provenance": origin} for r in rows], indent=2) + "\n")
         announce(args.json, f"{len(rows)} rows")
     if args.plot and args.serve:
         announce(args.plot, "no plots: serving sweeps write rows only (tcpc serve --plot plots one run)")

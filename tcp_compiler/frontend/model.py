@@ -9,7 +9,13 @@ from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.checkpoint import Checkpoint
 from tcp_compiler.frontend.config import ModelConfig, RawConfig
 from tcp_compiler.frontend.families import read_model_config
-from tcp_compiler.frontend.quantised_checkpoint import QuantisedCheckpoint, Scheme, read_scheme
+from tcp_compiler.frontend.quantised_checkpoint import (
+    QuantisedCheckpoint,
+    Scheme,
+    check_stored_parts,
+    read_scheme,
+    refuse_unlabelled_parts,
+)
 from tcp_compiler.frontend.weight_shapes import check_shapes
 
 # The bundled models ship inside the package (package data), so an installed tcpc finds them.
@@ -58,5 +64,8 @@ def load_model(spec: str | Path) -> Model:
         quant = raw.get("quantization_config", kind=dict)
         if quant is not None:  # read only with weights: a bundled config is costed by --dtype
             scheme = read_scheme(quant, str(config_path))
+            check_stored_parts(config, checkpoint, scheme, config_path)
             checkpoint = QuantisedCheckpoint(checkpoint, scheme)
+        else:
+            refuse_unlabelled_parts(checkpoint, config_path)
     return Model(config, config_path, checkpoint, scheme)

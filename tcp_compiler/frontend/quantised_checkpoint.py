@@ -19,34 +19,51 @@ Supported, each from its published definition:
 
 Every part is expanded to one value per element of the [out, in] weight, so a fused or renamed
 tensor (layout.py) and a tensor-parallel cut apply to scales and zeros exactly as to the weight.
+
+Before any weight is read, `check_stored_parts` compares every stored part's header (dtype and
+shape) with what the config's shape for that weight and the format imply, so a wrong group count,
+a transposed block-scale grid or an expert count that disagrees is a one-line error naming the
+tensor, never scrambled weights or a numpy traceback at run time.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ir import F16, FP8E4M3, I8
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.checkpoint import Checkpoint, CheckpointError
+from tcp_compiler.frontend.checkpoint import Checkpoint, CheckpointError, TensorInfo
+from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.weight_format import FORMATS, Parts, WeightFormat
+from tcp_compiler.frontend.weight_shapes import canonical_shapes
 
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # AutoAWQ packs column 8w + AWQ_ORDER[k] into nibble k of word w
 
+Shape = tuple[int, ...]
 Reader = Callable[[Checkpoint, str], Parts | None]  # (checkpoint, tensor name) -> parts, None if float
+# (checkpoint, tensor name, the float shape the config implies for it, what to call that shape):
+# raises CheckpointError for the first stored part whose dtype or shape the format does not allow
+Checker = Callable[[Checkpoint, str, Shape, str], None]
+FLOAT_SCALES = ("F32", "BF16", "F16")  # scales as the quantising tools save them
+PACKED = ("I32",)  # eight 4-bit codes per int32 word (AWQ, GPTQ)
 
 
 @dataclass(frozen=True)
 class Scheme:
-    """A checkpoint's weight format and how its stored tensors become that format's parts."""
+    """A checkpoint's weight format, how its stored tensors become that format's parts, and what
+    dtypes and shapes those tensors must have."""
 
     method: str
     format: WeightFormat
     read: Reader
+    check: Checker
 
 
 def read_scheme(quant: dict[str, Any], source: str) -> Scheme:
@@ -108,9 +125,17 @@ class _Fields:
         return _Fields(self.get(key, dict), self.source, f"{self.prefix}.{key}")
 
     def names(self, key: str) -> tuple[str, ...]:
+        """Module names or `re:` regular expressions (compressed-tensors' ignore list)."""
         value = self.get(key, list, [])
         if not all(isinstance(v, str) for v in value):
             raise self.fail(key, f"expected a list of module names, got {value!r}")
+        for i, pattern in enumerate(value):
+            if pattern.startswith("re:"):
+                try:
+                    re.compile(pattern[3:])
+                except (re.error, RecursionError, OverflowError) as e:
+                    message = f"{pattern!r} is not a valid regular expression: {e}"
+                    raise self.fail(f"{key}[{i}]", message) from None
         return tuple(value)
 
 
@@ -135,53 +160,104 @@ def _compressed_tensors(fields: _Fields) -> Scheme:
     elif strategy == "group":
         block = (1, weights.positive("group_size"))
     assert block is not None
-    act_quant = False
-    if group.data.get("input_activations") is not None:
-        acts = group.nested("input_activations")
-        if kind == "int":
-            acts.choice("type", ("int",))
-            acts.choice("num_bits", (8,))
-            acts.choice("strategy", ("token",))
-            if not acts.get("dynamic", bool):
-                raise acts.fail("dynamic", "static activation scales are not supported (dynamic per token)")
-            act_quant = True
-        # fp8 input activations: tcpc's fp8 formats dequantise weights at fetch and keep bf16 activations
+    act_quant = _input_activations(group, kind)
     base = FORMATS["fp8-channel"] if kind == "float" else FORMATS["w8a8" if act_quant else "w8a16"]
     name = f"{base.name}:compressed-tensors" if kind == "int" else f"fp8-{strategy}:compressed-tensors"
     fmt = replace(base, name=name, block=block, keep=fields.names("ignore"), stored=True)
     code = FP8E4M3 if kind == "float" else I8
-    return Scheme("compressed-tensors", fmt, _scaled_reader("weight_scale", block, code))
+    return Scheme("compressed-tensors", fmt, *_scaled("weight_scale", block, code, fmt.name))
 
 
-def _scaled_reader(scale_name: str, block: tuple[int, int], code) -> Reader:
+def _input_activations(group: _Fields, kind: str) -> bool:
+    """Whether int8 weights come with int8 activations quantised per token (w8a8). fp8 weights
+    keep bf16 activations (tcpc's fp8 formats dequantise weights at fetch), so their activation
+    scheme is only checked to be one compressed-tensors defines."""
+    if group.data.get("input_activations") is None:
+        return False
+    acts = group.nested("input_activations")
+    acts.choice("type", (kind,))
+    acts.choice("num_bits", (8,))
+    if kind == "float":
+        acts.get("dynamic", bool, False)
+        acts.choice("strategy", ("tensor", "token", "channel", "group", "block", "tensor_group", "attn_head"))
+        return False
+    acts.choice("strategy", ("token",))
+    if not acts.get("dynamic", bool):
+        raise acts.fail("dynamic", "static activation scales are not supported (dynamic per token)")
+    if not acts.get("symmetric", bool, True):
+        raise acts.fail("symmetric", "asymmetric int8 activations are not supported")
+    return True
+
+
+def _scaled(scale_name: str, block: tuple[int, int], code, label: str) -> tuple[Reader, Checker]:
     """Weights `X.weight` with scales `X.<scale_name>` over `block` (0: the whole axis)."""
+    want_code = "F8_E4M3" if code == FP8E4M3 else "I8"
 
     def read(ckpt: Checkpoint, tensor: str) -> Parts | None:
         module = tensor.removesuffix(".weight")
         scale_info = ckpt.find(f"{module}.{scale_name}")
         if scale_info is None or module == tensor:
             return None
-        info = ckpt.info(f"{module}.weight")
-        want = "F8_E4M3" if code == FP8E4M3 else "I8"
-        if info.dtype != want:
-            raise CheckpointError(f"{info.file}: tensor {info.name!r} is {info.dtype}; the format has {want}")
-        q = ckpt.load(info.name)
+        q = ckpt.load(f"{module}.weight")
         rows, cols = q.shape
         scale = ckpt.load(scale_info.name).astype(np.float32)
-        return Parts(q, expand(scale, rows, cols, block, scale_info.name), None)
+        return Parts(q, expand(scale, rows, cols, block), None)
 
-    return read
+    def check(ckpt: Checkpoint, tensor: str, shape: Shape, what: str) -> None:
+        module = tensor.removesuffix(".weight")
+        if ckpt.find(f"{module}.{scale_name}") is None or module == tensor or len(shape) != 2:
+            return
+        rows, cols = shape
+        what = f"{what} as {label} with scale blocks of {_block_text(block)}"
+        _expect(ckpt, f"{module}.weight", (want_code,), shape, what)
+        _expect(ckpt, f"{module}.{scale_name}", FLOAT_SCALES, _grid(rows, cols, block), what, grid=True)
+
+    return read, check
 
 
-def expand(scale: np.ndarray, rows: int, cols: int, block: tuple[int, int], name: str) -> np.ndarray:
-    """One scale per element of a [rows, cols] weight from one per `block` (0: the whole axis);
-    partial blocks at the edges take their block's scale."""
+def _grid(rows: int, cols: int, block: tuple[int, int]) -> Shape:
+    """[row blocks, column blocks] of a [rows, cols] weight (0: the whole axis; partial edge blocks count)."""
     br, bc = block[0] or rows, block[1] or cols
-    want = (math.ceil(rows / br), math.ceil(cols / bc))
-    if scale.size != want[0] * want[1]:
-        raise CheckpointError(f"{name}: {list(scale.shape)} scales; blocks of {br} x {bc} need {list(want)}")
-    grid = scale.reshape(want)
+    return math.ceil(rows / br), math.ceil(cols / bc)
+
+
+def _block_text(block: tuple[int, int]) -> str:
+    return " x ".join(str(n) if n else "all" for n in block)
+
+
+def _same_grid(shape: Shape, grid: Shape) -> bool:
+    """Whether scales stored in `shape` are the `grid` in its order: the same axes once axes of one
+    are dropped (per tensor [1] or [], per channel [out] or [out, 1]). A transposed grid of two
+    axes longer than one is not, so it is refused rather than read with its scales scrambled."""
+    return [n for n in shape if n != 1] == [n for n in grid if n != 1]
+
+
+def expand(scale: np.ndarray, rows: int, cols: int, block: tuple[int, int]) -> np.ndarray:
+    """One scale per element of a [rows, cols] weight from one per `block` (0: the whole axis;
+    the scales' shape checked by _same_grid); partial blocks at the edges take their block's scale."""
+    br, bc = block[0] or rows, block[1] or cols
+    grid = scale.reshape(_grid(rows, cols, block))
     return np.repeat(np.repeat(grid, br, axis=0), bc, axis=1)[:rows, :cols]
+
+
+def _expect(
+    ckpt: Checkpoint, name: str, dtypes: tuple[str, ...], shape: Shape, what: str, grid: bool = False
+) -> TensorInfo:
+    """The header of stored part `name`, or a CheckpointError naming it and what `what` implies:
+    `shape` exactly, or with `grid` a scale grid in any shape that holds it in order."""
+    info = ckpt.find(name)
+    if info is None:
+        raise CheckpointError(f"{ckpt.directory}: no tensor {name!r}; {what} stores it")
+    if info.dtype not in dtypes:
+        raise CheckpointError(
+            f"{info.file}: tensor {info.name!r} is {info.dtype}, but {what} stores {' or '.join(dtypes)}"
+        )
+    if not (_same_grid(info.shape, shape) if grid else info.shape == shape):
+        raise CheckpointError(
+            f"{info.file}: tensor {info.name!r} has shape {list(info.shape)}, but {what} implies "
+            f"{list(shape)}"
+        )
+    return info
 
 
 # -- DeepSeek fp8 ----------------------------------------------------------------------------------------
@@ -193,7 +269,7 @@ def _deepseek_fp8(fields: _Fields) -> Scheme:
     block = fields.block("weight_block_size")
     fmt = replace(FORMATS["fp8-block"], name="fp8-block:fp8", block=block,
                   keep=fields.names("modules_to_not_convert"), stored=True)  # fmt: skip
-    return Scheme("fp8", fmt, _scaled_reader("weight_scale_inv", block, FP8E4M3))
+    return Scheme("fp8", fmt, *_scaled("weight_scale_inv", block, FP8E4M3, fmt.name))
 
 
 # -- AWQ and GPTQ int4 -------------------------------------------------------------------------------------
@@ -224,9 +300,25 @@ def _awq(fields: _Fields) -> Scheme:
         q = _unpack(ckpt.load(f"{module}.qweight"), AWQ_ORDER)  # [in, out]
         zeros = _unpack(ckpt.load(f"{module}.qzeros"), AWQ_ORDER)  # [in / g, out]
         scales = ckpt.load(f"{module}.scales").astype(np.float32)  # [in / g, out]
-        return _grouped_parts(q, zeros, scales, np.arange(q.shape[0]) // group, module)
+        return _grouped_parts(q, zeros, scales, np.arange(q.shape[0]) // group)
 
-    return Scheme("awq", fmt, read)
+    def check(ckpt: Checkpoint, tensor: str, shape: Shape, what: str) -> None:
+        module = _int4_module(ckpt, tensor, shape)
+        if module is None:
+            return
+        out, inputs = shape
+        what = f"{what} as AWQ with groups of {group}"
+        _packable(ckpt, module, out, "output", what)
+        if inputs % group:
+            info = ckpt.info(f"{module}.qweight")
+            raise CheckpointError(
+                f"{info.file}: tensor {info.name!r}: {what}: {inputs} inputs do not divide into groups"
+            )
+        _expect(ckpt, f"{module}.qweight", PACKED, (inputs, out // 8), what)
+        _expect(ckpt, f"{module}.qzeros", PACKED, (inputs // group, out // 8), what)
+        _expect(ckpt, f"{module}.scales", FLOAT_SCALES, (inputs // group, out), what)
+
+    return Scheme("awq", fmt, read, check)
 
 
 def _gptq(fields: _Fields) -> Scheme:
@@ -254,9 +346,41 @@ def _gptq(fields: _Fields) -> Scheme:
             )
         if zeros.max() > 15:
             raise CheckpointError(f"{module}.qzeros: a zero point of {int(zeros.max())} does not fit 4 bits")
-        return _grouped_parts(q, zeros, scales, contiguous, module)
+        return _grouped_parts(q, zeros, scales, contiguous)
 
-    return Scheme("gptq", fmt, read)
+    def check(ckpt: Checkpoint, tensor: str, shape: Shape, what: str) -> None:
+        module = _int4_module(ckpt, tensor, shape)
+        if module is None:
+            return
+        out, inputs = shape
+        what = f"{what} as GPTQ with {f'groups of {group}' if group > 0 else 'one group per channel'}"
+        _packable(ckpt, module, out, "output", what)
+        _packable(ckpt, module, inputs, "input", what)
+        groups = math.ceil(inputs / group) if group > 0 else 1
+        _expect(ckpt, f"{module}.qweight", PACKED, (inputs // 8, out), what)
+        _expect(ckpt, f"{module}.qzeros", PACKED, (groups, out // 8), what)
+        _expect(ckpt, f"{module}.scales", FLOAT_SCALES, (groups, out), what)
+        if ckpt.find(f"{module}.g_idx") is not None:
+            _expect(ckpt, f"{module}.g_idx", ("I32", "I64"), (inputs,), what)
+
+    return Scheme("gptq", fmt, read, check)
+
+
+def _int4_module(ckpt: Checkpoint, tensor: str, shape: Shape) -> str | None:
+    """The module whose `qweight` stores weight `tensor`, None if it is stored in float."""
+    module = tensor.removesuffix(".weight")
+    if module == tensor or len(shape) != 2 or ckpt.find(f"{module}.qweight") is None:
+        return None
+    return module
+
+
+def _packable(ckpt: Checkpoint, module: str, n: int, axis: str, what: str) -> None:
+    """Eight 4-bit codes per int32 word: the packed axis must hold whole words."""
+    if n % 8:
+        info = ckpt.info(f"{module}.qweight")
+        raise CheckpointError(
+            f"{info.file}: tensor {info.name!r}: {what}: {n} {axis}s do not pack into int32 words of 8 codes"
+        )
 
 
 def _unpack(words: np.ndarray, order: tuple[int, ...]) -> np.ndarray:
@@ -268,13 +392,9 @@ def _unpack(words: np.ndarray, order: tuple[int, ...]) -> np.ndarray:
     return out.reshape(words.shape[0], -1).astype(np.float32)
 
 
-def _grouped_parts(q, zeros, scales, groups: np.ndarray, module: str) -> Parts:
-    """[out, in] parts from [in, out] codes and [groups, out] zeros and scales, `groups[i]` the
-    group of input i."""
-    if zeros.shape != scales.shape or scales.shape[1] != q.shape[1]:
-        raise CheckpointError(
-            f"{module}: qzeros {list(zeros.shape)} and scales {list(scales.shape)} do not match its qweight"
-        )
+def _grouped_parts(q, zeros, scales, groups: np.ndarray) -> Parts:
+    """[out, in] parts from [in, out] codes and [groups, out] zeros and scales (shapes checked by
+    the scheme's check), `groups[i]` the group of input i."""
     return Parts(q.T.copy(), scales[groups].T.copy(), zeros[groups].T.copy())
 
 
@@ -294,16 +414,51 @@ def _mxfp4(fields: _Fields) -> Scheme:
             return None
         blocks = ckpt.load(f"{tensor}_blocks")
         exponents = ckpt.load(f"{tensor}_scales").astype(np.float32)
-        if blocks.shape[:-1] != exponents.shape or blocks.shape[-1] != 16:
-            raise CheckpointError(
-                f"{tensor}_blocks {list(blocks.shape)} and _scales {list(exponents.shape)} are not MXFP4 "
-                "blocks of 32"
-            )
         codes = np.stack([blocks & 0xF, blocks >> 4], axis=-1).reshape(*blocks.shape[:-2], -1)
         scale = np.repeat(np.exp2(exponents - 127), 32, axis=-1)
         return Parts(*(np.swapaxes(a, -1, -2).astype(np.float32) for a in (codes, scale)), None)
 
-    return Scheme("mxfp4", fmt, read)
+    def check(ckpt: Checkpoint, tensor: str, shape: Shape, what: str) -> None:
+        """`shape` is the stacked experts' [E, in, out], as the float checkpoint stores them."""
+        if ckpt.find(f"{tensor}_blocks") is None or len(shape) != 3:
+            return
+        experts, inputs, out = shape
+        what = f"{what} as MXFP4 (blocks of 32 inputs)"
+        if inputs % 32:
+            raise CheckpointError(f"{ckpt.directory}: {tensor}: {what}: {inputs} inputs are not whole blocks")
+        _expect(ckpt, f"{tensor}_blocks", ("U8",), (experts, out, inputs // 32, 16), what)
+        _expect(ckpt, f"{tensor}_scales", ("U8",), (experts, out, inputs // 32), what)
+
+    return Scheme("mxfp4", fmt, read, check)
+
+
+def check_stored_parts(cfg: ModelConfig, checkpoint: Checkpoint, scheme: Scheme, config_path: Path) -> None:
+    """Raises CheckpointError for the first stored part (codes, scales, zero points) whose dtype or
+    shape is not the one the config's shape for its weight and `scheme` imply; headers only."""
+    seen = set()
+    for name, shape in canonical_shapes(cfg):
+        source = cfg.tensors.source(name)
+        want = source.stored(shape)
+        for stored in source.tensors:
+            if stored not in seen:
+                seen.add(stored)
+                scheme.check(checkpoint, stored, want, f"{config_path}'s {list(want)} for {stored}")
+
+
+# Suffixes of the tensors that hold a quantised weight's scales or packed codes, in the formats above.
+PART_SUFFIXES = (".weight_scale", ".weight_scale_inv", ".qweight", ".qzeros", "_blocks")
+
+
+def refuse_unlabelled_parts(checkpoint: Checkpoint, config_path: Path) -> None:
+    """A checkpoint that stores quantised parts but whose config has no quantization_config would
+    be read as if its codes were the weights, its scales ignored: refuse it, naming a part."""
+    for name in checkpoint.names():
+        if name.endswith(PART_SUFFIXES):
+            info = checkpoint.info(name)
+            raise CheckpointError(
+                f"{info.file}: tensor {name!r} holds quantised weights' scales or codes, but {config_path} "
+                "has no quantization_config saying how to read them; add the one it was saved with"
+            )
 
 
 # -- the checkpoint ----------------------------------------------------------------------------------------

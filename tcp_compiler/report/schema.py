@@ -13,6 +13,8 @@ import typing
 from dataclasses import Field, fields, is_dataclass
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from tcp_compiler.provenance import DOC as PROVENANCE_DOC
+from tcp_compiler.provenance import KEYS as PROVENANCE_KEYS
 from tcp_compiler.report.serve_types import ServeReport
 from tcp_compiler.report.types import SCHEMA, Report
 
@@ -114,9 +116,18 @@ def _sections(report: type, top: str) -> list[str]:
     return [_section(cls, paths, top) for cls, paths in found.items()]
 
 
+def _provenance_section() -> str:
+    """The `provenance` key the command line adds beside either report's own (tcp_compiler/provenance.py)."""
+    lines = ["## `provenance`", "", PROVENANCE_DOC, ""]
+    lines += ["| key | type | unit | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{key}` | {kind} |  | {meaning} |" for key, (kind, meaning) in PROVENANCE_KEYS.items()]
+    return "\n".join(lines) + "\n"
+
+
 def render_schema() -> str:
     simulate = [_INTRO, *_sections(Report, "Top level")]
-    return "\n".join([*simulate, _SERVE_INTRO, *_sections(ServeReport, "Serve: top level")]).rstrip() + "\n"
+    serve = [_SERVE_INTRO, *_sections(ServeReport, "Serve: top level")]
+    return "\n".join([*simulate, *serve, _provenance_section()]).rstrip() + "\n"
 
 
 if __name__ == "__main__":

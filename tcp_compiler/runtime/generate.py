@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import ir
-from tcp_compiler.errors import FrontendError
+from tcp_compiler.errors import FrontendError, TcpcError
 from tcp_compiler.frontend.build import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -29,6 +29,11 @@ class Generation:
     @property
     def token_matrix(self) -> np.ndarray:
         return np.stack(self.tokens, axis=1) if self.tokens else np.zeros((len(self.prefill_logits), 0), int)
+
+
+class NonFiniteError(TcpcError):
+    """A run whose numbers went NaN or infinite (NaN weights, huge scales, extreme RoPE factors):
+    names the step and the weight or the first op at fault, instead of sampling from NaN logits."""
 
 
 def generate(
@@ -61,7 +66,7 @@ def generate(
         ids[b, : len(prompt)] = prompt
     prefills = [build_prefill(config, precision, batch, seq, padded, chips, stage=s) for s in stages]
     feeds = {"ids": ids, **({"lengths": lengths} if padded else {})}
-    outs = _run_stages(prefills, [[feeds] * chips for _ in stages], weights)
+    outs = _run_stages(prefills, [[feeds] * chips for _ in stages], weights, "prefill")
     result = Generation(outs[-1][0]["logits"])
     history = [list(p) for p in prompts]
     stop = StopState(sampling, batch)
@@ -77,7 +82,7 @@ def generate(
             [{**shared, **_grown_caches(src, out)} for out in stage_outs]
             for src, stage_outs in zip(sources, outs, strict=True)
         ]
-        outs = _run_stages(decodes, stage_feeds, weights)
+        outs = _run_stages(decodes, stage_feeds, weights, f"decode step {step + 1}")
         sources = [m.graph for m in decodes]
         result.decode_logits.append(outs[-1][0]["logits"])
         token = _next(outs[-1][0]["logits"], sampling, history, rng, result, stop)
@@ -119,10 +124,12 @@ def _grown_caches(graph: ir.Graph, out: dict[str, np.ndarray]) -> dict[str, np.n
     return grown
 
 
-def _run_stages(models: list[ModelGraph], feeds: list[list[dict]], weights: _Memo) -> list[list[dict]]:
+def _run_stages(
+    models: list[ModelGraph], feeds: list[list[dict]], weights: _Memo, step: str
+) -> list[list[dict]]:
     """Each stage's ranks' outputs, stage after stage: rank r of a stage receives the hidden state
     rank r of the stage before sent. Feeds the graph does not take (ids after the first stage) are
-    dropped."""
+    dropped. Every op's result and the logits must be finite (NonFiniteError names `step`)."""
     outs: list[list[dict]] = []
     sent = ""  # the previous stage's send of its hidden state
     for model, stage_feeds in zip(models, feeds, strict=True):
@@ -130,24 +137,36 @@ def _run_stages(models: list[ModelGraph], feeds: list[list[dict]], weights: _Mem
         ranks = [{k: v for k, v in f.items() if k in taken} for f in stage_feeds]
         if outs:
             ranks = [{**f, "hidden": prev[sent]} for f, prev in zip(ranks, outs[-1], strict=True)]
-        outs.append(_run(model, ranks, weights))
+        try:
+            outs.append(_run(model, ranks, weights))
+        except (ir.NonFiniteError, NonFiniteError) as e:
+            raise NonFiniteError(f"{step}: {e}") from None
         sent = next((n.name for n in model.graph.of_kind("send")), "")
+    logits = outs[-1][0].get("logits")
+    if logits is not None and not np.isfinite(logits).all():
+        raise NonFiniteError(f"{step}: the logits are not finite, so no token can be sampled from them")
     return outs
 
 
 def _run(model: ModelGraph, feeds: list[dict], weights: _Memo) -> list[dict[str, np.ndarray]]:
     """Every rank's outputs, each rank bound to its own weight shards."""
-    params = [model.bind(weights, rank) for rank in range(model.chips)]
-    return ir.interpret_spmd(model.graph, feeds, params)
+    with np.errstate(all="ignore"):  # a table gone non-finite (extreme RoPE factors) is named as it runs
+        params = [model.bind(weights, rank) for rank in range(model.chips)]
+    return ir.interpret_spmd(model.graph, feeds, params, finite=True)
 
 
 class _Memo:
-    """Loads each checkpoint tensor once across all the graphs of one generation."""
+    """Loads each checkpoint tensor once across all the graphs of one generation, and checks once
+    that its values are finite (a NaN weight would otherwise surface as NaN logits)."""
 
     def __init__(self, load: Callable[[str], np.ndarray]) -> None:
         self.load, self.cache = load, {}
 
     def __call__(self, name: str) -> np.ndarray:
         if name not in self.cache:
-            self.cache[name] = self.load(name)
+            value = self.load(name)
+            if value.dtype.kind == "f" and not np.isfinite(value).all():
+                bad = int(value.size - np.isfinite(value).sum())
+                raise NonFiniteError(f"tensor {name!r}: {bad:,} of its {value.size:,} values are not finite")
+            self.cache[name] = value
         return self.cache[name]
