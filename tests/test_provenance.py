@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 
 import pytest
-from tcp_compiler.report_schema import render_schema
 
 from tcp_compiler import __version__, provenance
 from tcp_compiler.cli import main
+from tcp_compiler.report.schema import render_schema
 
 GEMM = Path(__file__).parents[1] / "examples" / "ir" / "gemm.tir"
 

@@ -37,7 +37,7 @@ def test_the_roofs_are_peak_compute_sustained_hbm_and_the_links() -> None:
     compute, memory, link = roofline.terms(3e12, 5e9, 7e8)
     assert compute == 3e12 / HW.flops_per_second("bf16")
     assert memory == 5e9 / HW.hbm_bytes_per_second
-    assert link == 7e8 / HW.link_bytes_per_s
+    assert link == 7e8 / HW.system.link_bytes_per_s
     assert Roofline.of(HW, "bf16", "fp8").flops_per_s == HW.flops_per_second("fp8")
     assert Roofline.published_peak(HW, "bf16").hbm_bytes_per_s == HW.hbm_peak_bytes_per_second
     assert bound(1.0, 0.6, 0.2, 0.0) == "compute" and bound(1.0, 0.2, 0.4, 0.0) == "overhead"
@@ -97,8 +97,8 @@ def test_serve_bounds_each_iteration_at_sustained_hbm_bandwidth() -> None:
     tokens = it.array("decodes") + it.array("prefill_tokens")
     flops = 2.0 * matmul_weights(config)[0] / result.chips * tokens
     compute = flops / max(HW.flops_per_second(d) for d in (prec.operand, prec.act))
-    sustained = np.maximum(compute, result.budget.weight_bytes / HW.hbm_bytes_per_second) * HW.clock_hz
-    peak = np.maximum(compute, result.budget.weight_bytes / HW.hbm_peak_bytes_per_second) * HW.clock_hz
+    sustained = np.maximum(compute, result.budget.weight_bytes / HW.hbm_bytes_per_second) * HW.chip.clock_hz
+    peak = np.maximum(compute, result.budget.weight_bytes / HW.hbm_peak_bytes_per_second) * HW.chip.clock_hz
     got = model_bound_cycles(result)
     assert HW.hbm_peak_bytes_per_second > HW.hbm_bytes_per_second  # the two readings differ on rngd
     assert (compute < result.budget.weight_bytes / HW.hbm_bytes_per_second).any()  # memory bounds some
