@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from tcp_compiler.frontend.build import build_decode, build_prefill
+from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 

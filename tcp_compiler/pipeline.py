@@ -17,7 +17,7 @@ from ir import Graph, analyze
 from simulator.program import Program, ProgramBlock
 from simulator.targets.rngd.spec import Hardware
 from simulator.timeline import Timeline
-from tcp_compiler.frontend.build import ModelGraph, build_decode, build_prefill
+from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import Stage

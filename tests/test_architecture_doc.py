@@ -30,7 +30,7 @@ def architecture() -> str:
 
 
 def test_packages_are_found() -> None:
-    assert {"ir/", "simulator/targets/rngd/", "tcp_compiler/frontend/build/"} <= set(packages())
+    assert {"ir/", "simulator/targets/rngd/", "tcp_compiler/frontend/builder/"} <= set(packages())
 
 
 @pytest.mark.parametrize("page", ["README layout", "docs/architecture.md"])

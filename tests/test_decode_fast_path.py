@@ -6,9 +6,9 @@ the attention einsums' placement (their slice splits) and the 64-length windows 
 from __future__ import annotations
 
 import pytest
-from tcp_compiler.frontend.build import build_decode
 
 from simulator.hardware import load_hardware
+from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping import placement, schedule

@@ -10,11 +10,11 @@ import random
 
 import numpy as np
 import pytest
-from tcp_compiler.frontend.build import build_decode
 
 from simulator.hardware import load_hardware
 from simulator.occupancy import StateSweeps, plan, state_cycles
 from simulator.step_totals import StepTotals
+from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.lanes import Diverged, Lanes, maximum, minimum

@@ -10,11 +10,11 @@ import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from tcp_compiler.frontend.build import build_decode, build_prefill
 
 import ir
 from ir import BF16, F32, I32, Graph, Node, TensorType, print_graph
 from ir.printer import same_text
+from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.passes import decompose, run_passes, simplify

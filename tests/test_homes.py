@@ -7,12 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
-from tcp_compiler.frontend.build import build_decode, build_prefill
 
 from ir.ops import REGISTRY
 from simulator.hardware import load_hardware
 from simulator.targets.rngd import SITES, units
 from simulator.targets.rngd.spec import Hardware
+from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping import traits
@@ -94,7 +94,7 @@ def test_the_builder_records_each_values_layer_as_it_names_it(model: str) -> Non
 
 
 def test_build_blocks_import_only_public_names_of_one_another() -> None:
-    package_name = "tcp_compiler.frontend.build"
+    package_name = "tcp_compiler.frontend.builder"
     package = Path(__file__).resolve().parents[1] / "tcp_compiler" / "frontend" / "build"
     for path in package.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

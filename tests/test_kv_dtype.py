@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from tcp_compiler.frontend.build import build_decode
 
 import ir
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.errors import OptionError
+from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.simulate import simulate_generation

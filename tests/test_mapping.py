@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tcp_compiler.frontend.build import build_decode, build_prefill
 
 import ir
 from simulator.hardware import load_hardware
 from simulator.reference_engine import simulate_reference
+from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.placement import EinsumShape, place

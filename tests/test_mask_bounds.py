@@ -7,10 +7,10 @@ import itertools
 
 import numpy as np
 import pytest
-from tcp_compiler.frontend.build.masks import PrefillMasks
 
 import ir
 from ir import I32, Graph
+from tcp_compiler.frontend.builder.masks import PrefillMasks
 from tcp_compiler.passes.mask_bounds import all_masked
 from tcp_compiler.passes.online_softmax import online_softmax
 from tests.test_online_softmax import TINY, _compare
@@ -58,8 +58,7 @@ def test_skipped_blocks_are_masked_everywhere(window, padded, packed) -> None:
 
 
 def test_causal_prefill_skips_about_half_the_blocks() -> None:
-    from tcp_compiler.frontend.build import build_prefill
-
+    from tcp_compiler.frontend.builder import build_prefill
     from tcp_compiler.frontend.config import RawConfig
     from tcp_compiler.frontend.families import read_model_config
     from tcp_compiler.frontend.precision import PRECISIONS

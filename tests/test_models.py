@@ -9,11 +9,11 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from tcp_compiler.frontend.build import build_decode, build_prefill
 
 import ir
 from tcp_compiler.cli import main
 from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import BUNDLED, bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tcp_compiler.frontend.build import build_decode, build_prefill
 
 import ir
 from simulator.hardware import load_hardware
+from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.config import RawConfig
 from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.model import load_model

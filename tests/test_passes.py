@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tcp_compiler.frontend.build import build_prefill
 
 import ir
 from ir import BF16, BOOL, F16, F32, FP8E4M3, I8, I32, TensorType
+from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.config import RawConfig
 from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.precision import PRECISIONS

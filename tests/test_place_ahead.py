@@ -4,11 +4,11 @@ every consecutive step across a power of two (where candidate grids change) equa
 from __future__ import annotations
 
 import numpy as np
-from tcp_compiler.frontend.build import build_decode
 
 from ir.dtypes import BF16, F32
 from simulator.hardware import load_hardware
 from simulator.program import COLUMNS
+from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.placement import EinsumShape, _place_batch, first_best, place, place_ahead

@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from tcp_compiler.frontend.build import build_prefill
 
 import tcp_compiler.mapping.attention as attention
 from simulator.hardware import load_hardware
+from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.residency import dm_budget

@@ -4,8 +4,8 @@ keys, and padded batches decode as each sequence does alone."""
 from __future__ import annotations
 
 import numpy as np
-from tcp_compiler.frontend.build import build_decode
 
+from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate

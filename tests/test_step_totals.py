@@ -7,12 +7,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from tcp_compiler.frontend.build import build_decode
 
 from simulator import step_totals
 from simulator.hardware import load_hardware
 from simulator.report import op_totals
 from simulator.step_totals import StepTotals
+from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.steps import DecodeSteps

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from tcp_compiler.frontend.build import build_decode
 
 from ir import print_graph
 from simulator.hardware import load_hardware
+from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.mapping.schedule import schedule

@@ -175,8 +175,7 @@ def test_bad_variant_fields_are_one_line_errors(change: dict, message: str) -> N
 
 def test_gemma_scales_embeddings_by_sqrt_hidden_in_the_table_dtype() -> None:
     """transformers holds Gemma's normalizer in the model dtype: sqrt(1152) = 33.94 is 34.0 in bf16."""
-    from tcp_compiler.frontend.build import build_prefill
-
+    from tcp_compiler.frontend.builder import build_prefill
     from tcp_compiler.frontend.model import load_model
     from tcp_compiler.frontend.precision import precision
 

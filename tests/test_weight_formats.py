@@ -26,7 +26,7 @@ from simulator.hardware import load_hardware
 from tcp_compiler.analysis.config_floor import head_bytes, matmul_weight_bytes
 from tcp_compiler.cli import main
 from tcp_compiler.errors import TcpcError
-from tcp_compiler.frontend.build import build_decode, build_prefill
+from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, Precision, checkpoint_precision, precision
 from tcp_compiler.runtime.generate import generate

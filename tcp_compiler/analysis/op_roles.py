@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from tcp_compiler.frontend.build.core import role_in_layer
+from tcp_compiler.frontend.builder.core import role_in_layer
 from tcp_compiler.report.types import OpRoleRow, OpRow
 
 # A tile index of the online-softmax rewrite (tcp_compiler.passes.online_softmax names a tile's

@@ -13,7 +13,7 @@ from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.output import check_outputs, si, write_atomically
 from tcp_compiler.errors import CliError
-from tcp_compiler.frontend.build import ModelGraph
+from tcp_compiler.frontend.builder import ModelGraph
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.pipeline import CompileOptions, build, compile_phase

@@ -15,7 +15,7 @@ from functools import cached_property
 
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.errors import OptionError
-from tcp_compiler.frontend.build import check_positions
+from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import pipeline_stages

@@ -25,7 +25,7 @@ from simulator.targets.rngd.units import LINK
 from simulator.timeline import EPS, Timeline
 
 _COLUMNS = tuple(name for name, _ in COLUMNS)
-RECEIVED = "hidden"  # the input a later stage's graph takes (tcp_compiler.frontend.build.model)
+RECEIVED = "hidden"  # the input a later stage's graph takes (tcp_compiler.frontend.builder.model)
 SENT = "send"  # the kind of op that ends an earlier stage's graph: the one send of its hidden state
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 import ir
 from tcp_compiler.errors import FrontendError, TcpcError
-from tcp_compiler.frontend.build import ModelGraph, build_decode, build_prefill
+from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import pipeline_stages

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 
 from simulator.program import Program
 from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.frontend.build import check_positions
+from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.generation.plan import lower_decode, stage_options

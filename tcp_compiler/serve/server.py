@@ -15,7 +15,7 @@ import numpy as np
 
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.errors import TcpcError
-from tcp_compiler.frontend.build import check_positions
+from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.generation.plan import decode_capacity, lower_decode, stage_options

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tcp_compiler.frontend.build import build_prefill
 from torch.utils.flop_counter import FlopCounterMode
 
 import ir
 from ir.ops.moe import CONTRACTIONS
+from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate

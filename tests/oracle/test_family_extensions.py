@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from tcp_compiler.frontend.build import build_decode
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 import ir
+from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.config import RawConfig, Rope, read_rope
 from tcp_compiler.frontend.precision import PRECISIONS
 from tests.oracle.test_sharding import _assert_same_generation, _generate, _load

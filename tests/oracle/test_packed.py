@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tcp_compiler.frontend.build import build_prefill
 
 import ir
 from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.passes.online_softmax import online_softmax

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tcp_compiler.frontend.build import build_decode, build_prefill
 
+from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import Model, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.frontend.stages import pipeline_stages

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tcp_compiler.frontend.build import build_decode, build_prefill
 
 import ir
 from tcp_compiler.errors import OptionError, TcpcError
+from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
 from tcp_compiler.runtime.generate import generate

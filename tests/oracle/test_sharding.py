@@ -13,10 +13,10 @@ import re
 
 import numpy as np
 import pytest
-from tcp_compiler.frontend.build import build_decode, build_prefill
 
 import ir
 from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.config import Layer, Mlp, ModelConfig, Norms, Rope
 from tcp_compiler.frontend.model import Model, bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, Precision, precision

@@ -1,4 +1,4 @@
-"""DeepSeek-V3: multi-head latent attention (tcp_compiler.frontend.build.mla) and, after the first
+"""DeepSeek-V3: multi-head latent attention (tcp_compiler.frontend.builder.mla) and, after the first
 `first_k_dense_replace` dense layers, MoE layers with sigmoid scores, a selection-only correction
 bias, grouped top-k, routed_scaling_factor and n_shared_experts shared experts."""
 

@@ -9,8 +9,8 @@ learned and sinusoidal positions, ALiBi), `norms`, `masks`, `kv_cache`, `attenti
 (layers, embedding, LM head). Blocks import the core and one another's public functions only.
 """
 
-from tcp_compiler.frontend.build.core import ModelGraph
-from tcp_compiler.frontend.build.model import build_decode, build_prefill
-from tcp_compiler.frontend.build.positions import check_positions
+from tcp_compiler.frontend.builder.core import ModelGraph
+from tcp_compiler.frontend.builder.model import build_decode, build_prefill
+from tcp_compiler.frontend.builder.positions import check_positions
 
 __all__ = ["ModelGraph", "build_decode", "build_prefill", "check_positions"]

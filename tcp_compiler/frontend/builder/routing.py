@@ -12,7 +12,7 @@ logits [B, S, E]. Every family's routing is here (`route` picks by the config):
 from __future__ import annotations
 
 from ir import F32, I32, Node, TensorType
-from tcp_compiler.frontend.build.core import GraphBuilder
+from tcp_compiler.frontend.builder.core import GraphBuilder
 
 
 def route(b: GraphBuilder, i: int, router: Node) -> tuple[Node, Node]:

@@ -10,9 +10,9 @@ import numpy as np
 
 from ir import F32, I32, Node, TensorType
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.build.core import Binding, Cut, GraphBuilder, Weight, whole
-from tcp_compiler.frontend.build.routing import route
-from tcp_compiler.frontend.build.weights import linear, split_groups, weight
+from tcp_compiler.frontend.builder.core import Binding, Cut, GraphBuilder, Weight, whole
+from tcp_compiler.frontend.builder.routing import route
+from tcp_compiler.frontend.builder.weights import linear, split_groups, weight
 from tcp_compiler.frontend.config import Layer
 
 

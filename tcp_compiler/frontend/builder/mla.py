@@ -26,11 +26,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from ir import F32, Node, TensorType
-from tcp_compiler.frontend.build.core import Cut, GraphBuilder, Weight
-from tcp_compiler.frontend.build.kv_cache import cache_slot, prefill_cache
-from tcp_compiler.frontend.build.norms import norm
-from tcp_compiler.frontend.build.positions import rotate_shared
-from tcp_compiler.frontend.build.weights import apply, linear, weight
+from tcp_compiler.frontend.builder.core import Cut, GraphBuilder, Weight
+from tcp_compiler.frontend.builder.kv_cache import cache_slot, prefill_cache
+from tcp_compiler.frontend.builder.norms import norm
+from tcp_compiler.frontend.builder.positions import rotate_shared
+from tcp_compiler.frontend.builder.weights import apply, linear, weight
 from tcp_compiler.frontend.config import Layer, Mla
 
 LOW_RANK_EPS = 1e-6  # transformers builds q_a_layernorm and kv_a_layernorm with its default eps

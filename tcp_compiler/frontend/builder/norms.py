@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ir import F32, Node
-from tcp_compiler.frontend.build.core import Cut, GraphBuilder
+from tcp_compiler.frontend.builder.core import Cut, GraphBuilder
 
 
 def norm(

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ir import F32, FP8E4M3, I32, U4, Axis, DType, Node, TensorType
-from tcp_compiler.frontend.build.core import Binding, Cut, Getter, GraphBuilder, Weight, whole
+from tcp_compiler.frontend.builder.core import Binding, Cut, Getter, GraphBuilder, Weight, whole
 from tcp_compiler.frontend.weight_format import Layout, Parts, WeightFormat, compress, layout, quantise
 
 

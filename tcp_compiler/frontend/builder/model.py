@@ -14,13 +14,13 @@ import numpy as np
 
 from ir import F32, I32, Axis, Node, TensorType
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.build.attention import attention
-from tcp_compiler.frontend.build.core import GraphBuilder, ModelGraph, whole
-from tcp_compiler.frontend.build.ffn import feed_forward
-from tcp_compiler.frontend.build.masks import DecodeMasks, PrefillMasks
-from tcp_compiler.frontend.build.norms import norm
-from tcp_compiler.frontend.build.positions import absolute
-from tcp_compiler.frontend.build.weights import linear
+from tcp_compiler.frontend.builder.attention import attention
+from tcp_compiler.frontend.builder.core import GraphBuilder, ModelGraph, whole
+from tcp_compiler.frontend.builder.ffn import feed_forward
+from tcp_compiler.frontend.builder.masks import DecodeMasks, PrefillMasks
+from tcp_compiler.frontend.builder.norms import norm
+from tcp_compiler.frontend.builder.positions import absolute
+from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import Stage, whole_model

@@ -9,12 +9,12 @@ DeepSeek's latent attention is in `mla`.
 from __future__ import annotations
 
 from ir import F32, Axis, Node, TensorType
-from tcp_compiler.frontend.build import mla
-from tcp_compiler.frontend.build.core import GraphBuilder
-from tcp_compiler.frontend.build.kv_cache import cache_slot, prefill_cache
-from tcp_compiler.frontend.build.norms import heads_norm, norm
-from tcp_compiler.frontend.build.positions import alibi, position_heads
-from tcp_compiler.frontend.build.weights import linear
+from tcp_compiler.frontend.builder import mla
+from tcp_compiler.frontend.builder.core import GraphBuilder
+from tcp_compiler.frontend.builder.kv_cache import cache_slot, prefill_cache
+from tcp_compiler.frontend.builder.norms import heads_norm, norm
+from tcp_compiler.frontend.builder.positions import alibi, position_heads
+from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Layer
 
 

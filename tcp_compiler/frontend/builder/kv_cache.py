@@ -7,7 +7,7 @@ on its own axes (Pw{W}, Skw{W}) so it stops growing with the context (GraphBuild
 from __future__ import annotations
 
 from ir import I32, Axis, Node, TensorType
-from tcp_compiler.frontend.build.core import GraphBuilder
+from tcp_compiler.frontend.builder.core import GraphBuilder
 
 
 def cache_slot(b: GraphBuilder, pos: Node, window: int | None) -> Node:

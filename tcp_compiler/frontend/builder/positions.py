@@ -14,7 +14,7 @@ import numpy as np
 
 from ir import F32, I32, Axis, Node, TensorType
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.build.core import Binding, GraphBuilder
+from tcp_compiler.frontend.builder.core import Binding, GraphBuilder
 from tcp_compiler.frontend.config import Layer, ModelConfig
 
 
