@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     todo = [p for p, h in zip(points, hashes, strict=True) if h not in stored]
     if stored:
         Console(stderr=True).print(f"{g.store}: {plural(len(stored), 'point')} already stored, "
-                                   f"{len(todo)} to run")  # fmt: skip
+                                   f"{len(todo)} to run", soft_wrap=True)  # fmt: skip
     jobs = args.jobs or max(min(len(todo), os.cpu_count() or 1), 1)
     with Progress(
         TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
