@@ -55,7 +55,8 @@ def from_args(cls: type, args: argparse.Namespace, suffix: str = "", **given: An
     """The dataclass `cls` from its flags' values (and `given` for fields without a flag)."""
     values = {field.name: getattr(args, field.name + suffix) for field, _ in flagged(cls)}
     repeated = {field.name: field.default for field, how in flagged(cls) if how.repeat}
-    values.update({name: default for name, default in repeated.items() if values[name] is None})
+    values.update({name: default if values[name] is None else tuple(values[name])
+                   for name, default in repeated.items()})  # fmt: skip
     return cls(**values, **given)
 
 

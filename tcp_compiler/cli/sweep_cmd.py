@@ -19,10 +19,10 @@ from tcp_compiler.cli.flags import add_flags, describe, from_args
 from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomically
 from tcp_compiler.cli.study import SweepGrid, read_study
 from tcp_compiler.errors import CliError
+from tcp_compiler.executors import EXECUTORS
 from tcp_compiler.report.tables import line_table
 
 MAX_POINTS = 4096  # simulations one sweep may ask for
-EXECUTORS = ("local", "ray")
 
 
 def check_grid(grid: SweepGrid) -> None:
