@@ -116,12 +116,12 @@ FIGURES = (  # the headline figures of a row, after its configuration
 COLUMNS = ("hash", *option_columns(Point), "status", "error", *FIGURES)
 
 
-def columns(points: Sequence, figures: Sequence[str] = FIGURES) -> tuple[str, ...]:
+def columns(points: Sequence, headline: Sequence[str] = FIGURES) -> tuple[str, ...]:
     """The headline columns of the points' rows: hash, options, the spec values any point sets (by
-    address), status, error and `figures`."""
+    address), status, error and the `headline` figures."""
     kind = type(points[0]) if points else Point
     swept = dict.fromkeys(key for p in points for key, _ in p.spec)
-    return ("hash", *option_columns(kind), *swept, "status", "error", *figures)
+    return ("hash", *option_columns(kind), *swept, "status", "error", *headline)
 
 
 def base_row(point, status: str = "ok", error: str = "") -> dict:
