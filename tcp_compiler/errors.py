@@ -58,3 +58,7 @@ class OptionError(TcpcError):
 
 def _option_error(cls: type[OptionError], template: str, values: dict[str, object]) -> OptionError:
     return cls(template, **values)
+
+
+class StoreError(TcpcError):
+    """A result store (a sweep's Parquet file) that cannot be read or written: the message names it."""

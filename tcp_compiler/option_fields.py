@@ -32,6 +32,8 @@ class Flag:
     parse: Callable[[str], Any] | None = None  # text -> value; a ValueError's message is the reason
     choices: Collection[str] | None = None  # read when the parser is built (a registry may grow)
     exclusive: str | None = None  # options sharing this name cannot be given together
+    repeat: bool = False  # the flag may be given several times; `parse` returns a tuple, joined
+    aliases: tuple[str, ...] = ()  # other spellings of the flag (`--tp` for `--chips`)
 
 
 def option(default: Any, help: str, metavar: str | None = None, **how: Any) -> Any:

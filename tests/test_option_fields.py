@@ -60,6 +60,22 @@ def test_serve_flags_are_the_declared_options() -> None:
 
 
 def test_sweep_rows_begin_with_their_points_options() -> None:
-    assert COLUMNS[: len(fields(Point)) + 1] == ("hash", *(f.name for f in fields(Point)))
-    assert SERVE_COLUMNS[1:11] == tuple(f.name for f in fields(ServePoint) if f.name != "seed")
-    assert "seed" not in SERVE_COLUMNS
+    assert COLUMNS[: len(fields(Point))] == ("hash", *(f.name for f in fields(Point) if f.name != "spec"))
+    assert SERVE_COLUMNS[1:11] == tuple(f.name for f in fields(ServePoint) if f.name not in ("seed", "spec"))
+    assert "seed" not in SERVE_COLUMNS and "spec" not in SERVE_COLUMNS
+
+
+def test_grid_flags_repeat_alias_and_switch_as_declared() -> None:
+    import argparse
+
+    from tcp_compiler.cli.flags import add_flags, from_args
+    from tcp_compiler.cli.study import SweepGrid
+
+    parser = argparse.ArgumentParser()
+    add_flags(parser, SweepGrid)
+    assert from_args(SweepGrid, parser.parse_args([])) == SweepGrid()
+    args = ["--hw", "a", "--hw", "b,c", "--tp", "2,4", "--serve", "--set", "chip.clock_hz=1e9,2e9",
+            "--set", "dma.engines=4"]  # fmt: skip
+    got = from_args(SweepGrid, parser.parse_args(args))
+    assert got.hw == ("a", "b", "c") and got.chips == (2, 4) and got.serve is True
+    assert got.set == (("chip.clock_hz", (1e9, 2e9)), ("dma.engines", (4,)))

@@ -223,7 +223,7 @@ def test_virtual_engines_keep_both_stages_busy() -> None:
 
 
 def test_sweep_rows_carry_pp_and_keep_one_stage_hashes() -> None:
-    one, two = grid("llama-3.2-1b", "rngd", [1], [2], [64], [3], ["bf16"], [1, 2])
+    one, two = grid(["llama-3.2-1b"], ["rngd"], [1], [2], [64], [3], ["bf16"], [1, 2])
     assert (one.pp, two.pp) == (1, 2)
     assert "pp" not in options_of(one) and options_of(two)["pp"] == 2
     alone = Point(model="llama-3.2-1b", hw="rngd", chips=1, batch=2, prompt_len=64, gen_len=3, dtype="bf16")

@@ -28,6 +28,7 @@ SMALLER = {  # README text -> what the test runs: same options, sizes a test can
     "--batch 16 --prompt-len 2048 --gen-len 256": "--batch 2 --prompt-len 64 --gen-len 3",
     "--batch 1,8,32 --prompt-len 128,2048 --gen-len 128": "--batch 1,2 --prompt-len 32,64 --gen-len 3",
     "--decode-steps 8": "--decode-steps 2",
+    "--gen-len 16 --store study.parquet": "--prompt-len 64 --gen-len 2 --store study.parquet",
     "--tp 4 --pp 2 --batch 32 --gen-len 16": "--tp 4 --pp 2 --batch 2 --prompt-len 64 --gen-len 3",
 }
 PLACEHOLDERS = {"./my-checkpoint": "a tiny random Llama checkpoint written by transformers"}

@@ -11,31 +11,34 @@ from tcp_compiler.sweep import COLUMNS, grid, point_hash, run_point, run_sweep
 
 
 def test_grid_order_and_row_contents() -> None:
-    points = grid("llama-3.2-1b", "rngd-2", [1, 2], [1, 4], [64], [3], ["bf16"])
+    points = grid(["llama-3.2-1b"], ["rngd-2"], [1, 2], [1, 4], [64], [3], ["bf16"])
     assert [(p.chips, p.batch) for p in points] == [(1, 1), (1, 4), (2, 1), (2, 4)]
     rows = run_sweep(points, jobs=1)
     assert [r["batch"] for r in rows] == [1, 4, 1, 4] and all(r["status"] == "ok" for r in rows)
-    assert all(set(r) == set(COLUMNS) for r in rows)
+    assert all(tuple(r)[: len(COLUMNS)] == COLUMNS for r in rows)
+    # then every figure of the typed report, by its dotted name
+    assert rows[0]["report.prefill.seconds"] == rows[0]["ttft_seconds"]
+    assert rows[0]["report.memory.free_bytes"] == rows[0]["free_bytes"]
     # More sequences per batch give more tokens per second; a second chip shortens TPOT.
     assert rows[1]["throughput_tokens_per_s"] > rows[0]["throughput_tokens_per_s"]
     assert rows[2]["tpot_seconds_mean"] < rows[0]["tpot_seconds_mean"]
 
 
 def test_parallel_rows_equal_serial_rows() -> None:
-    points = grid("llama-3.2-1b", "rngd", [1], [1, 2, 8], [32, 64], [2], ["bf16", "fp8"])
+    points = grid(["llama-3.2-1b"], ["rngd"], [1], [1, 2, 8], [32, 64], [2], ["bf16", "fp8"])
     assert run_sweep(points, jobs=2) == run_sweep(points, jobs=1)
 
 
 def test_hash_names_model_hardware_and_options(tmp_path: Path) -> None:
-    (p,) = grid("llama-3.2-1b", "rngd", [1], [1], [64], [2], ["bf16"])
-    (q,) = grid("llama-3.2-1b", "rngd", [1], [2], [64], [2], ["bf16"])
-    (r,) = grid("llama-3.2-1b", "rngd-2", [1], [1], [64], [2], ["bf16"])
+    (p,) = grid(["llama-3.2-1b"], ["rngd"], [1], [1], [64], [2], ["bf16"])
+    (q,) = grid(["llama-3.2-1b"], ["rngd"], [1], [2], [64], [2], ["bf16"])
+    (r,) = grid(["llama-3.2-1b"], ["rngd-2"], [1], [1], [64], [2], ["bf16"])
     assert point_hash(p) == point_hash(p)
     assert len({point_hash(p), point_hash(q), point_hash(r)}) == 3
 
 
 def test_a_failing_point_reports_in_its_row() -> None:
-    (bad,) = grid("llama-3.2-1b", "rngd-4", [3], [1], [64], [2], ["bf16"])
+    (bad,) = grid(["llama-3.2-1b"], ["rngd-4"], [3], [1], [64], [2], ["bf16"])
     row = run_point(bad)
     assert row["status"] == "failed" and "do not split over 3 chips" in row["error"]
     assert row["ttft_seconds"] == ""
@@ -84,6 +87,6 @@ def test_bad_lists_are_usage_errors(capsys) -> None:
 
 
 def test_a_sweep_over_chips_on_the_one_chip_spec_runs_each_count() -> None:
-    rows = [run_point(p) for p in grid("llama-3.2-1b", "rngd", [1, 2], [1], [32], [2], ["bf16"])]
+    rows = [run_point(p) for p in grid(["llama-3.2-1b"], ["rngd"], [1, 2], [1], [32], [2], ["bf16"])]
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
     assert rows[1]["weights_bytes"] < rows[0]["weights_bytes"]

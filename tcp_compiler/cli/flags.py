@@ -25,7 +25,8 @@ def describe(error: Exception) -> str:
 
 def add_flags(container: Any, cls: type, suffix: str = "") -> None:
     """One flag per flagged field of the dataclass `cls`, named after the field (+ `suffix`), its
-    default the field's; options sharing an `exclusive` name form a mutually exclusive group."""
+    default the field's; options sharing an `exclusive` name form a mutually exclusive group. A
+    bool field is a switch; a `repeat` flag collects its values over every time it is given."""
     exclusive: dict[str, Any] = {}
     for field, how in flagged(cls):
         target = container
@@ -33,21 +34,34 @@ def add_flags(container: Any, cls: type, suffix: str = "") -> None:
             if how.exclusive not in exclusive:
                 exclusive[how.exclusive] = container.add_mutually_exclusive_group()
             target = exclusive[how.exclusive]
+        names = (flag(field.name + suffix), *how.aliases)
+        if field.type in (bool, "bool"):
+            target.add_argument(*names, action="store_true", help=how.help)
+            continue
         extra: dict[str, Any] = {"metavar": how.metavar} if how.metavar is not None else {}
         if how.choices is not None:
             extra["choices"] = tuple(how.choices)
-        kind = _type(how)
+        kind = flag_parser(how)
         if kind is not None:
             extra["type"] = kind
-        target.add_argument(flag(field.name + suffix), default=field.default, help=how.help, **extra)
+        if how.repeat:  # argparse would extend a default: None stands for the field's (from_args)
+            extra.update(action="extend", default=None)
+        else:
+            extra["default"] = field.default
+        target.add_argument(*names, dest=field.name + suffix, help=how.help, **extra)
 
 
 def from_args(cls: type, args: argparse.Namespace, suffix: str = "", **given: Any) -> Any:
     """The dataclass `cls` from its flags' values (and `given` for fields without a flag)."""
-    return cls(**{field.name: getattr(args, field.name + suffix) for field, _ in flagged(cls)}, **given)
+    values = {field.name: getattr(args, field.name + suffix) for field, _ in flagged(cls)}
+    repeated = {field.name: field.default for field, how in flagged(cls) if how.repeat}
+    values.update({name: default if values[name] is None else tuple(values[name])
+                   for name, default in repeated.items()})  # fmt: skip
+    return cls(**values, **given)
 
 
-def _type(how: Flag) -> Callable[[str], Any] | None:
+def flag_parser(how: Flag) -> Callable[[str], Any] | None:
+    """The argparse type of a flag: text -> value, or an ArgumentTypeError with the reason."""
     if how.bounds is not None:
         return arg_types.integer(*how.bounds)
     return None if how.parse is None else flag_type(how.parse)

@@ -1,7 +1,8 @@
-"""`--tp` / `--pp` / `--micro-batches`: how a command spreads a model over chips.
+"""`--tp` / `--pp` / `--micro-batches` / `--set`: the system a command runs on, spread over chips.
 
 `--chips N` and `--tp N` are one option: N chips of tensor parallelism. `--pp P` adds P pipeline
 stages of layers, each a tensor-parallel group, so a run takes tp x pp chips of the spec's kind.
+`--set TABLE.KEY=V` changes one spec value for a what-if (tcp_compiler.spec_settings).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import argparse
 from simulator.hardware import load_hardware
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.cli import arg_types
+from tcp_compiler.cli.flags import flag_type
 from tcp_compiler.errors import CliError
+from tcp_compiler.spec_settings import spec_value, with_settings
 
 
 def add_arguments(p: argparse.ArgumentParser, micro_batches: bool = True) -> None:
@@ -29,10 +32,20 @@ def add_arguments(p: argparse.ArgumentParser, micro_batches: bool = True) -> Non
             "--micro-batches", type=arg_types.chips, metavar="M",
             help="with --pp: micro-batches the prefill's batch splits into (default: up to --pp)",
         )  # fmt: skip
+    p.add_argument(
+        "--set", dest="settings", type=flag_type(spec_value), action="append", default=[],
+        metavar="TABLE.KEY=V", help="what if a spec value were V (e.g. hbm.sustained_bytes_per_cycle=1440); "
+        "repeatable",
+    )  # fmt: skip
 
 
 def system(args: argparse.Namespace) -> tuple[Hardware, int]:
-    """The hardware of tp x pp chips and the tensor-parallel degree tp."""
+    """The hardware of tp x pp chips, with the `--set` values, and the tensor-parallel degree tp."""
+    hw, tp = _chips(args)
+    return with_settings(hw, args.settings), tp
+
+
+def _chips(args: argparse.Namespace) -> tuple[Hardware, int]:
     if getattr(args, "micro_batches", None) is not None and args.pp == 1:
         raise CliError("--micro-batches applies to pipeline parallelism: give --pp too")
     if args.pp == 1:

@@ -1,4 +1,5 @@
-"""`tcpc sweep MODEL --batch 1,8,32 --prompt-len 128,2048 ...`: a grid of simulations in parallel."""
+"""`tcpc sweep MODEL... --batch 1,8,32 --set hbm.sustained_bytes_per_cycle=720,1440 ...`: a grid of
+simulations or serving runs, on local worker processes or Ray, optionally kept in a Parquet store."""
 
 from __future__ import annotations
 
@@ -14,91 +15,56 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.console import console
-from tcp_compiler.cli.flags import describe
+from tcp_compiler.cli.flags import add_flags, describe, from_args
 from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomically
+from tcp_compiler.cli.study import SweepGrid, read_study
 from tcp_compiler.errors import CliError
-from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.executors import EXECUTORS
 from tcp_compiler.provenance import provenance
 from tcp_compiler.report.tables import line_table
 
 MAX_POINTS = 4096  # simulations one sweep may ask for
 
 
-def check_args(args: argparse.Namespace) -> None:
-    """The rules between flags (each flag's own range is its argparse type): a bounded grid."""
-    if args.serve:
-        if not (args.rate or args.concurrency):
+def check_grid(grid: SweepGrid) -> None:
+    """The rules between options (each option's own range is its parser's): a bounded grid."""
+    if not grid.model:
+        raise CliError("give a MODEL (or several), or --study FILE")
+    if grid.serve:
+        if not (grid.rate or grid.concurrency):
             raise CliError("--serve needs --rate R,... or --concurrency C,... (the loads to sweep)")
-        if len(args.requests) != 1 or args.batch != [1]:
+        if len(grid.requests) != 1 or grid.batch != (1,):
             raise CliError("--serve takes one --requests count and no --batch (the scheduler forms batches)")
-        lists = (args.prompt_len, args.gen_len, args.dtype, args.chips or [1], args.pp,
-                 args.rate + args.concurrency)  # fmt: skip
+        lists = (grid.prompt_len, grid.gen_len, grid.dtype, grid.chips or [1], grid.pp,
+                 grid.rate + grid.concurrency)  # fmt: skip
     else:
-        if args.rate or args.concurrency:
+        if grid.rate or grid.concurrency:
             raise CliError("--rate and --concurrency sweep serving runs: add --serve")
-        lists = (args.batch, args.prompt_len, args.gen_len, args.dtype, args.chips or [1], args.pp)
-    points = math.prod(len(v) for v in lists)
+        lists = (grid.batch, grid.prompt_len, grid.gen_len, grid.dtype, grid.chips or [1], grid.pp)
+    settings = (values for _, values in grid.set)
+    points = math.prod(len(v) for v in (grid.model, grid.hw, *lists, *settings))
     if points > MAX_POINTS:
         raise CliError(f"the grid has {points:,} points; a sweep runs at most {MAX_POINTS:,}")
-
-
-def _dtypes(text: str) -> list[str]:
-    values = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [v for v in values if v not in PRECISIONS]
-    if bad or not values:
-        raise argparse.ArgumentTypeError(
-            f"--dtype: {bad[0] if bad else text!r} is not one of {', '.join(PRECISIONS)}"
-        )
-    return values
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "sweep",
-        help="simulate a grid of batch sizes, prompt lengths, chip counts and precisions in parallel",
-        description="One simulation per point of the grid, in worker processes; one row per point with "
-        "a hash of model + hardware + options. A point that fails reports its error in its row.",
+        help="simulate a grid of models, specs, spec values, batch sizes, prompt lengths, chip counts "
+        "and precisions in parallel",
+        description="One simulation (or serving run) per point of the grid, on worker processes or Ray; "
+        "one row per point with a hash of model + hardware + options + tcpc version. A point that fails "
+        "reports its error in its row. With --store, rows are kept in a Parquet file and points it holds "
+        "are skipped.",
     )
-    p.add_argument("model", help="config.json, checkpoint dir or bundled name")
-    p.add_argument(
-        "--batch", type=arg_types.integers(1, arg_types.MAX_BATCH), default=[1], metavar="B,...",
-        help="sequences per batch, comma-separated (default 1)",
-    )  # fmt: skip
-    p.add_argument(
-        "--prompt-len", type=arg_types.integers(1, arg_types.MAX_TOKENS), default=[2048], metavar="P,...",
-        help="prompt tokens, comma-separated (default 2048)",
-    )  # fmt: skip
-    p.add_argument(
-        "--gen-len", type=arg_types.integers(1, arg_types.MAX_TOKENS), default=[128], metavar="G,...",
-        help="generated tokens, comma-separated (default 128)",
-    )  # fmt: skip
-    p.add_argument(
-        "--chips", "--tp", dest="chips", type=arg_types.integers(1, arg_types.MAX_CHIPS), metavar="N,...",
-        help="comma-separated tensor-parallel chips per pipeline stage (default: the spec's count)",
-    )  # fmt: skip
-    p.add_argument(
-        "--pp", type=arg_types.integers(1, arg_types.MAX_CHIPS), default=[1], metavar="P,...",
-        help="pipeline stages, comma-separated (default 1): each point runs on chips x stages",
-    )  # fmt: skip
-    p.add_argument(
-        "--dtype", type=_dtypes, default=["bf16"], metavar="D,...",
-        help=f"precisions, comma-separated: {', '.join(PRECISIONS)} (default bf16)",
-    )  # fmt: skip
-    p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
-    serving = p.add_argument_group("serving sweeps (--serve): one `tcpc serve` run per load x chips x dtype")
-    serving.add_argument("--serve", action="store_true", help="sweep serving runs instead of one batch")
-    serving.add_argument(
-        "--rate", type=arg_types.numbers(0, 1e6), default=[], metavar="R,...",
-        help="Poisson arrival rates in requests/s, comma-separated",
-    )  # fmt: skip
-    serving.add_argument(
-        "--concurrency", type=arg_types.integers(1, arg_types.MAX_BATCH), default=[], metavar="C,...",
-        help="closed-loop clients, comma-separated",
-    )  # fmt: skip
-    serving.add_argument(
-        "--requests", type=arg_types.integers(1, 100_000), default=[64], metavar="N",
-        help="requests per serving run (default 64); --prompt-len / --gen-len are their lengths",
-    )  # fmt: skip
+    p.add_argument("model", nargs="*", help="config.json, checkpoint dir or bundled name (several: each)")
+    add_flags(p, SweepGrid)
+    p.add_argument("--study", metavar="FILE.toml", help="read the grid (and store) from a study file")
+    p.add_argument("--show", metavar="STORE", help="summarise a result store and exit")
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="where points run: local worker processes (default) or Ray tasks")  # fmt: skip
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="with --executor ray: the cluster (default: a local Ray, started, then stopped)")
     p.add_argument("--jobs", type=arg_types.jobs, metavar="N", help="worker processes (default: CPUs)")
     p.add_argument("--csv", metavar="FILE", help="write the rows as CSV")
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
@@ -106,43 +72,77 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
+def grid_of(args: argparse.Namespace) -> SweepGrid:
+    """The grid the flags state, or the study file's (then no grid flag may be given)."""
+    flags = from_args(SweepGrid, args, model=tuple(args.model))
+    if args.study is None:
+        return flags
+    if flags != SweepGrid():
+        raise CliError("--study FILE states the grid: give no MODEL or grid flags with it")
+    return read_study(args.study)
+
+
 def run(args: argparse.Namespace) -> int:
     # The sweep's modules (process pools, the serving model) are imported here: every tcpc command
     # builds this parser, few run it.
-    from tcp_compiler.serve.sweep import SERVE_COLUMNS, run_serve_point, serve_grid
-    from tcp_compiler.sweep import COLUMNS, csv_text, grid, run_point, run_sweep
+    from tcp_compiler.executors import local_executor, ray_executor
+    from tcp_compiler.serve.sweep import SERVE_FIGURES, run_serve_point, serve_grid
+    from tcp_compiler.store import Store
+    from tcp_compiler.sweep import FIGURES, columns, csv_text, grid, point_hash, run_point, run_sweep
 
-    check_args(args)
-    check_outputs({"--csv": args.csv, "--json": args.json}, {"--plot": args.plot})
-    hw = load_hardware(args.hw)  # a bad spec is an error for the whole sweep, not per point
-    chips = args.chips or [hw.system.chips]
-    if args.serve:
-        points: list = serve_grid(args.model, args.hw, chips, args.dtype, args.requests[0], args.prompt_len,
-                                  args.gen_len, args.rate, args.concurrency, args.pp)  # fmt: skip
-        run_row, columns, shown = run_serve_point, SERVE_COLUMNS, SERVE_SHOWN
+    if args.show:
+        return show(args.show)
+    if args.ray_address and args.executor != "ray":
+        raise CliError("--ray-address applies to --executor ray")
+    g = grid_of(args)
+    check_grid(g)
+    check_outputs({"--csv": args.csv, "--json": args.json, "--store": g.store}, {"--plot": args.plot})
+    hws = [load_hardware(hw) for hw in g.hw]  # a bad spec is an error for the whole sweep, not per point
+    if g.serve:
+        points: list = serve_grid(g.model, g.hw, g.chips, g.dtype, g.requests[0], g.prompt_len, g.gen_len,
+                                  g.rate, g.concurrency, g.pp, g.set)  # fmt: skip
+        run_row, figures, shown = run_serve_point, SERVE_FIGURES, SERVE_SHOWN
     else:
-        points = grid(args.model, args.hw, chips, args.batch, args.prompt_len, args.gen_len, args.dtype,
-                      args.pp)  # fmt: skip
-        run_row, columns, shown = run_point, COLUMNS, SHOWN
+        points = grid(g.model, g.hw, g.chips, g.batch, g.prompt_len, g.gen_len, g.dtype, g.pp, g.set)
+        run_row, figures, shown = run_point, FIGURES, SHOWN
+    header = columns(points, figures)
     run_row = partial(run_row, describe=describe)  # a failed point's error names flags, as tcpc does
-    jobs = args.jobs or min(len(points), os.cpu_count() or 1)
-    if jobs < 1:
-        raise CliError(f"--jobs must be at least 1, got {jobs}")
+    executor = ray_executor(args.ray_address) if args.executor == "ray" else local_executor
+    store = Store(g.store) if g.store else None
+    hashes = [point_hash(p) for p in points]
+    stored = store.rows_of(set(hashes) & store.hashes()) if store else {}
+    todo = [p for p, h in zip(points, hashes, strict=True) if h not in stored]
+    if stored:
+        Console(stderr=True).print(f"{g.store}: {plural(len(stored), 'point')} already stored, "
+                                   f"{len(todo)} to run", soft_wrap=True)  # fmt: skip
+    jobs = args.jobs or max(min(len(todo), os.cpu_count() or 1), 1)
     with Progress(
         TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
         console=Console(stderr=True), transient=True,
     ) as bar:  # fmt: skip
-        task = bar.add_task("sweep", total=len(points))
-        rows = run_sweep(points, jobs, lambda done, total: bar.update(task, completed=done), run_row)
-    _print(rows, shown, saved=bool(args.csv or args.json))
+        task = bar.add_task("sweep", total=len(todo))
+        progress = lambda done, total: bar.update(task, completed=done)
+        if store is None:
+            new = run_sweep(todo, jobs, progress, run_row, executor)
+        else:
+            with store:  # saved whatever ends the sweep (Ctrl-C included)
+                new = run_sweep(todo, jobs, progress, run_row, executor, finished=store.add)
+    by_hash = {**{h: {k: "" if v is None else v for k, v in r.items()} for h, r in stored.items()},
+               **{r["hash"]: r for r in new}}  # fmt: skip
+    rows = [by_hash[h] for h in hashes]
+    headline = [{c: r.get(c, "") for c in header} for r in rows]
+    _print(headline, _varying(headline, header, shown), saved=bool(args.csv or args.json))
+    if store is not None:
+        announce(g.store, f"{plural(len(new), 'row')} added, {len(store.rows)} in all")
     if args.csv:
-        write_atomically(args.csv, csv_text(rows, columns))
+        write_atomically(args.csv, csv_text(headline, header))
         announce(args.csv, f"{len(rows)} rows")
     if args.json:
         origin = provenance(args.argv)  # on every row: the JSON is the rows, as the CSV is
-        write_atomically(args.json, json.dumps([{**r, "provenance": origin} for r in rows], indent=2) + "\n")
+        document = [{**r, "provenance": origin} for r in headline]
+        write_atomically(args.json, json.dumps(document, indent=2) + "\n")
         announce(args.json, f"{len(rows)} rows")
-    if args.plot and args.serve:
+    if args.plot and g.serve:
         announce(args.plot, "no plots: serving sweeps write rows only (tcpc serve --plot plots one run)")
     elif args.plot:
         from pathlib import Path
@@ -153,10 +153,35 @@ def run(args: argparse.Namespace) -> int:
             Path(args.plot).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise CliError(f"{args.plot}: cannot create: {e.strerror}") from None
-        written = sweep_plots(rows, args.plot, f"{args.model} on {hw.name}")
+        names = " / ".join(dict.fromkeys(h.name for h in hws))
+        written = sweep_plots(headline, args.plot, f"{', '.join(g.model)} on {names}")
         announce(args.plot, ", ".join(p.name for p in written) or "no plots: no point succeeded")
     failed = sum(r["status"] != "ok" for r in rows)
-    return 1 if failed == len(rows) else 0
+    return 1 if rows and failed == len(rows) else 0
+
+
+def show(path: str) -> int:
+    """`--show STORE`: how many points, what varies between them, and their rows' headline figures."""
+    from tcp_compiler.serve.sweep import SERVE_FIGURES
+    from tcp_compiler.store import read_rows
+    from tcp_compiler.sweep import FIGURES
+
+    rows = [{k: "" if v is None else v for k, v in r.items()} for r in read_rows(path)]
+    out = console()
+    failed = sum(r.get("status") != "ok" for r in rows)
+    out.print(f"{path}: {plural(len(rows), 'point')}, {failed} failed")
+    not_configuration = {"hash", "status", "error", *FIGURES, *SERVE_FIGURES}
+    configuration = [c for c in dict.fromkeys(k for r in rows for k in r)
+                     if c not in not_configuration and not c.startswith("report.")]  # fmt: skip
+    for column in configuration:
+        values = list(dict.fromkeys(str(r.get(column, "")) for r in rows))
+        if len(values) > 1:
+            out.print(f"  {column}: {', '.join(values[:8])}{' ...' if len(values) > 8 else ''}")
+    for kind, shown in (("simulate", SHOWN), ("serve", SERVE_SHOWN)):
+        part = [r for r in rows if (r.get("requests", "") != "") == (kind == "serve")]
+        if part:
+            _print(part, _varying(part, configuration, shown), saved=True)
+    return 0
 
 
 SHOWN = (  # column, header, format (pp: shown when a row has stages)
@@ -180,20 +205,27 @@ SERVE_SHOWN = (  # column, header, format
 )  # fmt: skip
 
 
+def _varying(rows: list[dict], columns: tuple | list, shown: tuple) -> tuple:
+    """The shown columns, after the model, spec and spec values (by address) when they vary."""
+    extra = [c for c in ("model", "hw") if len({r.get(c) for r in rows}) > 1]
+    extra += [c for c in columns if "." in c and not c.startswith("report.")]
+    return (*((c, c, str) for c in extra), *shown)
+
+
 def _print(rows: list[dict], shown: tuple, saved: bool) -> None:
     """One line per point: a failed point's error is cut to the line (its row in --csv and --json
     holds all of it). The pp column appears when some point has pipeline stages."""
     if all(r.get("pp", 1) == 1 for r in rows):
         shown = tuple(c for c in shown if c[0] != "pp")
     cells = [
-        [*(fmt(r[column]) if r[column] != "" else "-" for column, _, fmt in shown),
+        [*(fmt(r.get(column, "")) if r.get(column, "") != "" else "-" for column, _, fmt in shown),
          "ok" if r["status"] == "ok" else f"failed: {status_line(r['error'])}"]
         for r in rows
     ]  # fmt: skip
     out = console()
     columns = (*(header for _, header, _ in shown), "status")
     table = line_table(f"sweep: {len(rows)} points", columns, cells, out.width, elastic=len(shown),
-                       left={"dtype", "status"})  # fmt: skip
+                       left={"model", "hw", "dtype", "status"})  # fmt: skip
     out.print(table)
     failed = sum(r["status"] != "ok" for r in rows)
     if failed:

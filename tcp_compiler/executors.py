@@ -1,0 +1,70 @@
+"""Where a sweep's points run: local worker processes (the default) or Ray tasks on a cluster.
+
+An executor takes the points, a worker count and `run` (point -> row) and yields (index, row) as
+points finish, in any order; a point whose run raised (a bug, a worker that died) yields its
+exception instead, so the sweep records it in the point's row and goes on. Workers are long-lived
+processes either way, so whatever a worker caches (compiled programs, loaded models) serves the
+points it runs after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any
+
+Outcome = dict | Exception
+Executor = Callable[[Sequence, int, Callable[[Any], dict]], Iterator[tuple[int, Outcome]]]
+EXECUTORS = ("local", "ray")
+
+
+def local_executor(points: Sequence, jobs: int, run: Callable[[Any], dict]) -> Iterator[tuple[int, Outcome]]:
+    """In this process (jobs 1) or a pool of `jobs` worker processes; interrupted, it cancels the
+    points not started instead of waiting for them."""
+    if jobs <= 1:
+        for i, p in enumerate(points):
+            yield i, _outcome(run, p)
+        return
+    pool = ProcessPoolExecutor(max_workers=jobs)
+    try:
+        futures = {pool.submit(run, p): i for i, p in enumerate(points)}
+        for future in as_completed(futures):
+            error = future.exception()
+            yield futures[future], future.result() if error is None else error
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def ray_executor(address: str | None = None) -> Executor:
+    """Ray tasks on the cluster at `address`, or on a local Ray started for the sweep (with `jobs`
+    CPUs) and shut down after it; a Ray already initialised in this process is used as it is."""
+
+    def run_on_ray(points: Sequence, jobs: int, run: Callable[[Any], dict]) -> Iterator[tuple[int, Outcome]]:
+        import ray  # the `cluster` extra: pip install -e '.[cluster]'
+
+        started = not ray.is_initialized()
+        if started:
+            ray.init(address=address, num_cpus=None if address else jobs, include_dashboard=False,
+                     log_to_driver=False)  # fmt: skip
+        try:
+            task, shared_run = ray.remote(_outcome), ray.put(run)
+            pending = {task.remote(shared_run, p): i for i, p in enumerate(points)}
+            while pending:
+                (ready,), _ = ray.wait(list(pending), num_returns=1)
+                index = pending.pop(ready)
+                try:
+                    yield index, ray.get(ready)
+                except ray.exceptions.RayError as e:  # the worker died, or the task could not run
+                    yield index, e
+        finally:
+            if started:
+                ray.shutdown()
+
+    return run_on_ray
+
+
+def _outcome(run: Callable[[Any], dict], point: Any) -> Outcome:
+    try:
+        return run(point)
+    except Exception as e:  # recorded in the point's row: one point's bug does not end the sweep
+        return e

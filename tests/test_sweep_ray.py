@@ -1,0 +1,50 @@
+"""`tcpc sweep --executor ray`, for real: one local Ray with 2 CPUs for the module, the same rows
+as the process pool, a failed point kept as a row. Ray is the `cluster` extra, which CI installs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import ray
+
+from tcp_compiler.cli import main
+from tcp_compiler.executors import local_executor, ray_executor
+from tcp_compiler.store import read_rows
+from tcp_compiler.sweep import Point, grid, run_sweep
+
+POINTS = grid(["llama-3.2-1b"], ["rngd"], [1, 3], [1, 2], [32], [2], ["bf16"],
+              settings=[("hbm.sustained_bytes_per_cycle", (720, 1440))])  # fmt: skip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    """Started once for the module: a Ray start costs seconds."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_ray_rows_equal_the_process_pool_rows() -> None:
+    on_ray = run_sweep(POINTS, 2, executor=ray_executor())
+    assert on_ray == run_sweep(POINTS, 2, executor=local_executor)
+    assert [r["status"] for r in on_ray].count("failed") == 4  # 3 chips do not divide the heads
+    assert ray.is_initialized()  # a Ray the caller started is left running
+
+
+def _dies(point: Point) -> dict:
+    raise SystemExit("the worker went away")  # not an Exception: Ray reports the task as failed
+
+
+def test_a_point_whose_task_fails_is_a_row_with_its_error() -> None:
+    rows = run_sweep(POINTS[:2], 2, run=_dies, executor=ray_executor())
+    assert [r["status"] for r in rows] == ["crashed", "crashed"]
+    assert all(r["error"] and r["hash"] for r in rows)
+
+
+def test_the_cli_sweeps_on_ray_into_a_store(tmp_path: Path) -> None:
+    store = tmp_path / "s.parquet"
+    args = ["sweep", "llama-3.2-1b", "--prompt-len", "32", "--gen-len", "2", "--batch", "1,2",
+            "--executor", "ray", "--store", str(store)]  # fmt: skip
+    assert main(args) == 0
+    assert sorted(r["batch"] for r in read_rows(store)) == [1, 2]
