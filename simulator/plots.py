@@ -37,6 +37,8 @@ class RooflinePoint:
     flops: float
     bytes: float
     seconds: float
+    layer: int = -1  # a per-layer op's decoder layer: identical layers' points share one legend entry
+    role: str = ""  # a per-layer op's role in its layer
 
 
 def roofline_png(

@@ -42,8 +42,9 @@ def _roofline(sim: Simulation) -> Roofline:
     return Roofline.of(sim.hardware, sim.precision.operand)
 
 
-def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[OpRow, ...]:
-    """Every op, averaged per program run (per decode step for decode), heaviest first."""
+def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[OpRow, ...], tuple[str, ...]]:
+    """Every op, averaged per program run (per decode step for decode), heaviest first, and the
+    role of each."""
     clock, roofline = sim.hardware.chip.clock_hz, _roofline(sim)
     rows = []
     # Python floats (the same doubles): a long prefill has ~10^5 ops, and numpy scalars are slow.
@@ -65,8 +66,8 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[OpRow, ...]:
                 roofline_seconds=max(terms), bound=bound(seconds, *terms),
             )
         )  # fmt: skip
-    rows.sort(key=lambda r: -r.seconds)
-    return tuple(rows)
+    order = sorted(range(len(rows)), key=lambda i: -rows[i].seconds)
+    return tuple(rows[i] for i in order), tuple(totals.roles[i] for i in order)
 
 
 def _layers(
@@ -130,8 +131,10 @@ def _limiter(totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Si
     return limiter(phase)
 
 
-def _roles(ops: tuple[OpRow, ...], seconds: float, sim: Simulation) -> tuple[OpRoleRow, ...]:
-    return op_roles(ops, seconds, _roofline(sim).terms, bound)
+def _roles(
+    ops: tuple[tuple[OpRow, ...], tuple[str, ...]], seconds: float, sim: Simulation
+) -> tuple[OpRoleRow, ...]:
+    return op_roles(*ops, seconds, _roofline(sim).terms, bound)
 
 
 def _units(totals: OpTotals, cycles: float, sim: Simulation) -> tuple[UnitRow, ...]:
@@ -229,7 +232,9 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
             prefill=_layers(sim.prefill_ops, 1, sim, _attention_forms(sim)),
             decode=_layers(sim.decode_ops, steps, sim) if steps else None,
         ),
-        ops=Ops(prefill=prefill_ops[: top or None], decode=decode_ops[: top or None] if decode_ops else None),
+        ops=Ops(
+            prefill=prefill_ops[0][: top or None], decode=decode_ops[0][: top or None] if decode_ops else None
+        ),
         op_roles=OpRoles(
             prefill=_roles(prefill_ops, prefill_seconds, sim),
             decode=_roles(decode_ops, decode.tpot_seconds_mean, sim) if decode_ops else None,
