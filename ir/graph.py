@@ -43,8 +43,8 @@ class Node:
 class GraphMeta:
     """What a model graph says about itself beyond its ops, so later stages never parse names:
     which decoder layer each value belongs to and the role it plays there, which outputs are the
-    KV cache, and which axes have the KV length. The text form does not carry it; passes keep it
-    (see `derive`)."""
+    KV cache, which axes have the KV length, and which input a pipeline stage receives. The text
+    form does not carry it; passes keep it (see `derive`)."""
 
     layers: dict[str, int] = field(default_factory=dict)  # value -> decoder layer, -1: none
     # value -> its role: the same for the value in every layer (`l0.down` ... `l15.down`: `down`),
@@ -54,6 +54,7 @@ class GraphMeta:
     kv_axes: tuple[str, ...] = ()  # axis names whose size is the KV length (cached positions)
     # KV axes of sliding-window layers -> their window: a ring buffer of at most that many slots
     kv_windows: dict[str, int] = field(default_factory=dict)
+    received: str | None = None  # the input a later pipeline stage receives from the one before it
 
     def layer_of(self, name: str) -> int:
         return self.layers.get(name, -1)
@@ -75,7 +76,8 @@ class GraphMeta:
 
     def copy(self) -> GraphMeta:
         return GraphMeta(
-            dict(self.layers), dict(self.roles), self.kv_outputs, self.kv_axes, dict(self.kv_windows)
+            dict(self.layers), dict(self.roles), self.kv_outputs, self.kv_axes, dict(self.kv_windows),
+            self.received,
         )
 
 

@@ -100,7 +100,8 @@ def simulate_generation(
     lengths = range(prompt_len + 1, prompt_len + steps + 1)
     plans = plan_stages(config, hardware, precision, prompt_len, prompt_len + steps,
                         stage_options(config, options, pp), micro_batches, observer)  # fmt: skip
-    program = chain([p.prefill.program for p in plans], micro_batched(pp, micro_batches))
+    received = [p.prefill.graph.meta.received for p in plans]
+    program = chain([p.prefill.program for p in plans], micro_batched(pp, micro_batches), received)
     observer.stage(f"simulating the prefill ({len(program):,} commands)")
     run = Run("prefill", program, run_program(program, hardware))
     pipeline = None

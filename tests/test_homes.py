@@ -16,9 +16,11 @@ from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.frontend.build import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.frontend.stages import pipeline_stages
 from tcp_compiler.mapping import traits
 from tcp_compiler.mapping.fusion import fuse
-from tcp_compiler.mapping.steps import resize_graph
+from tcp_compiler.mapping.stage_chain import chain, in_turn
+from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.passes import run_passes
 from tcp_compiler.pipeline import Lowered, lower
 
@@ -136,3 +138,15 @@ def test_build_blocks_import_only_public_names_of_one_another() -> None:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package_name):
                 private = [a.name for a in node.names if a.name.startswith("_")]
                 assert not private, f"{path.name} imports {private} from {node.module}"
+
+
+def test_a_later_stage_names_the_input_it_receives_and_the_chain_waits_on_that() -> None:
+    hw = load_hardware("rngd")
+    first, second = (run_passes(build_decode(LLAMA, PRECISIONS["bf16"], 1, 16, stage=s).graph)
+                     for s in pipeline_stages(LLAMA, 2))  # fmt: skip
+    assert (first.meta.received, second.meta.received) == (None, "hidden")
+    programs = [DecodeSteps(g, hw).at(17) for g in (first, second)]
+    waits = len(chain(programs, in_turn(2), [None, "hidden"]).dep_idx)
+    assert waits > len(chain(programs, in_turn(2), [None, "not an input"]).dep_idx)
+    with pytest.raises(ValueError, match="graph.meta.received"):
+        chain(programs, in_turn(2), [None, None])

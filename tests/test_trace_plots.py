@@ -258,7 +258,7 @@ def test_roofline_png(tmp_path: Path) -> None:
         RooflinePoint("no time", "prefill", 1e9, 1e9, 0.0),  # skipped
     ]
     # ten identical layers land on one spot: one marker, one legend entry that says so
-    points += [RooflinePoint(f"l{k}.down", "decode", 2e9, 1e9, 0.002, layer=k, role="down") for k in range(10)]
+    points += [RooflinePoint(f"l{k}.down", "decode", 2e9, 1e9, 0.002, k, "down") for k in range(10)]
     path = tmp_path / "roofline.png"
     labels = roofline_png(path, points, {"bf16": 262.144e12, "fp8": 524.288e12}, 1.44e12, "roofline (test)")
     _check_png(path)

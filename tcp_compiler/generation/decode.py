@@ -79,10 +79,12 @@ def step_blocks(stages: Sequence[DecodeSteps], lengths: range) -> Iterator[Progr
     current = [next(s) for s in streams] if len(lengths) else []
     start = [0] * len(stages)  # where in its current block each stage is
     links = in_turn(len(stages))
+    received = [template.graph.meta.received for template in stages]
     done = 0
     while done < len(lengths):
         take = min(len(b) - at for b, at in zip(current, start, strict=True))
-        yield chain_block([_lanes(b, at, take) for b, at in zip(current, start, strict=True)], links)
+        parts = [_lanes(b, at, take) for b, at in zip(current, start, strict=True)]
+        yield chain_block(parts, links, received)
         done += take
         for s, stream in enumerate(streams):
             start[s] += take

@@ -174,6 +174,7 @@ class GraphBuilder:
         self._layer = -1  # the decoder layer being built, -1 outside one
         self._layers: dict[str, int] = {}  # value -> its decoder layer (absent: none)
         self._roles: dict[str, str] = {}  # value -> its role in its layer (absent: its name)
+        self._received: str | None = None  # the input a later pipeline stage receives
 
     # -- naming and metadata -------------------------------------------------------------------
     @contextmanager
@@ -203,10 +204,16 @@ class GraphBuilder:
             self._roles[name] = self._roles[source] + suffix
         return name
 
+    def receive(self, name: str, type: TensorType) -> Node:
+        """The input this graph (a later pipeline stage) receives from the stage before it."""
+        self._received = name
+        return self.g.input(name, type)
+
     def done(self, phase: str, padded: bool, kv: list[Node]) -> ModelGraph:
         """The finished model graph, with its metadata: the KV outputs, the axes of the KV length
         (this builder names cached positions P and attended keys Sk), and each value's decoder
-        layer and role (from `name` and `derived`, so nothing downstream parses names)."""
+        layer and role (from `name` and `derived`, so nothing downstream parses names), and the
+        input a later pipeline stage receives."""
         past = self.positions - 1 if phase == "decode" else 0
         meta = self.g.meta
         meta.kv_outputs = tuple(n.name for n in kv)
@@ -215,6 +222,7 @@ class GraphBuilder:
         meta.kv_windows = rings
         meta.layers = {n.name: self._layers.get(n.name, -1) for n in self.g.nodes}
         meta.roles = {n.name: self._roles.get(n.name, n.name) for n in self.g.nodes}
+        meta.received = self._received
         return ModelGraph(
             self.g, self.cfg, self.p, phase, self.batch, self.seq, past, padded, self.sh.chips, self.bindings
         )
