@@ -55,6 +55,7 @@ class Simulation:
     decode_ops: OpTotals | None = None  # summed over every step
     traced_steps: list[Run] = field(default_factory=list)  # the first few steps, for traces
     attention: list[dict] = field(default_factory=list)  # the prefill's attention form per layer, and why
+    attention_layers: dict[str, int] = field(default_factory=dict)  # each note's op -> its layer (graph.meta)
     prefill_model_flops: int = 0  # the model's math; the prefill program executes prefill.program.flops
     # Pipeline parallelism: `chips` is then each stage's tensor-parallel group, and the programs
     # run the stages on chips 0..pp-1.
@@ -112,6 +113,8 @@ def simulate_generation(
         config, hardware, precision, options.chips_on(hardware), batch, prompt_len, gen_len, run,
         op_totals(program, run.timeline), reduce(larger, [p.capacity for p in plans]),
         attention=[note for p in plans for note in p.prefill.attention],
+        attention_layers={note["op"]: p.prefill.graph.meta.layer_of(note["op"])
+                          for p in plans for note in p.prefill.attention},
         prefill_model_flops=sum(p.prefill.model_flops for p in plans) * micro_batches, pipeline=pipeline,
     )  # fmt: skip
     if steps == 0:

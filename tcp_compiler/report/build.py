@@ -99,20 +99,9 @@ def _layers(
 
 
 def _attention_forms(sim: Simulation) -> dict[int, str]:
-    """The prefill's attention form per layer: each note names its attention's output value, an
-    op of the layer (or, once rewritten into tiles, the prefix of its tiles' ops)."""
-    totals = sim.prefill_ops
-    first: dict[str, int] = {}  # each op name and each of its dotted prefixes -> the first op's layer
-    for name, layer in zip(totals.names, totals.layers.tolist(), strict=True):
-        head, dot = name, True
-        while dot:
-            first.setdefault(head, int(layer))
-            head, dot, _ = head.rpartition(".")
-    forms = {}
-    for note in sim.attention:
-        if note["op"] in first:
-            forms[first[note["op"]]] = note["form"]
-    return forms
+    """The prefill's attention form per layer: each note names its attention's output value, whose
+    layer the graph's metadata gave."""
+    return {sim.attention_layers[note["op"]]: note["form"] for note in sim.attention}
 
 
 def _limiter(totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Simulation) -> Limiter | None:
