@@ -20,6 +20,7 @@ from simulator.hardware import load_hardware
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
+from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.report.build import build_report
 from tcp_compiler.simulate import simulate_generation
 
@@ -115,16 +116,16 @@ def run_point(point: Point, describe: Callable[[Exception], str] = str) -> dict:
 
 
 def run_sweep(
-    points: Sequence, jobs: int, progress: Callable[[int, int], None] | None = None,
+    points: Sequence, jobs: int, observer: Observer = QUIET,
     run: Callable[[Any], dict] = run_point,
 ) -> list[dict]:
     """Rows in the grid's order, whatever order the workers finish in; `run` makes one point's row
-    (a simulation by default, tcp_compiler.serve.sweep.run_serve_point for serving sweeps)."""
+    (a simulation by default, tcp_compiler.serve.sweep.run_serve_point for serving sweeps), and
+    `observer` hears the points done."""
     rows: list[dict | None] = [None] * len(points)
     for done, (index, row) in enumerate(_results(points, jobs, run), start=1):
         rows[index] = row
-        if progress is not None:
-            progress(done, len(points))
+        observer.progress(done, len(points))
     return [r for r in rows if r is not None]
 
 

@@ -9,7 +9,7 @@ import os
 from functools import partial
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import arg_types
@@ -18,6 +18,7 @@ from tcp_compiler.cli.flags import describe
 from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.observer import Observer
 from tcp_compiler.provenance import provenance
 from tcp_compiler.report.tables import line_table
 
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         console=Console(stderr=True), transient=True,
     ) as bar:  # fmt: skip
         task = bar.add_task("sweep", total=len(points))
-        rows = run_sweep(points, jobs, lambda done, total: bar.update(task, completed=done), run_row)
+        rows = run_sweep(points, jobs, _Bar(bar, task), run_row)
     _print(rows, shown, saved=bool(args.csv or args.json))
     if args.csv:
         write_atomically(args.csv, csv_text(rows, columns))
@@ -178,6 +179,16 @@ SERVE_SHOWN = (  # column, header, format
     ("tpot_p50_s", "TPOT p50 ms", lambda v: f"{float(v) * 1e3:.2f}"),
     ("preemptions", "preempted", str),
 )  # fmt: skip
+
+
+class _Bar(Observer):
+    """Points done, on the sweep's progress bar."""
+
+    def __init__(self, bar: Progress, task: TaskID) -> None:
+        self.bar, self.task = bar, task
+
+    def progress(self, done: int, total: int) -> None:
+        self.bar.update(self.task, completed=done)
 
 
 def _print(rows: list[dict], shown: tuple, saved: bool) -> None:
