@@ -8,20 +8,62 @@ role of each op comes with it from the graph's metadata (the builder and the pas
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
-from tcp_compiler.report.types import OpRoleRow, OpRow
+from tcp_compiler.analysis.roofline import Bound
+from tcp_compiler.records import Record, doc
 
 Roofline = Callable[[float, float, float], tuple[float, float, float]]
 Bounder = Callable[..., str]
 
 
+class OpFigures(Protocol):
+    """What op_roles reads of an op (the report's OpRow, per step for decode)."""
+
+    kind: str
+    layer: int
+    seconds: float
+    tensor_unit_seconds: float
+    flops: float
+    hbm_bytes: float
+    dm_bytes: float
+    link_bytes: float
+    roofline_seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpRoleRow(Record):
+    """The ops that play one role across layers (`l0.down` ... `l15.down` are role `down`; tile
+    indices of online softmax, such as `Sq1024` or `blk3`, read `*`), summed; per step for decode."""
+
+    role: str = doc("the op name without its layer prefix, tile indices as `*`")
+    kind: str = doc("as for ops")
+    count: int = doc("ops in the role", "ops")
+    layers: int = doc("distinct layers they sit in (0 for ops outside the layers)", "layers")
+    seconds: float = doc("the sum of the ops' `seconds`", "s")
+    seconds_per_layer: float = doc("`seconds` per layer (per op outside the layers)", "s")
+    share: float = doc(
+        "`seconds` over the phase's time; ops overlap (a prefetch runs beside a pass), so the shares of "
+        "all roles can sum to more than 1",
+        "0..1",
+    )
+    tensor_unit_seconds: float = doc("the sum of the ops' Tensor Unit time", "s")
+    flops: float = doc("the ops' work", "FLOP")
+    hbm_bytes: float = doc("the ops' HBM traffic", "B")
+    intensity: float = doc("FLOPs per byte of HBM + DM traffic (on-chip reuse)", "FLOP/B")
+    hbm_intensity: float = doc("FLOPs per byte of HBM traffic: the roofline's intensity", "FLOP/B")
+    roofline_seconds: float = doc("the sum of the ops' rooflines", "s")
+    bound: Bound = doc("as for the phases, for the role's summed time and roofline terms")
+
+
 def op_roles(
-    ops: Sequence[OpRow], roles: Sequence[str], phase_seconds: float, roofline: Roofline, bound: Bounder
+    ops: Sequence[OpFigures], roles: Sequence[str], phase_seconds: float, roofline: Roofline, bound: Bounder
 ) -> tuple[OpRoleRow, ...]:
     """Every role of `ops` (all of a phase's ops; `roles[i]` is the role of `ops[i]`), heaviest
     first; `roofline(flops, hbm, link)` gives the compute, memory and communication seconds,
     `bound` names the limit from them."""
-    groups: dict[tuple[str, str], list[OpRow]] = {}
+    groups: dict[tuple[str, str], list[OpFigures]] = {}
     for op, role in zip(ops, roles, strict=True):
         groups.setdefault((role, op.kind), []).append(op)
     rows = []

@@ -9,8 +9,8 @@ from simulator.report import OpTotals
 from simulator.targets.rngd.units import CONTRACTION
 from simulator.utilisation import totals_busy_cycles, utilisation
 from tcp_compiler.analysis.config_floor import decode_bound_seconds, phase_bound
-from tcp_compiler.analysis.limiter import PhaseTime, limiter
-from tcp_compiler.analysis.op_roles import op_roles
+from tcp_compiler.analysis.limiter import Limiter, PhaseTime, limiter
+from tcp_compiler.analysis.op_roles import OpRoleRow, op_roles
 from tcp_compiler.analysis.roofline import Roofline, bound
 from tcp_compiler.mapping.stage_chain import SENT
 from tcp_compiler.report.types import (
@@ -20,9 +20,7 @@ from tcp_compiler.report.types import (
     HardwareSummary,
     LayerRow,
     Layers,
-    Limiter,
     Memory,
-    OpRoleRow,
     OpRoles,
     OpRow,
     Ops,
