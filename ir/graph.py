@@ -7,7 +7,7 @@ so a graph built through `add` is well typed by construction.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -42,30 +42,43 @@ class Node:
 @dataclass
 class GraphMeta:
     """What a model graph says about itself beyond its ops, so later stages never parse names:
-    which decoder layer each value belongs to, which outputs are the KV cache, and which axes
-    have the KV length. The text form does not carry it; passes keep it (see `derive`)."""
+    which decoder layer each value belongs to and the role it plays there, which outputs are the
+    KV cache, which axes have the KV length, and which input a pipeline stage receives. The text
+    form does not carry it; passes keep it (see `derive`)."""
 
     layers: dict[str, int] = field(default_factory=dict)  # value -> decoder layer, -1: none
+    # value -> its role: the same for the value in every layer (`l0.down` ... `l15.down`: `down`),
+    # every tile of one value alike (a tile index reads `*`); absent: the value's own name
+    roles: dict[str, str] = field(default_factory=dict)
     kv_outputs: tuple[str, ...] = ()  # outputs that hold the KV cache
     kv_axes: tuple[str, ...] = ()  # axis names whose size is the KV length (cached positions)
     # KV axes of sliding-window layers -> their window: a ring buffer of at most that many slots
     kv_windows: dict[str, int] = field(default_factory=dict)
+    received: str | None = None  # the input a later pipeline stage receives from the one before it
 
     def layer_of(self, name: str) -> int:
         return self.layers.get(name, -1)
+
+    def role_of(self, name: str) -> str:
+        return self.roles.get(name, name)
 
     def kv_sizes(self, positions: int) -> dict[str, int]:
         """Each KV axis's size when the cache holds `positions` tokens: windowed ones stop growing."""
         return {a: min(positions, self.kv_windows.get(a, positions)) for a in self.kv_axes}
 
-    def derive(self, names: Iterable[str], source: str) -> None:
-        """Values a pass made in place of (or from) `source` belong to its layer."""
-        layer = self.layer_of(source)
-        for name in names:
+    def derive(self, made: Mapping[str, str], source: str) -> None:
+        """Values a pass made in place of (or from) `source` belong to its layer; `made` maps each
+        to what its role adds to source's (`.sig`; a tile's `.blk*`), "" for the same role."""
+        layer, role = self.layer_of(source), self.role_of(source)
+        for name, suffix in made.items():
             self.layers.setdefault(name, layer)
+            self.roles.setdefault(name, role + suffix)
 
     def copy(self) -> GraphMeta:
-        return GraphMeta(dict(self.layers), self.kv_outputs, self.kv_axes, dict(self.kv_windows))
+        return GraphMeta(
+            dict(self.layers), dict(self.roles), self.kv_outputs, self.kv_axes, dict(self.kv_windows),
+            self.received,
+        )
 
 
 class Graph:

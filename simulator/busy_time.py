@@ -19,11 +19,6 @@ from simulator.trace import TraceRun
 from simulator.utilisation import busy_cycles, command_bytes, utilisation
 
 
-def phase_of(run: TraceRun) -> str:
-    """The phase a run belongs to: "prefill" for "prefill", "decode" for "decode 17"."""
-    return run.name.split()[0] if run.name.split() else run.name
-
-
 def chips_of(runs: Sequence[TraceRun]) -> int:
     """How many chips the runs' programs place commands on."""
     return max((int(r.program.chip.max()) + 1 for r in runs if len(r.program)), default=1)
@@ -65,7 +60,7 @@ def phase_utilisation(
     busy: dict[str, np.ndarray] = {}
     cycles: dict[str, float] = {}
     for run in runs:
-        p, phase = run.program, phase_of(run)
+        p, phase = run.program, run.phase
         counts = command_bytes(p)
         per_chip = np.zeros((chips, len(p.sites.units)))
         for chip in range(chips):

@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
-from simulator.busy_time import binned_utilisation, chips_of, phase_of, phase_utilisation
+from simulator.busy_time import binned_utilisation, chips_of, phase_utilisation
 from simulator.files import atomic_output
 from simulator.roofline_markers import Marker, markers
 from simulator.spec import Spec
@@ -37,6 +37,8 @@ class RooflinePoint:
     flops: float
     bytes: float
     seconds: float
+    layer: int = -1  # a per-layer op's decoder layer: identical layers' points share one legend entry
+    role: str = ""  # a per-layer op's role in its layer
 
 
 def roofline_png(
@@ -174,7 +176,7 @@ def timeline_png(
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(units), 1, sharex=True, squeeze=False)[:, 0]
     starts = [r.offset for r in runs]
-    kinds = [phase_of(r) for r in runs]
+    kinds = [r.phase for r in runs]
     changes = [i for i in range(len(runs)) if i == 0 or kinds[i] != kinds[i - 1]]
     marked = range(len(runs)) if len(runs) <= max(1, bins // 4) else changes
     for k, (ax, unit) in enumerate(zip(axes, units, strict=True)):

@@ -40,6 +40,7 @@ class OpInfo:
     nodes: tuple[str, ...] = ()
     placement: str = ""
     inputs: tuple[str, ...] = ()  # the values it reads from memory
+    role: str = ""  # what it does in its layer, the same in every layer (the report groups by it)
 
 
 @dataclass

@@ -30,6 +30,7 @@ class OpTotals:
     kinds: list[str]
     layers: np.ndarray
     placements: list[str]
+    roles: list[str]  # each op's role (OpInfo.role): the ops that do the same work in every layer
     main_cycles: np.ndarray  # time the op occupies its target's primary context (RNGD: the main pipeline)
     span_cycles: np.ndarray  # from its first command's start to its last command's end
     flops: np.ndarray
@@ -51,6 +52,7 @@ class OpTotals:
             self.kinds,
             self.layers,
             self.placements,
+            self.roles,
             layer_ids=self.layer_ids,
             sites=self.sites,
             **sums,
@@ -61,14 +63,14 @@ _OP_COLUMNS: list[tuple[list, tuple]] = []  # (program.ops, its columns): decode
 
 
 def _op_columns(ops: list) -> tuple:
-    """(names, kinds, layers, placements, layer ids, layer index per op) of a program's op list."""
+    """(names, kinds, layers, placements, roles, layer ids, layer index per op) of a program's op list."""
     for known, columns in _OP_COLUMNS:
         if known is ops:
             return columns
     layers = np.array([o.layer for o in ops])
     layer_ids, of_layer = np.unique(layers, return_inverse=True)
     columns = ([o.name for o in ops], [o.kind for o in ops], layers, [o.placement for o in ops],
-               layer_ids, of_layer)  # fmt: skip
+               [o.role for o in ops], layer_ids, of_layer)  # fmt: skip
     _OP_COLUMNS[:] = [(ops, columns), *_OP_COLUMNS[:3]]
     return columns
 
@@ -117,7 +119,7 @@ def timed_totals(program: Program, timeline: Timeline) -> dict[str, np.ndarray]:
     duration = timeline.end - timeline.start
     first = np.minimum.reduceat(timeline.start, starts)
     last = np.maximum.reduceat(timeline.end, starts)
-    _, _, _, _, layer_ids, of_layer = _op_columns(program.ops)
+    *_, layer_ids, of_layer = _op_columns(program.ops)
     return {
         "main_cycles": np.add.reduceat(
             np.where(program.context == program.sites.primary, duration, 0.0), starts, axis=0
@@ -135,7 +137,7 @@ def block_timed_totals(block: ProgramBlock, timeline: Timeline) -> dict[str, np.
     starts = op_starts(base)
     first = np.minimum.reduceat(timeline.start, starts, axis=1)
     last = np.maximum.reduceat(timeline.end, starts, axis=1)
-    _, _, _, _, layer_ids, of_layer = _op_columns(base.ops)
+    *_, layer_ids, of_layer = _op_columns(base.ops)
     duration = timeline.end - timeline.start
     from simulator.span_kernels import span_pieces_rows  # numba: loaded when a program runs, not for --help
 
@@ -169,9 +171,9 @@ def assemble(
     ops: list, per_op: dict[str, np.ndarray], timed: dict[str, np.ndarray], sites: Sites
 ) -> OpTotals:
     """OpTotals of an op list from its summed integer and timeline figures."""
-    names, kinds, layers, placements, layer_ids, _ = _op_columns(ops)
-    return OpTotals(names=names, kinds=kinds, layers=layers, placements=placements, layer_ids=layer_ids,
-                    sites=sites, **per_op, **timed)  # fmt: skip
+    names, kinds, layers, placements, roles, layer_ids, _ = _op_columns(ops)
+    return OpTotals(names=names, kinds=kinds, layers=layers, placements=placements, roles=roles,
+                    layer_ids=layer_ids, sites=sites, **per_op, **timed)  # fmt: skip
 
 
 _COPY_ROWS: list[tuple[list, np.ndarray, int]] = []  # (program.ops, rows, distinct): steps share one
@@ -209,7 +211,8 @@ def _fold_copies(totals: OpTotals, ops: list) -> OpTotals:
     per_op = {f: fold(getattr(totals, f)) for f in SUMMED if f not in ("layer_span_cycles", "state_cycles")}
     return OpTotals(
         [totals.names[k] for k in keep], [totals.kinds[k] for k in keep], totals.layers[keep],
-        [totals.placements[k] for k in keep], layer_ids=totals.layer_ids, sites=totals.sites,
+        [totals.placements[k] for k in keep], [totals.roles[k] for k in keep],
+        layer_ids=totals.layer_ids, sites=totals.sites,
         layer_span_cycles=totals.layer_span_cycles, state_cycles=totals.state_cycles, **per_op,
     )  # fmt: skip
 

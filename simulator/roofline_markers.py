@@ -9,13 +9,11 @@ ops it stands for; every legend entry then matches one marker on the plot.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 CLOSE = 0.02  # decades: closer than this on both log axes is one spot at any sensible figure size
-_LAYER = re.compile(r"^l(\d+)\.(.+)$")  # per-layer op names: "l12.down"
 
 
 class Point(Protocol):
@@ -24,6 +22,8 @@ class Point(Protocol):
     flops: float
     bytes: float
     seconds: float
+    layer: int  # the decoder layer of a per-layer op, -1 for none
+    role: str  # what a per-layer op does in its layer, the same in every layer ("" for none)
 
 
 @dataclass
@@ -35,6 +35,8 @@ class Marker:
     y: float  # FLOP/s
     names: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    layers: list[int] = field(default_factory=list)  # each point's layer, as `names`
+    roles: list[str] = field(default_factory=list)  # each point's role, as `names`
 
     @property
     def label(self) -> str:
@@ -42,11 +44,9 @@ class Marker:
         "a +5 more" for many."""
         if len(self.names) == 1:
             return self.names[0]
-        found = [_LAYER.match(n) for n in self.names]
-        roles = {m.group(2) for m in found if m}
-        if all(found) and len(roles) == 1:
-            layers = sorted(int(m.group(1)) for m in found if m)
-            return f"{roles.pop()} x{len(self.names)} (l{layers[0]}-l{layers[-1]})"
+        roles = set(self.roles)
+        if min(self.layers) >= 0 and len(roles) == 1 and "" not in roles:
+            return f"{roles.pop()} x{len(self.names)} (l{min(self.layers)}-l{max(self.layers)})"
         if len(self.names) <= 3:
             return ", ".join(self.names)
         return f"{self.names[0]} +{len(self.names) - 1} more"
@@ -64,6 +64,8 @@ def markers(points: Sequence[Point]) -> list[Marker]:
             near = Marker(p.phase, x, y)
             out.append(near)
         near.names.append(p.name)
+        near.layers.append(p.layer)
+        near.roles.append(p.role)
         near.seconds += p.seconds
     return sorted(out, key=lambda m: -m.seconds)
 

@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import HardwareError
+from simulator.errors import HardwareError, HardwareOptionError
 
 SOURCE_KINDS = ("published", "derived", "assumed")
 SOURCE_PATTERN = re.compile(r"^(published|derived|assumed):\s*\S")
@@ -193,7 +193,7 @@ class Spec:
         if chips is None or chips == system.chips:
             return self
         if chips < 1:
-            raise HardwareError(f"--chips must be at least 1, got {chips}")
+            raise HardwareOptionError("{chips} must be at least 1, got {value}", value=chips)
         source = f"derived: --chips {chips} ({self.name}'s chip, {chips} of them)"
         return replace(
             self, system=replace(system, chips=chips), sources={**self.sources, "system.chips": source}

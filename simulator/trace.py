@@ -47,10 +47,16 @@ _CHUNK = 50_000  # events per json.dumps call when streaming to a file
 class TraceRun:
     """One simulated program placed on the global time axis (runs are sequential)."""
 
-    name: str  # e.g. "prefill", "decode 17"
+    phase: str  # e.g. "prefill", "decode": the plots sum a phase's runs
     program: Program
     timeline: Timeline
     offset: float  # cycles: where this run starts on the global time axis
+    step: int | None = None  # which step of its phase (a decode step's index), if it has several
+
+    @property
+    def name(self) -> str:
+        """"prefill", "decode 17"."""
+        return self.phase if self.step is None else f"{self.phase} {self.step}"
 
 
 def run_end(run: TraceRun) -> float:

@@ -7,19 +7,14 @@ flags (CliError, and OptionError spelled with flag names).
 
 from __future__ import annotations
 
-import string
-from collections.abc import Callable
-
-
-def _one_line(message: str) -> str:
-    return message.replace("\r", "\\r").replace("\n", "\\n")
+from simulator.errors import NamesOptions, one_line
 
 
 class TcpcError(Exception):
     """Base of the compiler's user-facing errors; the message is the whole report."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(_one_line(message))
+        super().__init__(one_line(message))
 
 
 class CliError(TcpcError):
@@ -34,30 +29,16 @@ class RequestFileError(TcpcError):
     """A request file (serving trace) that cannot be read: the message names the file and line."""
 
 
-class OptionError(TcpcError):
+class OptionError(NamesOptions, TcpcError):
     """A bad value of options the caller gave (fields of an options dataclass or keywords of a
-    library call). `template` names each option as a `{field}` that `values` does not fill, so each
-    front end spells it its own way: str() as the option (kv_dtype), the CLI as its flag (--kv-dtype).
+    library call), named as simulator.errors.NamesOptions says: str() as the option (kv_dtype),
+    the CLI as its flag (--kv-dtype).
 
         OptionError("{kv_dtype} {value!r} is not supported", value="int2")
     """
 
     def __init__(self, template: str, **values: object) -> None:
-        self.template, self.values = template, values
-        fields = (field for _, field, _, _ in string.Formatter().parse(template) if field)
-        self.options = tuple(dict.fromkeys(f for f in fields if f not in values))
-        super().__init__(self.spelled(str))
-
-    def spelled(self, spell: Callable[[str], str]) -> str:
-        """The message with each option written as `spell(option)`."""
-        return _one_line(self.template.format(**self.values, **{o: spell(o) for o in self.options}))
-
-    def __reduce__(self):  # as it was made (a sweep's worker process may send it back)
-        return _option_error, (type(self), self.template, self.values)
-
-
-def _option_error(cls: type[OptionError], template: str, values: dict[str, object]) -> OptionError:
-    return cls(template, **values)
+        super().__init__(self._named(template, values))
 
 
 class StoreError(TcpcError):

@@ -55,6 +55,7 @@ class Simulation:
     decode_ops: OpTotals | None = None  # summed over every step
     traced_steps: list[Run] = field(default_factory=list)  # the first few steps, for traces
     attention: list[dict] = field(default_factory=list)  # the prefill's attention form per layer, and why
+    attention_layers: dict[str, int] = field(default_factory=dict)  # each note's op -> its layer (graph.meta)
     prefill_model_flops: int = 0  # the model's math; the prefill program executes prefill.program.flops
     # Pipeline parallelism: `chips` is then each stage's tensor-parallel group, and the programs
     # run the stages on chips 0..pp-1.
@@ -100,7 +101,8 @@ def simulate_generation(
     lengths = range(prompt_len + 1, prompt_len + steps + 1)
     plans = plan_stages(config, hardware, precision, prompt_len, prompt_len + steps,
                         stage_options(config, options, pp), micro_batches, observer)  # fmt: skip
-    program = chain([p.prefill.program for p in plans], micro_batched(pp, micro_batches))
+    received = [p.prefill.graph.meta.received for p in plans]
+    program = chain([p.prefill.program for p in plans], micro_batched(pp, micro_batches), received)
     observer.stage(f"simulating the prefill ({len(program):,} commands)")
     run = Run("prefill", program, run_program(program, hardware))
     pipeline = None
@@ -111,6 +113,8 @@ def simulate_generation(
         config, hardware, precision, options.chips_on(hardware), batch, prompt_len, gen_len, run,
         op_totals(program, run.timeline), reduce(larger, [p.capacity for p in plans]),
         attention=[note for p in plans for note in p.prefill.attention],
+        attention_layers={note["op"]: p.prefill.graph.meta.layer_of(note["op"])
+                          for p in plans for note in p.prefill.attention},
         prefill_model_flops=sum(p.prefill.model_flops for p in plans) * micro_batches, pipeline=pipeline,
     )  # fmt: skip
     if steps == 0:

@@ -26,6 +26,7 @@ from tcp_compiler.errors import TcpcError
 from tcp_compiler.executors import Executor, local_executor
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
+from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.report.build import build_report
 from tcp_compiler.report.figures import figures
 from tcp_compiler.simulate import simulate_generation
@@ -169,21 +170,21 @@ def run_point(point: Point, describe: Callable[[Exception], str] = str) -> dict:
 
 
 def run_sweep(
-    points: Sequence, jobs: int, progress: Callable[[int, int], None] | None = None,
+    points: Sequence, jobs: int, observer: Observer = QUIET,
     run: Callable[[Any], dict] = run_point, executor: Executor = local_executor,
     finished: Callable[[dict], None] | None = None,
 ) -> list[dict]:
     """Rows in the grid's order, whatever order the workers finish in; `run` makes one point's row
-    (a simulation by default, tcp_compiler.serve.sweep.run_serve_point for serving sweeps), and
-    `finished` sees each row as it completes (a store saves it there)."""
+    (a simulation by default, tcp_compiler.serve.sweep.run_serve_point for serving sweeps),
+    `finished` sees each row as it completes (a store saves it there) and `observer` hears the
+    points done."""
     rows: list[dict | None] = [None] * len(points)
     for done, (index, outcome) in enumerate(executor(points, jobs, run), start=1):
         row = outcome if isinstance(outcome, dict) else crashed_row(points[index], outcome)
         rows[index] = row
         if finished is not None:
             finished(row)
-        if progress is not None:
-            progress(done, len(points))
+        observer.progress(done, len(points))
     return [r for r in rows if r is not None]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -15,11 +16,13 @@ from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.frontend.stages import pipeline_stages
 from tcp_compiler.mapping import traits
 from tcp_compiler.mapping.fusion import fuse
-from tcp_compiler.mapping.steps import resize_graph
+from tcp_compiler.mapping.stage_chain import chain, in_turn
+from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.passes import run_passes
-from tcp_compiler.pipeline import lower
+from tcp_compiler.pipeline import Lowered, lower
 
 LLAMA = load_model("llama-3.2-1b").config
 
@@ -65,13 +68,47 @@ def test_layers_come_from_the_map_not_the_names() -> None:
 
 
 def test_online_softmax_tiles_keep_their_layer_and_shared_masks_stay_shared() -> None:
-    lowered = lower(LLAMA, load_hardware("rngd"), PRECISIONS["bf16"], "prefill", 2048)
+    lowered = _long_prefill()
     assert all(note["form"] == "online" for note in lowered.attention)
     meta = lowered.graph.meta
     blocks = [n.name for n in lowered.graph.nodes if ".blk" in n.name]
     assert blocks and all(meta.layer_of(b) == int(b.split(".")[0][1:]) for b in blocks)
     masks = [n.name for n in lowered.graph.nodes if n.name.startswith("mask.")]
     assert masks and all(meta.layer_of(m) == -1 for m in masks)
+
+
+@pytest.mark.parametrize(
+    ("name", "layer", "role"),
+    [
+        ("l12.down", 12, "down"),
+        ("l0.act.sig", 0, "act.sig"),  # made by decompose from l0.act
+        ("logits.raw", -1, "logits.raw"),  # a value of no layer is its own role
+        ("l0.attn.Sq1536.blk3.scores", 0, "attn.Sq*.blk*.scores"),  # a tile of the online softmax
+        ("l3.q_heads.bf16.Sq0", 3, "q_heads.bf16.Sq*"),
+        ("mask.causal.Sq0.Sk0", -1, "mask.causal.Sq*.Sk*"),
+    ],
+)
+def test_roles_are_recorded_as_values_are_named_tiles_sharing_one(name: str, layer: int, role: str) -> None:
+    meta = _long_prefill().graph.meta
+    assert (meta.layer_of(name), meta.role_of(name)) == (layer, role)
+
+
+def test_every_lowered_value_has_a_role_and_fused_ops_take_it() -> None:
+    graph = _long_prefill().graph
+    assert all(n.name in graph.meta.roles for n in graph.nodes)
+    assert {op.role for op in fuse(graph) if op.name.endswith(".blk3.scores")} == {"attn.Sq*.blk*.scores"}
+
+
+def test_roles_come_from_the_map_not_the_names() -> None:
+    graph = run_passes(build_decode(LLAMA, PRECISIONS["bf16"], 1, 16).graph)
+    graph.meta.roles = {name: "same" for name in graph.meta.roles}  # a model whose values all play one role
+    assert {op.role for op in fuse(graph)} == {"same"}
+
+
+@functools.cache
+def _long_prefill() -> Lowered:
+    """A prefill long enough for the online softmax's query tiles and key blocks (lowered once)."""
+    return lower(LLAMA, load_hardware("rngd"), PRECISIONS["bf16"], "prefill", 2048)
 
 
 def test_resizing_a_decode_graph_keeps_its_metadata() -> None:
@@ -101,3 +138,15 @@ def test_build_blocks_import_only_public_names_of_one_another() -> None:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package_name):
                 private = [a.name for a in node.names if a.name.startswith("_")]
                 assert not private, f"{path.name} imports {private} from {node.module}"
+
+
+def test_a_later_stage_names_the_input_it_receives_and_the_chain_waits_on_that() -> None:
+    hw = load_hardware("rngd")
+    first, second = (run_passes(build_decode(LLAMA, PRECISIONS["bf16"], 1, 16, stage=s).graph)
+                     for s in pipeline_stages(LLAMA, 2))  # fmt: skip
+    assert (first.meta.received, second.meta.received) == (None, "hidden")
+    programs = [DecodeSteps(g, hw).at(17) for g in (first, second)]
+    waits = len(chain(programs, in_turn(2), [None, "hidden"]).dep_idx)
+    assert waits > len(chain(programs, in_turn(2), [None, "not an input"]).dep_idx)
+    with pytest.raises(ValueError, match="graph.meta.received"):
+        chain(programs, in_turn(2), [None, None])

@@ -12,7 +12,7 @@ import pytest
 
 import ir
 from tcp_compiler.cli import main
-from tcp_compiler.errors import FrontendError
+from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import BUNDLED, bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
@@ -40,7 +40,7 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
     prec = PRECISIONS[dtype]
     # Falcon-7B: hidden 4544 = 64 x 71; Phi-3-mini: o_proj's input is 32 heads x 96, which 128 cuts
     if prec.quantised and not _group_tiles(cfg, prec.group_size):
-        with pytest.raises(FrontendError, match=f"group size {prec.group_size} does not tile"):
+        with pytest.raises(OptionError, match=f"group size {prec.group_size} does not tile"):
             build_prefill(cfg, prec, 2, 16)
         prec = precision(dtype, group_size=next(g for g in (64, 32, 16) if _group_tiles(cfg, g)))
     for built in (build_prefill(cfg, prec, 2, 16), build_decode(cfg, prec, 2, 40)):

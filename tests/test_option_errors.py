@@ -3,12 +3,16 @@ before, and CliError only under tcp_compiler/cli/."""
 
 from __future__ import annotations
 
+import ast
 import json
 import pickle
+import re
 from pathlib import Path
 
 import pytest
 
+from simulator.errors import HardwareError
+from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.cli.flags import describe, flag
 from tcp_compiler.errors import OptionError
@@ -52,6 +56,31 @@ def test_library_calls_raise_option_errors() -> None:
 def test_the_cli_prints_flags(args: list[str], expected: str, capsys) -> None:
     assert main(args) == 2
     assert capsys.readouterr().err == f"tcpc: error: {expected}\n"
+
+
+def test_simulator_errors_name_options_too() -> None:
+    """The simulator cannot import the compiler: its option errors share the mechanism from below."""
+    with pytest.raises(HardwareError) as caught:
+        load_hardware("rngd", 0)
+    assert str(caught.value) == "chips must be at least 1, got 0"
+    assert describe(caught.value) == "--chips must be at least 1, got 0"
+    assert describe(pickle.loads(pickle.dumps(caught.value))) == "--chips must be at least 1, got 0"
+
+
+def test_no_library_error_is_phrased_as_a_flag() -> None:
+    """Outside tcp_compiler/cli/, no raised error's text spells a flag (`--chips`)."""
+    phrased = []
+    for package in ("ir", "simulator", "tcp_compiler"):
+        for p in (ROOT / package).rglob("*.py"):
+            if p.parent.name == "cli":
+                continue
+            for node in ast.walk(ast.parse(p.read_text())):
+                if not isinstance(node, ast.Raise):
+                    continue
+                texts = [c.value for c in ast.walk(node) if isinstance(c, ast.Constant)]
+                if any(isinstance(t, str) and re.search(r"(^|\s)--[a-z]", t) for t in texts):
+                    phrased.append(f"{p.relative_to(ROOT)}:{node.lineno}")
+    assert phrased == []
 
 
 def test_cli_error_is_raised_only_by_the_cli() -> None:

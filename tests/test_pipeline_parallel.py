@@ -54,7 +54,7 @@ def test_stages_split_the_layers_evenly_earlier_stages_taking_the_extra() -> Non
 def test_one_block_chain_is_the_program_itself() -> None:
     hw = load_hardware("rngd")
     program = compile_phase(MODEL, hw, BF16, "prefill", 64, CompileOptions()).program
-    joined = chain([program], [Block(0, None)])
+    joined = chain([program], [Block(0, None)], [None])
     assert run_program(joined, hw).cycles == run_program(program, hw).cycles
     assert (joined.dep_idx == program.dep_idx).all() and (joined.dep_ptr == program.dep_ptr).all()
 
@@ -169,7 +169,7 @@ class _Halves:
     """A stage template whose blocks split in two (so the stages' blocks end at different lengths)."""
 
     def __init__(self, template: DecodeSteps) -> None:
-        self.template = template
+        self.template, self.graph = template, template.graph
 
     def blocks(self, lengths: range):
         for block in self.template.blocks(lengths):
@@ -190,7 +190,7 @@ def test_decode_blocks_through_the_stages_give_each_step_s_joined_program() -> N
     for block, first in zip(joined, (41, 44), strict=True):
         timeline = run_block(block, hw)
         for k in range(len(block)):
-            program = chain([t.at(first + k) for t in apart], in_turn(2))
+            program = chain([t.at(first + k) for t in apart], in_turn(2), [g.meta.received for g in graphs])
             assert timeline.row(k).cycles == run_program(program, hw).cycles
             assert block.sums("flops")[k] == program.flops.sum()
 

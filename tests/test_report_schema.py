@@ -14,11 +14,12 @@ import pytest
 from simulator.hardware import load_hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.records import Record
 from tcp_compiler.report.build import build_report
 from tcp_compiler.report.schema import render_schema
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.report.serve_types import ServeReport, ServeRun
-from tcp_compiler.report.types import Record, Report
+from tcp_compiler.report.types import Report
 from tcp_compiler.serve import ServeOptions, serve, synthetic
 from tcp_compiler.serve.workload import lengths
 from tcp_compiler.simulate import simulate_generation

@@ -13,7 +13,6 @@ import pytest
 from rich.console import Console
 
 from simulator.hardware import load_hardware
-from tcp_compiler.analysis.op_roles import role_of
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -44,21 +43,6 @@ def _terminal(report: Report, top: int = 10, width: int = 100) -> str:
     return out.getvalue()
 
 
-@pytest.mark.parametrize(
-    ("name", "layer", "role"),
-    [
-        ("l12.down", 12, "down"),
-        ("logits.raw", -1, "logits.raw"),
-        ("l0.attn.Sq1024.blk3.scores", 0, "attn.Sq*.blk*.scores"),
-        ("l3.q_heads.bf16.Sq0", 3, "q_heads.bf16.Sq*"),
-        ("mask.causal.Sq0.Sk512", -1, "mask.causal.Sq*.Sk*"),
-        ("l1.k", 10, "l1.k"),  # only the op's own layer prefix goes
-    ],
-)
-def test_role_is_the_name_without_layer_prefix_or_tile_index(name: str, layer: int, role: str) -> None:
-    assert role_of(name, layer) == role
-
-
 def test_json_ops_hold_every_op_and_roles_account_for_each_once(sim: Simulation, report: Report) -> None:
     assert len(report.ops.prefill) == len(sim.prefill_ops.names)
     assert len(report.ops.decode) == len(sim.decode_ops.names)
@@ -71,7 +55,7 @@ def test_json_ops_hold_every_op_and_roles_account_for_each_once(sim: Simulation,
     down = next(r for r in report.op_roles.prefill if r.role == "down")
     layers = len(load_model("llama-3.2-1b").config.layers)
     assert down.count == down.layers == layers
-    instances = [o for o in report.ops.prefill if role_of(o.name, o.layer) == "down"]
+    instances = [o for o in report.ops.prefill if o.name == f"l{o.layer}.down"]
     assert down.seconds_per_layer == pytest.approx(sum(o.seconds for o in instances) / layers)
     assert down.share == pytest.approx(down.seconds / report.prefill.seconds)
 

@@ -15,13 +15,13 @@ from simulator.occupancy import state_cycles
 from simulator.program import OpInfo, ProgramBuilder
 from simulator.targets.rngd import SITES
 from simulator.timeline import Timeline
-from tcp_compiler.analysis.limiter import limiter_line
+from tcp_compiler.analysis.limiter import Limiter, limiter_line
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.report.build import build_report
 from tcp_compiler.report.markdown import render_markdown
-from tcp_compiler.report.types import Limiter, Report
+from tcp_compiler.report.types import Report
 from tcp_compiler.simulate import simulate_generation
 
 _CONTRACTION = "contraction"

@@ -73,10 +73,10 @@ def runs() -> list[TraceRun]:
 def two_chip_runs() -> list[TraceRun]:
     out: list[TraceRun] = []
     offset = 0.0
-    for name, layers, tokens in (("prefill", 3, 64), ("decode 0", 3, 1), ("decode 1", 3, 1)):
+    for phase, step, layers, tokens in (("prefill", None, 3, 64), ("decode", 0, 3, 1), ("decode", 1, 3, 1)):
         program = two_chip_program(layers, tokens)
         timeline = simulate(program, HBM, DMA)
-        out.append(TraceRun(name, program, timeline, offset))
+        out.append(TraceRun(phase, program, timeline, offset, step))
         offset += float(timeline.end.max())
     return out
 
@@ -258,7 +258,7 @@ def test_roofline_png(tmp_path: Path) -> None:
         RooflinePoint("no time", "prefill", 1e9, 1e9, 0.0),  # skipped
     ]
     # ten identical layers land on one spot: one marker, one legend entry that says so
-    points += [RooflinePoint(f"l{k}.down", "decode", 2e9, 1e9, 0.002) for k in range(10)]
+    points += [RooflinePoint(f"l{k}.down", "decode", 2e9, 1e9, 0.002, k, "down") for k in range(10)]
     path = tmp_path / "roofline.png"
     labels = roofline_png(path, points, {"bf16": 262.144e12, "fp8": 524.288e12}, 1.44e12, "roofline (test)")
     _check_png(path)
@@ -304,7 +304,7 @@ def test_timeline_png(runs: list[TraceRun], tmp_path: Path) -> None:
     step = runs[1]
     span = float(step.timeline.end.max())
     many = [runs[0]]
-    many += [TraceRun(f"decode {k}", step.program, step.timeline, step.offset + k * span) for k in range(60)]
+    many += [TraceRun("decode", step.program, step.timeline, step.offset + k * span, k) for k in range(60)]
     timeline_png(path, many, units, HW, "many steps (test)", bins=100)
     _check_png(path)
     with pytest.raises(ValueError, match="unknown unit"):
@@ -336,7 +336,7 @@ def test_timeline_utilisation_is_the_report_s() -> None:
     )
     runs, offset = [], 0.0
     for run in [sim.prefill, *sim.traced_steps]:  # every decode step: the report's decode is theirs
-        runs.append(TraceRun(run.name, run.program, run.timeline, offset))
+        runs.append(TraceRun(run.phase, run.program, run.timeline, offset, run.step))
         offset += run.cycles
     report = build_report(sim)
     means = phase_utilisation(runs, hw, SITES.unit_names)

@@ -11,11 +11,12 @@ other 0.52x is.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from simulator.targets.rngd import SITES
-from tcp_compiler.report.types import Limiter, LimiterPart
+from tcp_compiler.records import Record, doc
 
 ACTIVITIES, BIT = SITES.activity_names, SITES.bits  # the target's activities (simulator.occupancy)
 RESOURCES = ("compute", "memory", "communication")  # the roofline terms, in their order
@@ -35,6 +36,42 @@ _WHILE = {
     "gaps": "with nothing under way",
 }
 assert set(_IDLE_ORDER) == set(ACTIVITIES), "every activity has its place in the order"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LimiterPart(Record):
+    """One cause of the time a phase takes beyond its roofline, measured on the simulated timeline."""
+
+    cause: Literal[SITES.limiter_causes] = doc(
+        "`kernel_launch`: the host's launch overhead; `hbm_below_peak`: HBM moves in flight but below "
+        "HBM's full rate; `pipeline_stages`: Tensor Unit pass time beyond its contraction (fill, drain, "
+        "Vector, Commit, TRF loads); `contraction_placement`: contraction cycles beyond peak (lanes or "
+        "slices the placement leaves idle); `link_latency`: chip-link time beyond its bytes at full "
+        "bandwidth. The others are time the bound resource is idle, named by what runs instead (first "
+        "match in this order): `link` collectives, `hbm_move`, `dma_on_chip` moves, `dma_startup`, "
+        "`contraction` passes, `tensor_unit_other` (passes without a contraction), `sub` pipeline; "
+        "`gaps`: nothing under way"
+    )
+    what: str = doc("the cause in words, as the terminal and Markdown reports print it")
+    seconds: float = doc("time it accounts for (per step for decode)", "s")
+    share: float = doc("`seconds` over the phase's time beyond its roofline", "0..1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limiter(Record):
+    """What a phase's time beyond its roofline is made of: the bound resource's idle time, split by
+    what ran instead, plus the time it ran below its peak rate and the kernel launch; computed from
+    the simulated timeline (which activities were under way at each cycle), so the parts sum to
+    `excess_seconds`."""
+
+    resource: Literal["compute", "memory", "communication"] = doc(
+        "the largest roofline term: the resource that bounds the phase (the Contraction Engine, HBM, the "
+        "chip links), even when the phase's `bound` is `overhead`"
+    )
+    roofline_ratio: float = doc("the phase's time over its roofline", "x")
+    excess_seconds: float = doc("the phase's time minus its roofline (per step for decode)", "s")
+    parts: tuple[LimiterPart, ...] = doc("the causes, largest first; causes under one cycle are left out")
+
 
 
 @dataclass(frozen=True)

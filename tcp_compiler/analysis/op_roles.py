@@ -1,45 +1,71 @@
 """Op roles: one op across layers (`l0.down` ... `l79.down` are role `down`), summed.
 
 A top-ops list of an 80-layer model is the same op eighty times; grouping by role says which
-kind of work the time goes to, how many ops share it, and what one layer's instance costs.
+kind of work the time goes to, how many ops share it, and what one layer's instance costs. The
+role of each op comes with it from the graph's metadata (the builder and the passes record it).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from dataclasses import dataclass
+from typing import Protocol
 
-from tcp_compiler.frontend.builder.core import role_in_layer
-from tcp_compiler.report.types import OpRoleRow, OpRow
-
-# A tile index of the online-softmax rewrite (tcp_compiler.passes.online_softmax names a tile's
-# values `{axis}{start}` and `blk{j}`): axis names start with a capital, layer prefixes do not.
-_TILE = re.compile(r"^(blk|[A-Z][A-Za-z_]*)\d+$")
+from tcp_compiler.analysis.roofline import Bound
+from tcp_compiler.records import Record, doc
 
 Roofline = Callable[[float, float, float], tuple[float, float, float]]
 Bounder = Callable[..., str]
 
 
-def role_of(name: str, layer: int) -> str:
-    """The op's role in its layer (the builder's naming undone), tile indices read `*`."""
-    return _untiled(role_in_layer(name, layer))
+class OpFigures(Protocol):
+    """What op_roles reads of an op (the report's OpRow, per step for decode)."""
+
+    kind: str
+    layer: int
+    seconds: float
+    tensor_unit_seconds: float
+    flops: float
+    hbm_bytes: float
+    dm_bytes: float
+    link_bytes: float
+    roofline_seconds: float
 
 
-@lru_cache(maxsize=1 << 16)
-def _untiled(name: str) -> str:
-    """The name with tile indices read `*` (every layer repeats its tiles' names)."""
-    return ".".join(re.sub(_TILE, lambda m: f"{m[1]}*", part) for part in name.split("."))
+@dataclass(frozen=True, kw_only=True)
+class OpRoleRow(Record):
+    """The ops that play one role across layers (`l0.down` ... `l15.down` are role `down`; tile
+    indices of online softmax, such as `Sq1024` or `blk3`, read `*`), summed; per step for decode."""
+
+    role: str = doc("the op name without its layer prefix, tile indices as `*`")
+    kind: str = doc("as for ops")
+    count: int = doc("ops in the role", "ops")
+    layers: int = doc("distinct layers they sit in (0 for ops outside the layers)", "layers")
+    seconds: float = doc("the sum of the ops' `seconds`", "s")
+    seconds_per_layer: float = doc("`seconds` per layer (per op outside the layers)", "s")
+    share: float = doc(
+        "`seconds` over the phase's time; ops overlap (a prefetch runs beside a pass), so the shares of "
+        "all roles can sum to more than 1",
+        "0..1",
+    )
+    tensor_unit_seconds: float = doc("the sum of the ops' Tensor Unit time", "s")
+    flops: float = doc("the ops' work", "FLOP")
+    hbm_bytes: float = doc("the ops' HBM traffic", "B")
+    intensity: float = doc("FLOPs per byte of HBM + DM traffic (on-chip reuse)", "FLOP/B")
+    hbm_intensity: float = doc("FLOPs per byte of HBM traffic: the roofline's intensity", "FLOP/B")
+    roofline_seconds: float = doc("the sum of the ops' rooflines", "s")
+    bound: Bound = doc("as for the phases, for the role's summed time and roofline terms")
 
 
 def op_roles(
-    ops: Sequence[OpRow], phase_seconds: float, roofline: Roofline, bound: Bounder
+    ops: Sequence[OpFigures], roles: Sequence[str], phase_seconds: float, roofline: Roofline, bound: Bounder
 ) -> tuple[OpRoleRow, ...]:
-    """Every role of `ops` (all of a phase's ops), heaviest first; `roofline(flops, hbm, link)`
-    gives the compute, memory and communication seconds, `bound` names the limit from them."""
-    groups: dict[tuple[str, str], list[OpRow]] = {}
-    for op in ops:
-        groups.setdefault((role_of(op.name, op.layer), op.kind), []).append(op)
+    """Every role of `ops` (all of a phase's ops; `roles[i]` is the role of `ops[i]`), heaviest
+    first; `roofline(flops, hbm, link)` gives the compute, memory and communication seconds,
+    `bound` names the limit from them."""
+    groups: dict[tuple[str, str], list[OpFigures]] = {}
+    for op, role in zip(ops, roles, strict=True):
+        groups.setdefault((role, op.kind), []).append(op)
     rows = []
     for (role, kind), members in groups.items():
         seconds = sum(o.seconds for o in members)

@@ -11,9 +11,11 @@ simulator moves HBM bytes at), per-direction chip-link bandwidth.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from simulator.targets.rngd.spec import DTypeName, Hardware
-from tcp_compiler.report.types import Bound
+
+Bound = Literal["compute", "memory", "communication", "overhead"]  # what bounds a piece of work (see `bound`)
 
 
 @dataclass(frozen=True)

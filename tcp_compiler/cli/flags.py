@@ -1,7 +1,7 @@
 """Options as flags: an option (a field of an options dataclass, a keyword of a library call) is
 the flag `--` + its name with `-` for `_`. Flags are generated from options dataclasses
-(tcp_compiler.option_fields) and library errors that name options (OptionError) print with the
-flags the user typed."""
+(tcp_compiler.option_fields) and library errors that name options (simulator.errors.NamesOptions:
+OptionError, HardwareOptionError) print with the flags the user typed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from simulator.errors import NamesOptions
 from tcp_compiler.cli import arg_types
-from tcp_compiler.errors import OptionError
 from tcp_compiler.option_fields import Flag, flagged
 
 
@@ -20,7 +20,7 @@ def flag(option: str) -> str:
 
 def describe(error: Exception) -> str:
     """An error's one-line message as the CLI prints it: options named by their flags."""
-    return error.spelled(flag) if isinstance(error, OptionError) else str(error)
+    return error.spelled(flag) if isinstance(error, NamesOptions) else str(error)
 
 
 def add_flags(container: Any, cls: type, suffix: str = "") -> None:

@@ -199,7 +199,7 @@ def _trace(sim: Simulation, path: str) -> None:
 
     runs, offset = [], 0.0
     for run in [sim.prefill, *sim.traced_steps]:
-        runs.append(TraceRun(run.name, run.program, run.timeline, offset))
+        runs.append(TraceRun(run.phase, run.program, run.timeline, offset, run.step))
         offset += run.cycles
     # A pipelined program already places each stage on its own chip: no mirrors of chip 0 then.
     write_trace(path, runs, sim.hardware, chips=sim.chips if sim.stages == 1 else 1)
@@ -226,6 +226,6 @@ def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:
     roofline_png(out / "roofline.png", points, peaks, report.hardware.hbm_bytes_per_s, title)
     runs, offset = [], 0.0
     for run in [sim.prefill, *sim.traced_steps]:
-        runs.append(TraceRun(run.name, run.program, run.timeline, offset))
+        runs.append(TraceRun(run.phase, run.program, run.timeline, offset, run.step))
         offset += run.cycles
     timeline_png(out / "timeline.png", runs, sim.prefill.program.sites.unit_names, sim.hardware, title)

@@ -10,7 +10,7 @@ import os
 from functools import partial
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import arg_types
@@ -20,6 +20,7 @@ from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomi
 from tcp_compiler.cli.study import SweepGrid, read_study
 from tcp_compiler.errors import CliError
 from tcp_compiler.executors import EXECUTORS
+from tcp_compiler.observer import Observer
 from tcp_compiler.provenance import provenance
 from tcp_compiler.report.tables import line_table
 
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         console=Console(stderr=True), transient=True,
     ) as bar:  # fmt: skip
         task = bar.add_task("sweep", total=len(todo))
-        progress = lambda done, total: bar.update(task, completed=done)
+        progress = _Bar(bar, task)
         if store is None:
             new = run_sweep(todo, jobs, progress, run_row, executor)
         else:
@@ -210,6 +211,16 @@ def _varying(rows: list[dict], columns: tuple | list, shown: tuple) -> tuple:
     extra = [c for c in ("model", "hw") if len({r.get(c) for r in rows}) > 1]
     extra += [c for c in columns if "." in c and not c.startswith("report.")]
     return (*((c, c, str) for c in extra), *shown)
+
+
+class _Bar(Observer):
+    """Points done, on the sweep's progress bar."""
+
+    def __init__(self, bar: Progress, task: TaskID) -> None:
+        self.bar, self.task = bar, task
+
+    def progress(self, done: int, total: int) -> None:
+        self.bar.update(self.task, completed=done)
 
 
 def _print(rows: list[dict], shown: tuple, saved: bool) -> None:

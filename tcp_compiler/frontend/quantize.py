@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tcp_compiler.errors import FrontendError
+from tcp_compiler.errors import OptionError
 
 
 def group_split(name: str, axes: dict[str, int], contract: Sequence[str], group: int) -> tuple[str, int]:
@@ -20,8 +20,8 @@ def group_split(name: str, axes: dict[str, int], contract: Sequence[str], group:
             break
         inner //= size
     shape = " x ".join(f"{a}={axes[a]}" for a in contract)
-    raise FrontendError(
-        f"{name}: group size {group} does not tile its input axes {shape}; "
-        "choose a --group-size that divides them"
-    )
+    raise OptionError(
+        "{name}: group size {group} does not tile its input axes {shape}; choose a {group_size} that "
+        "divides them", name=name, group=group, shape=shape,
+    )  # fmt: skip
 

@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from ir import BF16, E8M0, F32, FP8E4M3, I4, I8, U4, DType
-from tcp_compiler.errors import FrontendError
+from tcp_compiler.errors import FrontendError, OptionError
 from tcp_compiler.frontend.quantize import group_split
 
 # fp4 e2m1 (OCP MX spec 1.0, section 5.3.3): code 0-7 are +0, 0.5, 1, 1.5, 2, 3, 4, 6; 8-15 their negatives.
@@ -129,8 +129,8 @@ def layout(name: str, fmt: WeightFormat, axes: dict[str, int], contract: Sequenc
             continue
         try:
             axis, inner = group_split(name, axes, side, size)
-        except FrontendError:
-            if side is not out and fmt.name in GROUP_SIZED:  # group_split's error names --group-size
+        except OptionError:
+            if side is not out and fmt.name in GROUP_SIZED:  # group_split's error names group_size
                 raise
             what = "rows do not tile its output" if side is out else "columns do not tile its input"
             shape = " x ".join(f"{a}={axes[a]}" for a in side)

@@ -28,9 +28,15 @@ from tcp_compiler.pipeline import run_block
 class Run:
     """One simulated program (the prefill, or one decode step) and its timeline."""
 
-    name: str
+    phase: str  # "prefill" or "decode"
     program: Program
     timeline: Timeline
+    step: int | None = None  # a decode step's index
+
+    @property
+    def name(self) -> str:
+        """"prefill", "decode 17"."""
+        return self.phase if self.step is None else f"{self.phase} {self.step}"
 
     @property
     def cycles(self) -> int:
@@ -66,7 +72,7 @@ def run_decode(
         flops[taken], hbm[taken] = block.sums("flops"), block.sums("hbm_bytes")
         totals.add_block(block, timeline)
         for k in range(min(len(block), trace - done)):
-            traced.append(Run(f"decode {done + k}", block.program(k), timeline.row(k)))
+            traced.append(Run("decode", block.program(k), timeline.row(k), done + k))
         done += len(block)
         observer.progress(done, steps)
     return DecodeRuns(cycles, flops, hbm, totals.totals(), traced)
@@ -79,10 +85,12 @@ def step_blocks(stages: Sequence[DecodeSteps], lengths: range) -> Iterator[Progr
     current = [next(s) for s in streams] if len(lengths) else []
     start = [0] * len(stages)  # where in its current block each stage is
     links = in_turn(len(stages))
+    received = [template.graph.meta.received for template in stages]
     done = 0
     while done < len(lengths):
         take = min(len(b) - at for b, at in zip(current, start, strict=True))
-        yield chain_block([_lanes(b, at, take) for b, at in zip(current, start, strict=True)], links)
+        parts = [_lanes(b, at, take) for b, at in zip(current, start, strict=True)]
+        yield chain_block(parts, links, received)
         done += take
         for s, stream in enumerate(streams):
             start[s] += take

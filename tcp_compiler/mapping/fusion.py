@@ -28,6 +28,7 @@ class FusedOp:
     stage: int = 0  # the furthest pipeline stage used so far
     open: bool = True  # False once a reduction ended the pass
     layer: int = -1  # the decoder layer of the op's anchor (graph.meta), -1 for none
+    role: str = ""  # the role of the op's anchor in its layer (graph.meta)
 
     @property
     def name(self) -> str:
@@ -76,7 +77,7 @@ def fuse(graph: Graph) -> list[FusedOp]:
         owner[node.name] = op
     _wire(graph, ops, owner, aliases, fly)
     for op in ops:
-        op.layer = graph.meta.layer_of(op.name)
+        op.layer, op.role = graph.meta.layer_of(op.name), graph.meta.role_of(op.name)
     return ops
 
 

@@ -162,6 +162,7 @@ def _rebound(
             nodes=tuple(map(get, op.nodes)),
             inputs=tuple(map(get, op.inputs)),
             layer=dst if op.layer == src else op.layer,
+            role=get(op.role) if op.role == op.name else op.role,  # a value of no layer is its own role
         )
         for op in ops
     ]

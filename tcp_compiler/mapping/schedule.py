@@ -170,7 +170,7 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
     """Appends one op's recipe to the program, wired to its producers."""
     b = wiring.builder
     nodes = tuple(n.name for n in op.nodes)
-    index = b.op(OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs)))
+    index = b.op(OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs), op.role))
     producers = [wiring.done[v] for v in op.inputs if v in wiring.done]
     from_hbm = [wiring.done[v] for v in op.inputs if v in wiring.done and where.get(v, HBM) == HBM]
     load = main = last = None

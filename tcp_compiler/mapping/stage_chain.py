@@ -2,7 +2,8 @@
 
 Each stage's program is compiled as one chip of its tensor-parallel group (chip 0). Joined, block
 (stage s, micro-batch j) runs on chip s; the commands of the ops that read the received hidden
-state wait for the send of block (s - 1, j), which ends the previous stage's program. Everything
+state (the input its graph's metadata names) wait for the send of block (s - 1, j), which ends
+the previous stage's program. Everything
 else (a stage works through its micro-batches in order, weights prefetch, HBM and DMA bandwidth
 shared per chip, the link queue a stage's sends share with its tensor-parallel collectives) is the
 engine's, as for one chip. Blocks are given in an order where every block comes after the one it
@@ -25,7 +26,6 @@ from simulator.targets.rngd.units import LINK
 from simulator.timeline import EPS, Timeline
 
 _COLUMNS = tuple(name for name, _ in COLUMNS)
-RECEIVED = "hidden"  # the input a later stage's graph takes (tcp_compiler.frontend.builder.model)
 SENT = "send"  # the kind of op that ends an earlier stage's graph: the one send of its hidden state
 
 
@@ -45,9 +45,11 @@ def micro_batched(stages: int, micro_batches: int) -> list[Block]:
     return [Block(s, j * stages + s - 1 if s else None) for j in range(micro_batches) for s in range(stages)]
 
 
-def receivers(program: Program) -> np.ndarray:
-    """Commands of the ops that read the received hidden state."""
-    ops = [k for k, op in enumerate(program.ops) if RECEIVED in op.inputs]
+def receivers(program: Program, received: str | None) -> np.ndarray:
+    """Commands of the ops that read the received hidden state, the input `received`."""
+    if received is None:
+        raise ValueError("a stage program that receives needs the input it receives (graph.meta.received)")
+    ops = [k for k, op in enumerate(program.ops) if received in op.inputs]
     return np.flatnonzero(np.isin(program.op, ops))
 
 
@@ -60,10 +62,11 @@ def sender(program: Program) -> int:
     return int(link[-1])
 
 
-def chain(stages: Sequence[Program], blocks: Sequence[Block]) -> Program:
-    """One program of `blocks`, each a copy of its stage's program on chip = stage. Each copy lists
-    its stage's OpInfo objects again (simulator.report adds the copies' rows up per op). One block
-    of stage 0 is the stage's program itself."""
+def chain(stages: Sequence[Program], blocks: Sequence[Block], received: Sequence[str | None]) -> Program:
+    """One program of `blocks`, each a copy of its stage's program on chip = stage; `received[s]` is
+    the input stage s's graph receives (its graph.meta.received, None for the first stage). Each
+    copy lists its stage's OpInfo objects again (simulator.report adds the copies' rows up per
+    op). One block of stage 0 is the stage's program itself."""
     if len(blocks) == 1 and blocks[0].stage == 0:
         return stages[0]
     op_base = np.cumsum([0] + [len(stages[b.stage].ops) for b in blocks])
@@ -81,7 +84,7 @@ def chain(stages: Sequence[Program], blocks: Sequence[Block]) -> Program:
         owners.append(np.repeat(np.arange(len(p)), np.diff(p.dep_ptr)) + base[k])
         deps.append(p.dep_idx + base[k])
         if b.receives_from is not None:
-            waiting = receivers(p)
+            waiting = receivers(p, received[b.stage])
             owners.append(waiting + base[k])
             source = blocks[b.receives_from]
             deps.append(np.full(len(waiting), base[b.receives_from] + sender(stages[source.stage])))
@@ -103,12 +106,14 @@ def chain(stages: Sequence[Program], blocks: Sequence[Block]) -> Program:
     return program
 
 
-def chain_block(stages: Sequence[ProgramBlock], blocks: Sequence[Block]) -> ProgramBlock:
+def chain_block(
+    stages: Sequence[ProgramBlock], blocks: Sequence[Block], received: Sequence[str | None]
+) -> ProgramBlock:
     """The programs of stage blocks of equal length joined k by k: program k of the result is
-    chain([stage.program(k) ...], blocks), its varying rows those of each block's copy."""
+    chain([stage.program(k) ...], blocks, received), its varying rows those of each block's copy."""
     if len(blocks) == 1 and blocks[0].stage == 0:
         return stages[0]
-    base = chain([s.base for s in stages], blocks)
+    base = chain([s.base for s in stages], blocks, received)
     offsets = np.cumsum([0] + [len(stages[b.stage].base) for b in blocks])
     parts = [stages[b.stage] for b in blocks]
     return ProgramBlock(

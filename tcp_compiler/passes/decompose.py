@@ -33,12 +33,15 @@ class Emitter:
     def __init__(self, out: Graph, taken: set[str], node: Node) -> None:
         self.out, self.taken, self.node = out, taken, node
         self.pending: dict[str, Node] = {}
+        self.suffixes: dict[str, str] = {}  # a pending op's name -> what it adds to the node's
 
     def arg(self, i: int) -> Node:
         return self.out[self.node.operands[i]]
 
     def op(self, kind: str, *operands: Node, suffix: str, type: TensorType | None = None, **attrs) -> Node:
-        name = self._fresh(f"{self.node.name}.{suffix}")
+        tail = self._fresh(f".{suffix}")
+        name = self.node.name + tail
+        self.suffixes[name] = tail
         names = tuple(o.name for o in operands)
         call = OpCall(kind, name, tuple(o.type for o in operands), attrs, type, names)
         result = check_call(REGISTRY[kind], call, where=f"%{name} = {kind}")
@@ -62,14 +65,15 @@ class Emitter:
         nodes[-1] = replace(result, name=self.node.name)
         for node in nodes:
             self.out.append(node)
-        self.out.meta.derive((n.name for n in nodes), self.node.name)
+        self.out.meta.derive({n.name: self.suffixes.get(n.name, "") for n in nodes}, self.node.name)
 
     def _fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.taken:
-            name, k = f"{base}.{k}", k + 1
-        self.taken.add(name)
-        return name
+        """`base`, or `base.k`: a suffix that makes a name no value of the graph has."""
+        tail, k = base, 1
+        while self.node.name + tail in self.taken:
+            tail, k = f"{base}.{k}", k + 1
+        self.taken.add(self.node.name + tail)
+        return tail
 
 
 Rule = Callable[[Emitter, Node], Node | None]

@@ -27,7 +27,7 @@ scores do not fit on chip.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ir import Graph, Node, TensorType
 from ir.errors import VerifyError
@@ -161,6 +161,26 @@ def _sink(graph: Graph, users, joined_sum: Node, joined_max: Node, axis: str) ->
     return Sink(value, joined_max, shifted, sink_exp, joined_sum)
 
 
+@dataclass(frozen=True)
+class Names:
+    """Names of the values one attention's rewrite makes, `{prefix}{suffix}`, each with what its
+    role adds to the attention output's (a tile's or key block's index reads `*` there: every
+    tile does the same work), for the graph's metadata."""
+
+    prefix: str
+    role: str = ""  # what the prefix adds to the output's role
+    made: dict[str, str] = field(default_factory=dict)  # name -> its role's addition, shared by tiles
+
+    def __call__(self, suffix: str) -> str:
+        name = self.prefix + suffix
+        self.made[name] = self.role + suffix
+        return name
+
+    def tile(self, index: str, role: str) -> Names:
+        """The names of one tile (or key block): the prefix extended by `index`, read `role`."""
+        return Names(self.prefix + index, self.role + role, self.made)
+
+
 SCORE_ARITHMETIC = frozenset({"mul", "add", "sub", "div"})
 
 
@@ -194,9 +214,9 @@ def online_softmax(
     extra = []
     for n in graph.nodes:
         if n.name in matches:
-            first = len(out.nodes)
-            extra.append(_rewrite(out, matches[n.name], block, rows))
-            out.meta.derive((m.name for m in out.nodes[first:]), n.name)
+            names = Names(n.name)
+            extra.append(_rewrite(out, matches[n.name], block, rows, names))
+            out.meta.derive(names.made, n.name)
         elif n.name not in skip:
             out.append(clone(n))
     for name in matches:  # readers of each attention's output see the same type as before
@@ -219,28 +239,31 @@ def _cut(g: Graph, source: Node, spans: dict[str, tuple[int, int]]) -> Node:
         name = f"{source.name}.{axis}{start}"
         if name not in g:
             g.add("slice", source, name=name, axis=axis, start=start, stop=stop)
-            g.meta.derive([name], source.name)  # a slice of a shared value (a mask) stays shared
+            # a slice of a shared value (a mask) stays shared; every slice of one plays one role
+            g.meta.derive({name: f".{axis}*"}, source.name)
         source = g[name]
     return source
 
 
-def _rewrite(g: Graph, m: Attention, block: int, rows: tuple[str, int] | None) -> str:
-    """Adds the blocked form of `m` to g; returns the name of its log-sum-exp node."""
+def _rewrite(g: Graph, m: Attention, block: int, rows: tuple[str, int] | None, names: Names) -> str:
+    """Adds the blocked form of `m` to g, its values named by `names`; returns the name of its
+    log-sum-exp node."""
     f32 = m.maximum.type.dtype
     consts = (
-        g.add("const", name=f"{m.out.name}.neg_inf", type=TensorType.of(f32), value=-float("inf")),
-        g.add("const", name=f"{m.out.name}.zero", type=TensorType.of(f32), value=0.0),
+        g.add("const", name=names(".neg_inf"), type=TensorType.of(f32), value=-float("inf")),
+        g.add("const", name=names(".zero"), type=TensorType.of(f32), value=0.0),
     )
     axis, size = (rows[0], m.out.type.size(rows[0])) if rows and rows[0] in m.out.type.names else (None, 0)
     if axis is None or rows[1] >= size:
-        result, lse = _tile(g, m, block, {}, m.out.name, consts)
+        result, lse = _tile(g, m, block, {}, names, consts)
     else:
         tiles = [
-            _tile(g, m, block, {axis: (lo, min(lo + rows[1], size))}, f"{m.out.name}.{axis}{lo}", consts)
+            _tile(g, m, block, {axis: (lo, min(lo + rows[1], size))}, names.tile(f".{axis}{lo}", f".{axis}*"),
+                  consts)  # fmt: skip
             for lo in range(0, size, rows[1])
         ]
-        result = g.add("concat", *(t[0] for t in tiles), name=f"{m.out.name}.joined", axis=axis)
-        lse = g.add("concat", *(t[1] for t in tiles), name=f"{m.out.name}.lse", axis=axis)
+        result = g.add("concat", *(t[0] for t in tiles), name=names(".joined"), axis=axis)
+        lse = g.add("concat", *(t[1] for t in tiles), name=names(".lse"), axis=axis)
     if m.out.type.dtype != f32:
         result = g.add("cast", result, name=m.out.name, type=m.out.type)
     elif result.name != m.out.name:
@@ -249,9 +272,11 @@ def _rewrite(g: Graph, m: Attention, block: int, rows: tuple[str, int] | None) -
 
 
 def _tile(
-    g: Graph, m: Attention, block: int, rows: dict[str, tuple[int, int]], tag: str, consts: tuple[Node, Node]
-) -> tuple[Node, Node]:
-    """One query tile (`rows`, or every row) over all key blocks: (its output in f32, its lse)."""
+    g: Graph, m: Attention, block: int, rows: dict[str, tuple[int, int]], tag: Names,
+    consts: tuple[Node, Node],
+) -> tuple[Node, Node]:  # fmt: skip
+    """One query tile (`rows`, or every row) over all key blocks, its values named by `tag`:
+    (its output in f32, its lse)."""
     neg_inf, zero = consts
     f32 = m.maximum.type.dtype
     size = m.scores.type.size(m.axis)
@@ -267,47 +292,47 @@ def _tile(
     for lo in starts:
         keys = {m.axis: (lo, min(lo + block, size))}
         spans = {**rows, **keys}
-        blk = f"{tag}.blk{lo // block}"
+        blk = tag.tile(f".blk{lo // block}", ".blk*")
         # Every slice first, so the score einsum's pass can take the element-wise work after it.
         k, v = _cut(g, g[k_name], keys), _cut(g, g[m.out.operands[1]], keys)
         sides = [[_cut(g, g[side], spans) for side in mod.operands[1:]] for mod in m.modifiers]
         mask = _cut(g, g[m.masked.operands[0]], spans) if m.masked is not None else None
-        s = g.add("einsum", q, k, name=f"{blk}.scores", eq=m.scores.attrs["eq"],
+        s = g.add("einsum", q, k, name=blk(".scores"), eq=m.scores.attrs["eq"],
                   type=_resized(m.scores.type, spans))  # fmt: skip
         for mod, side in zip(m.modifiers, sides, strict=True):
-            s = g.add(mod.kind, s, *side, name=f"{blk}.{mod.name.rsplit('.', 1)[-1]}")
+            s = g.add(mod.kind, s, *side, name=blk(f".{mod.name.rsplit('.', 1)[-1]}"))
         if mask is not None:
-            s = g.add("where", mask, s, g[m.masked.operands[2]], name=f"{blk}.masked")
-        block_max = g.add("reduce", s, name=f"{blk}.max", op="max", axes=[m.axis])
-        new_max = block_max if running is None else g.add("max", running, block_max, name=f"{blk}.m")
-        empty = g.add("eq", new_max, neg_inf, name=f"{blk}.empty")
-        safe = g.add("where", empty, zero, new_max, name=f"{blk}.safe")
-        p = g.add("exp", g.add("sub", s, safe, name=f"{blk}.shifted"), name=f"{blk}.p")
-        block_sum = g.add("reduce", p, name=f"{blk}.sum", op="sum", axes=[m.axis])
+            s = g.add("where", mask, s, g[m.masked.operands[2]], name=blk(".masked"))
+        block_max = g.add("reduce", s, name=blk(".max"), op="max", axes=[m.axis])
+        new_max = block_max if running is None else g.add("max", running, block_max, name=blk(".m"))
+        empty = g.add("eq", new_max, neg_inf, name=blk(".empty"))
+        safe = g.add("where", empty, zero, new_max, name=blk(".safe"))
+        p = g.add("exp", g.add("sub", s, safe, name=blk(".shifted")), name=blk(".p"))
+        block_sum = g.add("reduce", p, name=blk(".sum"), op="sum", axes=[m.axis])
         if m.cast is not None:
-            p = g.add("cast", p, name=f"{blk}.p_cast", type=p.type.with_dtype(m.cast.type.dtype))
-        part = g.add("einsum", p, v, name=f"{blk}.out", eq=m.out.attrs["eq"],
+            p = g.add("cast", p, name=blk(".p_cast"), type=p.type.with_dtype(m.cast.type.dtype))
+        part = g.add("einsum", p, v, name=blk(".out"), eq=m.out.attrs["eq"],
                      type=_resized(m.out.type, rows).with_dtype(f32))  # fmt: skip
         if running is None:
             total, acc = block_sum, part
         else:
-            rescale = g.add("exp", g.add("sub", running, safe, name=f"{blk}.dm"), name=f"{blk}.alpha")
+            rescale = g.add("exp", g.add("sub", running, safe, name=blk(".dm")), name=blk(".alpha"))
             total = g.add(
-                "add", g.add("mul", total, rescale, name=f"{blk}.l_old"), block_sum, name=f"{blk}.l"
+                "add", g.add("mul", total, rescale, name=blk(".l_old")), block_sum, name=blk(".l")
             )
-            acc = g.add("add", g.add("mul", acc, rescale, name=f"{blk}.acc_old"), part, name=f"{blk}.acc")
+            acc = g.add("add", g.add("mul", acc, rescale, name=blk(".acc_old")), part, name=blk(".acc"))
         running = new_max
     if m.sink is not None:
         sink = _cut(g, g[m.sink.value.name], rows)
-        joined = g.add("max", running, sink, name=f"{tag}.m_sink")  # finite, so no safe form
-        rescale = g.add("exp", g.add("sub", running, joined, name=f"{tag}.dm_sink"), name=f"{tag}.alpha_sink")
-        sink_p = g.add("exp", g.add("sub", sink, joined, name=f"{tag}.sink_shifted"), name=f"{tag}.sink_p")
-        total = g.add("add", g.add("mul", total, rescale, name=f"{tag}.l_keys"), sink_p, name=f"{tag}.l_sink")
-        acc = g.add("mul", acc, rescale, name=f"{tag}.acc_sink")
+        joined = g.add("max", running, sink, name=tag(".m_sink"))  # finite, so no safe form
+        rescale = g.add("exp", g.add("sub", running, joined, name=tag(".dm_sink")), name=tag(".alpha_sink"))
+        sink_p = g.add("exp", g.add("sub", sink, joined, name=tag(".sink_shifted")), name=tag(".sink_p"))
+        total = g.add("add", g.add("mul", total, rescale, name=tag(".l_keys")), sink_p, name=tag(".l_sink"))
+        acc = g.add("mul", acc, rescale, name=tag(".acc_sink"))
         safe = joined
-    final = tag if not rows and m.out.type.dtype == f32 else f"{tag}.online"
+    final = tag("" if not rows and m.out.type.dtype == f32 else ".online")
     result = g.add("div", acc, total, name=final)
-    lse = g.add("add", safe, g.add("log", total, name=f"{tag}.log_l"), name=f"{tag}.lse")
+    lse = g.add("add", safe, g.add("log", total, name=tag(".log_l")), name=tag(".lse"))
     return result, lse
 
 

@@ -9,8 +9,8 @@ from simulator.report import OpTotals
 from simulator.targets.rngd.units import CONTRACTION
 from simulator.utilisation import totals_busy_cycles, utilisation
 from tcp_compiler.analysis.config_floor import decode_bound_seconds, phase_bound
-from tcp_compiler.analysis.limiter import PhaseTime, limiter
-from tcp_compiler.analysis.op_roles import op_roles
+from tcp_compiler.analysis.limiter import Limiter, PhaseTime, limiter
+from tcp_compiler.analysis.op_roles import OpRoleRow, op_roles
 from tcp_compiler.analysis.roofline import Roofline, bound
 from tcp_compiler.mapping.stage_chain import SENT
 from tcp_compiler.report.types import (
@@ -20,9 +20,7 @@ from tcp_compiler.report.types import (
     HardwareSummary,
     LayerRow,
     Layers,
-    Limiter,
     Memory,
-    OpRoleRow,
     OpRoles,
     OpRow,
     Ops,
@@ -42,8 +40,9 @@ def _roofline(sim: Simulation) -> Roofline:
     return Roofline.of(sim.hardware, sim.precision.operand)
 
 
-def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[OpRow, ...]:
-    """Every op, averaged per program run (per decode step for decode), heaviest first."""
+def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[OpRow, ...], tuple[str, ...]]:
+    """Every op, averaged per program run (per decode step for decode), heaviest first, and the
+    role of each."""
     clock, roofline = sim.hardware.chip.clock_hz, _roofline(sim)
     rows = []
     # Python floats (the same doubles): a long prefill has ~10^5 ops, and numpy scalars are slow.
@@ -65,8 +64,8 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[OpRow, ...]:
                 roofline_seconds=max(terms), bound=bound(seconds, *terms),
             )
         )  # fmt: skip
-    rows.sort(key=lambda r: -r.seconds)
-    return tuple(rows)
+    order = sorted(range(len(rows)), key=lambda i: -rows[i].seconds)
+    return tuple(rows[i] for i in order), tuple(totals.roles[i] for i in order)
 
 
 def _layers(
@@ -98,20 +97,9 @@ def _layers(
 
 
 def _attention_forms(sim: Simulation) -> dict[int, str]:
-    """The prefill's attention form per layer: each note names its attention's output value, an
-    op of the layer (or, once rewritten into tiles, the prefix of its tiles' ops)."""
-    totals = sim.prefill_ops
-    first: dict[str, int] = {}  # each op name and each of its dotted prefixes -> the first op's layer
-    for name, layer in zip(totals.names, totals.layers.tolist(), strict=True):
-        head, dot = name, True
-        while dot:
-            first.setdefault(head, int(layer))
-            head, dot, _ = head.rpartition(".")
-    forms = {}
-    for note in sim.attention:
-        if note["op"] in first:
-            forms[first[note["op"]]] = note["form"]
-    return forms
+    """The prefill's attention form per layer: each note names its attention's output value, whose
+    layer the graph's metadata gave."""
+    return {sim.attention_layers[note["op"]]: note["form"] for note in sim.attention}
 
 
 def _limiter(totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Simulation) -> Limiter | None:
@@ -130,8 +118,10 @@ def _limiter(totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Si
     return limiter(phase)
 
 
-def _roles(ops: tuple[OpRow, ...], seconds: float, sim: Simulation) -> tuple[OpRoleRow, ...]:
-    return op_roles(ops, seconds, _roofline(sim).terms, bound)
+def _roles(
+    ops: tuple[tuple[OpRow, ...], tuple[str, ...]], seconds: float, sim: Simulation
+) -> tuple[OpRoleRow, ...]:
+    return op_roles(*ops, seconds, _roofline(sim).terms, bound)
 
 
 def _units(totals: OpTotals, cycles: float, sim: Simulation) -> tuple[UnitRow, ...]:
@@ -229,7 +219,9 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
             prefill=_layers(sim.prefill_ops, 1, sim, _attention_forms(sim)),
             decode=_layers(sim.decode_ops, steps, sim) if steps else None,
         ),
-        ops=Ops(prefill=prefill_ops[: top or None], decode=decode_ops[: top or None] if decode_ops else None),
+        ops=Ops(
+            prefill=prefill_ops[0][: top or None], decode=decode_ops[0][: top or None] if decode_ops else None
+        ),
         op_roles=OpRoles(
             prefill=_roles(prefill_ops, prefill_seconds, sim),
             decode=_roles(decode_ops, decode.tpot_seconds_mean, sim) if decode_ops else None,

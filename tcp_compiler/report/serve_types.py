@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tcp_compiler.report.types import Record, doc
+from tcp_compiler.records import Record, doc
 
 
 @dataclass(frozen=True, kw_only=True)

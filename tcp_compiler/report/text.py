@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simulator.numbers import plural, si
-from tcp_compiler.report.types import AttentionNote, LayerRow, OpRoleRow, Pipeline, Report, StageRow
+from tcp_compiler.analysis.op_roles import OpRoleRow
+from tcp_compiler.report.types import AttentionNote, LayerRow, Pipeline, Report, StageRow
 
 ROLE_COLUMNS = ("op role", "n", "total ms", "ms/layer", "share", "FLOPs", "HBM", "FLOP/HBM B", "bound")
 LAYER_COLUMNS = ("ms", "share", "FLOPs", "HBM", "FLOP/HBM B", "x roof", "bound", "attention")

@@ -4,55 +4,15 @@ which docs/report-schema.md is generated (tcp_compiler.report.schema); `Report.t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from functools import cache
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass, fields
+from typing import Literal
 
-import numpy as np
-
-from simulator.targets.rngd import SITES
+from tcp_compiler.analysis.limiter import Limiter
+from tcp_compiler.analysis.op_roles import OpRoleRow
+from tcp_compiler.analysis.roofline import Bound
+from tcp_compiler.records import Record, doc
 
 SCHEMA = "tcpc.report/1"
-
-Bound = Literal["compute", "memory", "communication", "overhead"]
-
-
-def doc(meaning: str, unit: str = "", values: str = "", **kwargs: Any) -> Any:
-    """A field with its meaning and unit, for the generated schema doc; `values` names a mapping
-    ("module:NAME") whose keys the doc lists as the field's values, so the doc cannot omit one."""
-    return field(metadata={"doc": meaning, "unit": unit, "values": values}, **kwargs)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Record:
-    """Base of every report object: numpy scalars become Python numbers, so the report is plain JSON."""
-
-    nulls: ClassVar[bool] = False  # None fields written as null (True) or left out (False)
-
-    def __post_init__(self) -> None:
-        for name in _field_names(type(self)):
-            value = getattr(self, name)
-            if isinstance(value, np.generic):
-                object.__setattr__(self, name, value.item())
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object, keys in field order, None fields left out (or null: `nulls`)."""
-        keep = self.nulls
-        return {f.name: _json(v) for f in fields(self) if (v := getattr(self, f.name)) is not None or keep}
-
-
-@cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    """A record class's field names (dataclasses.fields is slow, and reports make many rows)."""
-    return tuple(f.name for f in fields(cls))
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, Record):
-        return value.to_dict()
-    if isinstance(value, tuple):
-        return [_json(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,41 +32,6 @@ class HardwareSummary(Record):
     )
     hbm_bytes_per_s: float = doc("sustained HBM bandwidth per chip (the rooflines use it)", "B/s")
     assumed: tuple[str, ...] = doc("spec keys whose values are assumptions, not published facts")
-
-
-@dataclass(frozen=True, kw_only=True)
-class LimiterPart(Record):
-    """One cause of the time a phase takes beyond its roofline, measured on the simulated timeline."""
-
-    cause: Literal[SITES.limiter_causes] = doc(
-        "`kernel_launch`: the host's launch overhead; `hbm_below_peak`: HBM moves in flight but below "
-        "HBM's full rate; `pipeline_stages`: Tensor Unit pass time beyond its contraction (fill, drain, "
-        "Vector, Commit, TRF loads); `contraction_placement`: contraction cycles beyond peak (lanes or "
-        "slices the placement leaves idle); `link_latency`: chip-link time beyond its bytes at full "
-        "bandwidth. The others are time the bound resource is idle, named by what runs instead (first "
-        "match in this order): `link` collectives, `hbm_move`, `dma_on_chip` moves, `dma_startup`, "
-        "`contraction` passes, `tensor_unit_other` (passes without a contraction), `sub` pipeline; "
-        "`gaps`: nothing under way"
-    )
-    what: str = doc("the cause in words, as the terminal and Markdown reports print it")
-    seconds: float = doc("time it accounts for (per step for decode)", "s")
-    share: float = doc("`seconds` over the phase's time beyond its roofline", "0..1")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Limiter(Record):
-    """What a phase's time beyond its roofline is made of: the bound resource's idle time, split by
-    what ran instead, plus the time it ran below its peak rate and the kernel launch; computed from
-    the simulated timeline (which activities were under way at each cycle), so the parts sum to
-    `excess_seconds`."""
-
-    resource: Literal["compute", "memory", "communication"] = doc(
-        "the largest roofline term: the resource that bounds the phase (the Contraction Engine, HBM, the "
-        "chip links), even when the phase's `bound` is `overhead`"
-    )
-    roofline_ratio: float = doc("the phase's time over its roofline", "x")
-    excess_seconds: float = doc("the phase's time minus its roofline (per step for decode)", "s")
-    parts: tuple[LimiterPart, ...] = doc("the causes, largest first; causes under one cycle are left out")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,31 +158,6 @@ class OpRow(Record):
     hbm_intensity: float = doc("FLOPs per byte of HBM traffic: the roofline's intensity", "FLOP/B")
     roofline_seconds: float = doc("as for the phases, for this op", "s")
     bound: Bound = doc("as for the phases, for this op")
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpRoleRow(Record):
-    """The ops that play one role across layers (`l0.down` ... `l15.down` are role `down`; tile
-    indices of online softmax, such as `Sq1024` or `blk3`, read `*`), summed; per step for decode."""
-
-    role: str = doc("the op name without its layer prefix, tile indices as `*`")
-    kind: str = doc("as for ops")
-    count: int = doc("ops in the role", "ops")
-    layers: int = doc("distinct layers they sit in (0 for ops outside the layers)", "layers")
-    seconds: float = doc("the sum of the ops' `seconds`", "s")
-    seconds_per_layer: float = doc("`seconds` per layer (per op outside the layers)", "s")
-    share: float = doc(
-        "`seconds` over the phase's time; ops overlap (a prefetch runs beside a pass), so the shares of "
-        "all roles can sum to more than 1",
-        "0..1",
-    )
-    tensor_unit_seconds: float = doc("the sum of the ops' Tensor Unit time", "s")
-    flops: float = doc("the ops' work", "FLOP")
-    hbm_bytes: float = doc("the ops' HBM traffic", "B")
-    intensity: float = doc("FLOPs per byte of HBM + DM traffic (on-chip reuse)", "FLOP/B")
-    hbm_intensity: float = doc("FLOPs per byte of HBM traffic: the roofline's intensity", "FLOP/B")
-    roofline_seconds: float = doc("the sum of the ops' rooflines", "s")
-    bound: Bound = doc("as for the phases, for the role's summed time and roofline terms")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -136,7 +136,8 @@ def _run_stages(
         taken = {n.name for n in model.graph.of_kind("input")}
         ranks = [{k: v for k, v in f.items() if k in taken} for f in stage_feeds]
         if outs:
-            ranks = [{**f, "hidden": prev[sent]} for f, prev in zip(ranks, outs[-1], strict=True)]
+            received = model.graph.meta.received  # the input that takes the hidden state
+            ranks = [{**f, received: prev[sent]} for f, prev in zip(ranks, outs[-1], strict=True)]
         try:
             outs.append(_run(model, ranks, weights))
         except (ir.NonFiniteError, NonFiniteError) as e:

@@ -159,7 +159,9 @@ class IterationCosts:
         key = (batch, length)
         found = self._decodes.get(key)
         if found is None:
-            found = self._decodes[key] = self._time([t.at(length) for t in self._template(batch, length)])
+            templates = self._template(batch, length)
+            received = [t.graph.meta.received for t in templates]
+            found = self._decodes[key] = self._time([t.at(length) for t in templates], received)
         return found
 
     def _template(self, batch: int, length: int) -> list[DecodeSteps]:
@@ -206,19 +208,21 @@ class IterationCosts:
         key = (batch, seq, documents)
         found = self._prefills.get(key)
         if found is None:
-            programs = []
+            programs, received = [], []
             for options in self.stages:
                 options = replace(options, batch=batch, documents=documents)
                 compiled = compile_phase(self.config, self.hw, self.precision, "prefill", seq, options)
                 programs.append(compiled.program)
+                received.append(compiled.graph.meta.received)
                 self.stats.prefill_compiles += 1
-            found = self._prefills[key] = self._time(programs)
+            found = self._prefills[key] = self._time(programs, received)
         return found
 
-    def _time(self, stages: list[Program]) -> Cost:
-        """The stages' programs joined, the batch through them in turn, timed by the engine."""
+    def _time(self, stages: list[Program], received: list[str | None]) -> Cost:
+        """The stages' programs joined (`received`: the input each receives), the batch through
+        them in turn, timed by the engine."""
         self.stats.engine_runs += 1
-        program = chain(stages, in_turn(len(stages)))
+        program = chain(stages, in_turn(len(stages)), received)
         timeline = run_program(program, self.hw)
         return Cost(tuple(float(h) for h in handoffs(program, timeline, len(stages))),
                     float(program.flops.sum()), float(program.hbm_bytes.sum()))  # fmt: skip

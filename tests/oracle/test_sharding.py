@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ir
-from tcp_compiler.errors import FrontendError
+from tcp_compiler.errors import FrontendError, OptionError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.config import Layer, Mlp, ModelConfig, Norms, Rope
 from tcp_compiler.frontend.model import Model, bundled_models, load_model
@@ -193,7 +193,7 @@ def test_w4_shards_are_quantised_after_slicing(family: str, chips: int, tmp_path
 
 def test_w4_group_that_does_not_tile_a_shard_is_an_error(tmp_path) -> None:
     cfg = _load("qwen3_moe", tmp_path).config
-    with pytest.raises(FrontendError, match="group size 4 does not tile its input axes F=6"):
+    with pytest.raises(OptionError, match="group size 4 does not tile its input axes F=6"):
         build_prefill(cfg, precision("w4", 4), 1, 2, chips=4)
 
 

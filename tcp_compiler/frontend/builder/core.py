@@ -2,8 +2,8 @@
 
 Every block (weights, positions, norms, attention, ffn, moe, model) is a set of functions taking
 a `GraphBuilder`; they share state only through it. Naming is the core's: inside a decoder layer
-(`with b.layer(i)`) `b.name("q")` is `l{i}.q`, and the builder records layer i for it in the graph's
-metadata, so nothing downstream parses names.
+(`with b.layer(i)`) `b.name("q")` is `l{i}.q`, and the builder records layer i and role `q` for it
+in the graph's metadata, so nothing downstream parses names.
 
 Tensor parallelism (`chips=N`, Megatron style): the graph is ONE chip of an SPMD program and every
 rank runs it with its own weight shards, so H, Hkv, F and V are per-chip sizes. Q/K/V, gate/up and
@@ -149,20 +149,9 @@ class ModelGraph:
         return [self.graph[n] for n, b in self.bindings.items() if b.sources]
 
 
-def layer_name(layer: int, role: str) -> str:
-    """The name of the value with `role` in decoder `layer`: the one naming rule of layer values."""
-    return f"l{layer}.{role}"
-
-
-def role_in_layer(name: str, layer: int) -> str:
-    """The role a value of `layer` (the graph's metadata says which) was named for, `layer_name`
-    undone; a value of no layer (-1) is its own role."""
-    return name.removeprefix(layer_name(layer, "")) if layer >= 0 else name
-
-
 class GraphBuilder:
     """One graph being built: the model, precision, sizes and sharding every block reads, the
-    params' bindings, and the layer of every value named in a layer."""
+    params' bindings, and the layer and role of every value named in a layer."""
 
     def __init__(
         self,
@@ -184,6 +173,8 @@ class GraphBuilder:
         self.packed = False  # positions are per token [B, S] (packed documents), not an iota
         self._layer = -1  # the decoder layer being built, -1 outside one
         self._layers: dict[str, int] = {}  # value -> its decoder layer (absent: none)
+        self._roles: dict[str, str] = {}  # value -> its role in its layer (absent: its name)
+        self._received: str | None = None  # the input a later pipeline stage receives
 
     # -- naming and metadata -------------------------------------------------------------------
     @contextmanager
@@ -197,24 +188,32 @@ class GraphBuilder:
 
     def name(self, role: str) -> str:
         """The name of a value with this role: `l{i}.{role}` inside layer i, recorded as the
-        layer's; `role` itself outside a layer."""
+        layer's with its role; `role` itself outside a layer."""
         if self._layer < 0:
             return role
-        name = layer_name(self._layer, role)
-        self._layers[name] = self._layer
+        name = f"l{self._layer}.{role}"
+        self._layers[name], self._roles[name] = self._layer, role
         return name
 
     def derived(self, source: str, suffix: str) -> str:
-        """`{source}{suffix}`: a value made from `source` alone (a cast, a view), of its layer."""
+        """`{source}{suffix}`: a value made from `source` alone (a cast, a view), of its layer,
+        its role source's with the suffix."""
         name = source + suffix
         if source in self._layers:
             self._layers[name] = self._layers[source]
+            self._roles[name] = self._roles[source] + suffix
         return name
+
+    def receive(self, name: str, type: TensorType) -> Node:
+        """The input this graph (a later pipeline stage) receives from the stage before it."""
+        self._received = name
+        return self.g.input(name, type)
 
     def done(self, phase: str, padded: bool, kv: list[Node]) -> ModelGraph:
         """The finished model graph, with its metadata: the KV outputs, the axes of the KV length
         (this builder names cached positions P and attended keys Sk), and each value's decoder
-        layer (from `name` and `derived`, so nothing downstream parses names)."""
+        layer and role (from `name` and `derived`, so nothing downstream parses names), and the
+        input a later pipeline stage receives."""
         past = self.positions - 1 if phase == "decode" else 0
         meta = self.g.meta
         meta.kv_outputs = tuple(n.name for n in kv)
@@ -222,6 +221,8 @@ class GraphBuilder:
         meta.kv_axes = ("P", "Sk", *rings)
         meta.kv_windows = rings
         meta.layers = {n.name: self._layers.get(n.name, -1) for n in self.g.nodes}
+        meta.roles = {n.name: self._roles.get(n.name, n.name) for n in self.g.nodes}
+        meta.received = self._received
         return ModelGraph(
             self.g, self.cfg, self.p, phase, self.batch, self.seq, past, padded, self.sh.chips, self.bindings
         )

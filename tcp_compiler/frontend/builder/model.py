@@ -138,7 +138,7 @@ def _enter(b: GraphBuilder, stage: Stage, embed: Callable[[], Node]) -> Node:
     if stage.first:
         return embed()
     sent = TensorType.of(b.p.collective, B=b.batch, S=b.seq, D=b.cfg.hidden)
-    return b.to(b.g.input("hidden", sent), F32)
+    return b.to(b.receive("hidden", sent), F32)
 
 
 def _leave(b: GraphBuilder, stage: Stage, h: Node) -> Node:
