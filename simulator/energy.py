@@ -119,7 +119,8 @@ class EnergyModel:
         """Dynamic energy per action at the spec's operating point, shaped like `work`'s figures."""
         counts, scale = self.counts(spec, work, dtype), self.point(spec).dynamic_scale
         return {
-            a.name: counts[a.name] * spec.value(a.address.format(dtype=dtype)) * PICO * (scale if a.on_chip else 1.0)
+            a.name: counts[a.name] * spec.value(a.address.format(dtype=dtype)) * PICO
+            * (scale if a.on_chip else 1.0)
             for a in self.actions
         }
 

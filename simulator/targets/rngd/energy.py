@@ -22,7 +22,16 @@ import numpy as np
 from simulator.energy import Action, EnergyModel, OperatingPoint, Work
 from simulator.targets.rngd import SITES
 from simulator.targets.rngd.spec import Hardware
-from simulator.targets.rngd.units import CHIP_LINK, COMMIT, CONTRACTION, FETCH, SWITCH, TENSOR_DMA, TRF_LOAD, VECTOR
+from simulator.targets.rngd.units import (
+    CHIP_LINK,
+    COMMIT,
+    CONTRACTION,
+    FETCH,
+    SWITCH,
+    TENSOR_DMA,
+    TRF_LOAD,
+    VECTOR,
+)
 
 ACTIONS = (
     Action("mac", "energy.mac_pj.{dtype}", CONTRACTION.name, on_chip=True),
