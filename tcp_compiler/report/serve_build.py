@@ -102,7 +102,9 @@ def iteration_energy(result: ServeResult) -> tuple[np.ndarray, np.ndarray]:
     return joules, power
 
 
-def _energy(result: ServeResult, joules: np.ndarray, power: np.ndarray, span: float, out_tokens: int) -> ServeEnergy:
+def _energy(
+    result: ServeResult, joules: np.ndarray, power: np.ndarray, span: float, out_tokens: int
+) -> ServeEnergy:
     """The run's energy: its iterations', plus idle power on every chip while none runs."""
     point, chips = ENERGY.point(result.hardware), result.chips
     busy = min(float(result.iterations.array("duration_s").sum()), span)

@@ -59,4 +59,6 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
         f"{e.output_tokens_per_joule:.3g} output tokens/J"
     )
     if e.over_tdp_iterations:
-        out.print(f"{e.over_tdp_iterations:,} iterations draw above the {e.tdp_w:.0f} W TDP per chip (chip.tdp_w)")
+        out.print(
+            f"{e.over_tdp_iterations:,} iterations draw above the {e.tdp_w:.0f} W TDP per chip (chip.tdp_w)"
+        )

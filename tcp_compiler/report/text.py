@@ -151,8 +151,8 @@ def energy_lines(report: Report) -> list[str]:
                      f"{j(e.decode.joules_per_token)}/token")  # fmt: skip
     lines = [f"energy ({counted}): {'; '.join(parts)}; whole run {e.average_power_w:.0f} W per chip, "
              f"{e.tokens_per_joule:.3g} tokens/J (idle {e.idle_power_w:.0f} W)"]  # fmt: skip
-    lines += [f"{phase} draws above the {e.tdp_w:.0f} W TDP per chip (chip.tdp_w); --power-cap lowers the clock"
-              for phase in e.over_tdp]  # fmt: skip
+    lines += [f"{phase} draws above the {e.tdp_w:.0f} W TDP per chip (chip.tdp_w); "
+              "--power-cap lowers the clock" for phase in e.over_tdp]  # fmt: skip
     return lines
 
 

@@ -402,7 +402,9 @@ class Energy(Record):
     prefill_joules: float = doc("the prefill, every chip", "J")
     decode_joules_per_step: float = doc("a decode step, mean, every chip; 0 without decode steps", "J")
     average_power_w: float = doc("the whole run (prefill and every decode step), per chip", "W")
-    tokens_per_joule: float = doc("generated tokens (`batch * gen_len`) per joule of the whole run", "tokens/J")
+    tokens_per_joule: float = doc(
+        "generated tokens (`batch * gen_len`) per joule of the whole run", "tokens/J"
+    )
     joules: float = doc("the whole run, every chip", "J")
     idle_power_w: float = doc("a chip's power with nothing running and the model resident", "W")
     tdp_w: float = doc("a chip's thermal design power (`chip.tdp_w`)", "W")

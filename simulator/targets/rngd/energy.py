@@ -83,8 +83,10 @@ def counts(hw: Hardware, work: Work, dtype: str) -> dict[str, Any]:
 def point(hw: Hardware) -> OperatingPoint:
     """The operating point and power states the spec gives."""
     op, p = hw.operating_point, hw.power
-    return OperatingPoint(hw.chip.clock_hz, op.voltage_v, op.nominal_voltage_v, op.nominal_clock_hz,
-                          op.min_voltage_v, p.idle_w, p.active_baseline_w, p.leakage_w, hw.chip.tdp_w)  # fmt: skip
+    return OperatingPoint(
+        hw.chip.clock_hz, op.voltage_v, op.nominal_voltage_v, op.nominal_clock_hz, op.min_voltage_v,
+        p.idle_w, p.active_baseline_w, p.leakage_w, hw.chip.tdp_w,
+    )  # fmt: skip
 
 
 def peak_rates(hw: Hardware, dtype: str) -> Work:

@@ -300,7 +300,8 @@ class Hardware(Spec):
                     f"expected at least {packets * self.chip.packet_bytes}"
                 )
         if self.power.leakage_w > self.power.idle_w:
-            return "power.leakage_w", f"{self.power.leakage_w:g} W exceeds power.idle_w {self.power.idle_w:g} W"
+            p = self.power
+            return "power.leakage_w", f"{p.leakage_w:g} W exceeds power.idle_w {p.idle_w:g} W"
         if self.operating_point.min_voltage_v > self.operating_point.nominal_voltage_v:
             return "operating_point.min_voltage_v", (
                 f"{self.operating_point.min_voltage_v:g} V exceeds operating_point.nominal_voltage_v "
