@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.energy import PhaseEnergy as Phase
-from simulator.energy import Work, phase_energy
+from simulator.energy import Work, dvfs_voltage, phase_energy, throttled_clock
 from simulator.report import OpTotals
 from simulator.targets.rngd.energy import ENERGY
+from simulator.targets.rngd.spec import Hardware
+from tcp_compiler.errors import TcpcError
 from tcp_compiler.report.types import Energy, PhaseEnergy, UnitEnergy
 from tcp_compiler.simulate import Simulation
 
@@ -67,3 +69,29 @@ def energy(sim: Simulation, prefill_seconds: float, decode_seconds: float) -> En
         decode=_row(decode, steps, sim.batch) if decode else None,
     )  # fmt: skip
 
+
+
+def capped_hardware(sim: Simulation, cap_w: float) -> Hardware:
+    """The simulation's spec, or, when a phase draws more than `cap_w` per chip while it runs, the
+    same chip at the highest clock (with its DVFS voltage) at which no phase does: the time each
+    phase runs stretches with 1 / clock and its on-chip energy falls with V^2 (simulator.energy)."""
+    hw, clock = sim.hardware, sim.hardware.chip.clock_hz
+    point, chips = ENERGY.point(hw), sim.chips * sim.stages
+    clocks = []
+    for phase in phases(sim, 0.0, 0.0):
+        if phase is None or phase.running_seconds <= 0:
+            continue
+        off_chip = phase.dynamic_joules - phase.on_chip_joules
+        found = throttled_clock(point, phase.on_chip_joules, off_chip, phase.running_seconds * clock, cap_w,
+                                chips)  # fmt: skip
+        if found is None:
+            raise TcpcError(f"--power-cap {cap_w:g} W: no clock keeps this run within it (idle power "
+                            f"{point.idle_power_w:.0f} W per chip)")  # fmt: skip
+        clocks.append(found)
+    lowest = min(clocks, default=clock)
+    if lowest >= clock:
+        return hw
+    source = f"derived: --power-cap {cap_w:g} W (DVFS, docs/energy.md)"
+    return hw.with_value("chip.clock_hz", lowest, source).with_value(
+        "operating_point.voltage_v", dvfs_voltage(point, lowest), source
+    )

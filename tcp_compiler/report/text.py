@@ -150,7 +150,8 @@ def energy_lines(report: Report) -> list[str]:
         parts.append(f"decode {j(e.decode.joules)}/step at {e.decode.average_power_w:.0f} W per chip, "
                      f"{j(e.decode.joules_per_token)}/token")  # fmt: skip
     lines = [f"energy ({counted}): {'; '.join(parts)}; whole run {e.average_power_w:.0f} W per chip, "
-             f"{e.tokens_per_joule:.3g} tokens/J (idle {e.idle_power_w:.0f} W)"]  # fmt: skip
+             f"{e.tokens_per_joule:.3g} tokens/J (idle {e.idle_power_w:.0f} W; {e.clock_hz / 1e9:.3g} GHz at "
+             f"{e.voltage_v:.3g} V)"]  # fmt: skip
     lines += [f"{phase} draws above the {e.tdp_w:.0f} W TDP per chip (chip.tdp_w); "
               "--power-cap lowers the clock" for phase in e.over_tdp]  # fmt: skip
     return lines
