@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simulator.utilisation import command_bytes
-
 if TYPE_CHECKING:
     from simulator.program import Program
     from simulator.report import OpTotals
@@ -32,8 +30,8 @@ PICO = 1e-12
 
 @dataclass(frozen=True)
 class Work:
-    """The activity energy is charged on: per op (arrays over ops) or summed (scalars / 0-d);
-    `unit_busy` has the units along its last axis."""
+    """The activity energy is charged on, per op (arrays over ops; a recipe may read an op's
+    figures together, so they are never summed across ops first); `unit_busy` is [ops, units]."""
 
     flops: Any
     hbm_bytes: Any
@@ -50,16 +48,15 @@ class Work:
 
     @classmethod
     def of_program(cls, program: Program) -> Work:
-        """A whole program's sums (the engine's columns summed once, e.g. per serving iteration piece)."""
-        return cls(float(program.flops.sum()), float(program.hbm_bytes.sum()), float(program.dm_bytes.sum()),
-                   float(program.link_bytes.sum()), float(command_bytes(program)["dma_bytes"].sum()),
-                   program.busy.sum(axis=0).astype(np.float64))  # fmt: skip
+        """Per op, from a program's columns (the op totals' integer figures, without the timeline):
+        a recipe reads an op's activity as a whole (a pass that contracts is MACs)."""
+        from simulator.report import command_integers, op_starts
 
-    def total(self) -> Work:
-        """Summed over ops."""
-        return Work(*(float(np.sum(v)) for v in (self.flops, self.hbm_bytes, self.dm_bytes, self.link_bytes,
-                                                   self.dma_bytes)), np.asarray(self.unit_busy).reshape(
-                        -1, np.shape(self.unit_busy)[-1]).sum(axis=0))  # fmt: skip
+        starts = op_starts(program)
+        per_op = {f: np.add.reduceat(v.astype(np.float64), starts, axis=0)
+                  for f, v in command_integers(program).items()}  # fmt: skip
+        return cls(per_op["flops"], per_op["hbm_bytes"], per_op["dm_bytes"], per_op["link_bytes"],
+                   per_op["dma_bytes"], per_op["unit_busy"])  # fmt: skip
 
 
 @dataclass(frozen=True)

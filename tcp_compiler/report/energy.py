@@ -30,11 +30,11 @@ def phases(sim: Simulation, prefill_seconds: float, decode_seconds: float) -> tu
     """The prefill's energy and the decode steps' (all of them), every chip counted."""
     hw, clock = sim.hardware, sim.hardware.chip.clock_hz
     dtype, chips = mac_dtype(sim), sim.chips * sim.stages
-    prefill = phase_energy(ENERGY, hw, Work.of_totals(sim.prefill_ops).total(), dtype, prefill_seconds,
+    prefill = phase_energy(ENERGY, hw, Work.of_totals(sim.prefill_ops), dtype, prefill_seconds,
                            sim.prefill.cycles / clock, sim.chips, chips)  # fmt: skip
     if not len(sim.decode_cycles):
         return prefill, None
-    decode = phase_energy(ENERGY, hw, Work.of_totals(sim.decode_ops).total(), dtype, decode_seconds,
+    decode = phase_energy(ENERGY, hw, Work.of_totals(sim.decode_ops), dtype, decode_seconds,
                           float(sim.decode_cycles.sum()) / clock, sim.chips, chips)  # fmt: skip
     return prefill, decode
 
