@@ -20,7 +20,7 @@ from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.observer import Observer
 from tcp_compiler.report.build import build_report
-from tcp_compiler.report.energy import capped_hardware
+from tcp_compiler.report.energy import capped_hardware, run_power
 from tcp_compiler.report.markdown import render_markdown
 from tcp_compiler.report.terminal import print_report
 from tcp_compiler.report.types import Report
@@ -226,7 +226,8 @@ def _trace(sim: Simulation, path: str) -> None:
 
     runs, offset = [], 0.0
     for run in [sim.prefill, *sim.traced_steps]:
-        runs.append(TraceRun(run.name, run.program, run.timeline, offset))
+        power = run_power(sim, run.program, run.cycles)
+        runs.append(TraceRun(run.name, run.program, run.timeline, offset, power))
         offset += run.cycles
     # A pipelined program already places each stage on its own chip: no mirrors of chip 0 then.
     write_trace(path, runs, sim.hardware, chips=sim.chips if sim.stages == 1 else 1)

@@ -7,6 +7,7 @@ import numpy as np
 
 from simulator.energy import PhaseEnergy as Phase
 from simulator.energy import Work, dvfs_voltage, phase_energy, throttled_clock
+from simulator.program import Program
 from simulator.report import OpTotals
 from simulator.targets.rngd.energy import ENERGY
 from simulator.targets.rngd.spec import Hardware
@@ -37,6 +38,14 @@ def phases(sim: Simulation, prefill_seconds: float, decode_seconds: float) -> tu
     decode = phase_energy(ENERGY, hw, Work.of_totals(sim.decode_ops), dtype, decode_seconds,
                           float(sim.decode_cycles.sum()) / clock, sim.chips, chips)  # fmt: skip
     return prefill, decode
+
+
+def run_power(sim: Simulation, program: Program, cycles: float) -> float:
+    """A program's average power per chip while it runs (the trace's power counter)."""
+    hw = sim.hardware
+    phase = phase_energy(ENERGY, hw, Work.of_program(program), mac_dtype(sim), cycles / hw.chip.clock_hz,
+                         cycles / hw.chip.clock_hz, sim.chips, sim.chips * sim.stages)  # fmt: skip
+    return phase.average_power_w
 
 
 def _row(phase: Phase, steps: int, tokens: int) -> PhaseEnergy:
