@@ -236,7 +236,7 @@ def _trace(sim: Simulation, path: str) -> None:
 def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:
     from pathlib import Path
 
-    from simulator.plots import RooflinePoint, roofline_png, timeline_png
+    from simulator.plots import RooflinePoint, energy_png, roofline_png, timeline_png
     from simulator.trace import TraceRun
 
     out = Path(directory)
@@ -257,3 +257,6 @@ def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:
         runs.append(TraceRun(run.name, run.program, run.timeline, offset))
         offset += run.cycles
     timeline_png(out / "timeline.png", runs, sim.prefill.program.sites.unit_names, sim.hardware, title)
+    phases = {"prefill": report.energy.prefill, "decode": report.energy.decode}
+    by_phase = {name: {u.unit: u.joules for u in p.by_unit} for name, p in phases.items() if p is not None}
+    energy_png(out / "energy.png", by_phase, title)
