@@ -17,13 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from simulator.program import Program
-    from simulator.report import OpTotals
+from simulator.program import Program
+from simulator.report import OpTotals, command_integers, op_starts
 
 PICO = 1e-12
 
@@ -50,8 +49,6 @@ class Work:
     def of_program(cls, program: Program) -> Work:
         """Per op, from a program's columns (the op totals' integer figures, without the timeline):
         a recipe reads an op's activity as a whole (a pass that contracts is MACs)."""
-        from simulator.report import command_integers, op_starts
-
         starts = op_starts(program)
         per_op = {f: np.add.reduceat(v.astype(np.float64), starts, axis=0)
                   for f, v in command_integers(program).items()}  # fmt: skip
