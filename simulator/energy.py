@@ -1,11 +1,10 @@
 """Energy and power from the activity time comes from: one account.
 
-The engine's per-op (or per-program) counts, the FLOPs, bytes and unit busy cycles the reports
-already sum (`Work`), are turned into actions by the target's energy recipe (on RNGD:
-simulator/targets/rngd/energy.py), each action costing the spec's energy per action. Static power is
-the spec's power states: idle (the model resident, leakage included) at every instant, plus the
-active baseline while the device runs. Nothing here is counted per command in Python: every figure
-is a product of totals already summed.
+The engine's per-op counts, the FLOPs, bytes and unit busy cycles the reports already sum (`Work`),
+are turned into actions by the target's energy recipe (on RNGD: simulator/targets/rngd/energy.py),
+each action costing the spec's energy per action. Static power is the spec's power states: idle (the
+model resident, leakage included) at every instant, plus the active baseline while the device runs.
+Nothing here is counted per command in Python: every figure is a product of totals already summed.
 
 DVFS (the operating point): on-chip dynamic energy per action scales with (V / V_nominal)^2, the
 active baseline power with (V / V_nominal)^2 x (f / f_nominal), leakage with V / V_nominal; off-chip
@@ -32,11 +31,11 @@ class Work:
     """The activity energy is charged on, per op (arrays over ops; a recipe may read an op's
     figures together, so they are never summed across ops first); `unit_busy` is [ops, units]."""
 
-    flops: Any
-    hbm_bytes: Any
-    dm_bytes: Any
-    link_bytes: Any
-    dma_bytes: Any
+    flops: np.ndarray
+    hbm_bytes: np.ndarray
+    dm_bytes: np.ndarray
+    link_bytes: np.ndarray
+    dma_bytes: np.ndarray
     unit_busy: np.ndarray
 
     @classmethod

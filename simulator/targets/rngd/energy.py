@@ -15,8 +15,6 @@ where every value comes from and what each count leaves out).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from simulator.energy import Action, EnergyModel, OperatingPoint, Work
@@ -50,8 +48,8 @@ ACTIONS = (
 )
 
 
-def counts(hw: Hardware, work: Work, dtype: str) -> dict[str, Any]:
-    """How many of each action `work` holds (per op, or summed), shaped like its figures."""
+def counts(hw: Hardware, work: Work, dtype: str) -> dict[str, np.ndarray]:
+    """How many of each action `work` holds, per op."""
     busy = np.asarray(work.unit_busy, np.float64)
 
     def of(unit: str) -> np.ndarray:
@@ -93,11 +91,15 @@ def peak_rates(hw: Hardware, dtype: str) -> Work:
     """One second with every unit busy every cycle, HBM at its peak, the DMA pool and DM ports at
     their rates: its energy is the most the per-action model lets a chip spend per second."""
     clock = hw.chip.clock_hz
-    busy = np.full(len(SITES.units), clock)
-    return Work(flops=2.0 * hw.macs_per_cycle(dtype) * clock, hbm_bytes=hw.hbm_peak_bytes_per_second,
-                dm_bytes=hw.slices * hw.memory.dm_bytes_per_cycle_per_slice * clock,
-                link_bytes=hw.system.link_bytes_per_s, dma_bytes=hw.dma_bytes_per_cycle * clock,
-                unit_busy=busy)  # fmt: skip
+
+    def one(value: float) -> np.ndarray:  # one op doing it all
+        return np.array([value])
+
+    return Work(flops=one(2.0 * hw.macs_per_cycle(dtype) * clock),
+                hbm_bytes=one(hw.hbm_peak_bytes_per_second),
+                dm_bytes=one(hw.slices * hw.memory.dm_bytes_per_cycle_per_slice * clock),
+                link_bytes=one(hw.system.link_bytes_per_s), dma_bytes=one(hw.dma_bytes_per_cycle * clock),
+                unit_busy=np.full((1, len(SITES.units)), clock))  # fmt: skip
 
 
 ENERGY = EnergyModel(ACTIONS, counts, point)
