@@ -1,4 +1,5 @@
-"""Roofline and utilisation-over-time PNGs of simulated runs, for reports and quick visual checks.
+"""Roofline, utilisation-over-time and energy-by-unit PNGs of simulated runs, for reports and quick
+visual checks.
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot), so nothing ever opens a window
 and the global backend is left alone; files are written atomically.
@@ -210,6 +211,26 @@ def timeline_png(
     suffix = f" — utilisation, mean over {chips} chips" if chips > 1 else " — utilisation"
     fig.suptitle(title + suffix, fontsize=11)
     fig.tight_layout()
+    _save(fig, path)
+
+
+def energy_png(path: str | os.PathLike, by_phase: dict[str, dict[str, float]], title: str) -> None:
+    """Dynamic energy per unit (and memory), one bar group per phase: where the joules go."""
+    homes = list(dict.fromkeys(h for homes in by_phase.values() for h in homes))
+    fig = Figure(figsize=(8, 4.5), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    width = 0.8 / max(len(by_phase), 1)
+    for k, (phase, joules) in enumerate(by_phase.items()):
+        x = np.arange(len(homes)) + k * width
+        ax.bar(x, [joules.get(h, 0.0) for h in homes], width, label=phase,
+               color=PHASE_COLOURS.get(phase))  # fmt: skip
+    ax.set_xticks(np.arange(len(homes)) + width * (len(by_phase) - 1) / 2, homes, rotation=30, ha="right")
+    ax.set_ylabel("J (decode: per step)")
+    ax.set_yscale("symlog", linthresh=1e-6)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend()
+    ax.set_title(f"energy by unit: {title}")
     _save(fig, path)
 
 

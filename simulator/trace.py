@@ -4,7 +4,8 @@ Each chip is a process and each execution context a thread: the ordered contexts
 target (RNGD: main, sub and link) carry their commands as they ran; the DMA engines are one thread
 each (as many as the spec has), with the pooled context's moves laid out on them as the engine model
 shares the pool (simulator.dma_layout), and a "dma descriptors" counter shows how many moves were
-starting up or moving. A tensor-parallel program is compiled for
+starting up or moving; a "power (W)" counter per chip holds each run's average power when the runs
+carry it. A tensor-parallel program is compiled for
 one chip and every chip runs it symmetrically, so chips 1..n-1 mirror chip 0 (the trace's metadata
 says so). The file stays bounded whatever the chip count: when full mirrors would pass MAX_EVENTS,
 mirrored chips drop their DMA tracks, and then their other ordered tracks, keeping the collective
@@ -40,6 +41,7 @@ PHASES_TID = 1
 FIRST_CONTEXT_TID = 2
 MAX_EVENTS = 300_000  # events (about 150 B each) past which mirrored chips drop tracks
 DESCRIPTORS = "dma descriptors"  # the counter of DMA moves starting up / moving, per chip
+POWER = "power (W)"  # the counter of each run's average power, per chip
 _CHUNK = 50_000  # events per json.dumps call when streaming to a file
 
 
@@ -52,6 +54,7 @@ class TraceRun:
     timeline: Timeline
     offset: float  # cycles: where this run starts on the global time axis
     step: int | None = None  # which step of its phase (a decode step's index), if it has several
+    power_w: float | None = None  # its average power per chip (simulator.energy), for the POWER counter
 
     @property
     def name(self) -> str:
@@ -224,6 +227,7 @@ class _Plan:
         yield self._thread_names()
         for run, laid in zip(self.runs, self.laid, strict=True):
             yield [self._phase_event(run)]
+            yield self._power_events(run)
             yield from self._counter_events(laid)
             yield from self._complete(run, laid)
 
@@ -306,6 +310,17 @@ class _Plan:
                     }
                     for us, a, b in zip(times, up, on, strict=True)
                 ]
+
+    def _power_events(self, run: TraceRun) -> list[dict]:
+        """The run's average power on every chip, from its start (none when the run has no figure)."""
+        if run.power_w is None:
+            return []
+        ts = float(np.rint(run.offset * self.ns_per_cycle)) / 1000.0
+        return [
+            {"name": POWER, "ph": "C", "ts": ts, "pid": chip_pid(chip), "tid": PHASES_TID,
+             "args": {"W": run.power_w}}
+            for chip in self.chips
+        ]  # fmt: skip
 
     def _thread_names(self) -> list[dict]:
         """Process and thread names (and sort orders, so chips and engines appear in order)."""

@@ -111,10 +111,11 @@ def _reachable(hint: Any, seen: dict[type, None]) -> dict[type, None]:
     return seen
 
 
-def _sections(text: str) -> dict[str, str]:
-    """The doc's sections by heading, each the text up to the next heading."""
+def _sections(text: str) -> dict[tuple[int, str], str]:
+    """The doc's sections by position and heading (both reports have an `energy`), each the text up
+    to the next heading."""
     parts = re.split(r"^## ", text, flags=re.M)[1:]
-    return {part.split("\n", 1)[0]: part for part in parts}
+    return {(i, part.split("\n", 1)[0]): part for i, part in enumerate(parts)}
 
 
 def test_every_type_reachable_from_the_report_has_its_section() -> None:

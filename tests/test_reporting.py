@@ -127,7 +127,7 @@ def test_terminal_collapses_identical_layers(report: Report) -> None:
 def _row(layer: int, seconds: float) -> LayerRow:
     return LayerRow(
         layer=layer, seconds=seconds, tensor_unit_seconds=seconds, flops=1e9, hbm_bytes=1e6, intensity=1e3,
-        hbm_intensity=1e3, roofline_seconds=seconds / 2, bound="memory",
+        hbm_intensity=1e3, roofline_seconds=seconds / 2, bound="memory", joules=1.0,
     )  # fmt: skip
 
 

@@ -203,6 +203,6 @@ def test_cli_writes_the_documented_json(tmp_path, capsys) -> None:
     assert report["requests_completed"] == 3 and report["goodput"]["fraction"] == 1.0
     assert sum(report["per_iteration"]["prefill_tokens"]) == 40 + 20 + 70
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
-        "kv_occupancy.png", "latency_cdf.png", "throughput.png"
+        "kv_occupancy.png", "latency_cdf.png", "power.png", "throughput.png"
     ]  # fmt: skip
     assert "output tokens/s" in capsys.readouterr().out

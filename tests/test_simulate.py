@@ -135,8 +135,12 @@ def test_cli_writes_json_markdown_trace_and_plots(tmp_path: Path, capsys) -> Non
     trace = json.loads((tmp_path / "t.json").read_text())
     for event in trace["traceEvents"]:
         assert {"name", "ph", "ts", "pid", "tid"} <= set(event)
+    power = [e["args"]["W"] for e in trace["traceEvents"] if e["name"] == "power (W)"]
+    assert len(power) == 3  # the prefill and the 2 traced steps
+    assert all(report["energy"]["idle_power_w"] < w < 150 for w in power)
     assert (tmp_path / "p" / "roofline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "p" / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "p" / "energy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,9 @@ def add_parser(subparsers) -> None:
     out.add_argument("--slo-ttft", type=_seconds, metavar="S", help="TTFT SLO in seconds, for goodput")
     out.add_argument("--slo-tpot", type=_seconds, metavar="S", help="TPOT SLO in seconds, for goodput")
     out.add_argument("--json", metavar="FILE", help="write the figures, every request and every iteration")
-    out.add_argument("--plot", metavar="DIR", help="write latency CDFs, throughput and KV occupancy plots")
+    out.add_argument(
+        "--plot", metavar="DIR", help="write latency CDFs, throughput, KV occupancy and power plots"
+    )
     p.set_defaults(run=run)
 
 

@@ -9,6 +9,7 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.analysis.roofline import Roofline
 from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
@@ -20,6 +21,7 @@ from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
 from tcp_compiler.observer import Observer
 from tcp_compiler.provenance import provenance
 from tcp_compiler.report.build import build_report
+from tcp_compiler.report.energy import capped_hardware, run_power
 from tcp_compiler.report.markdown import render_markdown
 from tcp_compiler.report.terminal import print_report
 from tcp_compiler.report.types import Report
@@ -74,7 +76,12 @@ def add_parser(subparsers) -> None:
         "--trace-steps", type=arg_types.trace_steps, default=2, metavar="N",
         help="decode steps in the trace (default 2)",
     )
-    p.add_argument("--plot", metavar="DIR", help="write roofline.png and timeline.png into DIR")
+    p.add_argument("--plot", metavar="DIR", help="write roofline.png, timeline.png and energy.png into DIR")
+    p.add_argument(
+        "--power-cap", type=power_cap, metavar="W|tdp",
+        help="lower the clock and its voltage (DVFS) until every phase draws at most W per chip "
+        "(tdp: the spec's chip.tdp_w); the run is simulated again at that clock",
+    )  # fmt: skip
     p.set_defaults(run=run)
 
 
@@ -95,15 +102,24 @@ def run(args: argparse.Namespace) -> int:
             )
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, args.group_size, args.kv_dtype)
-    watch = _Watch(bar=args.gen_len >= 64)
-    try:
-        sim = simulate_generation(
-            model.config, hw, prec, args.batch, args.prompt_len, args.gen_len, tp,
-            trace_steps=args.trace_steps if args.trace or args.plot else 0, pp=args.pp,
-            micro_batches=args.micro_batches, observer=watch,
-        )  # fmt: skip
-    finally:
-        watch.stop()
+
+    def simulate(spec: Hardware) -> Simulation:
+        watch = _Watch(bar=args.gen_len >= 64)
+        try:
+            return simulate_generation(
+                model.config, spec, prec, args.batch, args.prompt_len, args.gen_len, tp,
+                trace_steps=args.trace_steps if args.trace or args.plot else 0, pp=args.pp,
+                micro_batches=args.micro_batches, observer=watch,
+            )  # fmt: skip
+        finally:
+            watch.stop()
+
+    sim = simulate(hw)
+    if args.power_cap is not None:
+        cap = hw.chip.tdp_w if args.power_cap == "tdp" else args.power_cap
+        capped = capped_hardware(sim, cap)
+        if capped is not hw:
+            sim = simulate(capped)
     report = build_report(sim)
     print_report(report, console(), args.top)
     if args.json:
@@ -118,8 +134,21 @@ def run(args: argparse.Namespace) -> int:
         announce(args.trace, "Perfetto trace: open in ui.perfetto.dev")
     if args.plot:
         _plots(sim, report, args.plot, args.top)
-        announce(args.plot, "roofline.png, timeline.png")
+        announce(args.plot, "roofline.png, timeline.png, energy.png")
     return 0
+
+
+def power_cap(text: str) -> float | str:
+    """`tdp` or a power in watts, above zero."""
+    if text == "tdp":
+        return text
+    try:
+        watts = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected watts or 'tdp', got {text!r}") from None
+    if not watts > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0 W, got {text}")
+    return watts
 
 
 def top_count(text: str) -> int:
@@ -199,7 +228,8 @@ def _trace(sim: Simulation, path: str) -> None:
 
     runs, offset = [], 0.0
     for run in [sim.prefill, *sim.traced_steps]:
-        runs.append(TraceRun(run.phase, run.program, run.timeline, offset, run.step))
+        power = run_power(sim, run.program, run.cycles)
+        runs.append(TraceRun(run.phase, run.program, run.timeline, offset, run.step, power))
         offset += run.cycles
     # A pipelined program already places each stage on its own chip: no mirrors of chip 0 then.
     write_trace(path, runs, sim.hardware, chips=sim.chips if sim.stages == 1 else 1)
@@ -208,7 +238,7 @@ def _trace(sim: Simulation, path: str) -> None:
 def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:
     from pathlib import Path
 
-    from simulator.plots import RooflinePoint, roofline_png, timeline_png
+    from simulator.plots import RooflinePoint, energy_png, roofline_png, timeline_png
     from simulator.trace import TraceRun
 
     out = Path(directory)
@@ -229,3 +259,6 @@ def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:
         runs.append(TraceRun(run.phase, run.program, run.timeline, offset, run.step))
         offset += run.cycles
     timeline_png(out / "timeline.png", runs, sim.prefill.program.sites.unit_names, sim.hardware, title)
+    phases = {"prefill": report.energy.prefill, "decode": report.energy.decode}
+    by_phase = {name: {u.unit: u.joules for u in p.by_unit} for name, p in phases.items() if p is not None}
+    energy_png(out / "energy.png", by_phase, title)

@@ -13,6 +13,7 @@ from tcp_compiler.analysis.limiter import Limiter, PhaseTime, limiter
 from tcp_compiler.analysis.op_roles import OpRoleRow, op_roles
 from tcp_compiler.analysis.roofline import Roofline, bound
 from tcp_compiler.mapping.stage_chain import SENT
+from tcp_compiler.report.energy import energy, op_joules
 from tcp_compiler.report.types import (
     Attention,
     AttentionNote,
@@ -49,6 +50,7 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[OpRow, ..
     spans, main, layers = totals.span_cycles.tolist(), totals.main_cycles.tolist(), totals.layers.tolist()
     all_flops, all_hbm = totals.flops.tolist(), totals.hbm_bytes.tolist()
     all_link, all_dm = totals.link_bytes.tolist(), totals.dm_bytes.tolist()
+    joules = op_joules(sim, totals).tolist()
     for i, name in enumerate(totals.names):
         seconds = spans[i] / clock / steps
         flops, hbm = all_flops[i] / steps, all_hbm[i] / steps
@@ -61,7 +63,7 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[OpRow, ..
                 seconds=seconds, tensor_unit_seconds=main[i] / clock / steps, flops=flops,
                 hbm_bytes=hbm, dm_bytes=dm, link_bytes=link, intensity=flops / moved if moved else 0.0,
                 hbm_intensity=flops / hbm if hbm else 0.0,
-                roofline_seconds=max(terms), bound=bound(seconds, *terms),
+                roofline_seconds=max(terms), bound=bound(seconds, *terms), joules=joules[i] / steps,
             )
         )  # fmt: skip
     order = sorted(range(len(rows)), key=lambda i: -rows[i].seconds)
@@ -74,6 +76,7 @@ def _layers(
     """Per decoder layer (-1: embedding, final norm and LM head), per step for decode; `forms`
     gives the prefill's attention form per layer."""
     clock, roofline = sim.hardware.chip.clock_hz, _roofline(sim)
+    joules = op_joules(sim, totals)
     rows = []
     for index, layer in enumerate(totals.layer_ids.tolist()):
         pick = totals.layers == layer
@@ -90,7 +93,7 @@ def _layers(
                 flops=flops, hbm_bytes=hbm, intensity=flops / moved if moved else 0.0,
                 hbm_intensity=flops / hbm if hbm else 0.0,
                 roofline_seconds=max(terms), bound=bound(seconds, *terms),
-                attention=(forms or {}).get(int(layer)),
+                attention=(forms or {}).get(int(layer)), joules=float(joules[pick].sum()) / steps,
             )
         )  # fmt: skip
     return tuple(rows)
@@ -232,6 +235,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
             kv_cache_bytes_per_token=kv_per_token, activations_bytes=cap.activations, free_bytes=cap.free,
         ),
         pipeline=_pipeline(sim, prefill_seconds, decode) if sim.pipeline else None,
+        energy=energy(sim, prefill_seconds, decode.seconds_total if steps else 0.0),
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from tcp_compiler.report.text import (
     PIPELINE_COLUMNS,
     ROLE_COLUMNS,
     attention_lines,
+    energy_lines,
     layer_cells,
     layer_label,
     pipeline_caption,
@@ -60,7 +61,7 @@ def render_markdown(report: Report, top: int = 10) -> str:
     for phase, part in (("prefill", pre), ("decode", dec)):
         if part.limiter is not None:
             lines.append(f"- {limiter_line(phase, part.limiter, shown=len(part.limiter.parts), least=0.0)}")
-    lines += [f"- {line}" for line in attention_lines(report)] + [""]
+    lines += [f"- {line}" for line in [*attention_lines(report), *energy_lines(report)]] + [""]
     if report.pipeline is not None:
         pipe = report.pipeline
         lines += [f"## {pipeline_title(pipe).capitalize()}", "", pipeline_caption(pipe) + ".", ""]

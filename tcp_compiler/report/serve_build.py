@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from simulator.targets.rngd.energy import ENERGY
 from tcp_compiler.report.serve_types import (
     CostCache,
     CostGrids,
@@ -16,6 +17,7 @@ from tcp_compiler.report.serve_types import (
     Percentiles,
     RequestRow,
     Series,
+    ServeEnergy,
     ServeReport,
     ServeRun,
 )
@@ -45,6 +47,8 @@ def serve_report(
     it = result.iterations
     cycles = it.array("cycles")
     bound = model_bound_cycles(result)
+    joules, power = iteration_energy(result)
+    columns = {name: tuple(values) for name, values in it.columns.items() if name != "dynamic_joules"}
     return ServeReport(
         run=run,
         requests_completed=len(seqs),
@@ -83,8 +87,35 @@ def serve_report(
             )
             for s in seqs
         ),  # fmt: skip
-        per_iteration=Iterations(**{name: tuple(values) for name, values in it.columns.items()}),
+        per_iteration=Iterations(**columns, joules=tuple(joules.tolist()), power_w=tuple(power.tolist())),
+        energy=_energy(result, joules, power, span, out_tokens),
     )
+
+
+def iteration_energy(result: ServeResult) -> tuple[np.ndarray, np.ndarray]:
+    """Per iteration: its energy on every chip (its work's actions on each tensor-parallel chip,
+    running power on every chip) and its average power per chip."""
+    point, it, chips = ENERGY.point(result.hardware), result.iterations, result.chips
+    seconds = it.array("duration_s")
+    joules = it.array("dynamic_joules") * (chips // result.pp) + chips * point.running_power_w * seconds
+    power = np.divide(joules, seconds * chips, out=np.zeros_like(joules), where=seconds > 0)
+    return joules, power
+
+
+def _energy(
+    result: ServeResult, joules: np.ndarray, power: np.ndarray, span: float, out_tokens: int
+) -> ServeEnergy:
+    """The run's energy: its iterations', plus idle power on every chip while none runs."""
+    point, chips = ENERGY.point(result.hardware), result.chips
+    busy = min(float(result.iterations.array("duration_s").sum()), span)
+    total = float(joules.sum()) + chips * point.idle_power_w * max(span - busy, 0.0)
+    return ServeEnergy(
+        chips=chips, joules=total, average_power_w=total / (span * chips) if span > 0 else 0.0,
+        peak_power_w=float(power.max()) if len(power) else 0.0, idle_power_w=point.idle_power_w,
+        joules_per_request=total / len(result.sequences) if result.sequences else 0.0,
+        output_tokens_per_joule=out_tokens / total if total > 0 else 0.0, tdp_w=point.tdp_w,
+        over_tdp_iterations=int((power > point.tdp_w).sum()),
+    )  # fmt: skip
 
 
 def percentiles(values: np.ndarray) -> Percentiles:

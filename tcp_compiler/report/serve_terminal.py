@@ -51,3 +51,14 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
         f"{f.model_bound_ratio:.2f}x the model's bound; timed by {c.engine_runs:,} engine runs of "
         f"{c.decode_templates:,} decode templates and {c.prefill_compiles:,} prefill programs"
     )
+    e = f.energy
+    counted = f"{e.chips} chips, every chip counted" if e.chips > 1 else "1 chip"
+    out.print(
+        f"energy ({counted}): {e.joules:,.1f} J, mean {e.average_power_w:.0f} W per chip, peak "
+        f"{e.peak_power_w:.0f} W (idle {e.idle_power_w:.0f} W); {e.joules_per_request:.3g} J/request, "
+        f"{e.output_tokens_per_joule:.3g} output tokens/J"
+    )
+    if e.over_tdp_iterations:
+        out.print(
+            f"{e.over_tdp_iterations:,} iterations draw above the {e.tdp_w:.0f} W TDP per chip (chip.tdp_w)"
+        )

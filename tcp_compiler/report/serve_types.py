@@ -127,11 +127,29 @@ class Iterations(Record):
     cycles: tuple[float, ...] = doc("its programs' cycles", "cycles")
     flops: tuple[float, ...] = doc("its work", "FLOP")
     hbm_bytes: tuple[float, ...] = doc("its HBM traffic", "B")
+    joules: tuple[float, ...] = doc("its energy, every chip: the actions of its work plus running power", "J")
+    power_w: tuple[float, ...] = doc("its average power per chip while it ran", "W")
     decodes: tuple[int, ...] = doc("sequences decoding one token", "sequences")
     prefill_tokens: tuple[int, ...] = doc("prompt tokens prefilled", "tokens")
     prefill_sequences: tuple[int, ...] = doc("sequences prefilling", "sequences")
     kv_blocks_used: tuple[int, ...] = doc("KV blocks in use", "blocks")
     preemptions: tuple[int, ...] = doc("preemptions made while planning it")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeEnergy(Record):
+    """Energy and power of the run, every chip counted (docs/energy.md): each iteration's actions
+    from the programs that timed it, running power while iterations run, idle power between them."""
+
+    chips: int = doc("chips counted: every chip (tensor-parallel chips x pipeline stages)")
+    joules: float = doc("first arrival to last completion, every chip", "J")
+    average_power_w: float = doc("`joules` over `duration_s`, per chip", "W")
+    peak_power_w: float = doc("the highest iteration's average power, per chip", "W")
+    idle_power_w: float = doc("a chip's power with nothing running and the model resident", "W")
+    joules_per_request: float = doc("`joules` over the requests served", "J/request")
+    output_tokens_per_joule: float = doc("output tokens per joule", "tokens/J")
+    tdp_w: float = doc("a chip's thermal design power (`chip.tdp_w`)", "W")
+    over_tdp_iterations: int = doc("iterations whose power per chip exceeds `tdp_w`")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,3 +186,4 @@ class ServeReport(Record):
     cost_cache: CostCache = doc("engine runs and compiles the run needed")
     requests: tuple[RequestRow, ...] = doc("every request")
     per_iteration: Iterations = doc("every iteration")
+    energy: ServeEnergy = doc("energy and power")

@@ -19,6 +19,7 @@ from tcp_compiler.report.text import (
     PIPELINE_COLUMNS,
     ROLE_COLUMNS,
     attention_lines,
+    energy_lines,
     layer_groups,
     ms,
     pipeline_caption,
@@ -89,6 +90,8 @@ def _summary(report: Report, console: Console) -> None:
         if part.limiter is not None:
             console.print(limiter_line(phase, part.limiter))
     for line in attention_lines(report):
+        console.print(line)
+    for line in energy_lines(report):
         console.print(line)
 
 

@@ -137,3 +137,27 @@ def pipeline_cells(s: StageRow) -> list[str]:
         str(s.stage), f"{s.first_layer}-{s.last_layer}", si(s.weights_bytes, "B"), ms(s.prefill_seconds),
         f"{100 * s.prefill_busy_share:.0f}%", ms(s.decode_seconds), f"{100 * s.decode_busy_share:.0f}%",
     ]  # fmt: skip
+
+
+def energy_lines(report: Report) -> list[str]:
+    """Power and energy per phase, tokens per joule, and a line for each phase above the TDP."""
+    e = report.energy
+    j = joules_text
+    counted = f"{e.chips} chips, every chip counted" if e.chips > 1 else "1 chip"
+    pre = e.prefill
+    parts = [f"prefill {j(pre.joules)} at {pre.average_power_w:.0f} W per chip, "
+             f"{j(pre.joules_per_token)}/prompt token"]  # fmt: skip
+    if e.decode is not None:
+        parts.append(f"decode {j(e.decode.joules)}/step at {e.decode.average_power_w:.0f} W per chip, "
+                     f"{j(e.decode.joules_per_token)}/token")  # fmt: skip
+    lines = [f"energy ({counted}): {'; '.join(parts)}; whole run {e.average_power_w:.0f} W per chip, "
+             f"{e.tokens_per_joule:.3g} tokens/J (idle {e.idle_power_w:.0f} W; {e.clock_hz / 1e9:.3g} GHz at "
+             f"{e.voltage_v:.3g} V)"]  # fmt: skip
+    lines += [f"{phase} draws above the {e.tdp_w:.0f} W TDP per chip (chip.tdp_w); "
+              "--power-cap lowers the clock" for phase in e.over_tdp]  # fmt: skip
+    return lines
+
+
+def joules_text(joules: float) -> str:
+    """Joules with three significant digits, in mJ below one joule."""
+    return f"{joules:.3g} J" if joules >= 1 else f"{joules * 1e3:.3g} mJ"

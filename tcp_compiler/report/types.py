@@ -131,6 +131,7 @@ class LayerRow(Record):
     hbm_intensity: float = doc("FLOPs per byte of HBM traffic: the roofline's intensity", "FLOP/B")
     roofline_seconds: float = doc("as for the phases, for this layer", "s")
     bound: Bound = doc("as for the phases, for this layer")
+    joules: float = doc("the layer's dynamic energy on one chip (per step for decode)", "J")
     attention: Literal["plain", "online"] | None = doc(
         "prefill only: the softmax form of the layer's attention (`attention.prefill` says why)", default=None
     )
@@ -158,6 +159,7 @@ class OpRow(Record):
     hbm_intensity: float = doc("FLOPs per byte of HBM traffic: the roofline's intensity", "FLOP/B")
     roofline_seconds: float = doc("as for the phases, for this op", "s")
     bound: Bound = doc("as for the phases, for this op")
+    joules: float = doc("the op's dynamic energy on one chip (docs/energy.md)", "J")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -273,6 +275,47 @@ class Attention(ByPhase):
 
 
 @dataclass(frozen=True, kw_only=True)
+class UnitEnergy(Record):
+    """Dynamic energy spent in one unit or memory during a phase, every chip counted."""
+
+    unit: str = doc("a unit of the target, or the memory (`dm`, `hbm`) an access energy is spent in")
+    joules: float = doc("per phase (decode: per step, mean)", "J")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhaseEnergy(Record):
+    """One phase's energy, every chip counted: dynamic (from the activity its time comes from) plus
+    static (idle power throughout, the active baseline while the device runs)."""
+
+    joules: float = doc("the phase (decode: per step, mean)", "J")
+    dynamic_joules: float = doc("the actions' part of `joules`", "J")
+    average_power_w: float = doc("per chip: `joules` over the phase's seconds and the chips", "W")
+    joules_per_token: float = doc("prefill: per prompt token; decode: per generated token", "J/token")
+    by_unit: tuple[UnitEnergy, ...] = doc("dynamic energy per unit and memory")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Energy(Record):
+    """Energy and power of the run (docs/energy.md: the model, its values and their sources)."""
+
+    chips: int = doc("chips counted: every chip of the system (tensor-parallel chips x pipeline stages)")
+    prefill_joules: float = doc("the prefill, every chip", "J")
+    decode_joules_per_step: float = doc("a decode step, mean, every chip; 0 without decode steps", "J")
+    average_power_w: float = doc("the whole run (prefill and every decode step), per chip", "W")
+    tokens_per_joule: float = doc(
+        "generated tokens (`batch * gen_len`) per joule of the whole run", "tokens/J"
+    )
+    joules: float = doc("the whole run, every chip", "J")
+    idle_power_w: float = doc("a chip's power with nothing running and the model resident", "W")
+    tdp_w: float = doc("a chip's thermal design power (`chip.tdp_w`)", "W")
+    over_tdp: tuple[str, ...] = doc("phases whose average power per chip exceeds `tdp_w`")
+    clock_hz: float = doc("the clock the run used (below the spec's when `--power-cap` throttled it)", "Hz")
+    voltage_v: float = doc("the voltage at that clock", "V")
+    prefill: PhaseEnergy = doc("the prefill")
+    decode: PhaseEnergy | None = doc("a decode step (mean); absent without decode steps", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Report(Record):
     """`tcpc simulate --json`: one generation of one model on one hardware spec."""
 
@@ -309,3 +352,4 @@ class Report(Record):
     pipeline: Pipeline | None = doc(
         "pipeline stages (`--pp`); absent without pipeline parallelism", default=None
     )
+    energy: Energy = doc("energy and power")

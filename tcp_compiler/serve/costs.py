@@ -36,7 +36,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from simulator.energy import Work
 from simulator.program import Program
+from simulator.targets.rngd.energy import ENERGY
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
@@ -55,11 +57,13 @@ class Cost:
     part, in cycles from the start (the stages' programs joined, tcp_compiler.mapping.stage_chain;
     the last is the piece's cycles, and one stage has just that), and the work timed: FLOPs and
     HBM bytes of one chip per stage. Pieces add stage by stage: each stage runs both parts before
-    it hands the iteration on."""
+    it hands the iteration on. `joules`: the dynamic energy of that work (simulator.energy), from
+    the same program sums."""
 
     handoffs: tuple[float, ...]
     flops: float
     hbm_bytes: float
+    joules: float
 
     @property
     def cycles(self) -> float:
@@ -77,7 +81,8 @@ class Cost:
 
     def _combine(self, other: Cost, f: Callable[[float, float], float]) -> Cost:
         handoffs = tuple(f(a, b) for a, b in zip(self.handoffs, other.handoffs, strict=True))
-        return Cost(handoffs, f(self.flops, other.flops), f(self.hbm_bytes, other.hbm_bytes))
+        return Cost(handoffs, f(self.flops, other.flops), f(self.hbm_bytes, other.hbm_bytes),
+                    f(self.joules, other.joules))  # fmt: skip
 
 
 @dataclass
@@ -129,7 +134,7 @@ class IterationCosts:
         self.buckets, self.attention = buckets, attention
         self.stats = CostStats()
         self.stages = stage_options(config, CompileOptions(chips=options.chips, policy=options.policy), pp)
-        self.zero = Cost((0.0,) * pp, 0.0, 0.0)
+        self.zero = Cost((0.0,) * pp, 0.0, 0.0, 0.0)
         self._templates: dict[int, list[DecodeSteps]] = {}
         self._decodes: dict[tuple[int, int], Cost] = {}
         self._prefills: dict[tuple[int, int, int], Cost] = {}
@@ -224,8 +229,10 @@ class IterationCosts:
         self.stats.engine_runs += 1
         program = chain(stages, in_turn(len(stages)), received)
         timeline = run_program(program, self.hw)
+        dtype = self.hw.dtype_key(self.precision.operand)
         return Cost(tuple(float(h) for h in handoffs(program, timeline, len(stages))),
-                    float(program.flops.sum()), float(program.hbm_bytes.sum()))  # fmt: skip
+                    float(program.flops.sum()), float(program.hbm_bytes.sum()),
+                    ENERGY.dynamic_joules(self.hw, Work.of_program(program), dtype))  # fmt: skip
 
     def seconds(self, cost: Cost) -> float:
         return self.hw.seconds(cost.cycles)

@@ -1,4 +1,4 @@
-"""Plots of a serving run: latency CDFs, throughput over time, KV occupancy over time.
+"""Plots of a serving run: latency CDFs, throughput over time, KV occupancy over time, power over time.
 
 Drawn on matplotlib's Agg canvas (no pyplot, no window) and written atomically, as
 simulator.plots does.
@@ -14,6 +14,8 @@ from matplotlib.figure import Figure
 
 from simulator.errors import OutputError
 from simulator.files import atomic_output
+from simulator.targets.rngd.energy import ENERGY
+from tcp_compiler.report.serve_build import iteration_energy
 from tcp_compiler.serve.metrics import latencies
 from tcp_compiler.serve.server import ServeResult
 
@@ -21,7 +23,7 @@ BINS = 100  # time bins of the throughput plot
 
 
 def write_plots(result: ServeResult, directory: str | Path) -> list[str]:
-    """Writes latency_cdf.png, throughput.png and kv_occupancy.png into `directory`."""
+    """Writes latency_cdf.png, throughput.png, kv_occupancy.png and power.png into `directory`."""
     out = Path(directory)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -31,7 +33,8 @@ def write_plots(result: ServeResult, directory: str | Path) -> list[str]:
     _latency_cdf(result, out / "latency_cdf.png", title)
     _throughput(result, out / "throughput.png", title)
     _kv(result, out / "kv_occupancy.png", title)
-    return ["latency_cdf.png", "throughput.png", "kv_occupancy.png"]
+    _power(result, out / "power.png", title)
+    return ["latency_cdf.png", "throughput.png", "kv_occupancy.png", "power.png"]
 
 
 def _figure(rows: int = 1, cols: int = 1, size: tuple[float, float] = (8, 4.5)):
@@ -109,4 +112,26 @@ def _kv(result: ServeResult, path: Path, title: str) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title(f"KV occupancy ({result.budget.blocks:,} blocks): {title}")
+    _save(fig, path)
+
+
+def _power(result: ServeResult, path: Path, title: str) -> None:
+    """Power per chip over time: each iteration's while it runs, idle power between iterations."""
+    it = result.iterations
+    _, power = iteration_energy(result)
+    start, end = it.array("start_s"), it.array("start_s") + it.array("duration_s")
+    idle = ENERGY.point(result.hardware).idle_power_w
+    times = np.ravel(np.column_stack([start, end]))
+    watts = np.ravel(np.column_stack([power, np.full(len(power), idle)]))
+    fig, axes = _figure()
+    ax = axes[0][0]
+    ax.step(times, watts, where="post", label="power per chip")
+    ax.axhline(result.hardware.chip.tdp_w, color="tab:red", linestyle="--", label="TDP (chip.tdp_w)")
+    ax.axhline(idle, color="tab:gray", linestyle=":", label="idle")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("W")
+    ax.set_ylim(0, None)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(f"power ({result.chips} chip{'s' if result.chips > 1 else ''}, each): {title}")
     _save(fig, path)

@@ -34,6 +34,7 @@ COLUMNS = (
     "cycles",
     "flops",
     "hbm_bytes",
+    "dynamic_joules",
     "decodes",
     "prefill_tokens",
     "prefill_sequences",
@@ -65,6 +66,7 @@ class ServeResult:
     hardware: Hardware
     precision: Precision
     chips: int  # in all: tensor-parallel chips x pipeline stages
+    pp: int  # pipeline stages (an iteration's figures are one chip per stage)
     options: ServeOptions
     sequences: list[Sequence]  # every request, finished
     iterations: Iterations
@@ -187,6 +189,7 @@ def serve(
             cycles=cost.cycles,
             flops=cost.flops,
             hbm_bytes=cost.hbm_bytes,
+            dynamic_joules=cost.joules,
             decodes=len(plan.decodes),
             prefill_tokens=sum(c for _, c in plan.chunks),
             prefill_sequences=len(plan.chunks),
@@ -209,6 +212,7 @@ def serve(
         hw,
         precision,
         compile_options.chips_on(hw) * pp,
+        pp,
         options,
         finished,
         iterations,

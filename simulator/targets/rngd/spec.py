@@ -111,6 +111,52 @@ class Dma(Table):
     max_packet_bytes: int = value("B", 1, 1 << 30)
 
 
+_PJ = (0.0, 1e6)  # picojoules per action: 0 (free) to a microjoule
+
+
+@dataclass(frozen=True)
+class Energy(Table):
+    """Dynamic energy per action at the nominal operating point (simulator.targets.rngd.energy counts
+    the actions; docs/energy.md derives each value). On-chip actions scale with V^2 under DVFS."""
+
+    mac_pj: dict[str, float] = value("pJ/MAC", *_PJ, per=DTYPES)
+    vector_op_pj: float = value("pJ/element op", *_PJ)
+    vector_operand_bytes: int = value("B", 1, 64)
+    dm_pj_per_byte: float = value("pJ/B", *_PJ)
+    trf_read_pj_per_byte: float = value("pJ/B", *_PJ)
+    trf_write_pj_per_byte: float = value("pJ/B", *_PJ)
+    vrf_read_pj_per_byte: float = value("pJ/B", *_PJ)
+    vrf_write_pj_per_byte: float = value("pJ/B", *_PJ)
+    fetch_pj_per_flit: float = value("pJ/flit", *_PJ)
+    switch_pj_per_flit: float = value("pJ/flit", *_PJ)
+    commit_pj_per_flit: float = value("pJ/flit", *_PJ)
+    hbm_pj_per_byte: float = value("pJ/B", *_PJ)
+    dma_pj_per_byte: float = value("pJ/B", *_PJ)
+    link_pj_per_byte: float = value("pJ/B", *_PJ)
+    host_pcie_pj_per_byte: float = value("pJ/B", *_PJ)
+
+
+@dataclass(frozen=True)
+class Power(Table):
+    """Power states per chip at the nominal operating point: idle with the model resident (leakage
+    included), the baseline the running device adds (clocks, sequencers), and the leakage share."""
+
+    idle_w: float = value("W", 0.0, 1e5)
+    active_baseline_w: float = value("W", 0.0, 1e5)
+    leakage_w: float = value("W", 0.0, 1e5)
+
+
+@dataclass(frozen=True)
+class OperatingPoint(Table):
+    """The voltage the chip runs at (at chip.clock_hz), the point the energy table is quoted at, and
+    the lowest voltage DVFS may set (simulator.energy.dvfs_voltage)."""
+
+    voltage_v: float = value("V", 0.1, 5.0)
+    nominal_voltage_v: float = value("V", 0.1, 5.0)
+    nominal_clock_hz: float = value("Hz", 1e6, 1e11)
+    min_voltage_v: float = value("V", 0.1, 5.0)
+
+
 @dataclass(frozen=True)
 class Hardware(Spec):
     """A validated RNGD-class machine: its tables (`hw.hbm.sustained_bytes_per_cycle`), plus the
@@ -126,6 +172,9 @@ class Hardware(Spec):
     switch: Switch
     hbm: Hbm
     dma: Dma
+    energy: Energy
+    power: Power
+    operating_point: OperatingPoint
 
     __hash__ = Spec.__hash__  # by the cached hash of the values (a frozen dataclass would make its own)
 
@@ -250,6 +299,14 @@ class Hardware(Spec):
                     f"{size} bytes cannot hold {packets} packets of chip.packet_bytes; "
                     f"expected at least {packets * self.chip.packet_bytes}"
                 )
+        if self.power.leakage_w > self.power.idle_w:
+            p = self.power
+            return "power.leakage_w", f"{p.leakage_w:g} W exceeds power.idle_w {p.idle_w:g} W"
+        if self.operating_point.min_voltage_v > self.operating_point.nominal_voltage_v:
+            return "operating_point.min_voltage_v", (
+                f"{self.operating_point.min_voltage_v:g} V exceeds operating_point.nominal_voltage_v "
+                f"{self.operating_point.nominal_voltage_v:g} V"
+            )
         if self.switch.ring_slices > self.slices_per_cluster:
             return "switch.ring_slices", (
                 f"{self.switch.ring_slices} exceeds the {self.slices_per_cluster} slices of a cluster "

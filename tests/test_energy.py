@@ -1,0 +1,183 @@
+"""Energy and power as physics: one account with time, sums that agree, idle as the floor, the
+per-action maxima as the ceiling, fp8 cheaper per token than bf16, the DVFS laws, and energy values
+recovered from simulated runs' power (simulator.energy, simulator.energy_fit)."""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+
+import numpy as np
+import pytest
+
+from simulator.energy import Work, dvfs_voltage, peak_watts, phase_energy, throttled_clock
+from simulator.energy_fit import Run, fit_energy
+from simulator.errors import HardwareError
+from simulator.hardware import load_hardware
+from simulator.targets.rngd import SITES
+from simulator.targets.rngd.energy import ENERGY, peak_rates
+from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.report.build import build_report
+from tcp_compiler.report.energy import capped_hardware, mac_dtype, op_joules, phases
+from tcp_compiler.simulate import Simulation, simulate_generation
+
+HW = load_hardware("rngd")
+
+
+@cache
+def _sim(dtype: str = "bf16", batch: int = 2) -> Simulation:
+    """Two layers of Llama-3.2-1B: a 128-token prompt, 3 generated tokens."""
+    config = load_model("llama-3.2-1b").config
+    config = dataclasses.replace(config, layers=config.layers[:2])
+    return simulate_generation(config, HW, PRECISIONS[dtype], batch, 128, 3)
+
+
+def _seconds(sim: Simulation) -> tuple[float, float]:
+    """The phases' seconds as the report has them (kernel launches included)."""
+    hw = sim.hardware
+    launch = hw.system.kernel_launch_s
+    return sim.prefill.cycles / hw.chip.clock_hz + launch, float(
+        (sim.decode_cycles / hw.chip.clock_hz + launch).sum()
+    )
+
+
+def test_a_phase_is_the_sum_of_its_units_and_of_its_ops() -> None:
+    sim = _sim()
+    prefill, decode = phases(sim, *_seconds(sim))
+    pairs = ((prefill, sim.prefill_ops, sim.prefill.program), (decode, sim.decode_ops, None))
+    for phase, totals, program in pairs:
+        assert phase.dynamic_joules == pytest.approx(sum(phase.by_home.values()), rel=1e-12)
+        assert phase.dynamic_joules == pytest.approx(float(op_joules(sim, totals).sum()), rel=1e-12)
+        if program is not None:  # the program's command sums, independently of the op totals
+            direct = ENERGY.dynamic_joules(sim.hardware, Work.of_program(program), mac_dtype(sim))
+            assert phase.dynamic_joules == pytest.approx(direct, rel=1e-12)
+    report = build_report(sim)
+    assert sum(o.joules for o in report.ops.prefill) == pytest.approx(prefill.dynamic_joules, rel=1e-9)
+    layers = sum(layer.joules for layer in report.layers.prefill)
+    assert layers == pytest.approx(prefill.dynamic_joules, rel=1e-9)
+    steps = len(sim.decode_cycles)
+    assert report.energy.decode_joules_per_step == pytest.approx(decode.joules / steps)
+    assert report.energy.prefill_joules == pytest.approx(prefill.joules)
+
+
+def test_no_activity_costs_idle_power_times_time() -> None:
+    zero = np.zeros(1)
+    nothing = Work(zero, zero, zero, zero, zero, np.zeros((1, len(SITES.units))))
+    phase = phase_energy(ENERGY, HW, nothing, "bf16", seconds=2.5, running_seconds=0.0, mirrored=1, chips=4)
+    assert phase.dynamic_joules == 0.0
+    assert phase.joules == pytest.approx(4 * 2.5 * HW.power.idle_w)
+    assert phase.average_power_w == pytest.approx(HW.power.idle_w)
+
+
+def test_power_lies_between_idle_and_the_per_action_maxima() -> None:
+    point = ENERGY.point(HW)
+    ceiling = point.running_power_w + sum(peak_watts(ENERGY, HW, "bf16", peak_rates(HW, "bf16")).values())
+    for sim in (_sim(), _sim(batch=16)):
+        for phase in phases(sim, *_seconds(sim)):
+            assert point.idle_power_w <= phase.average_power_w <= ceiling
+
+
+def test_the_maxima_at_peak_compute_agree_with_the_tdp() -> None:
+    """Compute-bound work at peak (every unit but HBM, the DMA pool and the links): near the 150 W TDP."""
+    watts = peak_watts(ENERGY, HW, "bf16", peak_rates(HW, "bf16"))
+    compute = sum(w for name, w in watts.items() if name not in ("hbm", "dma", "link"))
+    assert 0.8 * HW.chip.tdp_w <= ENERGY.point(HW).running_power_w + compute <= 1.1 * HW.chip.tdp_w
+
+
+def test_fp8_spends_less_energy_per_token_than_bf16() -> None:
+    bf16, fp8 = build_report(_sim("bf16")).energy, build_report(_sim("fp8")).energy
+    assert fp8.prefill.joules_per_token < bf16.prefill.joules_per_token
+    assert fp8.decode.joules_per_token < bf16.decode.joules_per_token
+    assert fp8.tokens_per_joule > bf16.tokens_per_joule
+
+
+def test_dynamic_energy_scales_with_voltage_squared_on_chip_only() -> None:
+    sim, dtype = _sim(), "bf16"
+    work = Work.of_totals(sim.prefill_ops)
+    low = HW.with_value("operating_point.voltage_v", 0.6)
+    at, lowered = ENERGY.joules(HW, work, dtype), ENERGY.joules(low, work, dtype)
+    for action in ENERGY.actions:
+        scale = (0.6 / 0.75) ** 2 if action.on_chip else 1.0
+        assert np.sum(lowered[action.name]) == pytest.approx(np.sum(at[action.name]) * scale)
+    # the running baseline goes with V^2 f, leakage with V
+    slow = low.with_value("chip.clock_hz", 0.5e9)
+    p, q = ENERGY.point(HW), ENERGY.point(slow)
+    leak = p.leakage_w * 0.6 / 0.75
+    expected = p.idle_w - p.leakage_w + leak + p.active_baseline_w * (0.6 / 0.75) ** 2 * 0.5
+    assert q.running_power_w == pytest.approx(expected)
+
+
+def test_time_scales_with_the_clock() -> None:
+    fast = _sim()
+    slow = HW.with_value("chip.clock_hz", 0.5e9)
+    half = simulate_generation(fast.config, slow, PRECISIONS["bf16"], 2, 128, 3)
+    assert half.prefill.cycles == fast.prefill.cycles  # rates are per cycle: the same cycles
+    launch = HW.system.kernel_launch_s
+    assert _seconds(half)[0] - launch == pytest.approx(2 * (_seconds(fast)[0] - launch))
+
+
+def test_dvfs_voltage_and_the_throttled_clock() -> None:
+    point = ENERGY.point(HW)
+    assert dvfs_voltage(point, 1e9) == pytest.approx(0.75)
+    assert dvfs_voltage(point, 0.8e9) == pytest.approx(0.6)
+    assert dvfs_voltage(point, 0.1e9) == HW.operating_point.min_voltage_v
+    cycles, on, off = 1e8, 10.0, 2.0  # 0.1 s at 1 GHz: 120 W of actions + the running power
+    assert throttled_clock(point, on, off, cycles, 1e4) == 1e9  # within the cap: unchanged
+    f = throttled_clock(point, on, off, cycles, 100.0)
+    assert f < 1e9
+    v = dvfs_voltage(point, f)
+    at = dataclasses.replace(point, clock_hz=f, voltage_v=v)
+    power = at.running_power_w + (on * (v / 0.75) ** 2 + off) / (cycles / f)
+    assert power == pytest.approx(100.0, rel=1e-6)
+    floor = point.idle_w - point.leakage_w * (1 - 0.55 / 0.75)  # idle at the lowest voltage
+    assert throttled_clock(point, on, off, cycles, floor + 0.5) is not None
+    assert throttled_clock(point, on, off, cycles, floor - 0.5) is None
+
+
+def test_power_cap_lowers_clock_and_voltage_until_within_it() -> None:
+    sim = _sim(batch=16)
+    hottest = max(p.average_power_w for p in phases(sim, *_seconds(sim)))
+    assert capped_hardware(sim, hottest + 10) is sim.hardware
+    capped = capped_hardware(sim, hottest - 10)
+    assert capped.chip.clock_hz < sim.hardware.chip.clock_hz
+    assert capped.operating_point.voltage_v < sim.hardware.operating_point.voltage_v
+    again = simulate_generation(sim.config, capped, sim.precision, 16, 128, 3)
+    running = [p.dynamic_joules / p.running_seconds + ENERGY.point(capped).running_power_w
+               for p in phases(again, 0.0, 0.0)]  # fmt: skip
+    assert max(running) <= hottest - 10 + 0.5
+
+
+def _runs(spec) -> list[Run]:
+    """Each phase of a few simulated runs, with the power `spec` gives it as its measurement."""
+    runs = []
+    for dtype, batch in (("bf16", 1), ("bf16", 16), ("fp8", 4)):
+        sim = _sim(dtype, batch)
+        for totals, seconds, running in (
+            (sim.prefill_ops, _seconds(sim)[0], sim.prefill.cycles / 1e9),
+            (sim.decode_ops, _seconds(sim)[1], float(sim.decode_cycles.sum()) / 1e9),
+        ):
+            run = Run(Work.of_totals(totals), mac_dtype(sim), seconds, running, 1, 1, 0.0)
+            runs.append(dataclasses.replace(run, measured_w=run.power(ENERGY, spec)))
+    return runs
+
+
+def test_calibration_recovers_energy_values_from_measured_power() -> None:
+    truth = {"energy.hbm_pj_per_byte": 40.0, "energy.mac_pj.bf16": 0.3, "power.active_baseline_w": 18.0}
+    actual = HW
+    for address, v in truth.items():
+        actual = actual.with_value(address, v)
+    fit = fit_energy(ENERGY, HW, list(truth), _runs(actual))
+    for address, v in truth.items():
+        assert fit.values[address] == pytest.approx(v, rel=1e-6)
+        assert fit.spec.value(address) == pytest.approx(v, rel=1e-6)
+        assert "fitted" in fit.spec.sources[address]
+    assert max(abs(r) for r in fit.residual_w) < 1e-6
+
+
+def test_calibration_refuses_values_the_runs_cannot_tell_apart() -> None:
+    runs = _runs(HW)
+    with pytest.raises(HardwareError, match="at least as many runs"):
+        fit_energy(ENERGY, HW, ["energy.hbm_pj_per_byte", "power.idle_w"], runs[:1])
+    with pytest.raises(HardwareError, match="cannot tell"):  # one chip: no run moves link bytes
+        fit_energy(ENERGY, HW, ["power.idle_w", "energy.link_pj_per_byte"], runs)
