@@ -57,11 +57,13 @@ def test_lanes_and_mac_rates_move_the_mac_arrays(rngd):
 
 def test_hbm_bandwidth_beyond_the_stacks_adds_phys(rngd):
     assert hbm_stacks(rngd) == 2
-    faster = rngd.with_value("hbm.peak_bytes_per_cycle", 3000)
+    faster = rngd.with_values({"hbm.peak_bytes_per_cycle": 3000, "hbm.sustained_bytes_per_cycle": 2880})
     assert hbm_stacks(faster) == 4
+    assert hbm_stacks(rngd.with_value("hbm.peak_bytes_per_cycle", 3000)) == 2  # a bound, not a rate
     assert faster.area_mm2 - rngd.area_mm2 == pytest.approx(2 * rngd.area.hbm_phy_mm2)
-    # the clock does not change the chip's area except through what it rates (HBM per cycle here)
+    # HBM is rated per chip cycle: a slower clock needs no fewer stacks here, a faster one more
     assert rngd.with_value("chip.clock_hz", 0.9e9).area_mm2 == rngd.area_mm2
+    assert hbm_stacks(rngd.with_value("chip.clock_hz", 1.2e9)) == 3
 
 
 def test_hw_show_lists_the_area(capsys):

@@ -218,7 +218,7 @@ def _print_area(console: Console, hw: Hardware) -> None:
         "sram": f"{physical_slices(hw):,} slices x (DM + TRF + VRF) + {hw.area.other_sram_mib:g} MiB other",
         "mac_arrays": f"{physical_slices(hw):,} slices x {hw.chip.lanes_per_slice} lanes x MACs per lane",
         "slice_logic": f"{physical_slices(hw):,} slices (incl. {hw.area.spare_slices_per_pe} spare per PE)",
-        "hbm_phys": f"{hbm_stacks(hw)} HBM stacks (peak bandwidth, capacity)",
+        "hbm_phys": f"{hbm_stacks(hw)} HBM stacks (sustained bandwidth, capacity)",
         "chip_links": f"{link_ports(hw)} link ports (link bandwidth)",
         "fixed": "area.fixed_mm2",
     }

@@ -31,9 +31,10 @@ def physical_slices(hw: Hardware) -> int:
 
 
 def hbm_stacks(hw: Hardware) -> int:
-    """HBM stacks (one PHY each) needed for the spec's peak bandwidth and its capacity."""
+    """HBM stacks (one PHY each) needed to deliver the sustained bandwidth the simulator runs at
+    (the peak is only the bound no phase may beat) and to hold the capacity."""
     a = hw.area
-    by_rate = hw.hbm_peak_bytes_per_second / a.hbm_stack_bytes_per_s
+    by_rate = hw.hbm_bytes_per_second / a.hbm_stack_bytes_per_s
     by_capacity = hw.hbm.capacity_bytes / a.hbm_stack_capacity_bytes
     return max(1, _whole(by_rate), _whole(by_capacity))
 
