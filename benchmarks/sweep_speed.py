@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import resource
 import statistics
 import time
 
@@ -55,13 +56,14 @@ def main() -> None:
     points = [
         DesignPoint(WORKLOAD, (PEAK, *combo)) for combo in itertools.product(*axes(args.points_per_axis))
     ]
-    start = time.perf_counter()
+    start, children = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     rows = run_sweep(points, args.jobs, run=cost)
     wall = time.perf_counter() - start
-    failed = sum("error" in r for r in rows)
-    per_point = wall * args.jobs / len(points)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the pool's workers, reaped by now
+    cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+    failed, each = sum("error" in r for r in rows), cpu / len(points)
     print(f"sweep of {len(points):,} points (HBM bandwidth x clock x DM size) on {args.jobs} local workers: "
-          f"{wall:.1f} s wall, {per_point:.3f} worker-seconds per point, {failed} failed")  # fmt: skip
+          f"{wall:.1f} s wall, {cpu:.1f} s worker CPU ({each:.3f} s per point), {failed} failed")  # fmt: skip
 
 
 if __name__ == "__main__":
