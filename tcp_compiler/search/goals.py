@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulator.spec import suggest
-from tcp_compiler.errors import CliError
+from tcp_compiler.errors import SearchError
 
 DIRECTIONS = ("max", "min")
 
@@ -63,7 +63,7 @@ class Constraint:
 def parse_objective(text: str) -> Objective:
     figure, sep, direction = text.rpartition(":")
     if not sep or direction not in DIRECTIONS or not figure:
-        raise CliError(
+        raise SearchError(
             f"--objective {text}: expected FIGURE:max or FIGURE:min (e.g. tokens_per_s_per_chip:max)"
         )
     return Objective(figure, direction)
@@ -79,7 +79,7 @@ def parse_constraint(text: str) -> Constraint:
     except ValueError:
         bound = None
     if match is None or bound is None:
-        raise CliError(
+        raise SearchError(
             f"--constraint {text}: expected FIGURE<=NUMBER or FIGURE>=NUMBER (e.g. ttft_seconds<=0.5)"
         )
     return Constraint(match.group(1), match.group(2), bound)
@@ -89,4 +89,4 @@ def check_figures(names: list[str], figures: dict[str, float], flag: str) -> Non
     """Objectives and constraints name figures a report has: checked on the first costed point."""
     for name in names:
         if name not in figures:
-            raise CliError(f"{flag} {name}: the report has no such figure{suggest(name, figures)}")
+            raise SearchError(f"{flag} {name}: the report has no such figure{suggest(name, figures)}")
