@@ -169,6 +169,21 @@ class Spec:
     def with_value(self, dotted: str, new: Any, source: str = "assumed: set by its address") -> Spec:
         """A copy with the value at `dotted` replaced, checked against its declared type and range
         and the target's relations between values; errors are one line naming the key."""
+        return self.with_values({dotted: new}, source)
+
+    def with_values(self, values: dict[str, Any], source: str = "assumed: set by its address") -> Spec:
+        """A copy with several values replaced, each checked as `with_value` does; the relations
+        between values are checked once all are set, so raising a peak and the sustained rate
+        under it together does not depend on their order."""
+        spec = self
+        for dotted, new in values.items():
+            spec = spec._replaced(dotted, new, source)
+        broken = spec.consistency()
+        if broken:
+            raise HardwareError(f"{broken[0]}: {broken[1]}")
+        return spec
+
+    def _replaced(self, dotted: str, new: Any, source: str) -> Spec:
         param, entry = self.param(dotted)
         checked = param.check(dotted, new)
         if not SOURCE_PATTERN.match(source):
@@ -179,12 +194,8 @@ class Spec:
         table = getattr(self, param.table)
         if entry:
             checked = {**getattr(table, param.key), entry: checked}
-        spec = replace(self, **{param.table: replace(table, **{param.key: checked})},
+        return replace(self, **{param.table: replace(table, **{param.key: checked})},
                        sources={**self.sources, dotted: source})  # fmt: skip
-        broken = spec.consistency()
-        if broken:
-            raise HardwareError(f"{broken[0]}: {broken[1]}")
-        return spec
 
     def with_chips(self, chips: int | None) -> Spec:
         """The same chip in a system of `chips` (None: as specified), linked as the spec says: what

@@ -21,6 +21,11 @@ class CliError(TcpcError):
     """A bad argument or an output that cannot be written (raised by tcp_compiler.cli only)."""
 
 
+class SearchError(TcpcError):
+    """A search that cannot run as stated: a bad range, setting, objective or constraint (the
+    message names its flag, as `tcpc search` spells it), or a folder that holds another search."""
+
+
 class FrontendError(TcpcError):
     """A model that cannot be read: unknown family, missing or malformed config field."""
 

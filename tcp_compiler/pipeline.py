@@ -10,6 +10,7 @@ with the spec's bandwidths. One Observer hears the steps' names and the attentio
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -148,7 +149,10 @@ def _capacity(s: _Lowering) -> None:
     s.capacity = capacity(s.graph, tuple(s.model.bindings), s.hw, s.options.policy, spills=s.scheduled)
 
 
-# The lowering's named steps, in order: an observer hears each name as it starts.
+# The lowering's named steps, in order: an observer hears each name as it starts. The first three
+# read nothing of the spec but the chip count, so `lower` reuses what they made (_FRONTS) across
+# specs that differ in anything else: a sweep over bandwidths, clocks or memory sizes builds and
+# simplifies each graph once per worker. The steps after them read the spec and always run.
 LOWERING: tuple[tuple[str, Callable[[_Lowering], None]], ...] = (
     ("build", _build),
     ("passes", _passes),
@@ -156,6 +160,35 @@ LOWERING: tuple[tuple[str, Callable[[_Lowering], None]], ...] = (
     ("attention", _attention),
     ("capacity", _capacity),
 )
+SPEC_FREE_STEPS = 3  # LOWERING[:3] depend only on _front_key's parts
+
+_FRONT_FIELDS = ("model", "graph", "scheduled", "period", "model_flops")
+_FRONTS: OrderedDict[tuple, tuple] = OrderedDict()  # _front_key -> _FRONT_FIELDS' values
+_FRONTS_KEPT = 8  # graphs of a large model take tens of MB each; a sweep revisits a few
+
+
+def _front_key(s: _Lowering) -> tuple:
+    """Everything the spec-free steps read: the model, precision, phase, length, options, the
+    chips the graph is split over and whether repeating layers are left out."""
+    return (s.config, s.precision, s.phase, s.length, s.options, s.options.chips_on(s.hw), s.replicate)
+
+
+def _run_steps(s: _Lowering) -> None:
+    key = _front_key(s)
+    front = _FRONTS.get(key)
+    for number, (name, step) in enumerate(LOWERING):
+        s.observer.step(name)
+        if number < SPEC_FREE_STEPS and front is not None:
+            continue
+        if number == SPEC_FREE_STEPS and front is None:
+            _FRONTS[key] = front = tuple(getattr(s, f) for f in _FRONT_FIELDS)
+            while len(_FRONTS) > _FRONTS_KEPT:
+                _FRONTS.popitem(last=False)
+        if number == SPEC_FREE_STEPS:
+            _FRONTS.move_to_end(key)
+            for f, v in zip(_FRONT_FIELDS, front, strict=True):
+                setattr(s, f, v)
+        step(s)
 
 
 def lower(
@@ -175,9 +208,7 @@ def lower(
     rewrite, whose cost grows with the prompt. With `replicate`, repeating layers are left out of
     the rewritten graph when they can be (`period` says so); its capacity is still the whole model's."""
     s = _Lowering(config, hw, precision, phase, length, options, check, fits_with, replicate, observer)
-    for name, step in LOWERING:
-        observer.step(name)
-        step(s)
+    _run_steps(s)
     graph = s.graph if s.scheduled is None else s.scheduled
     return Lowered(phase, s.model, graph, s.attention, s.capacity, options, s.model_flops, s.period)
 

@@ -10,11 +10,20 @@ from typing import Any, NoReturn
 from ir.errors import TirError
 from simulator.errors import SimulatorError
 from tcp_compiler import __version__
-from tcp_compiler.cli import compile_cmd, hw_cmd, inspect_cmd, run_cmd, serve_cmd, simulate_cmd, sweep_cmd
+from tcp_compiler.cli import (
+    compile_cmd,
+    hw_cmd,
+    inspect_cmd,
+    run_cmd,
+    search_cmd,
+    serve_cmd,
+    simulate_cmd,
+    sweep_cmd,
+)
 from tcp_compiler.cli.flags import describe
 from tcp_compiler.errors import TcpcError
 
-COMMANDS = [simulate_cmd, serve_cmd, sweep_cmd, compile_cmd, run_cmd, inspect_cmd, hw_cmd]
+COMMANDS = [simulate_cmd, serve_cmd, sweep_cmd, search_cmd, compile_cmd, run_cmd, inspect_cmd, hw_cmd]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from simulator.hardware import list_presets, load_hardware
+from simulator.targets.rngd.area import PUBLISHED_DIE_MM2, area_parts, hbm_stacks, link_ports, physical_slices
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.cli.console import console
 
@@ -118,6 +119,7 @@ def _print_spec(hw: Hardware) -> None:
 
     _print_compute(out, hw)
     _print_memory(out, hw)
+    _print_area(out, hw)
 
 
 _MIN_SOURCE = 30  # characters: narrower terminals get longer lines rather than a sliver of source
@@ -203,6 +205,27 @@ def _print_memory(console: Console, hw: Hardware) -> None:
     for name, per_chip, total in rows:
         cells = [name, per_chip] + ([total] if hw.system.chips > 1 else [])
         table.add_row(*cells)
+    console.print(table)
+
+
+def _print_area(console: Console, hw: Hardware) -> None:
+    """The die area by part as the area model adds it, beside the published die it is checked on."""
+    table = Table(title=Text("die area per chip (the [area] table's model)"), title_justify="left")
+    table.add_column("part")
+    table.add_column("mm^2", justify="right", no_wrap=True)
+    table.add_column("sized by")
+    sized_by = {
+        "sram": f"{physical_slices(hw):,} slices x (DM + TRF + VRF) + {hw.area.other_sram_mib:g} MiB other",
+        "mac_arrays": f"{physical_slices(hw):,} slices x {hw.chip.lanes_per_slice} lanes x MACs per lane",
+        "slice_logic": f"{physical_slices(hw):,} slices (incl. {hw.area.spare_slices_per_pe} spare per PE)",
+        "hbm_phys": f"{hbm_stacks(hw)} HBM stacks (sustained bandwidth, capacity)",
+        "chip_links": f"{link_ports(hw)} link ports (link bandwidth)",
+        "fixed": "area.fixed_mm2",
+    }
+    for part, mm2 in area_parts(hw).items():
+        table.add_row(part, f"{mm2:,.1f}", sized_by[part])
+    table.add_row(Text("total", style="bold"), Text(f"{hw.area_mm2:,.1f}", style="bold"),
+                  f"RNGD's published die: {PUBLISHED_DIE_MM2:g} mm^2")  # fmt: skip
     console.print(table)
 
 

@@ -205,7 +205,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         hardware=HardwareSummary(
             name=hw.name, chips=sim.chips * stages, clock_hz=clock,
             peak_flops_per_s=roofline.flops_per_s, hbm_bytes_per_s=roofline.hbm_bytes_per_s,
-            assumed=tuple(hw.assumed_keys),
+            area_mm2=hw.area_mm2, assumed=tuple(hw.assumed_keys),
         ),
         batch=sim.batch, prompt_len=sim.prompt_len, gen_len=sim.gen_len, dtype=sim.precision.name,
         kv_dtype=sim.precision.kv.name,

@@ -31,6 +31,7 @@ class HardwareSummary(Record):
         "FLOP/s",
     )
     hbm_bytes_per_s: float = doc("sustained HBM bandwidth per chip (the rooflines use it)", "B/s")
+    area_mm2: float = doc("die area per chip as the spec's area model adds it up (`tcpc hw show`)", "mm^2")
     assumed: tuple[str, ...] = doc("spec keys whose values are assumptions, not published facts")
 
 

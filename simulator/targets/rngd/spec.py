@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from simulator.errors import HardwareError
 from simulator.spec import EngineRates, Spec, Table, suggest, value
+from simulator.targets.rngd.area import area_parts
 
 # Operand dtypes the contraction engine tables are keyed by, and IR dtype names that map onto them.
 DTYPES = ("bf16", "f16", "fp8", "i8", "i4", "f32")
@@ -158,6 +159,24 @@ class OperatingPoint(Table):
 
 
 @dataclass(frozen=True)
+class Area(Table):
+    """Silicon area per chip at the spec's process, by part (simulator.targets.rngd.area adds them):
+    what each part costs per unit of what sizes it, so area moves with the values that size it."""
+
+    sram_mm2_per_mib: float = value("mm2/MiB", 1e-4, 100.0)  # DM, TRF, VRF and other SRAM
+    other_sram_mib: float = value("MiB", 0.0, 1e6)  # SRAM outside the slices (caches of the controllers)
+    mac_mm2_per_kmac: dict[str, float] = value("mm2 per 1024 MAC/cycle", 0.0, 1e3, per=DTYPES)
+    slice_logic_mm2: float = value("mm2/slice", 0.0, 100.0)  # a slice's engines besides its MACs and SRAM
+    spare_slices_per_pe: int = value("slices", 0, 4096)  # built for yield, inactive
+    hbm_phy_mm2: float = value("mm2/stack", 0.0, 1e3)  # PHY and controller per HBM stack
+    hbm_stack_bytes_per_s: float = value("B/s", 1e6, 1e15)
+    hbm_stack_capacity_bytes: int = value("B", 1, 1 << 50)
+    link_port_mm2: float = value("mm2/port", 0.0, 1e3)  # PHY and controller per chip-link port
+    link_port_bytes_per_s: float = value("B/s", 1e3, 1e15)
+    fixed_mm2: float = value("mm2", 0.0, 1e4)  # what no value here sizes: CPUs, NoC, I/O ring
+
+
+@dataclass(frozen=True)
 class Hardware(Spec):
     """A validated RNGD-class machine: its tables (`hw.hbm.sustained_bytes_per_cycle`), plus the
     derived peaks the cost formulas use. Counts and peaks are per chip unless named otherwise;
@@ -175,6 +194,7 @@ class Hardware(Spec):
     energy: Energy
     power: Power
     operating_point: OperatingPoint
+    area: Area
 
     __hash__ = Spec.__hash__  # by the cached hash of the values (a frozen dataclass would make its own)
 
@@ -272,6 +292,11 @@ class Hardware(Spec):
         return EngineRates(self.chip.clock_hz, self.hbm.sustained_bytes_per_cycle, self.dma_bytes_per_cycle,
                            self.dma.engines, self.dma.bytes_per_cycle_each)  # fmt: skip
 
+    @property
+    def area_mm2(self) -> float:
+        """Die area per chip (mm^2) as the area model adds it up from the spec's values."""
+        return sum(area_parts(self).values())
+
     def seconds(self, cycles: float) -> float:
         """Wall time of a cycle count at the chip clock."""
         return cycles / self.chip.clock_hz
@@ -345,6 +370,8 @@ class Hardware(Spec):
                     "hbm_bytes_per_second": self.hbm_bytes_per_second,
                     "hbm_peak_bytes_per_second": self.hbm_peak_bytes_per_second,
                     "link_bytes_per_cycle": self.link_bytes_per_cycle,
+                    "area_mm2": self.area_mm2,
+                    "area_parts_mm2": area_parts(self),
                     "dtypes": per_dtype,
                 },
                 "system": {

@@ -1,0 +1,159 @@
+"""The worked study of docs/design-space.md: HBM bandwidth x DM size x clock for Llama-3.1-8B on
+one RNGD and Llama-3.1-70B on four, prefill (TTFT) and decode (TPOT), then a search under an SLO.
+Small enough to run in a few minutes on 2 cores.
+
+Run: python benchmarks/design_space.py [--jobs N] [--write-docs]
+     (--write-docs: the plots into docs/design-space/ and the tables into docs/design-space.md)
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import tempfile
+from pathlib import Path
+
+from simulator.targets.rngd.spec import Hardware
+from tcp_compiler.search.front import feasible, front_rows, pareto_front, plot_front
+from tcp_compiler.search.goals import parse_constraint, parse_objective
+from tcp_compiler.search.space import parse_range
+from tcp_compiler.search.study import Search, run_search
+from tcp_compiler.search.trials import DesignPoint, Workload, cost
+from tcp_compiler.sweep import run_sweep
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+PLOTS = DOCS / "design-space"
+MODELS = {"8B": Workload("llama-3.1-8b", "rngd", 1, 2048, 16, "bf16"),
+          "70B": Workload("llama-3.1-70b", "rngd-4", 1, 2048, 16, "bf16")}  # fmt: skip
+PEAK = ("hbm.peak_bytes_per_cycle", 4000.0)  # a ceiling above every sustained rate studied
+BANDWIDTHS = (720.0, 1440.0, 2880.0)  # sustained HBM B/cycle: half, RNGD's, double
+DM_SIZES = (256 * 1024, 512 * 1024, 1024 * 1024)  # DM per slice: half, RNGD's, double
+CLOCKS = (0.8e9, 1.0e9, 1.2e9)
+SLO = ("decode.tpot_seconds_mean<=0.009", "ttft_seconds<=0.3")
+
+
+def grid() -> list[tuple[str, DesignPoint]]:
+    return [
+        (name, DesignPoint(w, (PEAK, ("hbm.sustained_bytes_per_cycle", bw), ("memory.dm_bytes_per_slice", dm),
+                               ("chip.clock_hz", clock))))
+        for name, w in MODELS.items()
+        for bw, dm, clock in itertools.product(BANDWIDTHS, DM_SIZES, CLOCKS)
+    ]  # fmt: skip
+
+
+def study(jobs: int) -> list[dict]:
+    points = grid()
+    rows = run_sweep([p for _, p in points], jobs, run=cost)
+    out = []
+    for (name, point), row in zip(points, rows, strict=True):
+        settings = dict(point.settings)
+        figures = row.get("figures", {})
+        out.append({
+            "model": name, "bw": settings["hbm.sustained_bytes_per_cycle"],
+            "dm_kib": settings["memory.dm_bytes_per_slice"] // 1024,
+            "clock_ghz": settings["chip.clock_hz"] / 1e9,
+            "ttft_ms": 1e3 * figures.get("ttft_seconds", float("nan")),
+            "tpot_ms": 1e3 * figures.get("decode.tpot_seconds_mean", float("nan")),
+            "area": figures.get("hardware.area_mm2", float("nan")), "error": row.get("error", ""),
+        })  # fmt: skip
+    return out
+
+
+def slo_search(folder: Path, jobs: int) -> tuple[Search, object]:
+    ranges = tuple(parse_range(t, Hardware) for t in (
+        "hbm.sustained_bytes_per_cycle=500:3000:log", "memory.dm_bytes_per_slice=131072:1048576",
+        "chip.clock_hz=0.8e9:1.4e9"))  # fmt: skip
+    objectives = (parse_objective("tokens_per_s_per_chip:max"), parse_objective("hardware.area_mm2:min"))
+    search = Search(MODELS["8B"], ranges, objectives, tuple(parse_constraint(c) for c in SLO), (PEAK,),
+                    seed=0, population=8)  # fmt: skip
+    return search, run_search(search, folder, 48, jobs).study
+
+
+def plot_grid(rows: list[dict], figure: str, label: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), dpi=110)
+    for ax, model in zip(axes, MODELS, strict=True):
+        for dm in DM_SIZES:
+            for clock in CLOCKS:
+                line = [r for r in rows if r["model"] == model and r["dm_kib"] == dm // 1024
+                        and r["clock_ghz"] == clock / 1e9]  # fmt: skip
+                style = {256: ":", 512: "-", 1024: "--"}[dm // 1024]
+                ax.plot([r["bw"] for r in line], [r[figure] for r in line], style, marker="o", markersize=3,
+                        color={0.8: "#d62728", 1.0: "#1f77b4", 1.2: "#2ca02c"}[clock / 1e9],
+                        label=f"{clock / 1e9:g} GHz, DM {dm // 1024} KiB/slice")  # fmt: skip
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(BANDWIDTHS, [f"{b:g}" for b in BANDWIDTHS])
+        ax.set_xlabel("sustained HBM bandwidth (B/cycle)")
+        ax.set_ylabel(label)
+        ax.set_title(f"Llama-3.1-{model} ({MODELS[model].hw})")
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=6, ncol=1, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def grid_table(rows: list[dict]) -> str:
+    lines = ["| model | HBM B/cycle | DM KiB/slice | clock GHz | TTFT ms | TPOT ms | area mm^2 |",
+             "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for r in rows:
+        if r["error"]:
+            lines.append(
+                f"| {r['model']} | {r['bw']:g} | {r['dm_kib']} | {r['clock_ghz']:g} | {r['error']} | | |"
+            )
+            continue
+        where = f"| {r['model']} | {r['bw']:g} | {r['dm_kib']} | {r['clock_ghz']:g} |"
+        lines.append(f"{where} {r['ttft_ms']:.1f} | {r['tpot_ms']:.2f} | {r['area']:.0f} |")
+    return "\n".join(lines)
+
+
+def front_table(search: Search, study) -> str:
+    rows = front_rows(search, pareto_front(search, feasible(study)))
+    lines = [f"{len(study.trials)} trials, {len(feasible(study))} within the SLO; the front:", "",
+             "| trial | hash | HBM B/cycle | DM KiB/slice | clock GHz | tokens/s per chip | area mm^2 |",
+             "|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for r in rows:
+        lines.append(f"| {r['trial']} | `{r['hash']}` | {r['hbm.sustained_bytes_per_cycle']:.0f} | "
+                     f"{r['memory.dm_bytes_per_slice'] / 1024:.0f} | {r['chip.clock_hz'] / 1e9:.3f} | "
+                     f"{r['tokens_per_s_per_chip']:.1f} | {r['hardware.area_mm2']:.0f} |")  # fmt: skip
+    if rows:
+        lines += ["", "The first front point, reproduced:", "", "```sh", rows[0]["command"], "```"]
+    return "\n".join(lines)
+
+
+def fill(text: str, name: str, body: str) -> str:
+    """Replaces what stands between `<!-- design-space: NAME -->` and `<!-- end -->`."""
+    pattern = re.compile(rf"(<!-- design-space: {name} -->\n).*?(<!-- end -->)", re.S)
+    assert pattern.search(text), name
+    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+    rows = study(args.jobs)
+    print(grid_table(rows))
+    with tempfile.TemporaryDirectory() as folder:
+        search, found = slo_search(Path(folder), args.jobs)
+        front = front_table(search, found)
+        print(front)
+        if args.write_docs:
+            PLOTS.mkdir(exist_ok=True)
+            plot_grid(rows, "ttft_ms", "TTFT (ms)", PLOTS / "prefill.png")
+            plot_grid(rows, "tpot_ms", "TPOT (ms)", PLOTS / "decode.png")
+            plot_front(search, found, PLOTS / "front.png")
+            doc = DOCS / "design-space.md"
+            text = fill(doc.read_text(), "grid", grid_table(rows))
+            doc.write_text(fill(text, "front", front))
+            print(f"wrote {doc} and {PLOTS}/*.png")
+
+
+if __name__ == "__main__":
+    main()
