@@ -16,12 +16,12 @@ from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve.options import ServeOptions
 from tcp_compiler.serve.server import serve
 from tcp_compiler.serve.sweep import ServePoint, run_serve_point
-from tcp_compiler.serve.workload import lengths, synthetic
+from tcp_compiler.serve.workload import Workload, lengths, synthetic
 
 
 def test_a_row_is_the_serve_run_of_its_point() -> None:
-    point = ServePoint(model="llama-3.2-1b", hw="rngd", chips=1, dtype="bf16", requests=8, prompt_len=64,
-                       gen_len=16, rate=None, concurrency=4)  # fmt: skip
+    point = ServePoint(model="llama-3.2-1b", hw="rngd", chips=1, dtype="bf16", requests=8, prompt_len="64",
+                       gen_len="16", rate=None, concurrency=4)  # fmt: skip
     row = run_serve_point(point)
     requests = synthetic(8, lengths("64"), lengths("16"), None, True, 0)
     result = serve(load_model("llama-3.2-1b").config, load_hardware("rngd"), precision("bf16"), requests,
@@ -46,7 +46,8 @@ def test_sweep_serve_writes_one_row_per_load_in_order(tmp_path, capsys) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--serve"], "--serve needs --rate"),
+    (["--prompt-len", "uniform:64:512"], "--prompt-len: uniform:64:512 is a length distribution"),
+    (["--serve", "--gen-len", "uniform:9:2"], "--gen-len"),
     (["--rate", "4"], "add --serve"),
     (["--serve", "--rate", "0"], "--rate"),
     (["--serve", "--rate", "4", "--batch", "8"], "no --batch"),
@@ -55,3 +56,32 @@ def test_bad_serving_sweeps_are_one_line_errors(args, message, capsys) -> None:
     assert main(["sweep", "llama-3.2-1b", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_a_serving_sweep_draws_serves_default_lengths_and_plots_failed_points(tmp_path, capsys) -> None:
+    """No --prompt-len: serve's own default (a distribution), not a simulation's 2048; a
+    distribution is accepted; --plot writes a plot, with the failed point (3 chips) marked."""
+    out, plots = tmp_path / "s.csv", tmp_path / "plots"
+    args = ["sweep", "llama-3.2-1b", "--serve", "--concurrency", "2", "--requests", "4", "--gen-len",
+            "uniform:2:4", "--chips", "1,3", "--jobs", "1", "--csv", str(out),
+            "--plot", str(plots)]  # fmt: skip
+    assert main(args) == 0
+    rows = list(csv.DictReader(out.open()))
+    prompt = str(Workload().prompt_len)
+    assert [(r["prompt_len"], r["gen_len"], r["status"]) for r in rows] == [
+        (prompt, "uniform:2:4", "ok"), (prompt, "uniform:2:4", "failed")]
+    assert (plots / "serve_vs_concurrency.png").read_bytes()[:4] == b"\x89PNG"
+    assert "serve_vs_concurrency.png" in capsys.readouterr().err
+
+
+def test_sweep_plots_mark_failed_points() -> None:
+    from matplotlib.figure import Figure
+
+    from tcp_compiler.sweep_plots import _plot
+
+    ok = {"status": "ok", "concurrency": 2, "ttft_p50_s": 0.5, "chips": 1}
+    ax = Figure().add_subplot()
+    _plot(ax, [ok, {**ok, "concurrency": 8, "status": "failed", "ttft_p50_s": "", "chips": 3}], "concurrency",
+          "ttft_p50_s", ("chips",))  # fmt: skip
+    marks = [line for line in ax.get_lines() if line.get_label().startswith("failed")]
+    assert len(marks) == 1 and list(marks[0].get_xdata()) == [8.0]

@@ -42,6 +42,35 @@ def add_flags(container: Any, cls: type, suffix: str = "") -> None:
         target.add_argument(flag(field.name + suffix), default=field.default, help=how.help, **extra)
 
 
+def declared(cls: type, name: str) -> tuple[Any, Flag]:
+    """The default and the flag of the option `name` of the options dataclass `cls`."""
+    field, how = next((f, how) for f, how in flagged(cls) if f.name == name)
+    return field.default, how
+
+
+def help_of(cls: type, name: str) -> str:
+    """The option's help with its default written in (for a flag whose own default differs)."""
+    default, how = declared(cls, name)
+    return how.help.replace("%(default)s", str(default))
+
+
+def list_type(cls: type, name: str) -> Callable[[str], list]:
+    """An argparse type: comma-separated values of the option `name`, each read as its own flag
+    reads one, at most arg_types.MAX_LIST of them (a sweep's list of an option)."""
+    _, how = declared(cls, name)
+    one = _type(how) or str
+
+    def read(text: str) -> list:
+        values = [one(part.strip(" \t")) for part in text.split(",")]
+        if len(values) > arg_types.MAX_LIST:
+            limit = arg_types.MAX_LIST
+            raise argparse.ArgumentTypeError(f"expected at most {limit} values, got {len(values)}")
+        return values
+
+    read.__name__ = name
+    return read
+
+
 def from_args(cls: type, args: argparse.Namespace, suffix: str = "", **given: Any) -> Any:
     """The dataclass `cls` from its flags' values (and `given` for fields without a flag)."""
     return cls(**{field.name: getattr(args, field.name + suffix) for field, _ in flagged(cls)}, **given)

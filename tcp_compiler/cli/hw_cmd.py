@@ -18,6 +18,7 @@ from rich.text import Text
 from simulator.hardware import list_presets, load_hardware
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.cli.console import console
+from tcp_compiler.report.tables import line_table
 
 _KIND_STYLE = {"published": "green", "derived": "cyan", "assumed": "bold yellow"}
 
@@ -67,12 +68,10 @@ def _print_presets(as_json: bool) -> None:
         rows = [{"name": h.name, "chips": h.system.chips, "description": h.description} for h in presets]
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title="hardware presets (tcpc hw show NAME)", title_justify="left")
-    for column in ("name", "chips", "description"):
-        table.add_column(column, justify="right" if column == "chips" else "left")
-    for h in presets:
-        table.add_row(h.name, str(h.system.chips), Text(h.description))
-    console().print(table)
+    out = console()
+    rows = [(h.name, str(h.system.chips), h.description) for h in presets]
+    out.print(line_table("hardware presets (tcpc hw show NAME)", ("name", "chips", "description"), rows,
+                         out.width, elastic=2, left={"name", "description"}))  # fmt: skip
 
 
 def _print_spec(hw: Hardware) -> None:
@@ -120,7 +119,7 @@ def _print_spec(hw: Hardware) -> None:
     _print_memory(out, hw)
 
 
-_MIN_SOURCE = 30  # characters: narrower terminals get longer lines rather than a sliver of source
+_MIN_SOURCE = 12  # characters: narrower terminals get longer lines rather than a sliver of source
 
 
 def wrap(text: str, width: int) -> list[str]:
@@ -156,31 +155,25 @@ def _print_compute(console: Console, hw: Hardware) -> None:
     title = f"peak compute per chip at {hw.chip.clock_hz / 1e9:g} GHz" + (
         f" ({hw.system.chips} chips)" if multi else ""
     )
-    table = Table(title=title, title_justify="left")
-    table.add_column("dtype", no_wrap=True)
-    for column in ("MAC/lane/cycle", "MACs/cycle", "TFLOP/s", "ridge FLOP/B"):
-        table.add_column(column, justify="right", no_wrap=True)
+    columns = ["dtype", "MAC/lane/cycle", "MACs/cycle", "TFLOP/s", "ridge FLOP/B"]
     if multi:
-        table.add_column(f"TFLOP/s x {hw.system.chips}", justify="right", no_wrap=True)
+        columns.append(f"TFLOP/s x {hw.system.chips}")
+    rows = []
     for dtype, per_lane in hw.contraction.macs_per_lane_cycle.items():
         assumed = hw.is_assumed(f"contraction.macs_per_lane_cycle.{dtype}")
-        label = Text(dtype) + (Text(" (assumed)", style="yellow") if assumed else Text(""))
+        label = dtype + (" (assumed)" if assumed else "")
         tflops = hw.flops_per_second(dtype) / 1e12
         row = [label, f"{per_lane:,}", f"{hw.macs_per_cycle(dtype):,}", f"{tflops:,.1f}"]
         row.append(f"{hw.ridge_flops_per_byte(dtype):,.1f}")
         if multi:
             row.append(f"{hw.system.chips * tflops:,.1f}")
-        table.add_row(*row)
-    console.print(table)
+        rows.append(row)
+    console.print(line_table(title, columns, rows, console.width, left={"dtype"}))
     console.print("ridge point = peak FLOP/s / sustained HBM bytes/s: below it an op is memory-bound")
 
 
 def _print_memory(console: Console, hw: Hardware) -> None:
-    table = Table(title="memory and bandwidth per chip", title_justify="left")
-    table.add_column("quantity")
-    table.add_column("per chip", justify="right", no_wrap=True)
-    if hw.system.chips > 1:
-        table.add_column(f"x {hw.system.chips} chips", justify="right", no_wrap=True)
+    columns = ["quantity", "per chip"] + ([f"x {hw.system.chips} chips"] if hw.system.chips > 1 else [])
     gbs = lambda bytes_per_s: f"{bytes_per_s / 1e9:,.0f} GB/s"
     gb = lambda n: f"{n / 1e9:,.0f} GB"
     dma = hw.dma_bytes_per_cycle * hw.chip.clock_hz
@@ -200,10 +193,9 @@ def _print_memory(console: Console, hw: Hardware) -> None:
         ("TensorDMA (all engines)", gbs(dma), gbs(hw.system.chips * dma)),
         ("chip-to-chip link, per direction", gbs(hw.system.link_bytes_per_s), "-"),
     ]
-    for name, per_chip, total in rows:
-        cells = [name, per_chip] + ([total] if hw.system.chips > 1 else [])
-        table.add_row(*cells)
-    console.print(table)
+    cells = [row[: len(columns)] for row in rows]
+    title = "memory and bandwidth per chip"
+    console.print(line_table(title, columns, cells, console.width, left={"quantity"}))
 
 
 def _format_value(value: int | float, unit: str) -> str:

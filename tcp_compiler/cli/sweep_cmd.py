@@ -14,29 +14,34 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.console import console
-from tcp_compiler.cli.flags import describe
+from tcp_compiler.cli.flags import declared, describe, help_of, list_type
 from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.provenance import provenance
 from tcp_compiler.report.tables import line_table
+from tcp_compiler.serve.workload import DEFAULT_RATE, Workload
 
 MAX_POINTS = 4096  # simulations one sweep may ask for
+PROMPT_LEN, GEN_LEN = 2048, 128  # a simulation sweep's lengths (a serving sweep's: serve's Workload)
 
 
 def check_args(args: argparse.Namespace) -> None:
     """The rules between flags (each flag's own range is its argparse type): a bounded grid."""
+    lengths = (args.prompt_len or [PROMPT_LEN], args.gen_len or [GEN_LEN])
     if args.serve:
-        if not (args.rate or args.concurrency):
-            raise CliError("--serve needs --rate R,... or --concurrency C,... (the loads to sweep)")
         if len(args.requests) != 1 or args.batch != [1]:
             raise CliError("--serve takes one --requests count and no --batch (the scheduler forms batches)")
-        lists = (args.prompt_len, args.gen_len, args.dtype, args.chips or [1], args.pp,
-                 args.rate + args.concurrency)  # fmt: skip
+        lists = (*lengths, args.dtype, args.chips or [1], args.pp, (args.rate + args.concurrency) or [1])
     else:
         if args.rate or args.concurrency:
             raise CliError("--rate and --concurrency sweep serving runs: add --serve")
-        lists = (args.batch, args.prompt_len, args.gen_len, args.dtype, args.chips or [1], args.pp)
+        for name, values in (("--prompt-len", args.prompt_len), ("--gen-len", args.gen_len)):
+            drawn = next((v for v in values or () if v.kind != "fixed"), None)
+            if drawn is not None:
+                raise CliError(f"{name}: {drawn} is a length distribution, which serving runs draw from "
+                               "(add --serve); a simulation takes token counts")  # fmt: skip
+        lists = (args.batch, *lengths, args.dtype, args.chips or [1], args.pp)
     points = math.prod(len(v) for v in lists)
     if points > MAX_POINTS:
         raise CliError(f"the grid has {points:,} points; a sweep runs at most {MAX_POINTS:,}")
@@ -65,12 +70,12 @@ def add_parser(subparsers) -> None:
         help="sequences per batch, comma-separated (default 1)",
     )  # fmt: skip
     p.add_argument(
-        "--prompt-len", type=arg_types.integers(1, arg_types.MAX_TOKENS), default=[2048], metavar="P,...",
-        help="prompt tokens, comma-separated (default 2048)",
+        "--prompt-len", type=list_type(Workload, "prompt_len"), metavar="P,...",
+        help=f"comma-separated (default {PROMPT_LEN}); with --serve, {help_of(Workload, 'prompt_len')}",
     )  # fmt: skip
     p.add_argument(
-        "--gen-len", type=arg_types.integers(1, arg_types.MAX_TOKENS), default=[128], metavar="G,...",
-        help="generated tokens, comma-separated (default 128)",
+        "--gen-len", type=list_type(Workload, "gen_len"), metavar="G,...",
+        help=f"comma-separated (default {GEN_LEN}); with --serve, {help_of(Workload, 'gen_len')}",
     )  # fmt: skip
     p.add_argument(
         "--chips", "--tp", dest="chips", type=arg_types.integers(1, arg_types.MAX_CHIPS), metavar="N,...",
@@ -88,16 +93,16 @@ def add_parser(subparsers) -> None:
     serving = p.add_argument_group("serving sweeps (--serve): one `tcpc serve` run per load x chips x dtype")
     serving.add_argument("--serve", action="store_true", help="sweep serving runs instead of one batch")
     serving.add_argument(
-        "--rate", type=arg_types.numbers(0, 1e6), default=[], metavar="R,...",
-        help="Poisson arrival rates in requests/s, comma-separated",
+        "--rate", type=list_type(Workload, "rate"), default=[], metavar="R,...",
+        help=f"comma-separated: {help_of(Workload, 'rate')}",
     )  # fmt: skip
     serving.add_argument(
-        "--concurrency", type=arg_types.integers(1, arg_types.MAX_BATCH), default=[], metavar="C,...",
-        help="closed-loop clients, comma-separated",
+        "--concurrency", type=list_type(Workload, "concurrency"), default=[], metavar="C,...",
+        help=f"comma-separated: {help_of(Workload, 'concurrency')}",
     )  # fmt: skip
     serving.add_argument(
-        "--requests", type=arg_types.integers(1, 100_000), default=[64], metavar="N",
-        help="requests per serving run (default 64); --prompt-len / --gen-len are their lengths",
+        "--requests", type=list_type(Workload, "requests"), default=[declared(Workload, "requests")[0]],
+        metavar="N", help=f"{help_of(Workload, 'requests')} per serving run",
     )  # fmt: skip
     p.add_argument("--jobs", type=arg_types.jobs, metavar="N", help="worker processes (default: CPUs)")
     p.add_argument("--csv", metavar="FILE", help="write the rows as CSV")
@@ -117,12 +122,17 @@ def run(args: argparse.Namespace) -> int:
     hw = load_hardware(args.hw)  # a bad spec is an error for the whole sweep, not per point
     chips = args.chips or [hw.system.chips]
     if args.serve:
-        points: list = serve_grid(args.model, args.hw, chips, args.dtype, args.requests[0], args.prompt_len,
-                                  args.gen_len, args.rate, args.concurrency, args.pp)  # fmt: skip
+        work = Workload()
+        rates = args.rate or ([] if args.concurrency else [DEFAULT_RATE])
+        points: list = serve_grid(args.model, args.hw, chips, args.dtype, args.requests[0],
+                                  [str(v) for v in args.prompt_len or [work.prompt_len]],
+                                  [str(v) for v in args.gen_len or [work.gen_len]], rates, args.concurrency,
+                                  args.pp)  # fmt: skip
         run_row, columns, shown = run_serve_point, SERVE_COLUMNS, SERVE_SHOWN
     else:
-        points = grid(args.model, args.hw, chips, args.batch, args.prompt_len, args.gen_len, args.dtype,
-                      args.pp)  # fmt: skip
+        prompt, gen = ([int(v.a) for v in values or [length]] for values, length in
+                       ((args.prompt_len, PROMPT_LEN), (args.gen_len, GEN_LEN)))  # fmt: skip
+        points = grid(args.model, args.hw, chips, args.batch, prompt, gen, args.dtype, args.pp)
         run_row, columns, shown = run_point, COLUMNS, SHOWN
     run_row = partial(run_row, describe=describe)  # a failed point's error names flags, as tcpc does
     jobs = args.jobs or min(len(points), os.cpu_count() or 1)
@@ -142,63 +152,74 @@ def run(args: argparse.Namespace) -> int:
         origin = provenance(args.argv)  # on every row: the JSON is the rows, as the CSV is
         write_atomically(args.json, json.dumps([{**r, "provenance": origin} for r in rows], indent=2) + "\n")
         announce(args.json, f"{len(rows)} rows")
-    if args.plot and args.serve:
-        announce(args.plot, "no plots: serving sweeps write rows only (tcpc serve --plot plots one run)")
-    elif args.plot:
+    if args.plot:
         from pathlib import Path
 
-        from tcp_compiler.sweep_plots import sweep_plots
+        from tcp_compiler.sweep_plots import serve_sweep_plots, sweep_plots
 
         try:
             Path(args.plot).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise CliError(f"{args.plot}: cannot create: {e.strerror}") from None
-        written = sweep_plots(rows, args.plot, f"{args.model} on {hw.name}")
-        announce(args.plot, ", ".join(p.name for p in written) or "no plots: no point succeeded")
+        plots = serve_sweep_plots if args.serve else sweep_plots
+        written = plots(rows, args.plot, f"{args.model} on {hw.name}")
+        announce(args.plot, ", ".join(p.name for p in written))
     failed = sum(r["status"] != "ok" for r in rows)
     return 1 if failed == len(rows) else 0
 
 
-SHOWN = (  # column, header, format (pp: shown when a row has stages)
+SHOWN = (  # column, header, format; the first _CONFIG ones are the point's configuration
     ("chips", "chips", str), ("pp", "pp", str), ("batch", "batch", str), ("prompt_len", "prompt", str),
-    ("gen_len", "gen", str),
-    ("dtype", "dtype", str), ("ttft_seconds", "TTFT ms", lambda v: f"{float(v) * 1e3:.3f}"),
+    ("gen_len", "gen", str), ("dtype", "dtype", str),
+    ("ttft_seconds", "TTFT ms", lambda v: f"{float(v) * 1e3:.3f}"),
     ("tpot_seconds_mean", "TPOT ms", lambda v: f"{float(v) * 1e3:.3f}"),
     ("throughput_tokens_per_s", "tok/s", lambda v: f"{float(v):.1f}"),
 )  # fmt: skip
 
 
-SERVE_SHOWN = (  # column, header, format
+SERVE_SHOWN = (  # column, header, format; the first _CONFIG ones are the point's configuration
     ("chips", "chips", str), ("pp", "pp", str), ("dtype", "dtype", str), ("prompt_len", "prompt", str),
-    ("gen_len", "gen", str),
-    ("rate", "req/s", str), ("concurrency", "clients", str),
+    ("gen_len", "gen", str), ("rate", "req/s", str), ("concurrency", "clients", str),
     ("throughput_output_tokens_per_s", "out tok/s", lambda v: f"{float(v):,.0f}"),
     ("ttft_p50_s", "TTFT p50 ms", lambda v: f"{float(v) * 1e3:.1f}"),
     ("ttft_p99_s", "TTFT p99 ms", lambda v: f"{float(v) * 1e3:.1f}"),
     ("tpot_p50_s", "TPOT p50 ms", lambda v: f"{float(v) * 1e3:.2f}"),
     ("preemptions", "preempted", str),
 )  # fmt: skip
+_CONFIG = {"chips", "pp", "batch", "prompt_len", "gen_len", "dtype", "rate", "concurrency"}
 
 
 def _print(rows: list[dict], shown: tuple, saved: bool) -> None:
-    """One line per point: a failed point's error is cut to the line (its row in --csv and --json
-    holds all of it). The pp column appears when some point has pipeline stages."""
-    if all(r.get("pp", 1) == 1 for r in rows):
-        shown = tuple(c for c in shown if c[0] != "pp")
+    """One row per point, named by the configuration values that vary; those the points share go
+    into a line above (a load the sweep does not vary, `-` in every row, is left out). A status column
+    when some point failed: its error wraps in its row (--csv and --json hold all of it)."""
+    config = [c for c in shown if c[0] in _CONFIG]
+    varying = [c for c in config if len({cell(r, c[0], c[2]) for r in rows}) > 1]
+    shared = [(header, cell(rows[0], column, fmt)) for column, header, fmt in config if (column, header, fmt)
+              not in varying]  # fmt: skip
+    fixed = [f"{h} {value}" for h, value in shared if value != "-" and (h, value) != ("pp", "1")]
+    columns = [*varying, *(c for c in shown if c[0] not in _CONFIG)]
+    failed = sum(r["status"] != "ok" for r in rows)
     cells = [
-        [*(fmt(r[column]) if r[column] != "" else "-" for column, _, fmt in shown),
-         "ok" if r["status"] == "ok" else f"failed: {status_line(r['error'])}"]
+        [*(cell(r, column, fmt) for column, _, fmt in columns),
+         *(["ok" if r["status"] == "ok" else f"failed: {status_line(r['error'])}"] if failed else [])]
         for r in rows
     ]  # fmt: skip
     out = console()
-    columns = (*(header for _, header, _ in shown), "status")
-    table = line_table(f"sweep: {len(rows)} points", columns, cells, out.width, elastic=len(shown),
-                       left={"dtype", "status"})  # fmt: skip
-    out.print(table)
-    failed = sum(r["status"] != "ok" for r in rows)
+    if fixed:
+        out.print(f"every point: {', '.join(fixed)}")
+    title = f"sweep: {plural(len(rows), 'point')}"
+    headers = (*(header for _, header, _ in columns), *(["status"] if failed else []))
+    out.print(line_table(title, headers, cells, out.width, elastic=len(columns) if failed else 0,
+                         left={"dtype", "status"}, keys=max(len(varying), 1)))  # fmt: skip
     if failed:
         where = "in its row of --csv and --json" if saved else "with --csv FILE or --json FILE"
         out.print(f"{plural(failed, 'point')} failed; the whole error is {where}")
+
+
+def cell(row: dict, column: str, fmt) -> str:
+    """A row's value as shown: `-` for a value the point does not have."""
+    return fmt(row[column]) if row[column] != "" else "-"
 
 
 def status_line(error: str) -> str:

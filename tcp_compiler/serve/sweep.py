@@ -36,15 +36,15 @@ class ServePoint:
     pp: int = 1  # pipeline stages, each of `chips` tensor-parallel chips
     dtype: str
     requests: int
-    prompt_len: int
-    gen_len: int
+    prompt_len: str  # a Workload's length: N, uniform:LO:HI or normal:MEAN:STD
+    gen_len: str
     rate: float | None  # requests per second (Poisson), or None with a concurrency
     concurrency: int | None  # closed-loop clients, or None with a rate
     seed: int = field(default=0, metadata={"column": False})
 
 
 def serve_grid(model: str, hw: str, chips: list[int], dtypes: list[str], requests: int,
-               prompt_len: list[int], gen_len: list[int], rates: list[float],
+               prompt_len: list[str], gen_len: list[str], rates: list[float],
                concurrency: list[int], pp: tuple[int, ...] | list[int] = (1,),
                ) -> list[ServePoint]:  # fmt: skip
     """Every combination, loads last (rates, then concurrencies), in the order given."""

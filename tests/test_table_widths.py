@@ -1,0 +1,95 @@
+"""Every table tcpc prints fits 80 and 100 columns with no header or value cut (issue 30, point 7):
+an elastic column wraps, and columns that do not fit side by side stack below the key columns.
+Each test sets the console width itself; none depends on the terminal or on COLUMNS."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+from tcp_compiler.cli import main
+from tcp_compiler.cli.sweep_cmd import SERVE_SHOWN, SHOWN, _print
+from tcp_compiler.report.tables import line_table
+
+WIDTHS = (80, 100)
+ELLIPSIS = "…"
+
+
+def _render(renderable, width: int) -> str:
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None).print(renderable)
+    return out.getvalue()
+
+
+def _whole(text: str, width: int, headers, values=()) -> None:
+    lines = [line.rstrip() for line in text.splitlines()]
+    assert max(len(line) for line in lines) <= width
+    assert ELLIPSIS not in text
+    for header in headers:  # each header on one line, whole
+        assert any(re.search(rf"(^|\s){re.escape(header)}(\s|$)", line) for line in lines), header
+    flowing = " ".join(text.split())  # a wrapped cell's words, in order
+    for value in values:
+        assert value in flowing, value
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_wide_table_stacks_with_its_keys_and_keeps_every_cell(width: int) -> None:
+    columns = ("name", *(f"figure number {i}" for i in range(8)))
+    rows = [(f"row-{r}", *(f"{r * 1000 + i:,}.5" for i in range(8))) for r in range(3)]
+    text = _render(line_table("wide", columns, rows, width), width)
+    _whole(text, width, columns, [cell for row in rows for cell in row])
+    assert text.count("row-1") >= 2  # the key column repeats in each part
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_elastic_column_wraps_instead_of_cutting(width: int) -> None:
+    error = "heads do not split over 3 chips (heads must be a multiple of the chips) " * 3
+    text = _render(line_table("t", ("chips", "status"), [("3", error)], width, elastic=1), width)
+    _whole(text, width, ("chips", "status"))
+    assert " ".join(text.split()).count("heads must be a multiple of the chips") == 3
+
+
+def _serve_row(chips: int, clients: int, status: str = "ok") -> dict:
+    return {"chips": chips, "pp": 1, "dtype": "bf16", "prompt_len": "uniform:64:512", "gen_len": 128,
+            "rate": "", "concurrency": clients, "throughput_output_tokens_per_s": 123456.7,
+            "ttft_p50_s": 12.3456, "ttft_p99_s": 45.678, "tpot_p50_s": 0.0123, "preemptions": 16,
+            "status": status, "error": "" if status == "ok" else "m: too big for the KV cache"}  # fmt: skip
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_serving_sweep_table_fits(width: int, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("tcp_compiler.cli.sweep_cmd.console", lambda: Console(width=width, color_system=None))
+    rows = [_serve_row(c, n) for c in (1, 16) for n in (4, 16)] + [_serve_row(4, 16, "failed")]
+    _print(rows, SERVE_SHOWN, saved=False)
+    headers = [h for column, h, _ in SERVE_SHOWN if column not in ("pp", "rate")]
+    values = ["123,457", "12345.6", "45678.0", "12.30", "failed: too big for the KV cache"]
+    _whole(capsys.readouterr().out, width, [*headers, "status"], values)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_simulation_sweep_table_names_shared_values_once(width: int, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("tcp_compiler.cli.sweep_cmd.console", lambda: Console(width=width, color_system=None))
+    rows = [{"chips": 1, "pp": 1, "batch": b, "prompt_len": 2048, "gen_len": 128, "dtype": "bf16",
+             "ttft_seconds": 1.5 * b, "tpot_seconds_mean": 0.01, "throughput_tokens_per_s": 99.5,
+             "status": "ok", "error": ""} for b in (1, 8, 32)]  # fmt: skip
+    _print(rows, SHOWN, saved=False)
+    text = capsys.readouterr().out
+    _whole(text, width, ("batch", "TTFT ms", "TPOT ms", "tok/s"), ["48000.000"])
+    assert "every point: chips 1, prompt 2048, gen 128, dtype bf16" in text
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("command", [["hw", "show", "rngd-4"], ["hw", "list"],
+                                     ["inspect", "examples/ir/llama_decoder_layer.tir"]])  # fmt: skip
+def test_hw_and_inspect_tables_fit(width: int, command: list[str], monkeypatch, capsys) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(command) == 0
+    text = capsys.readouterr().out
+    headers = {"hw": ("MAC/lane/cycle", "ridge FLOP/B", "TFLOP/s x 4", "x 4 chips", "source"),
+               "inspect": ("share of FLOPs", "value", "type", "written", "FLOP/B")}[command[0]]  # fmt: skip
+    if command[1] == "list":
+        headers = ("name", "chips", "description")
+    _whole(text, width, headers)
