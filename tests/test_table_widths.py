@@ -65,7 +65,7 @@ def test_serving_sweep_table_fits(width: int, monkeypatch, capsys) -> None:
     rows = [_serve_row(c, n) for c in (1, 16) for n in (4, 16)] + [_serve_row(4, 16, "failed")]
     _print(rows, SERVE_SHOWN, saved=False)
     headers = [h for column, h, _ in SERVE_SHOWN if column not in ("pp", "rate")]
-    values = ["123,457", "12345.6", "45678.0", "12.30", "failed: too big for the KV cache"]
+    values = ["123,457", "12.346 s", "45.678 s", "12.300 ms", "failed: too big for the KV cache"]
     _whole(capsys.readouterr().out, width, [*headers, "status"], values)
 
 
@@ -77,7 +77,7 @@ def test_simulation_sweep_table_names_shared_values_once(width: int, monkeypatch
              "status": "ok", "error": ""} for b in (1, 8, 32)]  # fmt: skip
     _print(rows, SHOWN, saved=False)
     text = capsys.readouterr().out
-    _whole(text, width, ("batch", "TTFT ms", "TPOT ms", "tok/s"), ["48000.000"])
+    _whole(text, width, ("batch", "TTFT", "TPOT", "tok/s"), ["48.000 s", "10.000 ms"])
     assert "every point: chips 1, prompt 2048, gen 128, dtype bf16" in text
 
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from simulator.hardware import load_hardware
+from simulator.numbers import duration
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.console import console
 from tcp_compiler.cli.flags import declared, describe, help_of, list_type
@@ -171,8 +172,8 @@ def run(args: argparse.Namespace) -> int:
 SHOWN = (  # column, header, format; the first _CONFIG ones are the point's configuration
     ("chips", "chips", str), ("pp", "pp", str), ("batch", "batch", str), ("prompt_len", "prompt", str),
     ("gen_len", "gen", str), ("dtype", "dtype", str),
-    ("ttft_seconds", "TTFT ms", lambda v: f"{float(v) * 1e3:.3f}"),
-    ("tpot_seconds_mean", "TPOT ms", lambda v: f"{float(v) * 1e3:.3f}"),
+    ("ttft_seconds", "TTFT", lambda v: duration(float(v))),
+    ("tpot_seconds_mean", "TPOT", lambda v: duration(float(v))),
     ("throughput_tokens_per_s", "tok/s", lambda v: f"{float(v):.1f}"),
 )  # fmt: skip
 
@@ -181,9 +182,9 @@ SERVE_SHOWN = (  # column, header, format; the first _CONFIG ones are the point'
     ("chips", "chips", str), ("pp", "pp", str), ("dtype", "dtype", str), ("prompt_len", "prompt", str),
     ("gen_len", "gen", str), ("rate", "req/s", str), ("concurrency", "clients", str),
     ("throughput_output_tokens_per_s", "out tok/s", lambda v: f"{float(v):,.0f}"),
-    ("ttft_p50_s", "TTFT p50 ms", lambda v: f"{float(v) * 1e3:.1f}"),
-    ("ttft_p99_s", "TTFT p99 ms", lambda v: f"{float(v) * 1e3:.1f}"),
-    ("tpot_p50_s", "TPOT p50 ms", lambda v: f"{float(v) * 1e3:.2f}"),
+    ("ttft_p50_s", "TTFT p50", lambda v: duration(float(v))),
+    ("ttft_p99_s", "TTFT p99", lambda v: duration(float(v))),
+    ("tpot_p50_s", "TPOT p50", lambda v: duration(float(v))),
     ("preemptions", "preempted", str),
 )  # fmt: skip
 _CONFIG = {"chips", "pp", "batch", "prompt_len", "gen_len", "dtype", "rate", "concurrency"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simulator.numbers import plural, si
+from simulator.numbers import duration, plural, si
 from tcp_compiler.report.types import AttentionNote, LayerRow, OpRoleRow, Pipeline, Report, StageRow
 
 ROLE_COLUMNS = ("op role", "n", "total ms", "ms/layer", "share", "FLOPs", "HBM", "FLOP/HBM B", "bound")
@@ -14,8 +14,9 @@ LAYER_COLUMNS = ("ms", "share", "FLOPs", "HBM", "FLOP/HBM B", "x roof", "bound",
 
 
 def ms(seconds: float, unit: bool = True) -> str:
-    """Milliseconds to the microsecond; table cells under a "ms" header leave the unit out."""
-    return f"{seconds * 1e3:.3f}" + (" ms" if unit else "")
+    """A time with its unit (simulator.numbers.duration); table cells under a "ms" header are
+    milliseconds to the microsecond without it."""
+    return duration(seconds) if unit else f"{seconds * 1e3:.3f}"
 
 
 def percent(share: float) -> str:
