@@ -117,3 +117,13 @@ def token_ids(text: str) -> list[int]:
     if any(not 0 <= v <= MAX_TOKEN_ID for v in values):  # type: ignore[operator]
         raise argparse.ArgumentTypeError(f"expected token ids from 0 to {MAX_TOKEN_ID:,}, got {text[:60]!r}")
     return values  # type: ignore[return-value]
+
+
+def add_dtype(parser: argparse.ArgumentParser, default: str | None, help: str) -> None:
+    """The --dtype flag: its choices listed in its help, not in the usage line (twelve names would
+    push that past 100 columns)."""
+    from tcp_compiler.frontend.precision import PRECISIONS
+
+    names = sorted(PRECISIONS)
+    parser.add_argument("--dtype", default=default, choices=names, metavar="DTYPE",
+                        help=f"{help}: {', '.join(names)}")  # fmt: skip

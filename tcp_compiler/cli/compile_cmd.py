@@ -15,7 +15,7 @@ from tcp_compiler.cli.output import check_outputs, si, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.build import ModelGraph
 from tcp_compiler.frontend.model import bundled_models, load_model
-from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
+from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.pipeline import CompileOptions, build, compile_phase
 from tcp_compiler.pipeline import run as run_program
 
@@ -25,9 +25,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--batch", type=arg_types.batch, default=1, metavar="B", help="sequences per batch (default 1)"
     )
-    p.add_argument(
-        "--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision of weights and activations"
-    )
+    arg_types.add_dtype(p, "bf16", "precision of weights and activations (default bf16)")
     p.add_argument(
         "--kv-dtype", choices=sorted(KV_DTYPES), help="KV cache dtype (default: the precision's)"
     )

@@ -38,7 +38,8 @@ def add_parser(subparsers) -> None:
         "its parameters with unit and source, then MACs/cycle, TFLOP/s, HBM bandwidth, ridge points "
         "and on-chip memory totals.",
     )
-    show.add_argument("spec", metavar="NAME|FILE", help="a preset name such as rngd-4, or a .toml file")
+    show.add_argument("spec", metavar="NAME|FILE", nargs="?", default="rngd",
+                      help="a preset name such as rngd-4, or a .toml file (default rngd)")  # fmt: skip
     show.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     show.set_defaults(hw_action="show")
     listing = commands.add_parser("list", help="list the bundled presets", description="List the presets.")

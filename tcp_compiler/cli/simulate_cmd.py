@@ -16,7 +16,7 @@ from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.cli.status import StageStatus, large_plan_note
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
-from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
+from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.observer import Observer
 from tcp_compiler.provenance import provenance
 from tcp_compiler.report.build import build_report
@@ -53,7 +53,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--gen-len", type=arg_types.tokens, default=128, metavar="G", help="generated tokens (default 128)"
     )
-    p.add_argument("--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision (default bf16)")
+    arg_types.add_dtype(p, "bf16", "precision (default bf16)")
     p.add_argument(
         "--kv-dtype", choices=sorted(KV_DTYPES), help="KV cache dtype (default: the precision's)"
     )
