@@ -69,3 +69,14 @@ def test_every_command_is_checked_for_its_help() -> None:
                                                (1234.5, "1,234.500 s"), (0.9999, "999.900 ms")])  # fmt: skip
 def test_a_second_or_more_prints_in_seconds(seconds: float, text: str) -> None:
     assert duration(seconds) == text
+
+
+def test_compile_takes_tp_and_pp_and_builds_one_stage(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "s.tir"
+    assert main(["compile", "llama-3.2-1b", "--seq", "8", "--tp", "2", "--pp", "2", "--stage", "0",
+                 "-o", str(out)]) == 0  # fmt: skip
+    text = out.read_text()
+    assert "stage0" in text.splitlines()[0] and "send(" in text and "all_reduce(" in text
+    assert "%l15." not in text  # the second stage's layers are not in the first's graph
+    assert main(["compile", "llama-3.2-1b", "--pp", "2", "--stage", "2"]) == 2
+    assert "--stage 2 needs --pp 3" in capsys.readouterr().err
