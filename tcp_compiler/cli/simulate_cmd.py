@@ -27,7 +27,6 @@ from tcp_compiler.simulate import Simulation, simulate_generation
 
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_PROMPT = 2048
-PEAK_DTYPES = ("bf16", "fp8")  # the compute roofs drawn on the roofline plot
 
 
 def add_parser(subparsers) -> None:
@@ -221,9 +220,11 @@ def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:
         for phase, roles in report.op_roles.items()
         for r in (roles if top <= 0 else roles[:top])
     ]
-    peaks = {name: Roofline.of(sim.hardware, name).flops_per_s for name in PEAK_DTYPES}
+    operand = sim.precision.operand  # the run's compute roof only: the dtype its contractions run in
+    peaks = {operand.name: Roofline.of(sim.hardware, operand).flops_per_s}
     title = f"{sim.config.name} on {sim.hardware.name}"
-    roofline_png(out / "roofline.png", points, peaks, report.hardware.hbm_bytes_per_s, title)
+    run = f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}"
+    roofline_png(out / "roofline.png", points, peaks, report.hardware.hbm_bytes_per_s, f"{title}: {run}")
     runs, offset = [], 0.0
     for run in [sim.prefill, *sim.traced_steps]:
         runs.append(TraceRun(run.name, run.program, run.timeline, offset))
