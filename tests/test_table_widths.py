@@ -93,3 +93,12 @@ def test_hw_and_inspect_tables_fit(width: int, command: list[str], monkeypatch, 
     if command[1] == "list":
         headers = ("name", "chips", "description")
     _whole(text, width, headers)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_serve_report_fits(width: int, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    args = ["serve", "llama-3.2-1b", "--requests", "4", "--concurrency", "2", "--prompt-len", "16",
+            "--gen-len", "4"]
+    assert main(args) == 0
+    _whole(capsys.readouterr().out, width, ("latency", "mean", "p50", "p90", "p99", "TTFT", "TPOT", "E2E"))
