@@ -63,8 +63,10 @@ def positive_number(limit: float, allow_inf: bool = False) -> Callable[[str], fl
     """A parser: a number above 0 and at most `limit` (or inf, when allowed)."""
 
     def parse(text: str) -> float:
-        try:
-            value = float(text)
+        stripped = text.strip(" \t")
+        typed = stripped.isascii() and not any(c == "_" or c.isspace() for c in stripped)
+        try:  # float() also reads Unicode digits, underscores and newlines, which no user means
+            value = float(stripped) if typed else math.nan
         except ValueError:
             value = math.nan
         if allow_inf and math.isinf(value) and value > 0:
