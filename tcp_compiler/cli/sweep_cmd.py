@@ -211,8 +211,10 @@ def _print(rows: list[dict], shown: tuple, saved: bool) -> None:
         out.print(f"every point: {', '.join(fixed)}")
     title = f"sweep: {plural(len(rows), 'point')}"
     headers = (*(header for _, header, _ in columns), *(["status"] if failed else []))
+    # columns holding words (a length distribution, an error) align left, numbers right
+    words = {h for i, h in enumerate(headers) if any(not r[i][:1].isdigit() and r[i] != "-" for r in cells)}
     out.print(line_table(title, headers, cells, out.width, elastic=len(columns) if failed else 0,
-                         left={"dtype", "status"}, keys=max(len(varying), 1)))  # fmt: skip
+                         left={"dtype", "status", *words}, keys=max(len(varying), 1)))  # fmt: skip
     if failed:
         where = "in its row of --csv and --json" if saved else "with --csv FILE or --json FILE"
         out.print(f"{plural(failed, 'point')} failed; the whole error is {where}")
