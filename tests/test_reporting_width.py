@@ -15,7 +15,7 @@ import pytest
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.cli.console import PIPED_WIDTH, console
-from tcp_compiler.cli.hw_cmd import wrap
+from tcp_compiler.report.tables import wrap
 
 ROOT = Path(__file__).parents[1]
 

@@ -102,3 +102,12 @@ def test_serve_report_fits(width: int, monkeypatch, capsys) -> None:
             "--gen-len", "4"]
     assert main(args) == 0
     _whole(capsys.readouterr().out, width, ("latency", "mean", "p50", "p90", "p99", "TTFT", "TPOT", "E2E"))
+
+
+def test_a_layer_list_wraps_after_its_commas() -> None:
+    from tcp_compiler.report.tables import wrap
+
+    assert wrap("1,3,5,7,9,11,13,15,17,19,21,23", 24) == ["1,3,5,7,9,11,13,15,17,", "19,21,23"]
+    text = _render(line_table("t", ("layers", "n"), [("1,3,5,7,9,11,13,15,17,19,21,23", "12")], 100,
+                              elastic_max=24), 100)  # fmt: skip
+    assert "1,3,5,7,9,11,13,15,17,   12" in text and "19,21,23" in text

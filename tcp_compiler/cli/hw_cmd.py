@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 
 from rich import box
 from rich.console import Console
@@ -18,7 +17,7 @@ from rich.text import Text
 from simulator.hardware import list_presets, load_hardware
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.cli.console import console
-from tcp_compiler.report.tables import line_table
+from tcp_compiler.report.tables import line_table, wrap
 
 _KIND_STYLE = {"published": "green", "derived": "cyan", "assumed": "bold yellow"}
 
@@ -121,25 +120,6 @@ def _print_spec(hw: Hardware) -> None:
 
 
 _MIN_SOURCE = 12  # characters: narrower terminals get longer lines rather than a sliver of source
-
-
-def wrap(text: str, width: int) -> list[str]:
-    """Lines of at most `width` characters, broken at spaces, or after a `/` inside a word too long
-    for a line (paths); a piece with neither is cut only when it alone exceeds `width`."""
-    pieces: list[tuple[str, bool]] = []  # (piece, starts a new word)
-    for word in text.split():
-        parts = [word] if len(word) <= width else re.findall(r"[^/]*/|[^/]+$", word)
-        for index, part in enumerate(parts):
-            for start in range(0, len(part), width):
-                pieces.append((part[start : start + width], index == 0 and start == 0))
-    lines: list[str] = []
-    for piece, new_word in pieces:
-        joined = (lines[-1] + (" " if new_word else "") + piece) if lines else piece
-        if lines and len(joined) <= width:
-            lines[-1] = joined
-        else:
-            lines.append(piece)
-    return lines or [""]
 
 
 def _compact_value(value: int | float, unit: str) -> str:

@@ -10,6 +10,7 @@ ones are split into groups, each printed below the last with the key columns rep
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 
 from rich import box
@@ -56,11 +57,31 @@ def line_table(
                 overflow="fold", width=sizes[i],
             )  # fmt: skip
         for row in rows:
-            table.add_row(*(row[i] for i in shown))
+            table.add_row(*("\n".join(wrap(row[i], sizes[i])) if i == elastic else row[i] for i in shown))
         parts.append(table)
     if len(parts) == 1:
         return parts[0]
     return Group(*parts, *([Text(caption)] if caption else []))  # the whole width, not the last part's
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """Lines of at most `width` characters, broken at spaces, or after a `/` or `,` inside a word
+    too long for a line (a path, a list of layers); a piece with neither is broken only when it
+    alone exceeds `width`."""
+    pieces: list[tuple[str, bool]] = []  # (piece, starts a new word)
+    for word in text.split():
+        parts = [word] if len(word) <= width else re.findall(r"[^/,]*[/,]|[^/,]+$", word)
+        for index, part in enumerate(parts):
+            for start in range(0, len(part), width):
+                pieces.append((part[start : start + width], index == 0 and start == 0))
+    lines: list[str] = []
+    for piece, new_word in pieces:
+        joined = (lines[-1] + (" " if new_word else "") + piece) if lines else piece
+        if lines and len(joined) <= width:
+            lines[-1] = joined
+        else:
+            lines.append(piece)
+    return lines or [""]
 
 
 def _column_groups(widths: Sequence[int], width: int, keys: int) -> list[list[int]]:
