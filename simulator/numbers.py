@@ -20,10 +20,10 @@ def si(value: float, unit: str = "") -> str:
     return f"{text} {_PREFIXES[magnitude]}{unit}".rstrip()
 
 
-def duration(seconds: float) -> str:
-    """'19.454 ms', '1.234 s': milliseconds to the microsecond below a second, seconds from one up
-    (never '1,234.500 ms')."""
-    return f"{seconds:,.3f} s" if seconds >= 1 else f"{seconds * 1e3:.3f} ms"
+def duration(seconds: float, decimals: int = 3) -> str:
+    """'19.454 ms', '1.234 s': milliseconds below a second, seconds from one up (never
+    '1,234.500 ms'), with `decimals` places."""
+    return f"{seconds:,.{decimals}f} s" if seconds >= 1 else f"{seconds * 1e3:.{decimals}f} ms"
 
 
 def plural(count: int, noun: str) -> str:

@@ -30,7 +30,7 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
     for col in ("mean", "p50", "p90", "p99"):
         table.add_column(col, justify="right")
     for stats, name in ((f.ttft_seconds, "TTFT"), (f.tpot_seconds, "TPOT"), (f.e2e_seconds, "E2E")):
-        table.add_row(name, *(duration(v) for v in (stats.mean, stats.p50, stats.p90, stats.p99)))
+        table.add_row(name, *(duration(v, 2) for v in (stats.mean, stats.p50, stats.p90, stats.p99)))
     out.print(table)
     g = f.goodput
     if g.slo_ttft_s is not None or g.slo_tpot_s is not None:
