@@ -76,7 +76,7 @@ def safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("directory", type=Path, help="where to write config.json and model.safetensors")
     parser.add_argument("--seed", type=int, default=0, help="for the random weights (default 0)")
     args = parser.parse_args()
