@@ -20,6 +20,12 @@ def si(value: float, unit: str = "") -> str:
     return f"{text} {_PREFIXES[magnitude]}{unit}".rstrip()
 
 
+def duration(seconds: float, decimals: int = 3) -> str:
+    """'19.454 ms', '1.234 s': milliseconds below a second, seconds from one up (never
+    '1,234.500 ms'), with `decimals` places."""
+    return f"{seconds:,.{decimals}f} s" if seconds >= 1 else f"{seconds * 1e3:.{decimals}f} ms"
+
+
 def plural(count: int, noun: str) -> str:
     """'1 chip', '4 chips': a count with its noun, for report wording."""
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"

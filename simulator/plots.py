@@ -64,7 +64,7 @@ def roofline_png(
     lo_y = min([*y, hbm_bytes_per_s * lo_x]) / 2
     hi_y = max([*y, *peak_flops.values(), hbm_bytes_per_s * lo_x]) * 3
 
-    fig = Figure(figsize=(10, 7), dpi=110)
+    fig = Figure(figsize=(13, 7), dpi=110)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.set_xscale("log")
@@ -106,7 +106,9 @@ def roofline_png(
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     ax.grid(True, which="minor", alpha=0.1)
-    legend = ax.legend(loc="upper left", fontsize=8, title="marker area ∝ time", title_fontsize=8)
+    # beside the axes, never over a roof or a point
+    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=8,
+                       title="marker area ∝ time", title_fontsize=8)  # fmt: skip
     for handle in legend.legend_handles:
         if hasattr(handle, "set_sizes"):
             handle.set_sizes([40])

@@ -13,6 +13,7 @@ The flag is `--max-seqs` (tcp_compiler.cli.flags.flag); `%(default)s` in the hel
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Collection
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
@@ -46,12 +47,28 @@ def flagged(cls: type) -> list[tuple[Field, Flag]]:
     return [(f, f.metadata["flag"]) for f in fields(cls) if "flag" in f.metadata]
 
 
+_ASCII_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def ascii_int(text: str) -> int:
+    """The integer `text` spells in ASCII digits with an optional sign (spaces or tabs around it
+    allowed); a ValueError otherwise. Python's int() also takes full-width and other Unicode digits,
+    underscores and any Unicode whitespace, none of which a user typing an option means; and never a
+    4,300-digit conversion."""
+    stripped = text.strip(" \t")
+    if len(stripped) > 24 or _ASCII_INT.fullmatch(stripped) is None:
+        raise ValueError(f"{text!r} is not an integer in ASCII digits")
+    return int(stripped, 10)
+
+
 def positive_number(limit: float, allow_inf: bool = False) -> Callable[[str], float]:
     """A parser: a number above 0 and at most `limit` (or inf, when allowed)."""
 
     def parse(text: str) -> float:
-        try:
-            value = float(text)
+        stripped = text.strip(" \t")
+        typed = stripped.isascii() and not any(c == "_" or c.isspace() for c in stripped)
+        try:  # float() also reads Unicode digits, underscores and newlines, which no user means
+            value = float(stripped) if typed else math.nan
         except ValueError:
             value = math.nan
         if allow_inf and math.isinf(value) and value > 0:

@@ -1,4 +1,6 @@
-"""Sweep plots: throughput against batch, and TTFT / TPOT against prompt length."""
+"""Sweep plots: throughput against batch and TTFT / TPOT against prompt length for a simulation
+sweep; throughput and latency against load for a serving sweep. A point that failed is marked
+with a red x at the foot of its axes, at its x, so a gap in a line is never silent."""
 
 from __future__ import annotations
 
@@ -6,64 +8,96 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from simulator.files import atomic_output
 
 
-def _series(
-    rows: Sequence[dict], x: str, y: str, keys: tuple[str, ...]
-) -> dict[str, list[tuple[float, float]]]:
-    """Lines of (x, y) per combination of the other options; failed points are left out."""
+def _label(row: dict, keys: Sequence[str]) -> str:
+    """The options that tell one line from another (those that vary among the rows)."""
+    return ", ".join(f"{k}={row[k]}" for k in keys)
+
+
+def _varying(rows: Sequence[dict], keys: Sequence[str]) -> tuple[str, ...]:
+    return tuple(k for k in keys if len({str(r.get(k)) for r in rows}) > 1)
+
+
+def _plot(ax: Axes, rows: Sequence[dict], x: str, y: str, keys: Sequence[str], scale: float = 1.0) -> None:
+    """A line of (x, y) per combination of `keys`; failed points as red x marks at the foot."""
     lines: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    failed: list[float] = []
     for r in rows:
         if r["status"] == "ok" and r[y] != "":
-            label = ", ".join(f"{k}={r[k]}" for k in keys)
-            lines[label].append((float(r[x]), float(r[y])))
-    return {label: sorted(points) for label, points in lines.items()}
+            lines[_label(r, keys)].append((float(r[x]), float(r[y]) * scale))
+        elif r[x] != "":
+            failed.append(float(r[x]))
+    for label, points in lines.items():
+        ax.plot(*zip(*sorted(points), strict=True), marker="o", label=label or None)
+    if failed:  # x in data units, y in axes units: on the axis, whatever the data's range
+        ax.plot(failed, [0.03] * len(failed), "x", color="tab:red", markersize=9, mew=2, clip_on=False,
+                transform=ax.get_xaxis_transform(), label=f"failed ({len(failed)}): see its row")  # fmt: skip
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
 
 
-def _ticks(ax, rows: Sequence[dict], x: str) -> None:
+def _ticks(ax: Axes, rows: Sequence[dict], x: str) -> None:
     """Label the swept values themselves, not log decades (which overlap on short ranges)."""
-    values = sorted({int(r[x]) for r in rows if r["status"] == "ok"})
-    ax.set_xticks(values, [str(v) for v in values])
+    values = sorted({float(r[x]) for r in rows if r[x] != ""})
+    ax.set_xticks(values, [f"{v:g}" for v in values])
     ax.minorticks_off()
 
 
-def _save(fig: Figure, path: Path) -> None:
+def _save(fig: Figure, path: Path) -> Path:
     FigureCanvasAgg(fig)
     with atomic_output(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
+    return path
 
 
 def sweep_plots(rows: Sequence[dict], directory: str | Path, title: str) -> list[Path]:
     out = Path(directory)
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
-    for label, points in _series(
-        rows, "batch", "throughput_tokens_per_s", ("prompt_len", "chips", "dtype")
-    ).items():
-        ax.plot(*zip(*points, strict=True), marker="o", label=label)
-    ax.set(
-        xscale="log", xlabel="batch", ylabel="tokens / s (end to end)", title=f"{title}: throughput vs batch"
-    )
+    keys = _varying(rows, ("prompt_len", "chips", "pp", "dtype"))
+    _plot(ax, rows, "batch", "throughput_tokens_per_s", keys)
+    ax.set(xscale="log", xlabel="batch", ylabel="tokens / s (end to end)")
+    ax.set_title(f"{title}: throughput vs batch")
     _ticks(ax, rows, "batch")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    paths = [out / "throughput_vs_batch.png"]
-    _save(fig, paths[0])
+    paths = [_save(fig, out / "throughput_vs_batch.png")]
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     for i, (metric, name) in enumerate((("ttft_seconds", "TTFT"), ("tpot_seconds_mean", "TPOT (mean)"))):
         ax = fig.add_subplot(1, 2, i + 1)
-        for label, points in _series(rows, "prompt_len", metric, ("batch", "chips", "dtype")).items():
-            xs, ys = zip(*points, strict=True)
-            ax.plot(xs, [y * 1e3 for y in ys], marker="o", label=label)
+        _plot(ax, rows, "prompt_len", metric, _varying(rows, ("batch", "chips", "pp", "dtype")), scale=1e3)
         ax.set(xscale="log", xlabel="prompt length", ylabel=f"{name} (ms)", title=f"{name} vs prompt length")
         _ticks(ax, rows, "prompt_len")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
     fig.suptitle(title)
-    paths.append(out / "latency_vs_prompt.png")
-    _save(fig, paths[1])
+    paths.append(_save(fig, out / "latency_vs_prompt.png"))
+    return paths
+
+
+SERVE_LINES = ("chips", "pp", "dtype", "prompt_len", "gen_len")  # what tells a serving sweep's lines apart
+
+
+def serve_sweep_plots(rows: Sequence[dict], directory: str | Path, title: str) -> list[Path]:
+    """Per load kind swept (Poisson rate, closed-loop clients): output throughput, and TTFT and
+    TPOT percentiles, against the load."""
+    paths = []
+    for load, name in (("rate", "arrival rate (requests / s)"), ("concurrency", "clients (closed loop)")):
+        chosen = [r for r in rows if r[load] != ""]
+        if not chosen:
+            continue
+        keys = _varying(chosen, SERVE_LINES)
+        fig = Figure(figsize=(13, 4.5), layout="constrained")
+        panels = (("throughput_output_tokens_per_s", "output tokens / s", 1.0),
+                  ("ttft_p50_s", "TTFT p50 (ms)", 1e3), ("tpot_p50_s", "TPOT p50 (ms)", 1e3))  # fmt: skip
+        for i, (metric, ylabel, scale) in enumerate(panels):
+            ax = fig.add_subplot(1, 3, i + 1)
+            _plot(ax, chosen, load, metric, keys, scale)
+            ax.set(xlabel=name, ylabel=ylabel, title=f"{ylabel.split(' (')[0]} vs load")
+            _ticks(ax, chosen, load)
+        fig.suptitle(f"{title}: serving, {len(chosen)} runs")
+        paths.append(_save(fig, Path(directory) / f"serve_vs_{load}.png"))
     return paths

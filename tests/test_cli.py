@@ -126,7 +126,18 @@ def test_a_full_or_closed_standard_output_is_one_line_or_silent() -> None:
     assert proc.stdout.readline().startswith("graph ")
     proc.stdout.close()  # stop reading, as `head -1` does
     err = proc.stderr.read()
-    assert proc.wait() in (0, 141) and "Traceback" not in err and err == ""
+    assert proc.wait() == 0 and "Traceback" not in err and err == ""
+
+
+def test_simulate_into_head_exits_0() -> None:
+    """`tcpc simulate | head -1`: the reader had what it wanted, so the command succeeded."""
+    args = [sys.executable, "-m", "tcp_compiler", "simulate", "llama-3.2-1b", "--prompt-len", "16",
+            "--gen-len", "2", "--top", "all"]  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("llama-3.2-1b on rngd")
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait() == 0 and "Traceback" not in err and "Broken" not in err
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,10 @@
 """Every command block of the README runs as written, its Python runs, and its IR is the example's.
 
 Commands run through bash in a fresh directory (with `examples/` linked in, so relative paths work),
-block by block so a later command finds what an earlier one wrote. Three documented departures:
-SKIPPED segments of a `&&` chain are not run, SMALLER shrinks the long runs' sizes (each entry must
-still occur in the README, so the mapping cannot go stale), and PLACEHOLDERS are made first.
+block by block so a later command finds what an earlier one wrote (the README's `tcpc run` runs
+on the checkpoint examples/make_tiny_checkpoint.py writes just before it). Two documented departures:
+SKIPPED segments of a `&&` chain are not run, and SMALLER shrinks the long runs' sizes (each entry
+must still occur in the README, so the mapping cannot go stale).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ SMALLER = {  # README text -> what the test runs: same options, sizes a test can
     "--gen-len 16 --store study.parquet": "--prompt-len 64 --gen-len 2 --store study.parquet",
     "--tp 4 --pp 2 --batch 32 --gen-len 16": "--tp 4 --pp 2 --batch 2 --prompt-len 64 --gen-len 3",
 }
-PLACEHOLDERS = {"./my-checkpoint": "a tiny random Llama checkpoint written by transformers"}
 OUTPUTS = ("-o", "--json", "--markdown", "--csv", "--trace", "--plot", "--logits-out")  # must exist after
 SLOW = ("## Simulation", "A grid")  # blocks of several full simulations: marked slow
 
@@ -80,7 +80,7 @@ def sh_blocks() -> list:
 
 
 def test_the_mapping_matches_the_readme() -> None:
-    for long in [*SMALLER, *PLACEHOLDERS]:
+    for long in SMALLER:
         assert long in README, f"{long!r} is no longer in the README: update tests/test_readme.py"
     assert len(blocks("sh")) >= 5 and len(blocks("python")) == 1
 
@@ -91,17 +91,6 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def make_checkpoint(path: Path) -> None:
-    """A checkpoint tcpc run can load: two layers of random weights, saved by transformers (a test
-    dependency: missing, this fails rather than skips)."""
-    import transformers
-    config = transformers.LlamaConfig(
-        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=48, max_position_embeddings=64,
-    )  # fmt: skip
-    transformers.LlamaForCausalLM(config).save_pretrained(path)
-
-
 def run_shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "100"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -110,9 +99,6 @@ def run_shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("block", sh_blocks())
 def test_command_block_runs(block: str, workdir: Path) -> None:
-    for placeholder in PLACEHOLDERS:
-        if placeholder in block:
-            make_checkpoint(workdir / placeholder)
     for command in commands(block):
         text = runnable(command)
         if not text:

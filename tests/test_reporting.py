@@ -161,3 +161,19 @@ def test_roles_of_online_softmax_tiles_are_one_role(tmp_path: Path) -> None:
     assert scores.layers == 2 and scores.count > 2 * 8
     assert not any(re.search(r"\.(Sq|Sk|blk)\d", role) for role in roles)
     assert {row.attention for row in report.layers.prefill if row.layer >= 0} == {"online"}
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_terminal_fits_80_and_100_columns_with_every_cell_whole(report: Report, width: int) -> None:
+    """No header or value is cut (issue 30): wide tables stack, long names wrap."""
+    from tcp_compiler.report.text import LAYER_COLUMNS, ROLE_COLUMNS
+
+    text = _terminal(report, width=width)
+    lines = [line.rstrip() for line in text.splitlines()]
+    assert max(len(line) for line in lines) <= width and "…" not in text
+    units = ("busy cycles prefill", "util prefill", "busy cycles decode", "util decode")
+    for header in {"phase", "x roof", "x model", "layers", "unit", *units, *LAYER_COLUMNS, *ROLE_COLUMNS}:
+        assert any(re.search(rf"(^|\s){re.escape(header)}(\s|$)", line) for line in lines), header
+    for role in report.op_roles.prefill[:10]:
+        cells = [role.role, str(role.count)]
+        assert any(line.split()[:2] == cells for line in lines if line.split()), role.role

@@ -206,3 +206,23 @@ def test_cli_writes_the_documented_json(tmp_path, capsys) -> None:
         "kv_occupancy.png", "latency_cdf.png", "power.png", "throughput.png"
     ]  # fmt: skip
     assert "output tokens/s" in capsys.readouterr().out
+
+
+def test_plots_show_kv_blocks_and_batch_in_absolute_units_and_split_the_throughput(setup) -> None:
+    """KV occupancy in blocks (GB on the right) above the batch on its own axis; throughput as a
+    prefill panel and a decode panel whose areas are the tokens of each."""
+    from tcp_compiler.serve.plots import kv_figure, throughput_figure
+
+    cfg, hw, prec = setup
+    result = serve(cfg, hw, prec, _requests(), ServeOptions())
+    kv, batch = kv_figure(result, "t").axes[:2]
+    assert "blocks" in kv.get_ylabel() and batch.get_ylabel() == "sequences per iteration"
+    used = result.iterations.array("kv_blocks_used")
+    assert list(kv.get_lines()[0].get_ydata()) == list(used)  # blocks themselves, not a fraction
+    decodes = result.iterations.array("decodes")
+    assert max(line.get_ydata().max() for line in batch.get_lines()) == decodes.max()
+    assert any(a.get_ylabel() == "GB per chip" for a in kv_figure(result, "t").axes[0].child_axes)
+    prefill, decode = throughput_figure(result, "t").axes
+    assert "prefill" in prefill.get_ylabel() and "decode" in decode.get_ylabel()
+    for ax, column in ((prefill, "prefill_tokens"), (decode, "decodes")):
+        assert f"{int(result.iterations.array(column).sum()):,} tokens" in ax.get_title()

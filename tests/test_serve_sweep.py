@@ -20,8 +20,8 @@ from tcp_compiler.serve.workload import lengths, synthetic
 
 
 def test_a_row_is_the_serve_run_of_its_point() -> None:
-    point = ServePoint(model="llama-3.2-1b", hw="rngd", chips=1, dtype="bf16", requests=8, prompt_len=64,
-                       gen_len=16, rate=None, concurrency=4)  # fmt: skip
+    point = ServePoint(model="llama-3.2-1b", hw="rngd", chips=1, dtype="bf16", requests=8, prompt_len="64",
+                       gen_len="16", rate=None, concurrency=4)  # fmt: skip
     row = run_serve_point(point)
     requests = synthetic(8, lengths("64"), lengths("16"), None, True, 0)
     result = serve(load_model("llama-3.2-1b").config, load_hardware("rngd"), precision("bf16"), requests,
@@ -46,7 +46,6 @@ def test_sweep_serve_writes_one_row_per_load_in_order(tmp_path, capsys) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--serve"], "--serve needs --rate"),
     (["--rate", "4"], "add --serve"),
     (["--serve", "--rate", "0"], "--rate"),
     (["--serve", "--rate", "4", "--batch", "8"], "no --batch"),
@@ -55,3 +54,16 @@ def test_bad_serving_sweeps_are_one_line_errors(args, message, capsys) -> None:
     assert main(["sweep", "llama-3.2-1b", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_sweep_plots_mark_failed_points() -> None:
+    from matplotlib.figure import Figure
+
+    from tcp_compiler.sweep_plots import _plot
+
+    ok = {"status": "ok", "concurrency": 2, "ttft_p50_s": 0.5, "chips": 1}
+    ax = Figure().add_subplot()
+    _plot(ax, [ok, {**ok, "concurrency": 8, "status": "failed", "ttft_p50_s": "", "chips": 3}], "concurrency",
+          "ttft_p50_s", ("chips",))  # fmt: skip
+    marks = [line for line in ax.get_lines() if line.get_label().startswith("failed")]
+    assert len(marks) == 1 and list(marks[0].get_xdata()) == [8.0]

@@ -377,3 +377,30 @@ def test_dma_layout_follows_the_engine_s_bandwidth_sharing() -> None:
     for k, cmd in enumerate(pair):  # on-chip moves: 1,024 B/cycle each, four engines apiece
         on = slices.command == cmd
         assert sorted(slices.engine[on].tolist()) == [4 * k + e for e in range(4)]
+
+
+def test_roofline_names_the_run_and_draws_only_its_dtype_roof_with_the_legend_beside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import simulator.plots as plots
+    from tcp_compiler.cli import main
+
+    drawn: dict = {}
+    real = plots.roofline_png
+
+    def spy(path, points, peaks, hbm, title):
+        drawn.update(peaks=peaks, title=title)
+        return real(path, points, peaks, hbm, title)
+
+    figures = []
+    monkeypatch.setattr(plots, "roofline_png", spy)
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig))
+    args = ["simulate", "llama-3.2-1b", "--dtype", "fp8", "--batch", "2", "--prompt-len", "16",
+            "--gen-len", "2"]
+    assert main([*args, "--plot", str(tmp_path)]) == 0
+    assert list(drawn["peaks"]) == ["fp8e4m3"]
+    assert drawn["title"] == "llama-3.2-1b on rngd: fp8, batch 2, prompt 16"
+    roofline = figures[0]
+    ax = roofline.axes[0]
+    renderer = roofline.canvas.get_renderer()
+    assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1

@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs one command; returns its exit code: 0, 2 for any bad input (one line on stderr), 1 when
-    a sweep's every point failed, 130 when interrupted, 141 when the reader of stdout went away.
+    a sweep's every point failed, 130 when interrupted; 0 when the reader of stdout went away
+    (`tcpc simulate | head` read what it wanted).
     --help and --version exit through SystemExit(0) as argparse does."""
     parser = build_parser()
     try:
@@ -76,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     except (TirError, TcpcError, SimulatorError) as e:
         print(f"tcpc: error: {describe(e)}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as a killed Unix tool does
+    except BrokenPipeError:  # the reader went away (`| head`): it had what it wanted; stop quietly
         _detach_stdout()
-        return 141
+        return 0
     except OSError as e:  # files are written through write_atomically, which names them
         if e.filename is not None:
             raise

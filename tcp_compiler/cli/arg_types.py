@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 from collections.abc import Callable
+
+from tcp_compiler.option_fields import ascii_int
 
 MAX_TOKENS = 1 << 20
 MAX_BATCH = 1 << 16
@@ -25,17 +26,12 @@ MAX_LIST = 64
 MAX_TOKEN_ID = (1 << 31) - 1
 
 
-_ASCII_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
-
-
 def _parse_int(text: str) -> int | None:
-    """The integer `text` spells in ASCII digits with an optional sign (spaces around it allowed),
-    or None. Python's int() also takes full-width and other Unicode digits, underscores and any
-    Unicode whitespace, none of which a user typing a flag means; and never a 4,300-digit conversion."""
-    text = text.strip(" \t")
-    if len(text) > 24 or _ASCII_INT.fullmatch(text) is None:
+    """The integer `text` spells in ASCII digits (tcp_compiler.option_fields.ascii_int), or None."""
+    try:
+        return ascii_int(text)
+    except ValueError:
         return None
-    return int(text, 10)
 
 
 def integer(lo: int, hi: int) -> Callable[[str], int]:
@@ -117,3 +113,13 @@ def token_ids(text: str) -> list[int]:
     if any(not 0 <= v <= MAX_TOKEN_ID for v in values):  # type: ignore[operator]
         raise argparse.ArgumentTypeError(f"expected token ids from 0 to {MAX_TOKEN_ID:,}, got {text[:60]!r}")
     return values  # type: ignore[return-value]
+
+
+def add_dtype(parser: argparse.ArgumentParser, default: str | None, help: str) -> None:
+    """The --dtype flag: its choices listed in its help, not in the usage line (twelve names would
+    push that past 100 columns)."""
+    from tcp_compiler.frontend.precision import PRECISIONS
+
+    names = sorted(PRECISIONS)
+    parser.add_argument("--dtype", default=default, choices=names, metavar="DTYPE",
+                        help=f"{help}: {', '.join(names)}")  # fmt: skip

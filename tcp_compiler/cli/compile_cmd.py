@@ -6,16 +6,16 @@ import argparse
 import sys
 
 import ir
-from simulator.hardware import load_hardware
 from simulator.program import Program
 from simulator.program_text import format_program
 from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.cli import arg_types
+from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.output import check_outputs, si, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.builder import ModelGraph
 from tcp_compiler.frontend.model import bundled_models, load_model
-from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
+from tcp_compiler.frontend.precision import KV_DTYPES, precision
+from tcp_compiler.frontend.stages import pipeline_stages
 from tcp_compiler.pipeline import CompileOptions, build, compile_phase
 from tcp_compiler.pipeline import run as run_program
 
@@ -25,9 +25,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--batch", type=arg_types.batch, default=1, metavar="B", help="sequences per batch (default 1)"
     )
-    p.add_argument(
-        "--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision of weights and activations"
-    )
+    arg_types.add_dtype(p, "bf16", "precision of weights and activations (default bf16)")
     p.add_argument(
         "--kv-dtype", choices=sorted(KV_DTYPES), help="KV cache dtype (default: the precision's)"
     )
@@ -36,9 +34,10 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
         help="w4 only: elements per scale (default 128)",
     )  # fmt: skip
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
+    parallel.add_arguments(p, micro_batches=False)
     p.add_argument(
-        "--chips", type=arg_types.chips, metavar="N",
-        help="tensor-parallel chips of the spec's kind (default: its count; --chips 4 on rngd is rngd-4)",
+        "--stage", type=arg_types.integer(0, arg_types.MAX_CHIPS - 1), default=0, metavar="K",
+        help="with --pp: the pipeline stage whose graph to build, from 0 (default 0)",
     )  # fmt: skip
 
 
@@ -84,6 +83,8 @@ def check_args(args: argparse.Namespace) -> None:
     """The rules between flags (each flag's own range is its argparse type)."""
     if args.documents and args.phase == "decode":
         raise CliError("--documents applies to --phase prefill (a packed row has no decode)")
+    if args.stage >= args.pp:
+        raise CliError(f"--stage {args.stage} needs --pp {args.stage + 1} or more (stages count from 0)")
     if args.documents > args.seq:
         raise CliError(f"--documents {args.documents} exceeds --seq {args.seq}: each document needs a token")
 
@@ -92,9 +93,10 @@ def run(args: argparse.Namespace) -> int:
     check_args(args)
     check_outputs({"-o": args.output})
     model = load_model(args.model)
-    hw = load_hardware(args.hw, args.chips)
+    hw, tp = parallel.system(args)
     prec = precision(args.dtype, args.group_size, args.kv_dtype)
-    options = CompileOptions(batch=args.batch, chips=args.chips, documents=args.documents)
+    stage = pipeline_stages(model.config, args.pp)[args.stage] if args.pp > 1 else None
+    options = CompileOptions(batch=args.batch, chips=tp, documents=args.documents, stage=stage)
     length = args.seq if args.phase == "prefill" else args.past
     if args.emit == "ir":
         built = build(model.config, prec, args.phase, length, options, options.chips_on(hw))

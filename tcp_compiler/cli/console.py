@@ -14,9 +14,18 @@ from rich.console import Console
 PIPED_WIDTH = 120
 
 
+class _Console(Console):
+    """Rich exits with status 1 when its reader goes away; tcpc's main decides instead (the
+    reader of `tcpc simulate | head` had what it wanted: status 0)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def console(stderr: bool = False) -> Console:
     """A Console on standard output (or error): the terminal's width, else COLUMNS, else 120."""
-    probe = Console(stderr=stderr)
+    probe = _Console(stderr=stderr)
     if probe.is_terminal or os.environ.get("COLUMNS", "").strip().isdigit():
         return probe
-    return Console(stderr=stderr, width=PIPED_WIDTH)
+    return _Console(stderr=stderr, width=PIPED_WIDTH)

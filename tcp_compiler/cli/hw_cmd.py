@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 
 from rich import box
 from rich.console import Console
@@ -19,6 +18,7 @@ from simulator.hardware import list_presets, load_hardware
 from simulator.targets.rngd.area import PUBLISHED_DIE_MM2, area_parts, hbm_stacks, link_ports, physical_slices
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.cli.console import console
+from tcp_compiler.report.tables import line_table, wrap
 
 _KIND_STYLE = {"published": "green", "derived": "cyan", "assumed": "bold yellow"}
 
@@ -38,7 +38,8 @@ def add_parser(subparsers) -> None:
         "its parameters with unit and source, then MACs/cycle, TFLOP/s, HBM bandwidth, ridge points "
         "and on-chip memory totals.",
     )
-    show.add_argument("spec", metavar="NAME|FILE", help="a preset name such as rngd-4, or a .toml file")
+    show.add_argument("spec", metavar="NAME|FILE", nargs="?", default="rngd",
+                      help="a preset name such as rngd-4, or a .toml file (default rngd)")  # fmt: skip
     show.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     show.set_defaults(hw_action="show")
     listing = commands.add_parser("list", help="list the bundled presets", description="List the presets.")
@@ -68,12 +69,10 @@ def _print_presets(as_json: bool) -> None:
         rows = [{"name": h.name, "chips": h.system.chips, "description": h.description} for h in presets]
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title="hardware presets (tcpc hw show NAME)", title_justify="left")
-    for column in ("name", "chips", "description"):
-        table.add_column(column, justify="right" if column == "chips" else "left")
-    for h in presets:
-        table.add_row(h.name, str(h.system.chips), Text(h.description))
-    console().print(table)
+    out = console()
+    rows = [(h.name, str(h.system.chips), h.description) for h in presets]
+    out.print(line_table("hardware presets (tcpc hw show NAME)", ("name", "chips", "description"), rows,
+                         out.width, elastic=2, left={"name", "description"}))  # fmt: skip
 
 
 def _print_spec(hw: Hardware) -> None:
@@ -122,26 +121,7 @@ def _print_spec(hw: Hardware) -> None:
     _print_area(out, hw)
 
 
-_MIN_SOURCE = 30  # characters: narrower terminals get longer lines rather than a sliver of source
-
-
-def wrap(text: str, width: int) -> list[str]:
-    """Lines of at most `width` characters, broken at spaces, or after a `/` inside a word too long
-    for a line (paths); a piece with neither is cut only when it alone exceeds `width`."""
-    pieces: list[tuple[str, bool]] = []  # (piece, starts a new word)
-    for word in text.split():
-        parts = [word] if len(word) <= width else re.findall(r"[^/]*/|[^/]+$", word)
-        for index, part in enumerate(parts):
-            for start in range(0, len(part), width):
-                pieces.append((part[start : start + width], index == 0 and start == 0))
-    lines: list[str] = []
-    for piece, new_word in pieces:
-        joined = (lines[-1] + (" " if new_word else "") + piece) if lines else piece
-        if lines and len(joined) <= width:
-            lines[-1] = joined
-        else:
-            lines.append(piece)
-    return lines or [""]
+_MIN_SOURCE = 12  # characters: narrower terminals get longer lines rather than a sliver of source
 
 
 def _compact_value(value: int | float, unit: str) -> str:
@@ -158,31 +138,25 @@ def _print_compute(console: Console, hw: Hardware) -> None:
     title = f"peak compute per chip at {hw.chip.clock_hz / 1e9:g} GHz" + (
         f" ({hw.system.chips} chips)" if multi else ""
     )
-    table = Table(title=title, title_justify="left")
-    table.add_column("dtype", no_wrap=True)
-    for column in ("MAC/lane/cycle", "MACs/cycle", "TFLOP/s", "ridge FLOP/B"):
-        table.add_column(column, justify="right", no_wrap=True)
+    columns = ["dtype", "MAC/lane/cycle", "MACs/cycle", "TFLOP/s", "ridge FLOP/B"]
     if multi:
-        table.add_column(f"TFLOP/s x {hw.system.chips}", justify="right", no_wrap=True)
+        columns.append(f"TFLOP/s x {hw.system.chips}")
+    rows = []
     for dtype, per_lane in hw.contraction.macs_per_lane_cycle.items():
         assumed = hw.is_assumed(f"contraction.macs_per_lane_cycle.{dtype}")
-        label = Text(dtype) + (Text(" (assumed)", style="yellow") if assumed else Text(""))
+        label = dtype + (" (assumed)" if assumed else "")
         tflops = hw.flops_per_second(dtype) / 1e12
         row = [label, f"{per_lane:,}", f"{hw.macs_per_cycle(dtype):,}", f"{tflops:,.1f}"]
         row.append(f"{hw.ridge_flops_per_byte(dtype):,.1f}")
         if multi:
             row.append(f"{hw.system.chips * tflops:,.1f}")
-        table.add_row(*row)
-    console.print(table)
+        rows.append(row)
+    console.print(line_table(title, columns, rows, console.width, left={"dtype"}))
     console.print("ridge point = peak FLOP/s / sustained HBM bytes/s: below it an op is memory-bound")
 
 
 def _print_memory(console: Console, hw: Hardware) -> None:
-    table = Table(title="memory and bandwidth per chip", title_justify="left")
-    table.add_column("quantity")
-    table.add_column("per chip", justify="right", no_wrap=True)
-    if hw.system.chips > 1:
-        table.add_column(f"x {hw.system.chips} chips", justify="right", no_wrap=True)
+    columns = ["quantity", "per chip"] + ([f"x {hw.system.chips} chips"] if hw.system.chips > 1 else [])
     gbs = lambda bytes_per_s: f"{bytes_per_s / 1e9:,.0f} GB/s"
     gb = lambda n: f"{n / 1e9:,.0f} GB"
     dma = hw.dma_bytes_per_cycle * hw.chip.clock_hz
@@ -202,10 +176,9 @@ def _print_memory(console: Console, hw: Hardware) -> None:
         ("TensorDMA (all engines)", gbs(dma), gbs(hw.system.chips * dma)),
         ("chip-to-chip link, per direction", gbs(hw.system.link_bytes_per_s), "-"),
     ]
-    for name, per_chip, total in rows:
-        cells = [name, per_chip] + ([total] if hw.system.chips > 1 else [])
-        table.add_row(*cells)
-    console.print(table)
+    cells = [row[: len(columns)] for row in rows]
+    title = "memory and bandwidth per chip"
+    console.print(line_table(title, columns, cells, console.width, left={"quantity"}))
 
 
 def _print_area(console: Console, hw: Hardware) -> None:

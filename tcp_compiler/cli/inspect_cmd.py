@@ -12,7 +12,7 @@ from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.console import console as make_console
 from tcp_compiler.cli.output import announce, check_outputs, si, write_atomically
 from tcp_compiler.provenance import provenance
-from tcp_compiler.report.tables import cut, line_table
+from tcp_compiler.report.tables import line_table
 
 
 def add_parser(subparsers) -> None:
@@ -65,15 +65,14 @@ def _print_tables(source: str, cost: GraphCost, top: int | None) -> None:
     if top is not None:
         rows = sorted(rows, key=lambda nc: -nc.cost.flops)[:top]
         title = f"top {len(rows)} ops by FLOPs"
-    name_width = max(console.width // 3, 8)  # a weight's name can be as long as the rest of the row
     op_rows = [
-        (cut(f"%{nc.node.name}", name_width), nc.node.kind, str(nc.node.type), si(nc.cost.flops),
+        (f"%{nc.node.name}", nc.node.kind, str(nc.node.type), si(nc.cost.flops),
          si(nc.cost.bytes_read, "B"), si(nc.cost.bytes_written, "B"),
          f"{nc.cost.intensity:.2f}" if nc.cost.bytes else "-")
         for nc in rows
     ]  # fmt: skip
     columns = ("value", "op", "type", "FLOPs", "read", "written", "FLOP/B")
-    # Names and types are the long cells: they are cut to fit, and --json holds them whole.
+    # Types are the long cells: they wrap at their spaces.
     console.print(line_table(title, columns, op_rows, console.width, elastic=2, left={"value", "op", "type"}))
     link = f", chip links {si(total.link_bytes, 'B')}" if total.link_bytes else ""
     console.print(

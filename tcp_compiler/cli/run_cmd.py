@@ -11,7 +11,10 @@ from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.output import check_outputs, write_atomically_bytes
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import load_model
-from tcp_compiler.frontend.precision import PRECISIONS, checkpoint_precision, precision
+from tcp_compiler.frontend.precision import checkpoint_precision, precision
+
+GET = ("download one (`huggingface-cli download meta-llama/Llama-3.2-1B --local-dir DIR`) or make a tiny "
+       "random one (`python examples/make_tiny_checkpoint.py DIR` in tcpc's repository)")  # fmt: skip
 
 
 def add_parser(subparsers) -> None:
@@ -21,7 +24,7 @@ def add_parser(subparsers) -> None:
         description="Prefill the prompt and run greedy decode steps through the numpy IR interpreter, "
         "in the checkpoint's own precision unless --dtype says otherwise.",
     )
-    p.add_argument("checkpoint", help="a Hugging Face checkpoint directory (config.json + *.safetensors)")
+    p.add_argument("checkpoint", help=f"a checkpoint directory (config.json + *.safetensors): {GET}")
     p.add_argument(
         "--prompt-ids", required=True, type=arg_types.token_ids, metavar="IDS",
         help="comma-separated token ids, e.g. 1,2,3",
@@ -30,7 +33,7 @@ def add_parser(subparsers) -> None:
         "--decode-steps", type=arg_types.decode_steps, default=0, metavar="N",
         help="greedy decode steps (default 0)",
     )  # fmt: skip
-    p.add_argument("--dtype", choices=sorted(PRECISIONS), help="precision (default: the checkpoint's)")
+    arg_types.add_dtype(p, None, "precision (default: the checkpoint's)")
     p.add_argument(
         "--group-size", type=arg_types.group_size, metavar="N",
         help="w4 only: elements per scale (default 128)",
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     ids = args.prompt_ids
     model = load_model(args.checkpoint)
     if model.checkpoint is None:
-        raise CliError(f"{args.checkpoint}: run needs a checkpoint directory with *.safetensors weights")
+        raise CliError(f"{args.checkpoint}: run needs a directory with *.safetensors weights; {GET}")
     cfg = model.config
     check_args(args, cfg.vocab, cfg.max_positions)
     stored = model.scheme.format if model.scheme is not None else None

@@ -79,7 +79,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--batch", type=arg_types.integer(1, arg_types.MAX_BATCH), default=1, metavar="B")
     p.add_argument("--prompt-len", type=arg_types.integer(1, arg_types.MAX_TOKENS), default=2048, metavar="P")
     p.add_argument("--gen-len", type=arg_types.integer(1, arg_types.MAX_TOKENS), default=128, metavar="G")
-    p.add_argument("--dtype", choices=list(PRECISIONS), default="bf16")
+    p.add_argument("--dtype", choices=list(PRECISIONS), default="bf16", metavar="DTYPE",
+                   help=f"precision: {', '.join(PRECISIONS)} (default bf16)")
     p.add_argument(
         "--chips",
         "--tp",

@@ -10,12 +10,12 @@ import math
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tcp_compiler.cli import parallel
+from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
 from tcp_compiler.cli.flags import add_flags, flag_type, from_args
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.frontend.model import bundled_models, load_model
-from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
+from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.observer import Observer
 from tcp_compiler.option_fields import positive_number
 from tcp_compiler.pipeline import CompileOptions
@@ -50,7 +50,7 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
     parallel.add_arguments(p, micro_batches=False)
-    p.add_argument("--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision (default bf16)")
+    arg_types.add_dtype(p, "bf16", "precision (default bf16)")
     p.add_argument("--kv-dtype", choices=sorted(KV_DTYPES), help="KV cache dtype (default: the precision's)")
     add_flags(p.add_argument_group("requests"), Workload)
     add_flags(p.add_argument_group("server"), ServeOptions)

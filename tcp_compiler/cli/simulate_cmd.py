@@ -17,7 +17,7 @@ from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.cli.status import StageStatus, large_plan_note
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
-from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, precision
+from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.observer import Observer
 from tcp_compiler.provenance import provenance
 from tcp_compiler.report.build import build_report
@@ -29,7 +29,6 @@ from tcp_compiler.simulate import Simulation, simulate_generation
 
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_PROMPT = 2048
-PEAK_DTYPES = ("bf16", "fp8")  # the compute roofs drawn on the roofline plot
 
 
 def add_parser(subparsers) -> None:
@@ -55,7 +54,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--gen-len", type=arg_types.tokens, default=128, metavar="G", help="generated tokens (default 128)"
     )
-    p.add_argument("--dtype", default="bf16", choices=sorted(PRECISIONS), help="precision (default bf16)")
+    arg_types.add_dtype(p, "bf16", "precision (default bf16)")
     p.add_argument(
         "--kv-dtype", choices=sorted(KV_DTYPES), help="KV cache dtype (default: the precision's)"
     )
@@ -251,9 +250,11 @@ def _plots(sim: Simulation, report: Report, directory: str, top: int) -> None:
         for phase, roles in report.op_roles.items()
         for r in (roles if top <= 0 else roles[:top])
     ]
-    peaks = {name: Roofline.of(sim.hardware, name).flops_per_s for name in PEAK_DTYPES}
+    operand = sim.precision.operand  # the run's compute roof only: the dtype its contractions run in
+    peaks = {operand.name: Roofline.of(sim.hardware, operand).flops_per_s}
     title = f"{sim.config.name} on {sim.hardware.name}"
-    roofline_png(out / "roofline.png", points, peaks, report.hardware.hbm_bytes_per_s, title)
+    run = f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}"
+    roofline_png(out / "roofline.png", points, peaks, report.hardware.hbm_bytes_per_s, f"{title}: {run}")
     runs, offset = [], 0.0
     for run in [sim.prefill, *sim.traced_steps]:
         runs.append(TraceRun(run.phase, run.program, run.timeline, offset, run.step))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from simulator.spec import suggest
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.checkpoint import Checkpoint
 from tcp_compiler.frontend.config import ModelConfig, RawConfig
@@ -53,8 +54,8 @@ def load_model(spec: str | Path) -> Model:
         name = str(spec)
     else:
         raise FrontendError(
-            f"{spec}: not a config.json, a checkpoint directory or a bundled model "
-            f"(bundled: {', '.join(bundled_models()) or 'none'})"
+            f"{spec}: not a config.json, a checkpoint directory or a bundled model"
+            f"{suggest(str(spec), bundled_models())} (bundled: {', '.join(bundled_models()) or 'none'})"
         )
     raw = RawConfig.load(config_path)
     config = read_model_config(raw, name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from simulator.numbers import duration
 from tcp_compiler.report.serve_types import ServeReport
 
 
@@ -28,10 +29,8 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
     table.add_column("latency")
     for col in ("mean", "p50", "p90", "p99"):
         table.add_column(col, justify="right")
-    for stats, name in ((f.ttft_seconds, "TTFT ms"), (f.tpot_seconds, "TPOT ms"), (f.e2e_seconds, "E2E s")):
-        scale = 1.0 if stats is f.e2e_seconds else 1e3
-        values = (stats.mean, stats.p50, stats.p90, stats.p99)
-        table.add_row(name, *(f"{v * scale:,.{2 if scale == 1 else 1}f}" for v in values))
+    for stats, name in ((f.ttft_seconds, "TTFT"), (f.tpot_seconds, "TPOT"), (f.e2e_seconds, "E2E")):
+        table.add_row(name, *(duration(v, 2) for v in (stats.mean, stats.p50, stats.p90, stats.p99)))
     out.print(table)
     g = f.goodput
     if g.slo_ttft_s is not None or g.slo_tpot_s is not None:

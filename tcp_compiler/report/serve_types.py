@@ -20,7 +20,7 @@ class ServeRun(Record):
     hardware: str = doc("spec name")
     chips: int = doc("chips in all: tensor-parallel chips x pipeline stages")
     pp: int = doc("pipeline stages (`--pp`)")
-    dtype: str = doc("precision mode")
+    dtype: str = doc("precision mode (`--dtype`)", values="tcp_compiler.frontend.precision:PRECISIONS")
     kv_dtype: str = doc("the KV cache's dtype")
     scheduler: str = doc("batching policy (`--scheduler`)")
     max_batch_tokens: int = doc("tokens per iteration (`--max-batch-tokens`)", "tokens")

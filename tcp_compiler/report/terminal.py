@@ -1,9 +1,9 @@
 """The report on the terminal (`tcpc simulate`): a summary with what limits each phase, units,
 the layers (identical ones collapsed into one row) and the heaviest op roles.
 
-Every table keeps its cells on one line (tcp_compiler.report.tables: a long op role or layer list is
-cut with an ellipsis) and has no vertical rules, so it reads at 100 columns; the Markdown and JSON
-reports hold it all.
+Every table fits the console without cutting a header or a value (tcp_compiler.report.tables: a long
+op role or layer list wraps, columns that do not fit side by side stack) and has no vertical rules;
+the Markdown and JSON reports hold it all.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from tcp_compiler.report.types import Report
 
 LAYER_ROWS = 12  # at most this many rows of layer groups per phase
 _LEFT = {"phase", "bound", "op role", "unit", "layers", "attention"}
-_FIRST_WIDTH = 24  # characters of an op role or a layer list before the ellipsis
+_FIRST_WIDTH = 24  # characters of an op role or a layer list before it wraps
 
 
 def print_report(report: Report, console: Console, top: int = 10) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simulator.numbers import plural, si
+from simulator.numbers import duration, plural, si
 from tcp_compiler.analysis.op_roles import OpRoleRow
 from tcp_compiler.report.types import AttentionNote, LayerRow, Pipeline, Report, StageRow
 
@@ -15,8 +15,9 @@ LAYER_COLUMNS = ("ms", "share", "FLOPs", "HBM", "FLOP/HBM B", "x roof", "bound",
 
 
 def ms(seconds: float, unit: bool = True) -> str:
-    """Milliseconds to the microsecond; table cells under a "ms" header leave the unit out."""
-    return f"{seconds * 1e3:.3f}" + (" ms" if unit else "")
+    """A time with its unit (simulator.numbers.duration); table cells under a "ms" header are
+    milliseconds to the microsecond without it."""
+    return duration(seconds) if unit else f"{seconds * 1e3:.3f}"
 
 
 def percent(share: float) -> str:

@@ -330,7 +330,7 @@ class Report(Record):
     batch: int = doc("sequences per batch", "sequences")
     prompt_len: int = doc("prompt tokens per sequence", "tokens")
     gen_len: int = doc("generated tokens per sequence (the prefill produces the first)", "tokens")
-    dtype: str = doc("precision mode: `bf16`, `fp8`, `w4`, `f16`, `f32`")
+    dtype: str = doc("precision mode (`--dtype`)", values="tcp_compiler.frontend.precision:PRECISIONS")
     kv_dtype: str = doc("the KV cache's dtype (`--kv-dtype`; by default the precision's)", default="")
     prefill: PrefillPhase = doc("the prompt phase")
     decode: DecodePhase = doc("the decode phase")

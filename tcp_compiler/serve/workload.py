@@ -18,7 +18,7 @@ import numpy as np
 
 from simulator.files import read_input
 from tcp_compiler.errors import OptionError, RequestFileError
-from tcp_compiler.option_fields import MAX_SEQUENCES, MAX_TOKENS, option, positive_number
+from tcp_compiler.option_fields import MAX_SEQUENCES, MAX_TOKENS, ascii_int, option, positive_number
 
 MAX_TRACE_BYTES = 64 << 20  # a request file of a million lines fits easily
 TRACE_FIELDS = ("arrival_s", "prompt_len", "output_len")
@@ -65,15 +65,17 @@ class Lengths:
 
 def lengths(text: str) -> Lengths:
     """Parses a length option's value (prompt_len, gen_len); raises ValueError with the reason."""
-    parts = text.strip().lower().split(":")
+    parts = text.strip(" \t").lower().split(":")
     try:
+        if not text.isascii():  # float() and int() read other scripts' digits, which no user means
+            raise ValueError(text)
         if len(parts) == 1 or (parts[0] == "fixed" and len(parts) == 2):
-            value = int(parts[-1])
+            value = ascii_int(parts[-1])
             if not 1 <= value <= MAX_TOKENS:
                 raise ValueError(f"expected a length from 1 to {MAX_TOKENS:,}, got {text!r}")
             return Lengths("fixed", value)
         if parts[0] == "uniform" and len(parts) == 3:
-            lo, hi = int(parts[1]), int(parts[2])
+            lo, hi = ascii_int(parts[1]), ascii_int(parts[2])
             if not 1 <= lo <= hi <= MAX_TOKENS:
                 raise ValueError(f"expected uniform:LO:HI with 1 <= LO <= HI <= {MAX_TOKENS:,}, got {text!r}")
             return Lengths("uniform", lo, hi)

@@ -1,0 +1,83 @@
+"""Every table tcpc prints fits 80 and 100 columns with no header or value cut (issue 30, point 7):
+an elastic column wraps, and columns that do not fit side by side stack below the key columns.
+Each test sets the console width itself; none depends on the terminal or on COLUMNS."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+from tcp_compiler.cli import main
+from tcp_compiler.report.tables import line_table
+
+WIDTHS = (80, 100)
+ELLIPSIS = "…"
+
+
+def _render(renderable, width: int) -> str:
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None).print(renderable)
+    return out.getvalue()
+
+
+def _whole(text: str, width: int, headers, values=()) -> None:
+    lines = [line.rstrip() for line in text.splitlines()]
+    assert max(len(line) for line in lines) <= width
+    assert ELLIPSIS not in text
+    for header in headers:  # each header on one line, whole
+        assert any(re.search(rf"(^|\s){re.escape(header)}(\s|$)", line) for line in lines), header
+    flowing = " ".join(text.split())  # a wrapped cell's words, in order
+    for value in values:
+        assert value in flowing, value
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_wide_table_stacks_with_its_keys_and_keeps_every_cell(width: int) -> None:
+    columns = ("name", *(f"figure number {i}" for i in range(8)))
+    rows = [(f"row-{r}", *(f"{r * 1000 + i:,}.5" for i in range(8))) for r in range(3)]
+    text = _render(line_table("wide", columns, rows, width), width)
+    _whole(text, width, columns, [cell for row in rows for cell in row])
+    assert text.count("row-1") >= 2  # the key column repeats in each part
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_elastic_column_wraps_instead_of_cutting(width: int) -> None:
+    error = "heads do not split over 3 chips (heads must be a multiple of the chips) " * 3
+    text = _render(line_table("t", ("chips", "status"), [("3", error)], width, elastic=1), width)
+    _whole(text, width, ("chips", "status"))
+    assert " ".join(text.split()).count("heads must be a multiple of the chips") == 3
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("command", [["hw", "show", "rngd-4"], ["hw", "list"],
+                                     ["inspect", "examples/ir/llama_decoder_layer.tir"]])  # fmt: skip
+def test_hw_and_inspect_tables_fit(width: int, command: list[str], monkeypatch, capsys) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(command) == 0
+    text = capsys.readouterr().out
+    headers = {"hw": ("MAC/lane/cycle", "ridge FLOP/B", "TFLOP/s x 4", "x 4 chips", "source"),
+               "inspect": ("share of FLOPs", "value", "type", "written", "FLOP/B")}[command[0]]  # fmt: skip
+    if command[1] == "list":
+        headers = ("name", "chips", "description")
+    _whole(text, width, headers)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_serve_report_fits(width: int, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    args = ["serve", "llama-3.2-1b", "--requests", "4", "--concurrency", "2", "--prompt-len", "16",
+            "--gen-len", "4"]
+    assert main(args) == 0
+    _whole(capsys.readouterr().out, width, ("latency", "mean", "p50", "p90", "p99", "TTFT", "TPOT", "E2E"))
+
+
+def test_a_layer_list_wraps_after_its_commas() -> None:
+    from tcp_compiler.report.tables import wrap
+
+    assert wrap("1,3,5,7,9,11,13,15,17,19,21,23", 24) == ["1,3,5,7,9,11,13,15,17,", "19,21,23"]
+    text = _render(line_table("t", ("layers", "n"), [("1,3,5,7,9,11,13,15,17,19,21,23", "12")], 100,
+                              elastic_max=24), 100)  # fmt: skip
+    assert "1,3,5,7,9,11,13,15,17,   12" in text and "19,21,23" in text
