@@ -517,9 +517,12 @@ def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
 
 
 def _read_yarn(raw: RawConfig, params: RawConfig, theta: float, nested: bool) -> Rope:
-    """YaRN: its factor, ramp (beta_fast, beta_slow, truncate) and attention factor: given, or from
-    mscale / mscale_all_dim (DeepSeek), or 0.1 ln(factor) + 1."""
+    """YaRN: its factor (required, as transformers requires it), ramp (beta_fast, beta_slow,
+    truncate) and attention factor: given, or from mscale / mscale_all_dim (DeepSeek), or
+    0.1 ln(factor) + 1. The original context (original_max_position_embeddings, else
+    max_position_embeddings) may exceed max_position_embeddings: transformers accepts that too."""
     factor = float(params.require("factor", float))
+    original = _original_max(raw, params, nested)
     if theta <= 1.0:
         raise params.fail(f"{params.path('rope_theta')}: yarn needs a base > 1, got {theta:g}")
     attention = params.get("attention_factor")
@@ -538,7 +541,7 @@ def _read_yarn(raw: RawConfig, params: RawConfig, theta: float, nested: bool) ->
         theta,
         "yarn",
         factor,
-        original_max_positions=_original_max(raw, params, nested),
+        original_max_positions=original,
         attention_factor=float(attention),
         beta_fast=beta_fast,
         beta_slow=beta_slow,
