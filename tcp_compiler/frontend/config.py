@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -65,6 +65,17 @@ class Rope:
     max_positions: int = 0  # dynamic: max_position_embeddings, the length scaling starts past
     short_factor: tuple[float, ...] = ()  # longrope: per-frequency divisors up to original_max_positions
     long_factor: tuple[float, ...] = ()  # longrope: past it
+    source: str = field(default="", compare=False)  # key path of its parameters, for messages
+
+    def check_factors(self, raw: RawConfig, rotary: int) -> None:
+        """longrope's factor lists hold one entry per rotated pair (`rotary` / 2), as transformers
+        reads them: refused at config load, naming the file and field, not at the first table."""
+        for name, factors in (("short_factor", self.short_factor), ("long_factor", self.long_factor)):
+            if self.kind == "longrope" and len(factors) != rotary // 2:
+                raise raw.fail(
+                    f"{self.source}.{name}: expected {rotary // 2} entries (one per pair of the "
+                    f"{rotary} rotary dims), got {len(factors)}"
+                )
 
     def __post_init__(self) -> None:
         check_mode(self.kind, RopeKind, "rope_type")
@@ -573,4 +584,5 @@ def _read_longrope(raw: RawConfig, params: RawConfig, theta: float, nested: bool
         attention_factor=float(attention),
         short_factor=tuple(float(x) for x in short),
         long_factor=tuple(float(x) for x in long),
+        source=params.prefix.rstrip("."),
     )
