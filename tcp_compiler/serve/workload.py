@@ -197,7 +197,8 @@ def _request(path: Path, line: int, row: dict, index: int) -> Request:
             ) from None
         if not lo <= value <= hi:
             expected = f"{lo:,.0f} to {hi:,.0f} {unit}"
-            raise RequestFileError(f"{path}:{line}: field {name}: expected {expected}, got {_shown(row[name])}")
+            shown = _shown(row[name])
+            raise RequestFileError(f"{path}:{line}: field {name}: expected {expected}, got {shown}")
         return value
 
     arrival = field("arrival_s", False, 0, MAX_ARRIVAL_S, "seconds")
