@@ -513,8 +513,10 @@ def _flags(rng: random.Random) -> Case:
 
 
 # Cells a request file's field may hold: too long, out of range, fractions, absurd times, nesting.
-HOSTILE_CELLS = ["1" * 5000, "9" * 30, "1e300", "1e-300", "-1", "0", "8.5", "1e3", "nan", "inf", "",
-                 '"8', "[" * 3000, '{"a": [1]}', "1" * 200 + ".5", "70", "1000000", "0x10", "true"]  # fmt: skip
+HOSTILE_CELLS = [
+    "1" * 5000, "9" * 30, "1e300", "1e-300", "-1", "0", "8.5", "1e3", "nan", "inf", "", '"8', "[" * 3000,
+    '{"a": [1]}', "1" * 200 + ".5", "70", "1000000", "0x10", "true",
+]  # fmt: skip
 
 
 def _trace(rng: random.Random) -> Case:
