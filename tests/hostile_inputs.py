@@ -33,11 +33,11 @@ import numpy as np
 from tcp_compiler.frontend.model import BUNDLED
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("tir", "config", "hardware", "checkpoint", "quantised", "flags")
+KINDS = ("tir", "config", "hardware", "checkpoint", "quantised", "flags", "trace")
 RNGD_TOML = (ROOT / "simulator" / "specs" / "rngd.toml").read_text()
 TIR_SEEDS = [p.read_text() for p in sorted((ROOT / "examples" / "ir").glob("*.tir"))]
 BASES = ("llama-3.2-1b", "qwen3-30b-a3b", "gemma-3-1b", "gpt2", "pythia-1.4b", "falcon-7b", "opt-1.3b",
-         "bloom-560m", "mixtral-8x7b", "mistral-7b-v0.1", "qwen2.5-7b")  # fmt: skip
+         "bloom-560m", "mixtral-8x7b", "mistral-7b-v0.1", "qwen2.5-7b", "deepseek-v3")  # fmt: skip
 SHRINK = {  # small sizes so a config that survives its mutation compiles in milliseconds
     "hidden_size": 64, "n_embd": 64, "n_embed": 64, "num_attention_heads": 4, "n_head": 4,
     "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "ffn_dim": 128,
@@ -101,7 +101,7 @@ class Outcome:
 
 def generate(rng: random.Random, kind: str) -> Case:
     return {"tir": _tir, "config": _config, "hardware": _hardware, "checkpoint": _checkpoint,
-            "quantised": _quantised, "flags": _flags}[kind](rng)  # fmt: skip
+            "quantised": _quantised, "flags": _flags, "trace": _trace}[kind](rng)  # fmt: skip
 
 
 def _mutate_text(rng: random.Random, text: str, tokens: list[str]) -> str:
@@ -510,6 +510,34 @@ def _flags(rng: random.Random) -> Case:
         files["ckpt/config.json"] = json.dumps(TINY).encode()
         files["ckpt/model.safetensors"] = pack(header, data)
     return Case("flags", argv, files, invalid=True)
+
+
+# Cells a request file's field may hold: too long, out of range, fractions, absurd times, nesting.
+HOSTILE_CELLS = [
+    "1" * 5000, "9" * 30, "1e300", "1e-300", "-1", "0", "8.5", "1e3", "nan", "inf", "", '"8', "[" * 3000,
+    '{"a": [1]}', "1" * 200 + ".5", "70", "1000000", "0x10", "true",
+]  # fmt: skip
+
+
+def _trace(rng: random.Random) -> Case:
+    """A request file (JSONL or CSV) for the tiny model (64 positions) with a field replaced by a
+    hostile cell, a quote left open, or a cell beyond the CSV module's limit."""
+    rows = [{"arrival_s": i * 0.01, "prompt_len": 8, "output_len": 4} for i in range(3)]
+    bad, key = rng.choice(HOSTILE_CELLS), rng.choice(("arrival_s", "prompt_len", "output_len"))
+    if rng.random() < 0.5:
+        name = "r.jsonl"
+        lines = [json.dumps(r) for r in rows]
+        lines[1] = lines[1].replace(f'"{key}": {json.dumps(rows[1][key])}', f'"{key}": {bad}')
+    else:
+        name = "r.csv"
+        lines = ["arrival_s,prompt_len,output_len"]
+        lines += [f"{r['arrival_s']},{r['prompt_len']},{r['output_len']}" for r in rows]
+        cells = lines[2].split(",")
+        cells[("arrival_s", "prompt_len", "output_len").index(key)] = rng.choice((bad, "1" * 200_000))
+        lines[2] = ",".join(cells)
+    argv = ["serve", "{d}/tiny.json", "--trace-file", "{d}/" + name, "--json", "{d}/out.json"]
+    files = {"tiny.json": json.dumps(TINY).encode(), name: ("\n".join(lines) + "\n").encode()}
+    return Case("trace", argv, files)
 
 
 def long_flags(command: str) -> set[str]:

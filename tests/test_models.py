@@ -174,6 +174,28 @@ def test_bad_config_is_one_line_exit_2(change: dict, expected: str, tmp_path: Pa
     assert not out.exists()
 
 
+PHI3 = json.loads((BUNDLED / "phi-3-mini-4k-instruct.json").read_text())
+
+
+@pytest.mark.parametrize("factors", [47, 96])  # head_dim 96: 48 pairs of rotary dims
+@pytest.mark.parametrize(
+    "argv", [["compile", "--seq", "4"], ["simulate", "--prompt-len", "8", "--gen-len", "2"]]
+)
+def test_phi3_longrope_factor_lists_of_the_wrong_length_are_refused_at_load(
+    factors: int, argv: list[str], tmp_path: Path, capsys
+) -> None:
+    """Only `run` met the lists' length (at its first RoPE table), naming neither file nor field."""
+    rope = {"rope_type": "longrope", "short_factor": [1.0] * factors, "long_factor": [2.0] * factors}
+    config = _write(tmp_path, {**PHI3, "rope_scaling": rope})
+    out = tmp_path / "out.json"
+    assert main([argv[0], config, *argv[1:], "-o" if argv[0] == "compile" else "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and config in err, err
+    expected = "rope_scaling.short_factor: expected 48 entries (one per pair of the 96 rotary dims), got"
+    assert f"{expected} {factors}" in err
+    assert not out.exists()
+
+
 def test_not_json_and_unknown_model(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "config.json"
     bad.write_text("{not json")

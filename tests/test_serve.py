@@ -154,6 +154,9 @@ def test_lengths_and_arrivals_are_seeded() -> None:
             lengths(bad)
 
 
+HEAD = "arrival_s,prompt_len,output_len\n"
+
+
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
@@ -165,6 +168,18 @@ def test_lengths_and_arrivals_are_seeded() -> None:
         ("r.csv", "arrival_s,prompt_len,output_len\n0,8,4\n0.5,eight,4\n", "r.csv:3: field prompt_len"),
         ("r.csv", "arrival_s,prompt_len\n0,8\n", "r.csv:1: header lacks output_len"),
         ("r.csv", "arrival_s,prompt_len,output_len\n0,8\n", "r.csv:2: 2 fields"),
+        # nesting, cell size, numbers too long or out of range, fractions, open quotes, absurd times
+        ("r.jsonl", "[" * 100_000 + "]" * 100_000 + "\n", "r.jsonl:1: not valid JSON: nested deeper"),
+        ("r.jsonl", '{"arrival_s": {"a": [0]}, "prompt_len": 8, "output_len": 4}\n', "r.jsonl:1: not valid"),
+        ("r.csv", "arrival_s,prompt_len,output_len\n0," + "1" * 200_000 + ",4\n", "r.csv:2: not valid CSV"),
+        ("r.csv", "arrival_s,prompt_len,output_len\n0," + "9" * 5000 + ",4\n", "r.csv:2: field prompt_len"),
+        ("r.csv", "arrival_s,prompt_len,output_len\n" + "1" * 400 + ".5,8,4\n", "r.csv:2: field arrival_s"),
+        ("r.jsonl", '{"arrival_s": 0, "prompt_len": ' + "9" * 400 + ', "output_len": 4}\n', "prompt_len"),
+        ("r.jsonl", '{"arrival_s": 0, "prompt_len": 1e30, "output_len": 4}\n', "prompt_len: expected 1 to"),
+        ("r.csv", HEAD + "0,8.5,4\n", "r.csv:2: field prompt_len: expected an integer"),
+        ("r.csv", 'arrival_s,prompt_len,output_len\n0,"8,4\n1,8,4\n', "r.csv:2: not valid CSV"),
+        ("r.csv", HEAD + "1e300,8,4\n", "arrival_s: expected 0 to 1,000,000 seconds"),
+        ("r.jsonl", '{"arrival_s": NaN, "prompt_len": 8, "output_len": 4}\n', "r.jsonl:1: field arrival_s"),
     ],
 )  # fmt: skip
 def test_bad_request_files_are_one_line_errors(tmp_path, capsys, name, text, message) -> None:
@@ -175,6 +190,34 @@ def test_bad_request_files_are_one_line_errors(tmp_path, capsys, name, text, mes
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_a_rate_too_low_to_end_is_refused(capsys) -> None:
+    assert main(["serve", MODEL, "--rate", "1e-300", "--requests", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--rate 1e-300: 4 requests would arrive over" in err
+
+
+def test_requests_too_long_are_refused_before_any_lowering(tmp_path, capsys, monkeypatch) -> None:
+    """Past the model's positions, or past the KV cache beside the weights: one line, before the
+    prefill (whose lowering at a million tokens took minutes) is lowered."""
+    import tcp_compiler.serve.server as server
+
+    def no_prefill(*args, **kwargs):
+        raise AssertionError("the prefill was lowered")
+
+    monkeypatch.setattr(server, "lower", no_prefill)
+    trace = tmp_path / "r.jsonl"
+    trace.write_text('{"arrival_s": 0, "prompt_len": 1000000, "output_len": 4}\n')
+    assert main(["serve", MODEL, "--trace-file", str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "passes llama-3.2-1b's 131,072 positions (max_position_embeddings)" in err
+    config = json.loads(load_model("llama-3.1-8b").source.read_text())
+    wide = tmp_path / "wide.json"
+    wide.write_text(json.dumps({**config, "max_position_embeddings": 1 << 21}))
+    assert main(["serve", str(wide), "--trace-file", str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a request of 1,000,004 tokens needs 62,501 KV blocks" in err
 
 
 @pytest.mark.parametrize(

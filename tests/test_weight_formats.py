@@ -397,3 +397,13 @@ def test_decode_hbm_bytes_follow_bits_per_weight(name: str) -> None:
     got = decode_bytes(fmt)
     assert abs(got - expected) / expected < 0.005, (got, expected)
     assert got < decode_bytes(bf16)
+
+
+def test_awq_version_null_reads_as_the_default_gemm(quantised_dirs, tmp_path) -> None:
+    """AutoAWQ exports may write `"version": null`; transformers reads it as unset (gemm)."""
+    directory = tmp_path / "ckpt"
+    shutil.copytree(quantised_dirs["awq"], directory)
+    config = json.loads((directory / "config.json").read_text())
+    config["quantization_config"]["version"] = None
+    (directory / "config.json").write_text(json.dumps(config))
+    assert load_model(directory).scheme.format.name == "w4-zp:awq"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -65,6 +65,17 @@ class Rope:
     max_positions: int = 0  # dynamic: max_position_embeddings, the length scaling starts past
     short_factor: tuple[float, ...] = ()  # longrope: per-frequency divisors up to original_max_positions
     long_factor: tuple[float, ...] = ()  # longrope: past it
+    source: str = field(default="", compare=False)  # key path of its parameters, for messages
+
+    def check_factors(self, raw: RawConfig, rotary: int) -> None:
+        """longrope's factor lists hold one entry per rotated pair (`rotary` / 2), as transformers
+        reads them: refused at config load, naming the file and field, not at the first table."""
+        for name, factors in (("short_factor", self.short_factor), ("long_factor", self.long_factor)):
+            if self.kind == "longrope" and len(factors) != rotary // 2:
+                raise raw.fail(
+                    f"{self.source}.{name}: expected {rotary // 2} entries (one per pair of the "
+                    f"{rotary} rotary dims), got {len(factors)}"
+                )
 
     def __post_init__(self) -> None:
         check_mode(self.kind, RopeKind, "rope_type")
@@ -517,9 +528,12 @@ def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
 
 
 def _read_yarn(raw: RawConfig, params: RawConfig, theta: float, nested: bool) -> Rope:
-    """YaRN: its factor, ramp (beta_fast, beta_slow, truncate) and attention factor: given, or from
-    mscale / mscale_all_dim (DeepSeek), or 0.1 ln(factor) + 1."""
+    """YaRN: its factor (required, as transformers requires it), ramp (beta_fast, beta_slow,
+    truncate) and attention factor: given, or from mscale / mscale_all_dim (DeepSeek), or
+    0.1 ln(factor) + 1. The original context (original_max_position_embeddings, else
+    max_position_embeddings) may exceed max_position_embeddings: transformers accepts that too."""
     factor = float(params.require("factor", float))
+    original = _original_max(raw, params, nested)
     if theta <= 1.0:
         raise params.fail(f"{params.path('rope_theta')}: yarn needs a base > 1, got {theta:g}")
     attention = params.get("attention_factor")
@@ -538,7 +552,7 @@ def _read_yarn(raw: RawConfig, params: RawConfig, theta: float, nested: bool) ->
         theta,
         "yarn",
         factor,
-        original_max_positions=_original_max(raw, params, nested),
+        original_max_positions=original,
         attention_factor=float(attention),
         beta_fast=beta_fast,
         beta_slow=beta_slow,
@@ -570,4 +584,5 @@ def _read_longrope(raw: RawConfig, params: RawConfig, theta: float, nested: bool
         attention_factor=float(attention),
         short_factor=tuple(float(x) for x in short),
         long_factor=tuple(float(x) for x in long),
+        source=params.prefix.rstrip("."),
     )

@@ -92,7 +92,8 @@ class _Fields:
         return FrontendError(f"{self.source}: {self.prefix}.{key}: {message}")
 
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, required: bool = True) -> Any:
-        value = self.data.get(key, default)
+        value = self.data.get(key)
+        value = default if value is None else value  # null is absent, as transformers reads it
         if value is None and not required:
             return None
         if value is None:

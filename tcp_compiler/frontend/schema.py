@@ -125,6 +125,9 @@ FIELDS: dict[str, Field] = {
         ("num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads"), _count(MAX_HEADS)
     ),
     "head_dim": _count(MAX_HEAD_DIM),
+    # DeepSeek's latent attention
+    **dict.fromkeys(("q_lora_rank", "kv_lora_rank"), _count(MAX_WIDTH)),
+    **dict.fromkeys(("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), _count(MAX_HEAD_DIM)),
     "vocab_size": _count(MAX_VOCAB),
     **dict.fromkeys(
         ("max_position_embeddings", "n_positions", "original_max_position_embeddings", "sliding_window"),
@@ -140,7 +143,15 @@ FIELDS: dict[str, Field] = {
     "decoder_sparse_step": _count(MAX_LAYERS),
     "num_ln_in_parallel_attn": _count(2),
     # experts
-    **dict.fromkeys(("num_experts", "num_local_experts", "num_experts_per_tok"), _count(MAX_EXPERTS)),
+    **dict.fromkeys(
+        ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok"),
+        _count(MAX_EXPERTS),
+    ),
+    **dict.fromkeys(("n_group", "topk_group"), _count(MAX_EXPERTS)),  # DeepSeek's expert groups
+    "n_shared_experts": _count(MAX_EXPERTS, lo=0),  # 0: no shared expert (transformers' MLP of width 0)
+    "first_k_dense_replace": _count(MAX_LAYERS, lo=0),  # 0: every layer is MoE
+    "shared_expert_intermediate_size": _count(MAX_WIDTH),
+    "routed_scaling_factor": _positive(1e6),
     "norm_topk_prob": _BOOL,
     **dict.fromkeys(("swiglu_limit", "swiglu_alpha"), _positive(1e6)),  # gpt-oss
     # numbers

@@ -6,6 +6,7 @@ Nothing here computes a time of its own: an iteration takes the cycles of its co
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections import deque
@@ -89,18 +90,46 @@ def kv_budget(
     """Blocks that fit one chip: HBM minus the weights (capacity's figure, with the position tables
     at the longest sequence) minus the largest prefill's spilled activations. With pipeline stages,
     every stage holds every sequence's cache for its layers: the stage with the fewest blocks sets
-    the count."""
+    the count. A request that cannot fit even beside the weights alone is refused as soon as the
+    decode plan gives the cache's size, before the (long) prefill is lowered."""
     check_positions(config, longest)
-    budgets = []
+    decodes = []
     for opts in stage_options(config, CompileOptions(chips=options.chips), pp):
         decode = lower_decode(config, hw, precision, opts, max(longest - 1, 1))
         per_token = [decode_capacity(decode, n, hw).kv_cache for n in (1, 2)]
+        decodes.append((opts, KvBudget(hw.hbm.capacity_bytes, decode.capacity.weights, 0,
+                                       per_token[1] - per_token[0], serve.block_size)))  # fmt: skip
+    check_fits(min((b for _, b in decodes), key=lambda b: b.blocks), longest, hw, pp)
+    budgets = []
+    for opts, budget in decodes:
         prefill = lower(config, hw, precision, "prefill", longest_prefill, opts)
-        budgets.append(
-            KvBudget(hw.hbm.capacity_bytes, decode.capacity.weights, prefill.capacity.activations,
-                     per_token[1] - per_token[0], serve.block_size)
-        )  # fmt: skip
+        budgets.append(dataclasses.replace(budget, activation_bytes=prefill.capacity.activations))
     return min(budgets, key=lambda b: b.blocks)
+
+
+def check_request_positions(config: ModelConfig, requests: list[Request]) -> None:
+    """A TcpcError for the first request whose prompt and output pass the model's positions
+    (max_position_embeddings), as vLLM refuses one longer than its max_model_len: before any work."""
+    limit = config.max_positions
+    over = next((r for r in requests if limit and r.prompt_len + r.output_len > limit), None)
+    if over is not None:
+        raise TcpcError(
+            f"request {over.id} (prompt {over.prompt_len:,} + output {over.output_len:,} tokens) passes "
+            f"{config.name}'s {limit:,} positions (max_position_embeddings)"
+        )
+
+
+def check_fits(budget: KvBudget, longest: int, hw: Hardware, pp: int) -> None:
+    """A TcpcError when a request of `longest` tokens needs more KV blocks than one (virtual)
+    engine's share of `budget` holds."""
+    blocks, total = -(-longest // budget.block_size), budget.blocks // pp
+    if blocks > total:
+        raise TcpcError(
+            f"a request of {longest:,} tokens needs {blocks:,} KV blocks of "
+            f"{budget.block_size} tokens but {hw.name} holds {total:,}"
+            f"{f' per virtual engine ({pp} engines)' if pp > 1 else ''} beside the weights "
+            f"({budget.weight_bytes:,} bytes per chip): use more chips or shorter requests"
+        )
 
 
 def serve(
@@ -127,6 +156,7 @@ def serve(
     if not requests:
         raise TcpcError("no requests to serve")
     compile_options = compile_options or CompileOptions()
+    check_request_positions(config, requests)
     longest = max(r.prompt_len + r.output_len for r in requests)
     chunk = options.max_batch_tokens if SCHEDULERS[options.scheduler].chunks_prompts else longest
     longest_prefill = min(max(r.prompt_len + r.output_len - 1 for r in requests), max(chunk, 1))
@@ -137,14 +167,7 @@ def serve(
                 scheduler(options.scheduler))
         for _ in range(pp)
     ]  # fmt: skip
-    blocks = engines[0].state.blocks
-    if blocks.blocks_for(longest) > blocks.total:
-        raise TcpcError(
-            f"a request of {longest:,} tokens needs {blocks.blocks_for(longest):,} KV blocks of "
-            f"{options.block_size} tokens but {hw.name} holds {blocks.total:,}"
-            f"{f' per virtual engine ({pp} engines)' if pp > 1 else ''} beside the weights "
-            f"({budget.weight_bytes:,} bytes per chip): use more chips or shorter requests"
-        )
+    check_fits(budget, longest, hw, pp)
     if costs is None:
         costs = IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp)
     if len(costs.stages) != pp:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +17,17 @@ import numpy as np
 
 from simulator.files import read_input
 from tcp_compiler.errors import OptionError, RequestFileError
+from tcp_compiler.frontend import json_input
 from tcp_compiler.option_fields import MAX_SEQUENCES, MAX_TOKENS, ascii_int, option, positive_number
 
 MAX_TRACE_BYTES = 64 << 20  # a request file of a million lines fits easily
+MAX_TRACE_DEPTH = 2  # a line is one flat object; a value nested deeper is not a request
+MAX_CELL = 64  # characters of one CSV cell: the longest number a request needs is far shorter
+MAX_DIGITS = 24  # of an integer cell: beyond any token count (MAX_TOKENS), short of int()'s limits
 TRACE_FIELDS = ("arrival_s", "prompt_len", "output_len")
 DEFAULT_RATE = 8.0  # requests per second, with neither a rate nor a concurrency: a few dozen busy
 MAX_RATE = 1e6
+MAX_ARRIVAL_S = 1e6  # about 11.6 days: longer than any trace, so a later arrival is a unit mistake
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,8 @@ def synthetic(
     count: int, prompt: Lengths, output: Lengths, rate: float | None, closed_loop: bool, seed: int
 ) -> list[Request]:
     """`count` requests with seeded lengths; arrivals Poisson at `rate` per second, all at 0 (no
-    rate: an offline batch, like vLLM's benchmark at rate inf), or None for a closed loop."""
+    rate: an offline batch, like vLLM's benchmark at rate inf), or None for a closed loop. A rate
+    so low that the arrivals span more than MAX_ARRIVAL_S is an OptionError."""
     rng = np.random.default_rng(seed)
     prompts, outputs = prompt.draw(count, rng), output.draw(count, rng)
     if closed_loop:
@@ -106,6 +111,15 @@ def synthetic(
         arrivals = [0.0] * count
     else:
         arrivals = [float(t) for t in np.cumsum(rng.exponential(1.0 / rate, count))]
+        if not arrivals[-1] <= MAX_ARRIVAL_S:
+            raise OptionError(
+                "{rate} {rate_value:g}: {count:,} requests would arrive over {span:.3g} s, beyond the "
+                "{limit:,.0f} s a run may span; raise {rate} or lower {requests}",
+                rate_value=rate,
+                count=count,
+                span=arrivals[-1],
+                limit=MAX_ARRIVAL_S,
+            )
     return [
         Request(i, arrivals[i], int(p), int(o)) for i, (p, o) in enumerate(zip(prompts, outputs, strict=True))
     ]
@@ -134,7 +148,7 @@ def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict]]:
         if not raw.strip():
             continue
         try:
-            row = json.loads(raw)
+            row = json_input.loads(raw, MAX_TRACE_DEPTH)
         except ValueError as e:
             raise RequestFileError(f"{path}:{line}: not valid JSON: {e}") from None
         if not isinstance(row, dict):
@@ -144,65 +158,80 @@ def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict]]:
 
 
 def _csv_rows(path: Path, text: str) -> list[tuple[int, dict]]:
-    reader = csv.reader(io.StringIO(text))
+    """The rows under the header; strict quoting, so a quote left open is an error at the line
+    it opens rather than a cell that swallows the rest of the file."""
+    reader = csv.reader(io.StringIO(text), strict=True)
+    records: list[tuple[int, list[str]]] = []
+    start = 1  # the line the record being read starts at
     try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise RequestFileError(f"{path}: empty; expected a header row {','.join(TRACE_FIELDS)}") from None
+        for cells in reader:
+            records.append((start, cells))
+            start = reader.line_num + 1
+    except csv.Error as e:
+        raise RequestFileError(f"{path}:{start}: not valid CSV: {e}") from None
+    if not records:
+        raise RequestFileError(f"{path}: empty; expected a header row {','.join(TRACE_FIELDS)}")
+    header = [h.strip() for h in records[0][1]]
     missing = [f for f in TRACE_FIELDS if f not in header]
     if missing:
         expected = ",".join(TRACE_FIELDS)
         raise RequestFileError(f"{path}:1: header lacks {', '.join(missing)} (expected {expected})")
     rows = []
-    for cells in reader:
+    for line, cells in records[1:]:
         if not any(c.strip() for c in cells):
             continue
         if len(cells) != len(header):
-            raise RequestFileError(
-                f"{path}:{reader.line_num}: {len(cells)} fields, the header has {len(header)}"
-            )
-        rows.append((reader.line_num, dict(zip(header, (c.strip() for c in cells), strict=True))))
+            raise RequestFileError(f"{path}:{line}: {len(cells)} fields, the header has {len(header)}")
+        rows.append((line, dict(zip(header, (c.strip() for c in cells), strict=True))))
     return rows
 
 
 def _request(path: Path, line: int, row: dict, index: int) -> Request:
-    def field(name: str, integer: bool) -> float:
+    def field(name: str, integer: bool, lo: float, hi: float, unit: str) -> float:
         if name not in row:
             raise RequestFileError(f"{path}:{line}: missing field {name}")
         try:
-            return _number(row[name], integer)
+            value = _number(row[name], integer)
         except (TypeError, ValueError, OverflowError):
             want = "an integer" if integer else "a number"
             raise RequestFileError(
-                f"{path}:{line}: field {name}: expected {want}, got {row[name]!r}"
+                f"{path}:{line}: field {name}: expected {want}, got {_shown(row[name])}"
             ) from None
+        if not lo <= value <= hi:
+            expected = f"{lo:,.0f} to {hi:,.0f} {unit}"
+            shown = _shown(row[name])
+            raise RequestFileError(f"{path}:{line}: field {name}: expected {expected}, got {shown}")
+        return value
 
-    arrival = field("arrival_s", False)
-    if not (math.isfinite(arrival) and arrival >= 0):
-        raise RequestFileError(
-            f"{path}:{line}: field arrival_s: expected at least 0 seconds, got {row['arrival_s']!r}"
-        )
-    prompt, output = int(field("prompt_len", True)), int(field("output_len", True))
-    for name, value in (("prompt_len", prompt), ("output_len", output)):
-        if not 1 <= value <= MAX_TOKENS:
-            raise RequestFileError(
-                f"{path}:{line}: field {name}: expected 1 to {MAX_TOKENS:,} tokens, got {value}"
-            )
+    arrival = field("arrival_s", False, 0, MAX_ARRIVAL_S, "seconds")
+    prompt = int(field("prompt_len", True, 1, MAX_TOKENS, "tokens"))
+    output = int(field("output_len", True, 1, MAX_TOKENS, "tokens"))
     return Request(index, arrival, prompt, output)
 
 
 def _number(value: object, integer: bool) -> float:
-    """A JSON or CSV cell as a number: integers must be whole (2.0 is 2, 2.5 is not one)."""
+    """A JSON or CSV cell as a finite number: integers must be whole (2.0 is 2, 2.5 is not one);
+    an integer cell holds digits only, at most MAX_DIGITS of them; a cell at most MAX_CELL
+    characters."""
     if isinstance(value, bool):
         raise ValueError(value)
     if isinstance(value, str):
         value = value.strip()
-        return int(value, 10) if integer and len(value) <= 24 else float(value)
+        if len(value) > (MAX_DIGITS if integer else MAX_CELL):
+            raise ValueError(value)
+        value = int(value, 10) if integer else float(value)
     if not isinstance(value, (int, float)):
         raise TypeError(value)
-    if integer and not float(value).is_integer():
+    number = float(value)  # OverflowError past float's range
+    if not math.isfinite(number) or (integer and not number.is_integer()):
         raise ValueError(value)
-    return int(value) if integer else float(value)
+    return number
+
+
+def _shown(value: object) -> str:
+    """A cell as a message quotes it, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ its SDPA path (which is why test_families checks that family against SDPA).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -14,6 +16,7 @@ import transformers
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 import ir
+from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.config import RawConfig, Rope, read_rope
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -36,6 +39,7 @@ CASES = {
     "yarn_untruncated": ({**YARN, "beta_fast": 8.0, "truncate": False}, [1]),
     "yarn_attention_factor": ({**YARN, "attention_factor": 0.7}, [1]),
     "yarn_mscale": ({**YARN, "factor": 40.0, "mscale": 1.0, "mscale_all_dim": 0.707}, [1]),
+    "yarn_original_beyond_max": ({**YARN, "original_max_position_embeddings": 4 * MAX_POSITIONS}, [1]),
     "dynamic": ({"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}, [5, 64, 65, 300]),
     "longrope": (LONGROPE, [5, 32, 33, 300]),
     "longrope_factor": ({**LONGROPE, "factor": 8.0}, [33]),
@@ -92,6 +96,27 @@ def test_rope_table_matches_the_rotary_embeddings_forward(case: str) -> None:
         np.testing.assert_allclose(table[..., 0, 0], cos[0, :, :half].numpy(), atol=1e-5, err_msg=case)
         np.testing.assert_allclose(table[..., 0, 1], sin[0, :, :half].numpy(), atol=1e-5, err_msg=case)
         np.testing.assert_array_equal(table[..., 1, 0], -table[..., 0, 1])
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({k: v for k, v in YARN.items() if k != "factor"}, "missing field 'rope_parameters.factor'"),
+        ({**YARN, "original_max_position_embeddings": 0}, "original_max_position_embeddings: expected an"),
+        ({**YARN, "original_max_position_embeddings": -8}, "original_max_position_embeddings: expected an"),
+    ],
+)
+def test_yarn_refuses_what_transformers_cannot_use(params: dict, message: str) -> None:
+    """Yarn without its factor (transformers raises KeyError) or with a context of no positions
+    (transformers divides by it); one line naming the file and the field."""
+    with pytest.raises(FrontendError, match=re.escape(message)) as e:
+        _ours(params)
+    assert "\n" not in str(e.value) and str(e.value).startswith("config.json: ")
+
+
+def test_yarn_without_factor_is_refused_by_transformers_too() -> None:
+    with pytest.raises(KeyError, match="factor"):
+        _hf_config({k: v for k, v in YARN.items() if k != "factor"})
 
 
 def test_rope_scaling_and_rope_parameters_spellings_agree() -> None:

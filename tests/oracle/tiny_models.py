@@ -273,6 +273,12 @@ ISSUE_17_MOE = {
             rope_parameters={"rope_type": "default", "rope_theta": 100.0},
         ),
     ),
+    # zeros transformers accepts: every layer MoE, and a shared-expert MLP of width 0 (adds nothing)
+    "deepseek_v3_zeros": (
+        "DeepseekV3Config",
+        "DeepseekV3ForCausalLM",
+        dict(DEEPSEEK, first_k_dense_replace=0, n_shared_experts=0),
+    ),
 }
 FAMILIES.update(ISSUE_17_MOE)
 # gpt-oss: sinks, alternating windows shorter than the prompt, q/k/v/o, router and expert biases;

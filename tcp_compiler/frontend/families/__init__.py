@@ -30,4 +30,8 @@ def read_model_config(raw: RawConfig, name: str) -> ModelConfig:
             f"{raw.source}: model_type '{model_type}' is not supported (supported: {', '.join(supported())})"
         )
     raw.family = str(model_type)
-    return FAMILIES[model_type](raw, name)
+    config = FAMILIES[model_type](raw, name)
+    for layer in config.layers:
+        if layer.rope is not None:
+            layer.rope.check_factors(raw, config.rotary)
+    return config

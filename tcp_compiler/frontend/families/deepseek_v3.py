@@ -18,6 +18,7 @@ from tcp_compiler.frontend.config import (
 )
 from tcp_compiler.frontend.families.common import dense, layer_types, layers
 from tcp_compiler.frontend.families.registry import family
+from tcp_compiler.frontend.schema import MAX_WIDTH
 
 
 @family("deepseek_v3")
@@ -76,6 +77,10 @@ def _moe(raw: RawConfig) -> Moe:
             f"of topk_group ({topk_groups}) groups"
         )
     shared = raw.get("n_shared_experts", 0, kind=int)
+    if shared * moe_f > MAX_WIDTH:
+        raise raw.fail(
+            f"n_shared_experts x moe_intermediate_size ({shared} x {moe_f}): expected at most {MAX_WIDTH:,}"
+        )
     return Moe(
         experts=experts,
         top_k=top_k,
