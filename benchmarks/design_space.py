@@ -134,9 +134,11 @@ def fill(text: str, name: str, body: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from benchmarks.doc_sections import add_write_docs  # run from the root or with it on the path
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--write-docs", action="store_true")
+    add_write_docs(parser, DOCS / "design-space.md")
     args = parser.parse_args()
     rows = study(args.jobs)
     print(grid_table(rows))

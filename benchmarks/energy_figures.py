@@ -150,15 +150,19 @@ def sections() -> dict[str, list[str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write-docs", action="store_true", help="write the sections into docs/energy.md")
+    from benchmarks.doc_sections import (  # run from the root or with it on the path
+        add_write_docs,
+        write_section,
+    )
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    add_write_docs(parser, PAGE)
     args = parser.parse_args()
-    from benchmarks.doc_sections import write_section  # run from the repository root or with it on the path
 
     for name, lines in sections().items():
         print("\n".join(lines), end="\n\n")
         if args.write_docs:
-            write_section(PAGE, *MARKS[name], lines)
+            write_section(PAGE, *MARKS[name], lines, write=True)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ def warm_seconds(repeats: int = 8) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--points-per-axis", type=int, default=10)
     args = parser.parse_args()

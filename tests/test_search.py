@@ -10,7 +10,7 @@ import pytest
 
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.cli import main
-from tcp_compiler.errors import SearchError
+from tcp_compiler.errors import OptionError
 from tcp_compiler.search.front import dominates, feasible, pareto_front
 from tcp_compiler.search.goals import parse_constraint, parse_objective
 from tcp_compiler.search.space import parse_range
@@ -55,7 +55,7 @@ def test_a_search_resumes_from_its_folder(tmp_path: Path) -> None:
 
 def test_a_folder_holds_one_search(tmp_path: Path) -> None:
     run_search(_search(), tmp_path, 2, 1)
-    with pytest.raises(SearchError, match="holds another search"):
+    with pytest.raises(OptionError, match="holds another search"):
         run_search(_search(seed=9), tmp_path, 2, 1)
 
 

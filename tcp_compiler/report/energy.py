@@ -11,7 +11,7 @@ from simulator.program import Program
 from simulator.report import OpTotals
 from simulator.targets.rngd.energy import ENERGY
 from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.errors import TcpcError
+from tcp_compiler.errors import OptionError
 from tcp_compiler.report.types import Energy, PhaseEnergy, UnitEnergy
 from tcp_compiler.simulate import Simulation
 
@@ -94,8 +94,8 @@ def capped_hardware(sim: Simulation, cap_w: float) -> Hardware:
         found = throttled_clock(point, phase.on_chip_joules, off_chip, phase.running_seconds * clock, cap_w,
                                 chips)  # fmt: skip
         if found is None:
-            raise TcpcError(f"--power-cap {cap_w:g} W: no clock keeps this run within it (idle power "
-                            f"{point.idle_power_w:.0f} W per chip)")  # fmt: skip
+            raise OptionError("{power_cap} {cap:g} W: no clock keeps this run within it (idle power "
+                              "{idle:.0f} W per chip)", cap=cap_w, idle=point.idle_power_w)  # fmt: skip
         clocks.append(found)
     lowest = min(clocks, default=clock)
     if lowest >= clock:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulator.spec import suggest
-from tcp_compiler.errors import SearchError
+from tcp_compiler.errors import OptionError, SearchError
 
 DIRECTIONS = ("max", "min")
 
@@ -63,8 +63,9 @@ class Constraint:
 def parse_objective(text: str) -> Objective:
     figure, sep, direction = text.rpartition(":")
     if not sep or direction not in DIRECTIONS or not figure:
-        raise SearchError(
-            f"--objective {text}: expected FIGURE:max or FIGURE:min (e.g. tokens_per_s_per_chip:max)"
+        raise OptionError(
+            "{objective} {text}: expected FIGURE:max or FIGURE:min (e.g. tokens_per_s_per_chip:max)",
+            text=text,
         )
     return Objective(figure, direction)
 
@@ -79,8 +80,9 @@ def parse_constraint(text: str) -> Constraint:
     except ValueError:
         bound = None
     if match is None or bound is None:
-        raise SearchError(
-            f"--constraint {text}: expected FIGURE<=NUMBER or FIGURE>=NUMBER (e.g. ttft_seconds<=0.5)"
+        raise OptionError(
+            "{constraint} {text}: expected FIGURE<=NUMBER or FIGURE>=NUMBER (e.g. ttft_seconds<=0.5)",
+            text=text,
         )
     return Constraint(match.group(1), match.group(2), bound)
 

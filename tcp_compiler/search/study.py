@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tcp_compiler.errors import SearchError
+from tcp_compiler.errors import OptionError, SearchError
 from tcp_compiler.search.goals import Constraint, Objective, check_figures
 from tcp_compiler.search.space import Range
 from tcp_compiler.search.trials import DesignPoint, Settings, Workload, cost
@@ -76,7 +76,8 @@ def open_study(search: Search, folder: Path):
     names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
     others = [n for n in names if n != search.name]
     if others:
-        raise SearchError(f"--dir {folder}: it holds another search ({others[0]}); give this one its own")
+        raise OptionError("{dir} {folder}: it holds another search ({other}); give this one its own",
+                          folder=folder, other=others[0])
     existing = len(optuna.load_study(study_name=search.name, storage=storage).trials) if names else 0
     sampler = optuna.samplers.NSGAIISampler(population_size=search.population, seed=search.seed + existing)
     study = optuna.create_study(study_name=search.name, storage=storage, sampler=sampler, load_if_exists=True,
