@@ -14,6 +14,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from doc_sections import add_write_docs
+
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.search.front import feasible, front_rows, pareto_front, plot_front
 from tcp_compiler.search.goals import parse_constraint, parse_objective
@@ -134,8 +136,6 @@ def fill(text: str, name: str, body: str) -> str:
 
 
 def main() -> None:
-    from benchmarks.doc_sections import add_write_docs  # run from the root or with it on the path
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--jobs", type=int, default=2)
     add_write_docs(parser, DOCS / "design-space.md")

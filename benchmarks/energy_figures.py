@@ -150,10 +150,10 @@ def sections() -> dict[str, list[str]]:
 
 
 def main() -> None:
-    from benchmarks.doc_sections import (  # run from the root or with it on the path
-        add_write_docs,
-        write_section,
-    )
+    try:  # run as a script (benchmarks/ is on the path) or as python -m benchmarks.energy_figures
+        from doc_sections import add_write_docs, write_section
+    except ModuleNotFoundError:
+        from benchmarks.doc_sections import add_write_docs, write_section
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     add_write_docs(parser, PAGE)
