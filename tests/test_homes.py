@@ -11,7 +11,8 @@ import pytest
 
 from ir.ops import REGISTRY
 from simulator.hardware import load_hardware
-from simulator.targets.rngd import SITES, units
+from simulator.targets.rngd import units
+from simulator.targets.rngd.sites import SITES
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model

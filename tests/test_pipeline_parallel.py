@@ -184,7 +184,7 @@ def test_decode_blocks_through_the_stages_give_each_step_s_joined_program() -> N
     options = stage_options(MODEL, CompileOptions(chips=1, batch=2), 2)
     graphs = [lower_decode(MODEL, hw, BF16, o, 40).graph for o in options]
     lengths = range(41, 47)
-    joined = list(step_blocks([DecodeSteps(graphs[0], hw), _Halves(DecodeSteps(graphs[1], hw))], lengths))
+    joined = list(step_blocks([DecodeSteps(graphs[0], hw), _Halves(DecodeSteps(graphs[1], hw))], lengths, hw))
     assert [len(b) for b in joined] == [3, 3]
     apart = [DecodeSteps(g, hw) for g in graphs]
     for block, first in zip(joined, (41, 44), strict=True):

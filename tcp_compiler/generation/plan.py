@@ -13,16 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import pipeline_stages
-from tcp_compiler.mapping.capacity import Capacity, capacity, check_capacity
-from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import Compiled, CompileOptions, Lowered, compile_phase, larger, lower
+from tcp_compiler.recipes import Footprint, Steps, recipes
 
 
 def stage_options(config: ModelConfig, options: CompileOptions, pp: int) -> list[CompileOptions]:
@@ -45,36 +44,38 @@ def check_micro_batches(batch: int, micro_batches: int) -> None:
 
 
 def lower_decode(
-    config: ModelConfig, hw: Hardware, precision: Precision, options: CompileOptions, past: int,
+    config: ModelConfig, hw: Spec, precision: Precision, options: CompileOptions, past: int,
     observer: Observer = QUIET,
 ) -> Lowered:  # fmt: skip
     """The decode step's graph with `past` cached positions: the template of every later length."""
     return lower(config, hw, precision, "decode", past, options, observer=observer)
 
 
-def decode_capacity(decode: Lowered, positions: int, hw: Hardware) -> Capacity:
+def decode_capacity(decode: Lowered, positions: int, hw: Spec) -> Footprint:
     """HBM use of the decode step whose cache holds `positions`, costed by resizing the graph."""
-    graph = resize_graph(decode.graph, decode.graph.meta.kv_sizes(positions))
-    return capacity(graph, decode.weight_names, hw, decode.options.policy)
+    book = recipes(hw)
+    graph = book.resize_graph(decode.graph, decode.graph.meta.kv_sizes(positions))
+    return book.capacity(graph, decode.weight_names, hw, decode.options.policy_on(hw))
 
 
 @dataclass
 class StagePlan:
     """A stage's decode step (its template) and prefill (one micro-batch), compiled and checked."""
 
-    hw: Hardware
+    hw: Spec
     decode: Lowered
     prefill: Compiled
-    capacity: Capacity  # each part at the larger of the prefill's and the last decode step's
+    capacity: Footprint  # each part at the larger of the prefill's and the last decode step's
 
     @cached_property
-    def steps(self) -> DecodeSteps:
+    def steps(self) -> Steps:
         """Programs of the decode step at any length (compiled when first asked for)."""
-        return DecodeSteps(self.decode.graph, self.hw, self.decode.options.policy)
+        hw, decode = self.hw, self.decode
+        return recipes(hw).DecodeSteps(decode.graph, hw, decode.options.policy_on(hw))
 
 
 def plan_stages(
-    config: ModelConfig, hw: Hardware, precision: Precision, prompt_len: int, final_positions: int,
+    config: ModelConfig, hw: Spec, precision: Precision, prompt_len: int, final_positions: int,
     stages: Sequence[CompileOptions], micro_batches: int = 1, observer: Observer = QUIET,
 ) -> list[StagePlan]:  # fmt: skip
     """Each stage planned decode first (module docstring); `final_positions`: the cache of the
@@ -89,7 +90,7 @@ def plan_stages(
         check_positions(config, final_positions)  # the last step is costed by resizing, not building
         decode_cap = decode_capacity(decode, final_positions, hw)
         what = f"{config.name} {stage} on --tp {tp}" if stage else config.name
-        check_capacity(decode_cap, what, hw, tp)
+        recipes(hw).check_capacity(decode_cap, what, hw, tp)
         batch = options.batch // micro_batches
         observer.stage(f"compiling the prefill{where} ({prompt_len:,} tokens x {batch})")
         prefill = compile_phase(config, hw, precision, "prefill", prompt_len, replace(options, batch=batch),

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from ir import Graph, TensorType
 from ir.ops import REGISTRY, OpCall
 from simulator.program import OpInfo, Program, ProgramBuilder
-from simulator.targets.rngd import SITES, units
+from simulator.targets.rngd import units
+from simulator.targets.rngd.sites import SITES
 from simulator.targets.rngd.spec import Hardware
 from simulator.targets.rngd.units import (
     CHIP_LINK,

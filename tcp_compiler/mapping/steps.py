@@ -16,7 +16,7 @@ import numpy as np
 
 from ir import Graph, Node, TensorType
 from simulator.program import VARYING, Program, ProgramBlock, command_timing
-from simulator.targets.rngd import SITES
+from simulator.targets.rngd.sites import SITES
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.mapping.fusion import fuse
 from tcp_compiler.mapping.lanes import Diverged, Lanes, lane_values

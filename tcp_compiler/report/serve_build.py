@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from simulator.targets.rngd.energy import ENERGY
+from simulator.targets import energy_of
 from tcp_compiler.report.serve_types import (
     CostCache,
     CostGrids,
@@ -95,7 +95,7 @@ def serve_report(
 def iteration_energy(result: ServeResult) -> tuple[np.ndarray, np.ndarray]:
     """Per iteration: its energy on every chip (its work's actions on each tensor-parallel chip,
     running power on every chip) and its average power per chip."""
-    point, it, chips = ENERGY.point(result.hardware), result.iterations, result.chips
+    point, it, chips = energy_of(result.hardware).point(result.hardware), result.iterations, result.chips
     seconds = it.array("duration_s")
     joules = it.array("dynamic_joules") * (chips // result.pp) + chips * point.running_power_w * seconds
     power = np.divide(joules, seconds * chips, out=np.zeros_like(joules), where=seconds > 0)
@@ -106,7 +106,7 @@ def _energy(
     result: ServeResult, joules: np.ndarray, power: np.ndarray, span: float, out_tokens: int
 ) -> ServeEnergy:
     """The run's energy: its iterations', plus idle power on every chip while none runs."""
-    point, chips = ENERGY.point(result.hardware), result.chips
+    point, chips = energy_of(result.hardware).point(result.hardware), result.chips
     busy = min(float(result.iterations.array("duration_s").sum()), span)
     total = float(joules.sum()) + chips * point.idle_power_w * max(span - busy, 0.0)
     return ServeEnergy(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
@@ -64,7 +64,7 @@ class Iterations:
 @dataclass
 class ServeResult:
     config: ModelConfig
-    hardware: Hardware
+    hardware: Spec
     precision: Precision
     chips: int  # in all: tensor-parallel chips x pipeline stages
     pp: int  # pipeline stages (an iteration's figures are one chip per stage)
@@ -79,7 +79,7 @@ class ServeResult:
 
 def kv_budget(
     config: ModelConfig,
-    hw: Hardware,
+    hw: Spec,
     precision: Precision,
     options: CompileOptions,
     serve: ServeOptions,
@@ -119,7 +119,7 @@ def check_request_positions(config: ModelConfig, requests: list[Request]) -> Non
         )
 
 
-def check_fits(budget: KvBudget, longest: int, hw: Hardware, pp: int) -> None:
+def check_fits(budget: KvBudget, longest: int, hw: Spec, pp: int) -> None:
     """A TcpcError when a request of `longest` tokens needs more KV blocks than one (virtual)
     engine's share of `budget` holds."""
     blocks, total = -(-longest // budget.block_size), budget.blocks // pp
@@ -134,7 +134,7 @@ def check_fits(budget: KvBudget, longest: int, hw: Hardware, pp: int) -> None:
 
 def serve(
     config: ModelConfig,
-    hw: Hardware,
+    hw: Spec,
     precision: Precision,
     requests: list[Request],
     options: ServeOptions = ServeOptions(),
@@ -274,7 +274,7 @@ def _admit(arrivals: list[tuple[float, int, Request]], engines: list[_Engine], n
         engine.state.waiting.append(Sequence(request, at, request.prompt_len))
 
 
-def _through_stages(cost: Cost, start: float, stage_free: list[float], hw: Hardware) -> float:
+def _through_stages(cost: Cost, start: float, stage_free: list[float], hw: Spec) -> float:
     """When an iteration that may start at `start` is out of the last stage. Each stage holds it
     from one hand-off of its joined program's timeline to the next (all of it, with one stage),
     starting once the stage is done with the iteration before it, of any engine; `stage_free`
