@@ -1,4 +1,4 @@
-"""Decode steps costed a block of lengths at once (tcp_compiler.mapping.lanes) equal the steps costed
+"""Decode steps costed a block of lengths at once (the lanes of the recipe book) equal the steps costed
 one length at a time, for every bundled model; a block run and totalled whole equals its programs
 run one by one; and Lanes arithmetic equals Python's, lane by lane."""
 
