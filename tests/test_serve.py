@@ -11,9 +11,9 @@ from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
+from tcp_compiler.report.build import build_report
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import IterationCosts, Request, ServeOptions, serve, synthetic
-from tcp_compiler.report.build import build_report
 from tcp_compiler.serve.costs import grid_points, kv_descriptors
 from tcp_compiler.serve.metrics import latencies, model_bound_cycles
 from tcp_compiler.serve.options import Buckets, Shapes
