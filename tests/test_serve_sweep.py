@@ -15,8 +15,8 @@ from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve.options import ServeOptions
 from tcp_compiler.serve.server import serve
-from tcp_compiler.serve.sweep import ServePoint, run_serve_point
 from tcp_compiler.serve.workload import lengths, synthetic
+from tcp_compiler.sweep.serve import ServePoint, run_serve_point
 
 
 def test_a_row_is_the_serve_run_of_its_point() -> None:
@@ -59,7 +59,7 @@ def test_bad_serving_sweeps_are_one_line_errors(args, message, capsys) -> None:
 def test_sweep_plots_mark_failed_points() -> None:
     from matplotlib.figure import Figure
 
-    from tcp_compiler.sweep_plots import _plot
+    from tcp_compiler.sweep.plots import _plot
 
     ok = {"status": "ok", "concurrency": 2, "ttft_p50_s": 0.5, "chips": 1}
     ax = Figure().add_subplot()

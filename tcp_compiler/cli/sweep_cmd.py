@@ -87,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
     # The sweep's modules (process pools, the serving model) are imported here: every tcpc command
     # builds this parser, few run it.
     from tcp_compiler.executors import local_executor, ray_executor
-    from tcp_compiler.serve.sweep import SERVE_FIGURES, run_serve_point, serve_grid
     from tcp_compiler.store import Store
     from tcp_compiler.sweep import FIGURES, columns, csv_text, grid, point_hash, run_point, run_sweep
+    from tcp_compiler.sweep.serve import SERVE_FIGURES, run_serve_point, serve_grid
 
     if args.show:
         return show(args.show)
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.plot:
         from pathlib import Path
 
-        from tcp_compiler.sweep_plots import sweep_plots
+        from tcp_compiler.sweep.plots import sweep_plots
 
         try:
             Path(args.plot).mkdir(parents=True, exist_ok=True)
@@ -163,9 +163,9 @@ def run(args: argparse.Namespace) -> int:
 
 def show(path: str) -> int:
     """`--show STORE`: how many points, what varies between them, and their rows' headline figures."""
-    from tcp_compiler.serve.sweep import SERVE_FIGURES
     from tcp_compiler.store import read_rows
     from tcp_compiler.sweep import FIGURES
+    from tcp_compiler.sweep.serve import SERVE_FIGURES
 
     rows = [{k: "" if v is None else v for k, v in r.items()} for r in read_rows(path)]
     out = console()

@@ -21,7 +21,7 @@ from tcp_compiler.report.serve_types import (
     ServeReport,
     ServeRun,
 )
-from tcp_compiler.serve.metrics import duration, latencies, model_bound_cycles
+from tcp_compiler.serve.metrics import duration, iteration_energy, latencies, model_bound_cycles
 from tcp_compiler.serve.server import ServeResult
 
 MAX_SERIES = 2000  # points kept of a time series in the JSON (every iteration is in `per_iteration`)
@@ -90,16 +90,6 @@ def serve_report(
         per_iteration=Iterations(**columns, joules=tuple(joules.tolist()), power_w=tuple(power.tolist())),
         energy=_energy(result, joules, power, span, out_tokens),
     )
-
-
-def iteration_energy(result: ServeResult) -> tuple[np.ndarray, np.ndarray]:
-    """Per iteration: its energy on every chip (its work's actions on each tensor-parallel chip,
-    running power on every chip) and its average power per chip."""
-    point, it, chips = ENERGY.point(result.hardware), result.iterations, result.chips
-    seconds = it.array("duration_s")
-    joules = it.array("dynamic_joules") * (chips // result.pp) + chips * point.running_power_w * seconds
-    power = np.divide(joules, seconds * chips, out=np.zeros_like(joules), where=seconds > 0)
-    return joules, power
 
 
 def _energy(
