@@ -130,3 +130,25 @@ def test_a_sweep_store_shown_fits(width: int, sweep_rows, tmp_path) -> None:
     _whole(text, width, ("TTFT ms", "tok/s", "req/s", "out tok/s", "TTFT p99 ms", "preempted", "status"),
            [*SWEEP_VALUES["serve"], "4 points, 2 failed"])  # fmt: skip
     assert text.count("sweep: 2 points") == 2  # a table of each kind
+
+
+def test_role_and_layer_tables_show_times_with_their_units() -> None:
+    """Times of a second or more in s, below in ms, as the rest of the report (simulator.numbers
+    .duration); no column header states a unit its cells would then contradict."""
+    from dataclasses import replace
+
+    from simulator.hardware import load_hardware
+    from tcp_compiler.frontend.model import load_model
+    from tcp_compiler.frontend.precision import precision
+    from tcp_compiler.report.build import build_report
+    from tcp_compiler.report.text import LAYER_COLUMNS, ROLE_COLUMNS, layer_cells, role_cells
+    from tcp_compiler.simulate import simulate_generation
+
+    config = load_model("llama-3.2-1b").config
+    sim = simulate_generation(config, load_hardware("rngd"), precision("bf16"), 1, 16, 2)
+    report = build_report(sim, top=1)
+    role = replace(report.op_roles.prefill[0], seconds=2.5, seconds_per_layer=0.0004)
+    assert role_cells(role)[2:4] == ["2.500 s", "0.400 ms"]
+    layer = replace(report.layers.prefill[0], seconds=1.25)
+    assert layer_cells(layer, 2.5)[:2] == ["1.250 s", "50.0%"]
+    assert not any("ms" in c.split() or c.startswith("ms") for c in (*ROLE_COLUMNS, *LAYER_COLUMNS))
