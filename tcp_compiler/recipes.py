@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from simulator.program import Program, ProgramBlock
     from simulator.spec import Spec
     from simulator.timeline import Timeline
+    from tcp_compiler.errors import CapacityError
 
 
 class Footprint(Protocol):
@@ -37,6 +38,9 @@ class Footprint(Protocol):
 
     @property
     def free(self) -> int: ...
+
+    @property
+    def fits(self) -> bool: ...
 
 
 class Steps(Protocol):
@@ -65,8 +69,12 @@ class Recipes(Protocol):
     def capacity(self, graph: Graph, weights: Iterable[str], hw: Spec, policy: Any, *,
                  ignore: frozenset[str] = ..., spills: Graph | None = ...) -> Footprint: ...  # fmt: skip
 
-    def check_capacity(self, cap: Footprint, what: str, hw: Spec, chips: int,
-                       at_least: bool = ...) -> None: ...  # fmt: skip
+    def check_capacity(self, cap: Footprint, what: str, hw: Spec, at_least: bool = ...) -> None: ...
+
+    def Capacity(self, weights: int, kv_cache: int, activations: int, available: int) -> Footprint: ...  # noqa: N802
+
+    def capacity_error(self, cap: Footprint, what: str, hw: str, at_least: bool = ..., advice: str = ...,
+                       **fits: object) -> CapacityError: ...  # fmt: skip
 
     def layer_period(self, graph: Graph) -> Any | None: ...
 

@@ -3,7 +3,7 @@ entries the RNGD Target names this module for, each from the module that owns it
 imports none of them; it calls `recipes(spec).<entry>`, so a second target offers the same names."""
 
 from tcp_compiler.mapping.attention import plan_attention, rewrite_attention
-from tcp_compiler.mapping.capacity import capacity, check_capacity
+from tcp_compiler.mapping.capacity import Capacity, capacity, capacity_error, check_capacity
 from tcp_compiler.mapping.layer_period import layer_period, stand_in
 from tcp_compiler.mapping.policy import DEFAULT_POLICY
 from tcp_compiler.mapping.replicate import replicate
@@ -12,7 +12,7 @@ from tcp_compiler.mapping.stage_chain import SENT, chain, chain_block, handoffs,
 from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 
 __all__ = [
-    "DEFAULT_POLICY", "SENT", "DecodeSteps", "capacity", "chain", "chain_block", "check_capacity", "handoffs",
-    "in_turn", "layer_period", "micro_batched", "plan_attention", "replicate", "resize_graph",
-    "rewrite_attention", "schedule", "stand_in",
+    "DEFAULT_POLICY", "SENT", "Capacity", "DecodeSteps", "capacity", "capacity_error", "chain", "chain_block",
+    "check_capacity", "handoffs", "in_turn", "layer_period", "micro_batched", "plan_attention", "replicate",
+    "resize_graph", "rewrite_attention", "schedule", "stand_in",
 ]  # fmt: skip

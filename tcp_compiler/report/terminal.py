@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from simulator.numbers import plural, si
+from simulator.numbers import duration, plural, si
 from tcp_compiler.analysis.limiter import limiter_line
 from tcp_compiler.report.tables import line_table
 from tcp_compiler.report.text import (
@@ -21,7 +21,6 @@ from tcp_compiler.report.text import (
     attention_lines,
     energy_lines,
     layer_groups,
-    ms,
     pipeline_caption,
     pipeline_cells,
     pipeline_title,
@@ -60,12 +59,13 @@ def print_report(report: Report, console: Console, top: int = 10) -> None:
 def _summary(report: Report, console: Console) -> None:
     pre, dec = report.prefill, report.decode
     rows = [[
-        "prefill", ms(pre.seconds), ms(pre.roofline_seconds), f"{pre.seconds / pre.roofline_seconds:.2f}",
+        "prefill", duration(pre.seconds), duration(pre.roofline_seconds),
+        f"{pre.seconds / pre.roofline_seconds:.2f}",
         f"{pre.seconds / pre.config_bound_seconds:.2f}", pre.bound, si(pre.flops), si(pre.hbm_bytes, "B"),
     ]]  # fmt: skip
     if dec.steps:
         rows.append([
-            "decode", ms(dec.tpot_seconds_mean), ms(dec.roofline_seconds_mean),
+            "decode", duration(dec.tpot_seconds_mean), duration(dec.roofline_seconds_mean),
             f"{dec.tpot_seconds_mean / dec.roofline_seconds_mean:.2f}",
             f"{dec.tpot_seconds_mean / dec.config_bound_seconds_mean:.2f}", dec.bound,
             si(dec.flops_per_step_mean), si(dec.hbm_bytes_per_step_mean, "B"),
@@ -76,7 +76,7 @@ def _summary(report: Report, console: Console) -> None:
                              left=_LEFT))  # fmt: skip
     if dec.steps:
         console.print(
-            f"TPOT first {ms(dec.tpot_seconds_first)}, last {ms(dec.tpot_seconds_last)}; "
+            f"TPOT first {duration(dec.tpot_seconds_first)}, last {duration(dec.tpot_seconds_last)}; "
             f"decode {report.decode_tokens_per_s:.1f} tokens/s, end to end "
             f"{report.throughput_tokens_per_s:.1f} tokens/s"
         )

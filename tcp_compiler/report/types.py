@@ -74,6 +74,12 @@ class PrefillPhase(Record):
         "s",
         default=0.0,
     )
+    chunks: int | None = doc(
+        "with `--prefill-chunk`: the prefill programs run in turn, each over whole prompts of its "
+        "share of the batch (each reads the weights again; the figures above are all of them)",
+        "programs",
+        default=None,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -175,7 +175,7 @@ def run_sweep(
     finished: Callable[[dict], None] | None = None,
 ) -> list[dict]:
     """Rows in the grid's order, whatever order the workers finish in; `run` makes one point's row
-    (a simulation by default, tcp_compiler.serve.sweep.run_serve_point for serving sweeps),
+    (a simulation by default, tcp_compiler.sweep.serve.run_serve_point for serving sweeps),
     `finished` sees each row as it completes (a store saves it there) and `observer` hears the
     points done."""
     rows: list[dict | None] = [None] * len(points)
