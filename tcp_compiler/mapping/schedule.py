@@ -30,6 +30,8 @@ from simulator.targets.rngd.units import (
     FETCH,
     LINK,
     MAIN,
+    PE_LINK,
+    PE_PATH,
     REDUCER,
     SWITCH,
     TENSOR_DMA,
@@ -150,9 +152,9 @@ def view_of(graph: Graph, op: FusedOp, where: Mapping[str, str], wiring: Wiring,
     tiles = len(wiring.tiles.get(op.inputs[0], ())) if view.kind == "collective" and op.inputs else 0
     if tiles < 2:
         return view
-    cost = view.nodes[0].cost()
-    transfer = units.link_transfer_cycles(hw, cost.link_bytes)
-    latency = max(cost.link_steps, 1) * hw.link_latency_cycles
+    paths = collective_paths(view.nodes[0], hw)
+    transfer = sum(p.transfer_cycles(hw) for p in paths)
+    latency = sum(p.latency_cycles(hw) for p in paths)
     chunks = min(tiles, max(1, transfer // max(latency, 1)))
     return replace(view, chunks=chunks) if chunks > 1 else view
 
@@ -367,10 +369,12 @@ def _collective(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
         )
     cost = node.cost()
     steps = []
-    for part in _split(cost.link_bytes, view.chunks):  # each chunk is a whole ring of its share
-        link = units.link_cycles(hw, part, cost.link_steps)
-        role = "chunk" if view.chunks > 1 else "link"
-        steps.append(Step(role, LINK.name, link, link_bytes=part, busy=((CHIP_LINK.name, link),)))
+    paths = collective_paths(node, hw)
+    shares = [_split(path.nbytes, view.chunks) for path in paths]
+    for chunk in range(view.chunks):  # each chunk is a whole collective of its share
+        for k, path in enumerate(paths):
+            role = "after" if k else "chunk" if view.chunks > 1 else "link"
+            steps.append(path.step(role, shares[k][chunk], hw))
     if cost.flops:
         vector, _ = units.vector_cycles(hw, node.type.numel, True, 0, False, hw.slices)
         steps.append(
@@ -378,3 +382,63 @@ def _collective(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
                  busy=((VECTOR.name, vector),))  # fmt: skip
         )
     return Recipe(node.kind, "", tuple(steps))
+
+
+@dataclass(frozen=True)
+class CollectivePath:
+    """One phase of a collective as one rank runs it: `steps` sequential transfers that send
+    `nbytes` in all, over the chip links or PE to PE within a card."""
+
+    context: str  # LINK or PE_LINK
+    nbytes: int
+    steps: int
+
+    def latency_cycles(self, hw: Hardware) -> int:
+        if self.context == LINK.name:
+            return max(self.steps, 1) * hw.link_latency_cycles
+        return max(self.steps, 1) * hw.system.pe_link_latency_cycles
+
+    def transfer_cycles(self, hw: Hardware) -> int:
+        if self.context == LINK.name:
+            return units.link_transfer_cycles(hw, self.nbytes)
+        return units.pe_link_cycles(hw, self.nbytes, self.steps) - self.latency_cycles(hw)
+
+    def step(self, role: str, nbytes: int, hw: Hardware) -> Step:
+        """The command of this phase for `nbytes` of it (a chunk's share)."""
+        if self.context == LINK.name:
+            cycles = units.link_cycles(hw, nbytes, self.steps)
+            return Step(role, LINK.name, cycles, link_bytes=nbytes, busy=((CHIP_LINK.name, cycles),))
+        cycles = units.pe_link_cycles(hw, nbytes, self.steps)
+        # DM to DM: read on one PE, written on the next
+        return Step(role, PE_LINK.name, cycles, dm_bytes=2 * nbytes, busy=((PE_PATH.name, cycles),))
+
+
+def collective_paths(node: NodeView, hw: Hardware) -> list[CollectivePath]:
+    """How one rank runs a collective over the ranks of `hw` (Hardware.partitioned): on whole
+    cards, the ring of its cost over the chip links; on cards split into P ranks, hierarchically,
+    the ranks of a card PE to PE and the cards over their links, each rank with its share:
+    all_reduce = reduce-scatter in the card, all-reduce of the rank's 1/P across the cards,
+    all-gather in the card; all_gather = across the cards, then in the card; reduce_scatter = in
+    the card, then across; a send = the rank's 1/P over the link, gathered in the next card."""
+    cost = node.cost()
+    per_card = hw.system.ranks_per_card
+    ranks = dict(node.attrs).get("chips", per_card)  # a send: one rank to its peer
+    if per_card == 1:
+        return [CollectivePath(LINK.name, cost.link_bytes, cost.link_steps)]
+    if ranks % per_card:
+        raise TcpcError(
+            f"the {node.kind} spans {ranks} ranks, not whole cards of {per_card} (system.ranks_per_card)"
+        )
+    p, n = per_card, ranks // per_card
+    x = node.operands[0].nbytes
+    in_card = x * (p - 1) // p
+    if node.kind == "all_reduce":
+        paths = [(PE_LINK.name, in_card, p - 1), (LINK.name, 2 * (n - 1) * (x // p) // n, 2 * (n - 1)),
+                 (PE_LINK.name, in_card, p - 1)]  # fmt: skip
+    elif node.kind == "all_gather":
+        paths = [(LINK.name, (n - 1) * x, n - 1), (PE_LINK.name, (p - 1) * n * x, p - 1)]
+    elif node.kind == "reduce_scatter":
+        paths = [(PE_LINK.name, in_card, p - 1), (LINK.name, (n - 1) * (x // p) // n, n - 1)]
+    else:  # send
+        paths = [(LINK.name, x // p, 1), (PE_LINK.name, in_card, p - 1)]
+    return [CollectivePath(c, b, s) for c, b, s in paths if s > 0]
