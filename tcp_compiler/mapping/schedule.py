@@ -45,6 +45,7 @@ from tcp_compiler.mapping.lanes import maximum
 from tcp_compiler.mapping.placement import EinsumShape, place
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from tcp_compiler.mapping.residency import HBM, residency, writes_hbm
+from tcp_compiler.mapping.token_chunks import best_chunks, candidates, chunked, token_run
 from tcp_compiler.mapping.traits import CONTRACTION_STAGE, traits
 
 
@@ -163,16 +164,102 @@ def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY,
     """The Program of one chip running `graph` (an SPMD graph's collectives use the links)."""
     where = residency(graph, hw, policy)
     wiring = Wiring()
-    for op in fuse(graph):
-        emit(wiring, op, recipe(view_of(graph, op, where, wiring, hw), hw, policy), where, chip)
+    ops = fuse(graph)
+    i = 0
+    while i < len(ops):
+        run = token_run(graph, ops, i, where)
+        if run and candidates(run):
+            views = [op_view(graph, op, where) for op in run]
+            options = {c: _run_cycles(views, c, hw, policy) for c in (1, *candidates(run))}
+            chunks = best_chunks(options)
+            if chunks > 1:
+                _emit_run(wiring, run, [recipe(chunk_view(v, chunks), hw, policy) for v in views], chunks,
+                          where, chip)  # fmt: skip
+                i += len(run)
+                continue
+        emit(wiring, ops[i], recipe(view_of(graph, ops[i], where, wiring, hw), hw, policy), where, chip)
+        i += 1
     return wiring.builder.build()
 
 
-def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip: int) -> None:
-    """Appends one op's recipe to the program, wired to its producers."""
+def chunk_view(view: OpView, chunks: int) -> OpView:
+    """The view of one block of `chunks` along the tokens (tcp_compiler.mapping.token_chunks)."""
+    if chunks == 1:
+        return view
+    nodes = tuple(
+        replace(n, type=chunked(n.type, chunks), operands=tuple(chunked(t, chunks) for t in n.operands))
+        for n in view.nodes
+    )
+    inputs = tuple((chunked(t, chunks), w, kind) for t, w, kind in view.inputs)
+    outputs = tuple((chunked(t, chunks), w) for t, w in view.outputs)
+    return replace(view, nodes=nodes, inputs=inputs, outputs=outputs)
+
+
+def _run_cycles(views: list[OpView], chunks: int, hw: Hardware, policy: MappingPolicy) -> tuple[int, int]:
+    """(link cycles, Tensor Unit cycles) of a token run cut into `chunks` blocks, all blocks: the
+    collectives' transfers, and per pass the longer of its compute and its weight loads."""
+    link = work = 0
+    for view in views:
+        steps = recipe(chunk_view(view, chunks), hw, policy).steps
+        link += sum(s.cycles for s in steps if s.context in (LINK.name, PE_LINK.name))
+        main = sum(s.cycles for s in steps if s.context == MAIN.name)
+        work += max(main, sum(s.cycles for s in steps if s.role == "load"))
+    return link * chunks, work * chunks
+
+
+def _emit_run(wiring: Wiring, run: list[FusedOp], recipes: list[Recipe], chunks: int,
+              where: Mapping[str, str], chip: int) -> None:  # fmt: skip
+    """A token run, block by block and skewed as a software pipeline. The run's all-reduces cut it
+    into segments (each from one's combining step to the next one's transfer); block c of segment
+    j is emitted in slot c + j, after block c + 1 of segment j - 1, so the Tensor Unit computes the
+    next block while the links carry this one (its queue is in order: a step that waits for a
+    transfer holds back everything behind it). The leading all-reduce's transfers of every block
+    come first: the links serve their queue in order too."""
+    lead_sent, *lead_rest = _halves(run[0], recipes[0])
+    segments: list[list[tuple[int, FusedOp, Recipe]]] = [[(0, *lead_rest)] if lead_rest else []]
+    for k in range(1, len(run)):
+        if run[k].kind == "collective":
+            sent, *rest = _halves(run[k], recipes[k])
+            segments[-1].append((k, run[k], sent))
+            segments.append([(k, *rest)] if rest else [])
+        else:
+            segments[-1].append((k, run[k], recipes[k]))
+    infos: dict[int, OpInfo] = {}
+    done: list[dict[str, int]] = [{} for _ in range(chunks)]  # per block: its values' last commands
+
+    def put(c: int, k: int, op: FusedOp, r: Recipe) -> None:
+        wiring.done.update(done[c])
+        infos[k] = emit(wiring, op, r, where, chip, infos.get(k))
+        done[c].update({v: wiring.done[v] for v in op.outputs})
+
+    for c in range(chunks):
+        put(c, 0, run[0], lead_sent)
+    for slot in range(chunks + len(segments) - 1):
+        for j, segment in enumerate(segments):
+            if 0 <= slot - j < chunks:
+                for k, op, r in segment:
+                    put(slot - j, k, op, r)
+    wiring.done.update(done[-1])  # the last block's: the queues it ran on are in order
+
+
+def _halves(op: FusedOp, r: Recipe) -> tuple[Recipe, ...]:
+    """A collective's recipe as (its transfers, then, if it combines, the op that reads what
+    arrived and its combining step)."""
+    sent = replace(r, steps=tuple(s for s in r.steps if s.context != MAIN.name))
+    combining = tuple(replace(s, role="main") for s in r.steps if s.context == MAIN.name)
+    if not combining:
+        return (sent,)
+    return sent, replace(op, inputs=list(op.outputs)), replace(r, steps=combining)
+
+
+def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip: int,
+         info: OpInfo | None = None) -> OpInfo:  # fmt: skip
+    """Appends one op's recipe to the program, wired to its producers; `info`: the op's OpInfo when
+    it is emitted again (a block of a token run), so the report folds the blocks into one row."""
     b = wiring.builder
     nodes = tuple(n.name for n in op.nodes)
-    index = b.op(OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs), op.role))
+    info = info or OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs), op.role)
+    index = b.op(info)
     producers = [wiring.done[v] for v in op.inputs if v in wiring.done]
     from_hbm = [wiring.done[v] for v in op.inputs if v in wiring.done and where.get(v, HBM) == HBM]
     load = main = last = None
@@ -214,6 +301,7 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
     for v in op.outputs:
         wiring.done[v] = last
         wiring.tiles[v] = mains
+    return info
 
 
 def _split(total: int, parts: int) -> list[int]:
