@@ -102,7 +102,7 @@ class UnitRow(Record):
 
     unit: str = doc(
         "`tensor_dma`, `contraction`, `reducer`, `vector`, `fetch`, `switch`, `commit`, `trf_load`, "
-        "`chip_link`"
+        "`chip_link`, `pe_path` (reductions between the ranks of a card split into PEs)"
     )
     busy_cycles: float = doc(
         "cycles the unit is busy; for `tensor_dma`, the bytes its moves carry over the engines' full rate",
