@@ -108,3 +108,4 @@ def test_where_the_time_goes_names_the_reductions_between_the_pes() -> None:
     parts = {p.cause: p for p in report.decode.limiter.parts}
     assert parts["pe_link"].seconds > 0 and "PEs" in parts["pe_link"].what
     assert {u.unit: u for u in report.units.decode}["pe_path"].busy_cycles > 0
+    assert report.hardware.ranks_per_card == 8 and report.hardware.chips == 8  # 1 card x 8 ranks
