@@ -42,6 +42,8 @@ def test_a_rank_holds_its_share_of_the_card(partitions: int) -> None:
         assert of(rank) * partitions == of(card)
     assert rank.switch.ring_slices <= rank.slices_per_cluster
     assert rank.sources["hbm.capacity_bytes"].startswith("derived:")
+    card = card.with_value("system.pe_partitions", partitions, "assumed: test")
+    assert card.ranks(2) == (rank, 2 * partitions)  # --tp 2 cards: 2 x P ranks of one rank's spec
 
 
 def test_a_split_that_leaves_unequal_ranks_is_refused() -> None:

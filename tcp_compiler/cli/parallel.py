@@ -45,8 +45,7 @@ def system(args: argparse.Namespace) -> tuple[Hardware, int]:
     with cards split into `system.pe_partitions` ranks, one rank's hardware and tp x that many
     ranks (Hardware.partitioned: the reductions between a card's ranks are collectives too)."""
     hw, tp = _chips(args)
-    hw = with_settings(hw, args.settings)
-    return hw.partitioned(), tp * hw.system.pe_partitions
+    return with_settings(hw, args.settings).ranks(tp)
 
 
 def _chips(args: argparse.Namespace) -> tuple[Hardware, int]:

@@ -386,6 +386,10 @@ class Hardware(Spec):
         }
         return self.with_values(values, f"derived: one of the {p} ranks of a card (system.pe_partitions)")
 
+    def ranks(self, chips: int) -> tuple[Hardware, int]:
+        """One rank's spec (`partitioned`) and the tensor-parallel ranks `chips` cards make."""
+        return self.partitioned(), chips * self.system.pe_partitions
+
     # --- output -------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
