@@ -209,36 +209,30 @@ def _run_cycles(views: list[OpView], chunks: int, hw: Hardware, policy: MappingP
 
 def _emit_run(wiring: Wiring, run: list[FusedOp], recipes: list[Recipe], chunks: int,
               where: Mapping[str, str], chip: int) -> None:  # fmt: skip
-    """A token run, block by block and skewed as a software pipeline. The run's all-reduces cut it
-    into segments (each from one's combining step to the next one's transfer); block c of segment
-    j is emitted in slot c + j, after block c + 1 of segment j - 1, so the Tensor Unit computes the
-    next block while the links carry this one (its queue is in order: a step that waits for a
-    transfer holds back everything behind it). The leading all-reduce's transfers of every block
-    come first: the links serve their queue in order too."""
-    lead_sent, *lead_rest = _halves(run[0], recipes[0])
-    segments: list[list[tuple[int, FusedOp, Recipe]]] = [[(0, *lead_rest)] if lead_rest else []]
-    for k in range(1, len(run)):
-        if run[k].kind == "collective":
-            sent, *rest = _halves(run[k], recipes[k])
-            segments[-1].append((k, run[k], sent))
+    """A token run, block by block and skewed as a software pipeline. Its all-reduces cut it into
+    segments (up to one's transfer, from its combining step to the next one's transfer, ...);
+    block c of segment j is emitted in slot c + j, after block c + 1 of segment j - 1, so the
+    Tensor Unit computes the next block while the links carry this one (both queues run in order:
+    a step that waits for a transfer holds back everything behind it)."""
+    segments: list[list[tuple[int, FusedOp, Recipe]]] = [[]]
+    for k, op in enumerate(run):
+        if op.kind == "collective":
+            sent, *rest = _halves(op, recipes[k])
+            segments[-1].append((k, op, sent))
             segments.append([(k, *rest)] if rest else [])
         else:
-            segments[-1].append((k, run[k], recipes[k]))
+            segments[-1].append((k, op, recipes[k]))
     infos: dict[int, OpInfo] = {}
     done: list[dict[str, int]] = [{} for _ in range(chunks)]  # per block: its values' last commands
-
-    def put(c: int, k: int, op: FusedOp, r: Recipe) -> None:
-        wiring.done.update(done[c])
-        infos[k] = emit(wiring, op, r, where, chip, infos.get(k))
-        done[c].update({v: wiring.done[v] for v in op.outputs})
-
-    for c in range(chunks):
-        put(c, 0, run[0], lead_sent)
     for slot in range(chunks + len(segments) - 1):
         for j, segment in enumerate(segments):
-            if 0 <= slot - j < chunks:
-                for k, op, r in segment:
-                    put(slot - j, k, op, r)
+            c = slot - j
+            if not 0 <= c < chunks:
+                continue
+            for k, op, r in segment:
+                wiring.done.update(done[c])
+                infos[k] = emit(wiring, op, r, where, chip, infos.get(k))
+                done[c].update({v: wiring.done[v] for v in op.outputs})
     wiring.done.update(done[-1])  # the last block's: the queues it ran on are in order
 
 

@@ -1,5 +1,5 @@
-"""A tensor-parallel all-reduce overlapped with the passes that consume it, by cutting both along
-the tokens (software pipelining).
+"""A tensor-parallel all-reduce overlapped with the passes that produce and consume it, by cutting
+them all along the tokens (software pipelining).
 
 The all-reduce of a prefill's partial sums [B, S, D] is consumed token by token: the residual add,
 the norm and the next projections treat each token's row on its own. Cut the all-reduce and the
@@ -7,14 +7,15 @@ run of ops after it into C blocks of S / C tokens: the blocks' rings go on the l
 the other, and block c's passes start as soon as block c's ring is done, so the Tensor Unit
 computes block c while the links carry block c + 1 (and a later all-reduce of the run carries
 block c while block c + 1 computes). Nothing is free: every block pays its ring's latencies
-again, and a block's passes stream their weights again. The run's blocks are emitted block by
-block (the leading all-reduce's first, since the links serve their queue in order).
+again, and a block's passes stream their weights again. The blocks are emitted skewed, as a
+software pipeline (mapping/schedule.py: _emit_run).
 
-A run starts at an all_reduce whose result has the token axis and goes on, within its decoder
-layer, through the ops that treat tokens independently and keep their results in DM (a store to
-HBM, such as a KV cache, ends it): passes of element-wise ops, casts, einsums in which the tokens
-are a streamed (M) axis and reductions over other axes, and further all_reduces. C is the power
-of two dividing S that the cost estimate `best_chunks` finds fastest (1: no cut).
+A run starts at an all_reduce whose result has the token axis (or at the projection just before
+it that produces its partial sums, when that treats tokens independently) and goes on, within
+its decoder layer, through the ops that treat tokens independently and keep their results in DM
+(a store to HBM, such as a KV cache, ends it): passes of element-wise ops, casts, einsums in which
+the tokens are a streamed (M) axis and reductions over other axes, and further all_reduces. C is
+the power of two dividing S that the cost estimate `best_chunks` finds fastest (1: no cut).
 """
 
 from __future__ import annotations
@@ -32,17 +33,25 @@ TOKENS = "S"  # the token axis of a prefill's activations (frontend.builder)
 
 
 def token_run(graph: Graph, ops: list[FusedOp], i: int, where: Mapping[str, str]) -> list[FusedOp]:
-    """The run of ops starting at ops[i] that can be cut along the tokens, or [] (ops[i] does not
-    start one, or nothing after it consumes its result token by token)."""
-    start = ops[i]
-    if not _is_all_reduce(start) or TOKENS not in start.nodes[0].type.names:
+    """The run of ops starting at ops[i] that can be cut along the tokens, or []: ops[i] is an
+    all-reduce of tokens, or the pass just before one that produces what it reduces (the
+    projection whose partial sums it adds up); the run goes on through the ops after the
+    all-reduce that consume its result token by token, and needs at least one of them."""
+    lead = ops[i]
+    if not _is_all_reduce(lead):
+        after = ops[i + 1] if i + 1 < len(ops) else None
+        if not (after and _is_all_reduce(after) and after.inputs[0] in lead.outputs
+                and after.layer == lead.layer and _separable(graph, lead, where)):  # fmt: skip
+            return []
+        lead = after
+    if TOKENS not in lead.nodes[0].type.names:
         return []
-    run = [start]
-    for op in ops[i + 1 :]:
-        if op.layer != start.layer or not _separable(graph, op, where):
+    run = ops[i : lead.index + 1]
+    for op in ops[lead.index + 1 :]:
+        if op.layer != lead.layer or not _separable(graph, op, where):
             break
         run.append(op)
-    return run if len(run) > 1 else []
+    return run if len(run) > lead.index + 1 - i else []
 
 
 def _is_all_reduce(op: FusedOp) -> bool:
@@ -82,7 +91,8 @@ def chunked(t: TensorType, chunks: int) -> TensorType:
 
 def candidates(run: list[FusedOp]) -> list[int]:
     """Block counts to try: the powers of two from 2 that divide the run's tokens."""
-    tokens = run[0].nodes[0].type.size(TOKENS)
+    lead = next(op for op in run if _is_all_reduce(op))
+    tokens = lead.nodes[0].type.size(TOKENS)
     found, c = [], 2
     while c <= tokens and tokens % c == 0:
         found.append(c)
