@@ -41,6 +41,17 @@ def test_the_all_reduces_go_in_blocks_of_tokens(prefill) -> None:
     assert names.count(names[0]) == names.count(names[-1])
 
 
+def test_the_first_block_leaves_before_the_projection_has_done_every_block(prefill) -> None:
+    _, program, timeline = prefill
+    ops = [k for k, op in enumerate(program.ops) if op.layer == 5]
+    first = next(k for k in ops if program.ops[k].kind == "all_reduce")
+    producer = [k for k in ops if program.ops[k].name == program.ops[first - 1].name]
+    assert len(producer) > 1  # the o projection runs in blocks too
+    mains = np.flatnonzero(np.isin(program.op, producer) & (program.context == MAIN))
+    links = np.flatnonzero((program.op == first) & (program.context == LINK))
+    assert timeline.start[links[0]] < timeline.end[mains].max()
+
+
 def test_a_collective_and_the_passes_it_feeds_take_at_least_the_longer_of_the_two(prefill) -> None:
     """Overlap hides the shorter of the links' and the Tensor Unit's work, never more: the run
     takes at least each one's busy time, and less than both end to end."""
