@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from simulator.numbers import duration, plural, si
+from simulator.numbers import duration, si
 from tcp_compiler.analysis.limiter import limiter_line
 from tcp_compiler.report.tables import line_table
 from tcp_compiler.report.text import (
