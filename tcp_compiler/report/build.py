@@ -216,7 +216,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         model=sim.config.name,
         family=sim.config.family,
         hardware=HardwareSummary(
-            name=hw.name, chips=sim.chips * stages, clock_hz=clock,
+            name=hw.name, chips=sim.chips * stages, ranks_per_card=hw.system.ranks_per_card, clock_hz=clock,
             peak_flops_per_s=roofline.flops_per_s, hbm_bytes_per_s=roofline.hbm_bytes_per_s,
             area_mm2=hw.area_mm2, assumed=tuple(hw.assumed_keys),
         ),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from simulator.numbers import duration, plural, si
+from simulator.numbers import duration, si
 from tcp_compiler.analysis.limiter import limiter_line
 from tcp_compiler.report.tables import line_table
 from tcp_compiler.report.text import (
@@ -19,6 +19,7 @@ from tcp_compiler.report.text import (
     PIPELINE_COLUMNS,
     ROLE_COLUMNS,
     attention_lines,
+    chips_text,
     energy_lines,
     layer_groups,
     pipeline_caption,
@@ -38,7 +39,7 @@ def print_report(report: Report, console: Console, top: int = 10) -> None:
     """Prints the report; `top` op roles per phase (0: all)."""
     hw = report.hardware
     console.print(
-        f"[bold]{report.model}[/bold] on [bold]{hw.name}[/bold] ({plural(hw.chips, 'chip')}), "
+        f"[bold]{report.model}[/bold] on [bold]{hw.name}[/bold] ({chips_text(hw)}), "
         f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}"
     )
     _summary(report, console)

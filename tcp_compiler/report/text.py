@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from simulator.numbers import duration, plural, si
 from tcp_compiler.analysis.op_roles import OpRoleRow
-from tcp_compiler.report.types import AttentionNote, LayerRow, Pipeline, Report, StageRow
+from tcp_compiler.report.types import AttentionNote, HardwareSummary, LayerRow, Pipeline, Report, StageRow
 
 ROLE_COLUMNS = ("op role", "n", "total", "per layer", "share", "FLOPs", "HBM", "FLOP/HBM B", "bound")
 LAYER_COLUMNS = ("time", "share", "FLOPs", "HBM", "FLOP/HBM B", "x roof", "bound", "attention")
@@ -113,6 +113,13 @@ def ranges(values: Sequence[int]) -> str:
 
 
 PIPELINE_COLUMNS = ("stage", "layers", "weights", "prefill/mb", "busy", "decode step", "busy")
+
+
+def chips_text(hw: HardwareSummary) -> str:
+    """'8 chips', or '2 cards x 8 PE ranks' when each card runs as several tensor-parallel ranks."""
+    if hw.ranks_per_card == 1:
+        return plural(hw.chips, "chip")
+    return f"{plural(hw.chips // hw.ranks_per_card, 'card')} x {hw.ranks_per_card} PE ranks"
 
 
 def pipeline_title(pipe: Pipeline) -> str:

@@ -70,11 +70,11 @@ def run_serve_point(point: ServePoint, describe: Callable[[Exception], str] = st
     row = {k: _blank(v) for k, v in base_row(point).items()}
     try:
         config = load_model(point.model).config
-        hw = hardware(point)
+        hw, tp = hardware(point).ranks(point.chips)  # a card split into PE ranks: one rank, tp x ranks
         requests = Workload(requests=point.requests, prompt_len=lengths(point.prompt_len),
                             gen_len=lengths(point.gen_len), seed=point.seed, rate=point.rate,
                             concurrency=point.concurrency).load()  # fmt: skip
-        options, chips = ServeOptions(concurrency=point.concurrency), CompileOptions(chips=point.chips)
+        options, chips = ServeOptions(concurrency=point.concurrency), CompileOptions(chips=tp)
         result = serve(config, hw, precision(point.dtype), requests, options, chips, pp=point.pp)
     except USER_ERRORS as e:
         return {**row, "status": "failed", "error": describe(e), **dict.fromkeys(SERVE_FIGURES, "")}
