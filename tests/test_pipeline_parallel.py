@@ -12,6 +12,8 @@ import pytest
 
 from simulator.hardware import load_hardware
 from simulator.program import ProgramBlock
+from simulator.targets.rngd.mapping.stage_chain import Block, chain, in_turn
+from simulator.targets.rngd.mapping.steps import DecodeSteps
 from tcp_compiler.analysis.config_floor import phase_bound
 from tcp_compiler.cli import main
 from tcp_compiler.errors import OptionError
@@ -20,8 +22,6 @@ from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.frontend.stages import pipeline_stages
 from tcp_compiler.generation.decode import step_blocks
 from tcp_compiler.generation.plan import lower_decode, stage_options
-from tcp_compiler.mapping.stage_chain import Block, chain, in_turn
-from tcp_compiler.mapping.steps import DecodeSteps
 from tcp_compiler.pipeline import CompileOptions, compile_phase, run_block
 from tcp_compiler.pipeline import run as run_program
 from tcp_compiler.report.build import build_report

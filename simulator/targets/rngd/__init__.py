@@ -18,5 +18,5 @@ from simulator.targets.rngd.spec import Hardware
 
 RNGD = Target(
     "rngd", Hardware, Path(__file__).parents[2] / "specs", SITES,
-    recipes="tcp_compiler.mapping.book", energy=ENERGY, area=AREA,
+    recipes="simulator.targets.rngd.mapping.book", energy=ENERGY, area=AREA,
 )  # fmt: skip

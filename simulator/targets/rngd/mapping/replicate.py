@@ -20,7 +20,7 @@ import gc
 import numpy as np
 
 from simulator.program import COLUMNS, OpInfo, Program
-from tcp_compiler.mapping.layer_period import LayerPeriod
+from simulator.targets.rngd.mapping.layer_period import LayerPeriod
 
 _COPIED = tuple(name for name, _ in COLUMNS if name != "op")
 
