@@ -19,7 +19,7 @@ from simulator.program import OpInfo, ProgramBuilder
 from simulator.reference_engine import simulate_reference
 from simulator.report import op_totals
 from simulator.spec import EngineRates, Spec, Table, value
-from simulator.target import Activity, Context, Sites, Target, Unit
+from simulator.target import Activity, Cause, Context, Sites, Target, Unit
 from simulator.targets.rngd.sites import SITES as RNGD_SITES
 from simulator.trace import TraceRun, trace_events
 from simulator.utilisation import totals_busy_cycles
@@ -84,7 +84,7 @@ TOY_SITES = Sites(
         Activity("net", "net", "a transfer"),
     ),
     stages=("alu",),
-    rate_causes=("launch",),
+    rate_causes=(Cause("launch", "launch", "a launch"),),
     idle_cause="nothing",
 )
 
