@@ -4,12 +4,13 @@ A target says where work runs (its `Sites`: execution contexts, units, activitie
 the limiter's causes and roofs, in its words) and which spec it is described by (a `Spec` subclass
 whose tables declare every value once, simulator.spec). The Program, the engines, the trace and the
 limiter read a program's `Sites` and the roles of its contexts (ordered queue, pooled DMA,
-collective); they never name a unit or a context of a particular machine. A target also names its recipe book (placement and scheduling
-into Programs of its units, which the generic compiler reaches through tcp_compiler.recipes), and
-may bring an energy recipe and a die-area model, which the reports and `tcpc hw show` take from it.
+collective); they never name a unit or a context of a particular machine. A target also names its
+recipe book (placement and scheduling into Programs of its units, which the generic compiler reaches
+through tcp_compiler.recipes), and may bring an energy recipe and a die-area model, which the
+reports and `tcpc hw show` take from it.
 
-The recipe book is named by its module, not imported: it reads the IR, which the generic
-simulator does not, and a spec file can be loaded without the compiler.
+The recipe book is named by its module, not imported: it reads the IR, which the generic simulator
+does not, and a spec file can be loaded without the compiler.
 """
 
 from __future__ import annotations
