@@ -16,14 +16,14 @@ from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.option_fields import flagged
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.provenance import provenance
-from tcp_compiler.report.validation_terminal import print_validation_report
-from tcp_compiler.report.validation_types import ValidationReport
 from tcp_compiler.serve import IterationCosts
 from tcp_compiler.serve.options import Buckets, ServeOptions
 from tcp_compiler.serve.workload import Workload
 from tcp_compiler.validation.compare import compare, load_key, summarize
 from tcp_compiler.validation.measured import read_measured
 from tcp_compiler.validation.replay import replay
+from tcp_compiler.validation.report import ValidationReport
+from tcp_compiler.validation.terminal import print_validation_report
 
 ARRIVAL_OPTIONS = ("concurrency", "rate", "seed")  # Workload's, for files that do not say them
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 
-from tcp_compiler.report.validation_types import FigureRow, SummaryRow, ValidatedRun
 from tcp_compiler.validation.measured import MeasuredRun
 from tcp_compiler.validation.metrics import FIGURES
 from tcp_compiler.validation.replay import Replay
+from tcp_compiler.validation.report import FigureRow, SummaryRow, ValidatedRun
 
 
 def compare(run: MeasuredRun, replay: Replay) -> ValidatedRun:

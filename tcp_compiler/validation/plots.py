@@ -10,8 +10,8 @@ from matplotlib.figure import Figure
 
 from simulator.errors import OutputError
 from simulator.files import atomic_output
-from tcp_compiler.report.validation_types import ValidatedRun, ValidationReport
 from tcp_compiler.validation.metrics import LATENCIES
+from tcp_compiler.validation.report import ValidatedRun, ValidationReport
 
 PANELS = [(m, m.upper() if m != "e2e" else "E2E", "ms", 1e3) for m in LATENCIES]
 PANELS += [("output_tokens_per_s", "output throughput", "tokens/s", 1.0),

@@ -7,8 +7,8 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.numbers import duration
-from tcp_compiler.report.validation_types import FigureRow, ValidationReport
 from tcp_compiler.validation.metrics import LATENCIES
+from tcp_compiler.validation.report import FigureRow, ValidationReport
 
 SUMMARY = ("ttft_p50_s", "tpot_p50_s", "itl_p50_s", "e2e_p50_s", "output_tokens_per_s", "total_tokens_per_s")
 
