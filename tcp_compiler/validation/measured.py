@@ -90,7 +90,7 @@ def _vllm(path: Path, text: str, concurrency: int | None, rate: float | None) ->
         raise RequestFileError(f"{path}: not valid JSON: {e}") from None
     if not isinstance(doc, dict):
         raise RequestFileError(
-            f"{path}: expected a JSON object (vLLM bench serve --save-result), got {type(doc).__name__}"
+            f"{path}: expected a JSON object (a vLLM bench serve result), got {type(doc).__name__}"
         )
     where = str(path)
     stated_c = _optional(where, doc, "max_concurrency", True, 1, MAX_SEQUENCES, "clients")
@@ -312,7 +312,7 @@ def _array(
     value = doc.get(key)
     if value is None:
         if required:
-            raise RequestFileError(f"{where}: missing field {key} (vLLM --save-detailed writes it)")
+            raise RequestFileError(f"{where}: missing field {key} (vLLM saves it in detailed results)")
         return None
     if not isinstance(value, list):
         raise RequestFileError(f"{where}: field {key}: expected a list, got {type(value).__name__}")
@@ -342,7 +342,7 @@ def _numbers(where: str, key: str, value: list, integer: bool, lo: float, hi: fl
 def _itls(where: str, doc: dict, n: int) -> list[np.ndarray]:
     value = doc.get("itls")
     if value is None:
-        raise RequestFileError(f"{where}: missing field itls (vLLM --save-detailed writes it)")
+        raise RequestFileError(f"{where}: missing field itls (vLLM saves it in detailed results)")
     if not isinstance(value, list) or len(value) != n:
         got = f"{len(value):,} entries" if isinstance(value, list) else type(value).__name__
         raise RequestFileError(
