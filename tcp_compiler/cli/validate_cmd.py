@@ -17,7 +17,7 @@ from tcp_compiler.option_fields import flagged
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.provenance import provenance
 from tcp_compiler.serve import IterationCosts
-from tcp_compiler.serve.options import Buckets, ServeOptions
+from tcp_compiler.serve.options import Buckets, ServeOptions, Shapes
 from tcp_compiler.serve.workload import Workload
 from tcp_compiler.validation.compare import compare, load_key, summarize
 from tcp_compiler.validation.measured import read_measured
@@ -64,6 +64,8 @@ def add_parser(subparsers) -> None:
     add_flags(p.add_argument_group("server"), ServeOptions)
     grids = p.add_argument_group("cost grids (1: exact; docs/serving.md gives the error of each)")
     add_flags(grids, Buckets, suffix="_bucket")
+    shapes = p.add_argument_group("static shapes the runtime compiled (inputs padded up to them)")
+    add_flags(shapes, Shapes, suffix="_shapes")
     out = p.add_argument_group("outputs")
     out.add_argument("--json", metavar="FILE", help="write every run's figures and the summary")
     out.add_argument(
@@ -78,10 +80,12 @@ def run(args: argparse.Namespace) -> int:
     config = load_model(args.model).config
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, kv_dtype=args.kv_dtype)
-    options = from_args(ServeOptions, args, buckets=from_args(Buckets, args, "_bucket"))
+    options = from_args(ServeOptions, args, buckets=from_args(Buckets, args, "_bucket"),
+                        shapes=from_args(Shapes, args, "_shapes"))  # fmt: skip
     compile_options = CompileOptions(chips=tp)
     # One cost cache for every run: the runs share their model, hardware and grids.
-    costs = IterationCosts(config, hw, prec, compile_options, options.buckets, options.attention, args.pp)
+    costs = IterationCosts(config, hw, prec, compile_options, options.buckets, options.attention, args.pp,
+                           options.shapes, options.block_size)  # fmt: skip
     runs = [compare(m, replay(m, config, hw, prec, options, compile_options, args.pp, costs, args.seed))
             for m in measured]  # fmt: skip
     runs.sort(key=load_key)
