@@ -11,6 +11,7 @@ a one-line RequestFileError naming the file, the line or key, and what was expec
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,9 @@ def read_measured(path: str | Path, concurrency: int | None = None, rate: float 
     if run.concurrency is None and run.rate is None and run.arrival_s is None:
         raise OptionError("{path}: give {concurrency} or {rate}: the file does not say how its requests "
                           "arrived (no concurrency, rate or arrival times)", path=str(path))  # fmt: skip
+    if run.concurrency is not None and run.rate is not None and math.isfinite(run.rate):
+        capped = f"rate {run.rate:g}/s, at most {run.concurrency} in flight: replayed as a closed loop"
+        run = dataclasses.replace(run, notes=(*run.notes, capped))
     return run
 
 
