@@ -143,7 +143,7 @@ def main() -> None:
         "- Figures with a stated batch (or per-token latency) are what would calibrate the model; the",
         "  values marked assumed in the spec (`tcpc hw show rngd`) are the first to revisit. A measured",
         "  run's own files (vLLM `bench serve --save-result`) say their concurrency and lengths:",
-        "  `tcpc validate` replays them (docs/serving.md, \"Validating against a real server\").",
+        "  `tcpc validate` replays them (docs/serving.md, \"The vendor's benchmark method\").",
     ]
     page = DOCS / "validation.md"
     # The serving section (from SERVING on) is benchmarks/serve_validation.py's: keep it as it is.
