@@ -26,9 +26,10 @@ GENERIC = (
     "ir", "simulator", "tcp_compiler.pipeline", "tcp_compiler.simulate", "tcp_compiler.generation",
     "tcp_compiler.serve", "tcp_compiler.report", "tcp_compiler.analysis", "tcp_compiler.search",
     "tcp_compiler.cli", "tcp_compiler.frontend", "tcp_compiler.passes", "tcp_compiler.runtime",
-    "tcp_compiler.sweep", "tcp_compiler.validation", "tcp_compiler.executors", "tcp_compiler.store",
+    "tcp_compiler.sweep", "tcp_compiler.executors", "tcp_compiler.store",
     "tcp_compiler.spec_settings", "tcp_compiler.option_fields", "tcp_compiler.records",
     "tcp_compiler.provenance", "tcp_compiler.observer", "tcp_compiler.errors", "tcp_compiler.recipes",
+    "tcp_compiler.validation",
     "tcp_compiler.__main__",
 )  # fmt: skip
 # What a target's package may import of tcp_compiler (beside its package's __init__): modules that
