@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from simulator.hardware import list_presets, load_hardware
-from simulator.targets.rngd.area import PUBLISHED_DIE_MM2, area_parts, hbm_stacks, link_ports, physical_slices
+from simulator.targets.rngd.area import area_parts, hbm_stacks, link_ports, physical_slices
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.cli.console import console
 from tcp_compiler.report.tables import line_table, wrap
@@ -198,7 +198,7 @@ def _print_area(console: Console, hw: Hardware) -> None:
     for part, mm2 in area_parts(hw).items():
         table.add_row(part, f"{mm2:,.1f}", sized_by[part])
     table.add_row(Text("total", style="bold"), Text(f"{hw.area_mm2:,.1f}", style="bold"),
-                  f"RNGD's published die: {PUBLISHED_DIE_MM2:g} mm^2")  # fmt: skip
+                  f"published die (area.published_die_mm2): {hw.area.published_die_mm2:g} mm^2")  # fmt: skip
     console.print(table)
 
 

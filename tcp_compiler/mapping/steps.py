@@ -22,13 +22,14 @@ from tcp_compiler.mapping.fusion import fuse
 from tcp_compiler.mapping.lanes import Diverged, Lanes, lane_values
 from tcp_compiler.mapping.placement import EinsumShape, is_placed, place_ahead
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.residency import DM, DM_STORED, placed, residency
+from tcp_compiler.mapping.residency import DM, DM_STORED, dm_budget, placed, residency_at
 from tcp_compiler.mapping.schedule import (
     OpView,
     Step,
     Wiring,
     build_recipe,
     emit,
+    op_views,
     recipe,
     view_of,
 )
@@ -64,12 +65,13 @@ class DecodeSteps:
 
     def _compile(self, graph: Graph) -> None:
         self.graph = graph
-        where = residency(graph, self.hw, self.policy)
+        budget = dm_budget(self.hw, self.policy)
+        where, views = residency_at(graph, budget), op_views(graph, budget)
         self.ops = fuse(graph)
         wiring = Wiring()
         self.views, self.recipes = [], []
         for op in self.ops:  # views follow the wiring: a collective's chunks follow its producer
-            view = view_of(graph, op, where, wiring, self.hw)
+            view = view_of(graph, op, views[op.index], wiring, self.hw)
             r = recipe(view, self.hw, self.policy)
             self.views.append(view)
             self.recipes.append(r)
