@@ -58,12 +58,13 @@ class Cost:
     the last is the piece's cycles, and one stage has just that), and the work timed: FLOPs and
     HBM bytes of one chip per stage. Pieces add stage by stage: each stage runs both parts before
     it hands the iteration on. `joules`: the dynamic energy of that work (simulator.energy), from
-    the same program sums."""
+    the same program sums; `on_chip_joules` the part of it DVFS scales (a power cap's clock)."""
 
     handoffs: tuple[float, ...]
     flops: float
     hbm_bytes: float
     joules: float
+    on_chip_joules: float
 
     @property
     def cycles(self) -> float:
@@ -82,7 +83,7 @@ class Cost:
     def _combine(self, other: Cost, f: Callable[[float, float], float]) -> Cost:
         handoffs = tuple(f(a, b) for a, b in zip(self.handoffs, other.handoffs, strict=True))
         return Cost(handoffs, f(self.flops, other.flops), f(self.hbm_bytes, other.hbm_bytes),
-                    f(self.joules, other.joules))  # fmt: skip
+                    f(self.joules, other.joules), f(self.on_chip_joules, other.on_chip_joules))  # fmt: skip
 
 
 @dataclass
@@ -134,7 +135,7 @@ class IterationCosts:
         self.buckets, self.attention = buckets, attention
         self.stats = CostStats()
         self.stages = stage_options(config, CompileOptions(chips=options.chips, policy=options.policy), pp)
-        self.zero = Cost((0.0,) * pp, 0.0, 0.0, 0.0)
+        self.zero = Cost((0.0,) * pp, 0.0, 0.0, 0.0, 0.0)
         self._templates: dict[int, list[DecodeSteps]] = {}
         self._decodes: dict[tuple[int, int], Cost] = {}
         self._prefills: dict[tuple[int, int, int], Cost] = {}
@@ -229,10 +230,11 @@ class IterationCosts:
         self.stats.engine_runs += 1
         program = chain(stages, in_turn(len(stages)), received)
         timeline = run_program(program, self.hw)
-        dtype = self.hw.dtype_key(self.precision.operand)
+        dtype, work = self.hw.dtype_key(self.precision.operand), Work.of_program(program)
         return Cost(tuple(float(h) for h in handoffs(program, timeline, len(stages))),
                     float(program.flops.sum()), float(program.hbm_bytes.sum()),
-                    ENERGY.dynamic_joules(self.hw, Work.of_program(program), dtype))  # fmt: skip
+                    ENERGY.dynamic_joules(self.hw, work, dtype),
+                    ENERGY.on_chip_joules(self.hw, work, dtype))  # fmt: skip
 
     def seconds(self, cost: Cost) -> float:
         return self.hw.seconds(cost.cycles)
