@@ -64,6 +64,15 @@ class Program:
     def __len__(self) -> int:
         return len(self.cycles)
 
+    def refilled(self, rows: list[PreparedCommand]) -> Program:
+        """The same commands, dependencies and ops with each command's values (cycles, bytes,
+        busy cycles) from `rows`, in command order (their contexts must be this program's)."""
+        values = np.array([r.values for r in rows], np.int64).reshape(len(rows), len(_PREPARED))
+        assert np.array_equal(values[:, 0], self.context), "a refill changes what runs where"
+        columns = {name: values[:, k].astype(dict(COLUMNS)[name]) for k, name in enumerate(_PREPARED) if k}
+        busy = np.array([r.busy for r in rows], np.int64).reshape(self.busy.shape)
+        return replace(self, **columns, busy=busy)
+
     def deps(self, i: int) -> np.ndarray:
         return self.dep_idx[self.dep_ptr[i] : self.dep_ptr[i + 1]]
 
@@ -126,6 +135,10 @@ def command_timing(cycles: int, latency: int | None) -> tuple[int, int]:
     """A command's (cycles, latency) as stored: at least one cycle; no latency given = all of it."""
     cycles = max(1, cycles)
     return cycles, cycles if latency is None else latency
+
+
+# The columns a PreparedCommand holds, in its order (the chip and op are the builder's).
+_PREPARED = ("context", "cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link_bytes")
 
 
 @dataclass(frozen=True)

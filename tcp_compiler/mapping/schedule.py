@@ -14,6 +14,7 @@ decode steps; wiring them into one Program is a light walk over the ops.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -184,17 +185,24 @@ class Wiring:
     mains: list[int] = field(default_factory=list)  # every main-context command so far, in order
     weight_mains: list[int] = field(default_factory=list)  # those of passes that stream weights
     tiles: dict[str, list[int]] = field(default_factory=dict)  # value -> its producer's main commands
-    # id(recipe) -> (recipe, its steps prepared): layers share recipes, so each is converted once
-    prepared: dict[int, tuple[Recipe, list[PreparedCommand]]] = field(default_factory=dict)
+    rows: RecipeRows = field(default_factory=lambda: RecipeRows())
 
-    def rows(self, r: Recipe) -> list[PreparedCommand]:
-        """The recipe's steps as the builder's rows (the recipe is kept, so its id stays its own)."""
-        kept = self.prepared.get(id(r))
+
+@dataclass
+class RecipeRows:
+    """Recipes' steps as a builder's rows, each recipe converted once (layers share recipes)."""
+
+    builder: ProgramBuilder = field(default_factory=lambda: ProgramBuilder(SITES))
+    kept: dict[int, tuple[Recipe, list[PreparedCommand]]] = field(default_factory=dict)  # id -> (it, rows)
+
+    def __call__(self, r: Recipe) -> list[PreparedCommand]:
+        """The recipe's rows (the recipe is kept with them, so its id stays its own)."""
+        kept = self.kept.get(id(r))
         if kept is None:
             rows = [self.builder.prepare(s.context, s.cycles, latency=s.latency, moved=s.moved, flops=s.flops,
                                          hbm_bytes=s.hbm_bytes, dm_bytes=s.dm_bytes, link_bytes=s.link_bytes,
                                          busy=dict(s.busy)) for s in r.steps]  # fmt: skip
-            kept = self.prepared[id(r)] = (r, rows)
+            kept = self.kept[id(r)] = (r, rows)
         return kept[1]
 
 
@@ -206,12 +214,11 @@ def op_views(graph: Graph, budget: int) -> tuple[OpView, ...]:
     return tuple(op_view(graph, op, where) for op in fuse(graph))
 
 
-def view_of(graph: Graph, op: FusedOp, view: OpView, wiring: Wiring, hw: Hardware) -> OpView:
+def view_of(view: OpView, tiles: int, hw: Hardware) -> OpView:
     """The op's view (`view`, from op_views); a collective is chunked to follow its producer's
-    tiles (as tensor-parallel kernels overlap the all-reduce with the GEMM that produces it) when
+    `tiles` (as tensor-parallel kernels overlap the all-reduce with the GEMM that produces it) when
     each chunk's transfer outlasts the ring's latencies it adds."""
-    tiles = len(wiring.tiles.get(op.inputs[0], ())) if view.kind == "collective" and op.inputs else 0
-    if tiles < 2:
+    if view.kind != "collective" or tiles < 2:
         return view
     cost = view.nodes[0].cost()
     transfer = units.link_transfer_cycles(hw, cost.link_bytes)
@@ -222,11 +229,55 @@ def view_of(graph: Graph, op: FusedOp, view: OpView, wiring: Wiring, hw: Hardwar
 
 def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0) -> Program:
     """The Program of one chip running `graph` (an SPMD graph's collectives use the links)."""
+    return scheduled(graph, hw, policy, chip)[0]
+
+
+def scheduled(
+    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0
+) -> tuple[Program, list[OpView], list[Recipe]]:
+    """The Program, and the view and recipe of each fused op. The wiring (which command waits for
+    which) follows from the recipes' shapes alone: a spec whose recipes have the shapes of one
+    already wired for this graph (a bandwidth, clock or latency change) refills that program's
+    values instead of wiring it again."""
     budget = dm_budget(hw, policy)
-    where, views, wiring = residency_at(graph, budget), op_views(graph, budget), Wiring()
+    views, rows, mains = [], RecipeRows(), {}  # mains: value -> main commands of its producer
+    recipes = []
     for op in fuse(graph):
-        emit(wiring, op, recipe(view_of(graph, op, views[op.index], wiring, hw), hw, policy), where, chip)
-    return wiring.builder.build()
+        tiles = mains.get(op.inputs[0], 0) if op.inputs else 0
+        view = view_of(op_views(graph, budget)[op.index], tiles, hw)
+        r = recipe(view, hw, policy)
+        views.append(view)
+        recipes.append(r)
+        for v in op.outputs:
+            mains[v] = sum(s.context == MAIN.name for s in r.steps)
+    wired, shaped = _wired(graph, budget, chip), {}
+    shapes = tuple(shaped.get(id(r)) or shaped.setdefault(id(r), _shape(r)) for r in recipes)
+    if shapes in wired:
+        wired.move_to_end(shapes)
+        return wired[shapes].refilled([row for r in recipes for row in rows(r)]), views, recipes
+    wiring = Wiring(rows=rows)
+    where = residency_at(graph, budget)
+    for op, r in zip(fuse(graph), recipes, strict=True):
+        emit(wiring, op, r, where, chip)
+    program = wired[shapes] = wiring.builder.build()
+    while len(wired) > _WIRED_KEPT:
+        wired.popitem(last=False)
+    return program, views, recipes
+
+
+_WIRED_KEPT = 8  # wirings kept per graph, DM budget and chip
+
+
+@per_graph
+def _wired(graph: Graph, budget: int, chip: int) -> OrderedDict[tuple, Program]:
+    """The programs wired for this graph so far, by their recipes' shapes."""
+    return OrderedDict()
+
+
+def _shape(r: Recipe) -> tuple:
+    """What the wiring of a recipe's commands depends on: its steps' roles and contexts, whether it
+    streams weights, and what its op's info says (kind, placement)."""
+    return r.kind, r.placement, r.streams_weights, tuple((s.role, s.context) for s in r.steps)
 
 
 def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip: int) -> None:

@@ -22,17 +22,8 @@ from tcp_compiler.mapping.fusion import fuse
 from tcp_compiler.mapping.lanes import Diverged, Lanes, lane_values
 from tcp_compiler.mapping.placement import EinsumShape, is_placed, place_ahead
 from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.residency import DM, DM_STORED, dm_budget, placed, residency_at
-from tcp_compiler.mapping.schedule import (
-    OpView,
-    Step,
-    Wiring,
-    build_recipe,
-    emit,
-    op_views,
-    recipe,
-    view_of,
-)
+from tcp_compiler.mapping.residency import DM, DM_STORED, placed
+from tcp_compiler.mapping.schedule import OpView, Step, build_recipe, scheduled
 from tcp_compiler.mapping.traits import traits
 from tcp_compiler.mapping.view_resize import ResizePlan, resize_type
 
@@ -65,17 +56,8 @@ class DecodeSteps:
 
     def _compile(self, graph: Graph) -> None:
         self.graph = graph
-        budget = dm_budget(self.hw, self.policy)
-        where, views = residency_at(graph, budget), op_views(graph, budget)
         self.ops = fuse(graph)
-        wiring = Wiring()
-        self.views, self.recipes = [], []
-        for op in self.ops:  # views follow the wiring: a collective's chunks follow its producer
-            view = view_of(graph, op, views[op.index], wiring, self.hw)
-            r = recipe(view, self.hw, self.policy)
-            self.views.append(view)
-            self.recipes.append(r)
-            emit(wiring, op, r, where, self.chip)
+        self.program, self.views, self.recipes = scheduled(graph, self.hw, self.policy, self.chip)
         fixed = {n.name for n in graph.nodes if traits(n.kind).in_memory} | set(graph.outputs)
         self.fixed_in = [tuple(v in fixed for v in op.inputs) for op in self.ops]
         self.fixed_out = [tuple(v in fixed for v in op.outputs) for op in self.ops]
@@ -84,7 +66,6 @@ class DecodeSteps:
         for k, v in enumerate(self.views):
             if _mentions(v, graph.meta.kv_axes):
                 self.dynamic.setdefault((v, self.fixed_in[k], self.fixed_out[k]), []).append(k)
-        self.program = wiring.builder.build()
         first = np.searchsorted(self.program.op, np.arange(len(self.ops)))
         # Where each dynamic group's commands start, one entry per op of the group.
         starts = {key: first[np.array(ks)] for key, ks in self.dynamic.items()}
