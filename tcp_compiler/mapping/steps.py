@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from ir import Graph, Node, TensorType
+from ir.memo import per_graph
 from simulator.program import VARYING, Program, ProgramBlock, command_timing
 from simulator.targets.rngd import SITES
 from simulator.targets.rngd.spec import Hardware
@@ -33,10 +34,17 @@ _UNIT_COLUMN = {unit: i for i, unit in enumerate(SITES.unit_names)}  # a busy un
 
 
 def resize_graph(graph: Graph, sizes: dict[str, int]) -> Graph:
-    """The same graph with the named axes at new sizes; unchanged nodes are shared."""
+    """The same graph with the named axes at new sizes; unchanged nodes are shared. Kept per graph
+    and sizes (ir.memo), so a spec change resizes to the same graph and what is kept on it."""
+    return _resized(graph, tuple(sorted(sizes.items())))
+
+
+@per_graph
+def _resized(graph: Graph, sizes: tuple[tuple[str, int], ...]) -> Graph:
+    at = dict(sizes)
     out = Graph(graph.name)
     for n in graph.nodes:
-        t = resize_type(n.type, sizes)
+        t = resize_type(n.type, at)
         out.append(n if t is n.type else Node(n.name, n.kind, n.operands, n.attrs, t, n.line))
     out.outputs = list(graph.outputs)
     out.param_values = graph.param_values
