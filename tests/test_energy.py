@@ -15,8 +15,8 @@ from simulator.energy import Work, dvfs_voltage, peak_watts, phase_energy, throt
 from simulator.energy_fit import Run, fit_energy
 from simulator.errors import HardwareError
 from simulator.hardware import load_hardware
-from simulator.targets.rngd import SITES
 from simulator.targets.rngd.energy import ENERGY, peak_rates
+from simulator.targets.rngd.sites import SITES
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS

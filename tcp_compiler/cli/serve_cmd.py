@@ -11,7 +11,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
 from tcp_compiler.cli.flags import add_flags, flag_type, from_args
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     options = from_args(ServeOptions, args, buckets=from_args(Buckets, args, "_bucket"),
                         shapes=from_args(Shapes, args, "_shapes"), concurrency=args.concurrency)  # fmt: skip
 
-    def served(spec: Hardware) -> ServeResult:
+    def served(spec: Spec) -> ServeResult:
         bar = _Bar()
         try:
             return serve(model.config, spec, prec, requests, options, CompileOptions(chips=tp), pp=args.pp,
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 CAP_ROUNDS = 8  # serving again at a lower clock settles in one or two rounds
 
 
-def _within_cap(result: ServeResult, cap_w: float, served: Callable[[Hardware], ServeResult]) -> ServeResult:
+def _within_cap(result: ServeResult, cap_w: float, served: Callable[[Spec], ServeResult]) -> ServeResult:
     """Served again at a lower clock (and its DVFS voltage) until no iteration draws more than
     `cap_w` per chip: each round takes the clock at which the last run's iterations would stay
     within it; a slower server forms other batches, so the new run is checked in turn (each round

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from simulator.energy import throttled_clock
-from simulator.targets.rngd.energy import ENERGY
+from simulator.targets import energy_of
 from tcp_compiler.report.energy import no_clock_within
 from tcp_compiler.report.serve_types import (
     CostCache,
@@ -120,7 +120,7 @@ def capped_clock(result: ServeResult, cap_w: float) -> float:
     with 1 / clock and its on-chip energy falls with V^2 (simulator.energy.throttled_clock). The
     batches a slower server forms differ, so the caller serves again and checks."""
     hw, it = result.hardware, result.iterations
-    point, clock, chips = ENERGY.point(hw), hw.chip.clock_hz, result.chips
+    point, clock, chips = energy_of(hw).point(hw), hw.chip.clock_hz, result.chips
     mirrored = chips // result.pp  # each iteration's work runs on every tensor-parallel chip
     _, power = iteration_energy(result)
     lowest = clock
@@ -139,7 +139,7 @@ def _energy(
     power_cap_w: float | None,
 ) -> ServeEnergy:  # fmt: skip
     """The run's energy: its iterations', plus idle power on every chip while none runs."""
-    point, chips = ENERGY.point(result.hardware), result.chips
+    point, chips = energy_of(result.hardware).point(result.hardware), result.chips
     busy = min(float(result.iterations.array("duration_s").sum()), span)
     total = float(joules.sum()) + chips * point.idle_power_w * max(span - busy, 0.0)
     return ServeEnergy(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ir import Graph, Node
 from ir.memo import per_graph
-from tcp_compiler.mapping.traits import CONTRACTION_STAGE, STAGES, traits
+from simulator.targets.rngd.mapping.traits import CONTRACTION_STAGE, STAGES, traits
 
 
 @dataclass
