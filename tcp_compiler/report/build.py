@@ -6,6 +6,9 @@ tcp_compiler.report.markdown, tcp_compiler.report.terminal."""
 
 from __future__ import annotations
 
+from collections import namedtuple
+from dataclasses import fields
+
 from simulator.report import OpTotals
 from simulator.utilisation import totals_busy_cycles, utilisation
 from tcp_compiler.analysis.config_floor import decode_bound_seconds, phase_bound
@@ -42,7 +45,12 @@ def _roofline(sim: Simulation) -> Roofline:
     return Roofline.of(sim.hardware, sim.precision.operand)
 
 
-def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[OpRow, ...], tuple[str, ...]]:
+# An op's figures as OpRow has them, before the report keeps it: a long prefill has ~10^5 ops, of
+# which the report keeps the `top` as OpRows (records check every field); the roles sum them all.
+_OpFigures = namedtuple("_OpFigures", [f.name for f in fields(OpRow)])  # type: ignore[misc]
+
+
+def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[_OpFigures, ...], tuple[str, ...]]:
     """Every op, averaged per program run (per decode step for decode), heaviest first, and the
     role of each."""
     clock, roofline = sim.hardware.chip.clock_hz, _roofline(sim)
@@ -59,7 +67,7 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[OpRow, ..
         terms = roofline.terms(flops, hbm, link)
         moved = hbm + dm
         rows.append(
-            OpRow(
+            _OpFigures(
                 name=name, kind=totals.kinds[i], layer=int(layers[i]), placement=totals.placements[i],
                 seconds=seconds, tensor_unit_seconds=main[i] / clock / steps, flops=flops,
                 hbm_bytes=hbm, dm_bytes=dm, link_bytes=link, intensity=flops / moved if moved else 0.0,
@@ -69,6 +77,11 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[OpRow, ..
         )  # fmt: skip
     order = sorted(range(len(rows)), key=lambda i: -rows[i].seconds)
     return tuple(rows[i] for i in order), tuple(totals.roles[i] for i in order)
+
+
+def _kept(ops: tuple[_OpFigures, ...], top: int | None) -> tuple[OpRow, ...]:
+    """The heaviest `top` ops (None or 0: every op) as the report's rows."""
+    return tuple(OpRow(**op._asdict()) for op in ops[: top or None])
 
 
 def _layers(
@@ -236,7 +249,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
             decode=_layers(sim.decode_ops, steps, sim) if steps else None,
         ),
         ops=Ops(
-            prefill=prefill_ops[0][: top or None], decode=decode_ops[0][: top or None] if decode_ops else None
+            prefill=_kept(prefill_ops[0], top), decode=_kept(decode_ops[0], top) if decode_ops else None
         ),
         op_roles=OpRoles(
             prefill=_roles(prefill_ops, prefill_seconds, sim),
