@@ -19,11 +19,14 @@ from tcp_compiler.cli import (
     serve_cmd,
     simulate_cmd,
     sweep_cmd,
+    validate_cmd,
 )
 from tcp_compiler.cli.flags import describe
 from tcp_compiler.errors import TcpcError
 
-COMMANDS = [simulate_cmd, serve_cmd, sweep_cmd, search_cmd, compile_cmd, run_cmd, inspect_cmd, hw_cmd]
+COMMANDS = [
+    simulate_cmd, serve_cmd, validate_cmd, sweep_cmd, search_cmd, compile_cmd, run_cmd, inspect_cmd, hw_cmd,
+]
 
 
 class _Parser(argparse.ArgumentParser):
