@@ -99,11 +99,12 @@ def _spec_at(spec: Spec, addresses: Sequence[str], x: np.ndarray, source: str) -
     return spec.with_values(values, source)
 
 
-def fit(spec: Spec, addresses: Sequence[str], runs: Sequence[Observed], source: str) -> Fit:
+def fit(spec: Spec, addresses: Sequence[str], runs: Sequence[Observed], source: str,
+        start: dict[str, float] | None = None) -> Fit:  # fmt: skip
     """The values at `addresses` that best explain the runs (least squares on relative errors),
-    set in the spec with `source`. A HardwareError when the runs measure fewer figures than there
-    are values, or cannot tell the values apart (no run's figures move with one, or two move them
-    alike)."""
+    set in the spec with `source`, searched from `start` (by address; default: the spec's). A
+    HardwareError when the runs measure fewer figures than there are values, or cannot tell the
+    values apart (no run's figures move with one, or two move them alike)."""
     for a in addresses:
         fittable(spec, a)
     figures = sum(int(np.isfinite(r.measured).sum()) for r in runs)
@@ -113,13 +114,14 @@ def fit(spec: Spec, addresses: Sequence[str], runs: Sequence[Observed], source: 
     scales = [_scale(float(spec.value(a))) for a in addresses]
     lo, hi = zip(*(bounds(spec, a) for a in addresses), strict=True)
     lower, upper = np.array(lo) / scales, np.array(hi) / scales
-    start = np.array([float(spec.value(a)) for a in addresses]) / scales
+    first = np.array([(start or {}).get(a, float(spec.value(a))) for a in addresses]) / scales
+    first = np.clip(first, lower, upper)
 
     def residuals(x: np.ndarray) -> np.ndarray:
         at = _spec_at(spec, addresses, np.clip(x, lower, upper), source)
         return np.concatenate([r.errors(at) for r in runs])
 
-    result = least_squares(residuals, start, bounds=(lower, upper), diff_step=DIFF_STEP, method="trf",
+    result = least_squares(residuals, first, bounds=(lower, upper), diff_step=DIFF_STEP, method="trf",
                            xtol=1e-8, ftol=1e-10, max_nfev=50 * (len(addresses) + 1))  # fmt: skip
     jac = np.atleast_2d(result.jac)
     singular = np.linalg.svd(jac, compute_uv=False)
@@ -140,12 +142,13 @@ def fit(spec: Spec, addresses: Sequence[str], runs: Sequence[Observed], source: 
 def leave_one_out(spec: Spec, addresses: Sequence[str], runs: Sequence[Observed], source: str,
                   start: Fit) -> list[np.ndarray | None]:  # fmt: skip
     """Per run: its relative errors under values fitted to the other runs (from `start`, the fit
-    to all), or None when the others measure too few figures to fit the values."""
+    to all, so each converges in a few steps), or None when the others measure too few figures to
+    fit the values."""
     out: list[np.ndarray | None] = []
     for k, run in enumerate(runs):
         others = [r for i, r in enumerate(runs) if i != k]
         try:
-            without = fit(start.spec, addresses, others, source)
+            without = fit(spec, addresses, others, source, start.values)
         except HardwareError:
             out.append(None)
             continue
