@@ -118,10 +118,10 @@ def _run_info(result: ServeResult, args: argparse.Namespace) -> ServeRun:
 
 
 def _arrivals(args: argparse.Namespace) -> str:
+    if args.concurrency:  # with a trace file: a closed loop over its lengths
+        return "closed loop"
     if args.trace_file:
         return "trace"
-    if args.concurrency:
-        return "closed loop"
     return "at once" if args.rate == math.inf else "poisson"
 
 

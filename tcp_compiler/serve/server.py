@@ -142,6 +142,7 @@ def serve(
     costs: IterationCosts | None = None,
     pp: int = 1,
     observer: Observer = QUIET,
+    token_gaps: bool = False,
 ) -> ServeResult:
     """Runs every request to completion and returns what happened, iteration by iteration.
 
@@ -152,7 +153,9 @@ def serve(
     pp iterations are in flight, one per stage; an engine's next iteration starts once its last
     one's tokens are out. An iteration's time through the stages is the engine's, its stages'
     programs joined as `tcpc simulate --pp` joins them (`costs`, for pp stages). The observer
-    hears the requests finished."""
+    hears the requests finished. With `token_gaps`, each sequence keeps the time between its
+    successive tokens (`Sequence.itl`, vLLM's inter-token latencies), which a long run holds
+    8 bytes per token for."""
     if not requests:
         raise TcpcError("no requests to serve")
     compile_options = compile_options or CompileOptions()
@@ -220,7 +223,7 @@ def serve(
             preemptions=st.preemptions - preempted,
         )
         engine.ready = end
-        for seq in _advance(plan, end):
+        for seq in _advance(plan, end, token_gaps):
             seq.finish_s = end
             st.running.remove(seq)
             st.blocks.release(seq)
@@ -300,13 +303,15 @@ def iteration_cost(plan: Plan, costs: IterationCosts) -> Cost:
     return total
 
 
-def _advance(plan: Plan, now: float) -> list[Sequence]:
-    """Applies the iteration's tokens; returns the sequences it finished."""
-    done = []
+def _advance(plan: Plan, now: float, token_gaps: bool) -> list[Sequence]:
+    """Applies the iteration's tokens (recording each one's gap since the sequence's last with
+    `token_gaps`); returns the sequences it finished."""
+    done, tokened = [], []
     for seq, tokens in plan.chunks:
         seq.cached += tokens
         if not seq.prefilling:  # the prefill's last chunk gives a token
             seq.generated += 1
+            tokened.append(seq)
             if seq.first_token_s is None:
                 seq.first_token_s = now
             if seq.done:
@@ -316,4 +321,9 @@ def _advance(plan: Plan, now: float) -> list[Sequence]:
         seq.generated += 1
         if seq.done:
             done.append(seq)
+    if token_gaps:
+        for seq in (*tokened, *plan.decodes):
+            if seq.last_token_s is not None:
+                seq.itl.append(now - seq.last_token_s)
+            seq.last_token_s = now
     return done
