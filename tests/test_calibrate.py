@@ -1,0 +1,91 @@
+"""`tcpc calibrate`: values recovered from runs simulated with them (written as a real server's
+result files), the fitted spec file loads and applies them, and bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.hardware import load_hardware
+from tcp_compiler.cli import main
+from tcp_compiler.frontend.model import load_model
+from tcp_compiler.frontend.precision import precision
+from tcp_compiler.report.serve_build import serve_report
+from tcp_compiler.serve import Request, ServeOptions, serve
+from tcp_compiler.serve.metrics import duration
+
+MODEL = "llama-3.2-1b"
+BASE = load_hardware("rngd")
+# Perturbed assumed values: an HBM efficiency (sustained bandwidth), a power state and an energy
+# value, each far from the default (1440, 25, 3.3).
+TRUTH = {"hbm.sustained_bytes_per_cycle": 1000.0, "power.active_baseline_w": 12.0, "energy.dma_pj_per_byte": 9.0}
+
+
+def _requests(n: int) -> list[Request]:
+    return [Request(i, None, 48 + 40 * (i % 3), 6 + 5 * (i % 2)) for i in range(n)]
+
+
+def write_result(path: Path, concurrency: int, spec, n: int = 6) -> Path:
+    """A vLLM `bench serve --save-result` file (per-request arrays and a power_w) of the requests
+    served in a closed loop on `spec`: what a real server's run would give if `spec` were it."""
+    config, prec = load_model(MODEL).config, precision("bf16")
+    result = serve(config, spec, prec, _requests(n), ServeOptions(concurrency=concurrency), token_gaps=True)
+    seqs = result.sequences
+    doc = {
+        "max_concurrency": concurrency,
+        "duration": duration(result),
+        "completed": len(seqs),
+        "input_lens": [s.request.prompt_len for s in seqs],
+        "output_lens": [s.request.output_len for s in seqs],
+        "ttfts": [s.first_token_s - s.arrival_s for s in seqs],
+        "latencies": [s.finish_s - s.arrival_s for s in seqs],
+        "itls": [list(s.itl) for s in seqs],
+        "power_w": serve_report(result).energy.average_power_w,
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> list[Path]:
+    folder = tmp_path_factory.mktemp("measured")
+    truth = BASE.with_values(TRUTH)
+    return [write_result(folder / f"c{c}.json", c, truth) for c in (1, 2, 4)]
+
+
+def test_calibrate_recovers_the_values_runs_were_simulated_with(results, tmp_path, capsys) -> None:
+    out = tmp_path / "fitted.toml"
+    code = main(["calibrate", *map(str, results), "--model", MODEL, "--fit", ",".join(TRUTH), "-o", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    fitted = load_hardware(out)
+    assert fitted.extends == "rngd"
+    for address, v in TRUTH.items():
+        assert fitted.value(address) == pytest.approx(v, rel=0.02), address
+        assert fitted.sources[address] == "derived: fitted to 3 measured runs: c1.json, c2.json, c4.json"
+    assert fitted.value("hbm.peak_bytes_per_cycle") == BASE.value("hbm.peak_bytes_per_cycle")
+    # Each run left out is predicted by the values fitted to the others (near exactly: same truth).
+    rows = [line for line in printed.splitlines() if re.search(r"c\d\.json|_s |power_w", line)]
+    assert rows and "n/a" not in " ".join(rows)
+    left_out = [float(v) for v in re.findall(r"([+-]\d+\.\d)%\s*\S*$", "\n".join(rows), re.M)]
+    assert left_out and max(abs(v) for v in left_out) < 2.0
+
+
+def test_bad_fit_keys_are_one_line_errors_naming_them(results, tmp_path, capsys) -> None:
+    out = tmp_path / "never.toml"
+    cases = {
+        "hbm.sustained_bytes_per_cycel": "no such key",
+        "hbm.peak_bytes_per_cycle": "not an assumed value",
+        "contraction.stream_supply_bytes": "integer",
+        "hbm": "no such key",
+    }
+    for key, why in cases.items():
+        code = main(["calibrate", str(results[0]), "--model", MODEL, "--fit", key, "-o", str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert key in err and why in err, err
+        assert not out.exists()
