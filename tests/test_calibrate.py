@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simulator.calibration import Observed, choose
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
@@ -17,12 +18,17 @@ from tcp_compiler.frontend.precision import precision
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import Request, ServeOptions, serve
 from tcp_compiler.serve.metrics import duration
+from tcp_compiler.validation.calibrate import candidates
 
 MODEL = "llama-3.2-1b"
 BASE = load_hardware("rngd")
 # Perturbed assumed values: an HBM efficiency (sustained bandwidth), a power state and an energy
 # value, each far from the default (1440, 25, 3.3).
-TRUTH = {"hbm.sustained_bytes_per_cycle": 1000.0, "power.active_baseline_w": 12.0, "energy.dma_pj_per_byte": 9.0}
+TRUTH = {
+    "hbm.sustained_bytes_per_cycle": 1000.0,
+    "power.active_baseline_w": 12.0,
+    "energy.dma_pj_per_byte": 9.0,
+}
 
 
 def _requests(n: int) -> list[Request]:
@@ -89,3 +95,28 @@ def test_bad_fit_keys_are_one_line_errors_naming_them(results, tmp_path, capsys)
         assert code == 2 and len(err.strip().splitlines()) == 1, err
         assert key in err and why in err, err
         assert not out.exists()
+
+
+def test_values_are_chosen_by_their_effect_skipping_those_already_described() -> None:
+    runs_figures = 6
+    effects = {
+        "a.strong": np.linspace(1.0, 2.0, runs_figures),
+        "a.same_direction": 3.0 * np.linspace(1.0, 2.0, runs_figures),  # what a.strong does, larger
+        "a.other": np.array([1.0, 0.0, 1.0, 0.0, 1.0, 0.0]) * 0.5,
+        "a.weak": np.full(runs_figures, 0.001),
+        "a.none": np.zeros(runs_figures),
+    }
+    assert choose(effects, most=3) == ["a.same_direction", "a.other"]
+    assert choose(effects, most=1) == ["a.same_direction"]
+
+
+def test_energy_values_are_candidates_only_when_power_was_measured() -> None:
+    def observed(power: float) -> Observed:
+        return Observed("run", np.array([0.1, 0.01, 100.0, power]), lambda spec: np.zeros(4))
+
+    without, with_power = candidates(BASE, [observed(np.nan)]), candidates(BASE, [observed(120.0)])
+    assert "hbm.sustained_bytes_per_cycle" in without and "hbm.sustained_bytes_per_cycle" in with_power
+    assert not [a for a in without if a.split(".")[0] in ("energy", "power", "operating_point", "area")]
+    assert "energy.dma_pj_per_byte" in with_power and "power.idle_w" in with_power
+    assert not [a for a in with_power if a.startswith("area.")]
+    assert all(BASE.is_assumed(a) and BASE.param(a)[0].kind is float for a in with_power)
