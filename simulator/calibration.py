@@ -24,6 +24,7 @@ from simulator.spec import Spec
 
 DIFF_STEP = 1e-2  # relative finite-difference step: large beside integer cycle counts' rounding
 SENSITIVITY_STEP = 0.1  # relative move of a value when ranking the values by their effect
+DISTINCT = 0.2  # least singular value of the chosen values' unit elasticity columns
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,14 @@ class Observed:
     measured: np.ndarray
     predict: Callable[[Spec], np.ndarray]
 
+    @property
+    def known(self) -> np.ndarray:
+        """Which figures were measured (a relative error needs a measurement above 0)."""
+        return np.isfinite(self.measured) & (self.measured > 0)
+
     def errors(self, spec: Spec) -> np.ndarray:
         """Relative error of the model's figures, for the figures measured (modelled / measured - 1)."""
-        known = np.isfinite(self.measured)
-        return self.predict(spec)[known] / self.measured[known] - 1.0
+        return self.predict(spec)[self.known] / self.measured[self.known] - 1.0
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ def fit(spec: Spec, addresses: Sequence[str], runs: Sequence[Observed], source: 
     values apart (no run's figures move with one, or two move them alike)."""
     for a in addresses:
         fittable(spec, a)
-    figures = sum(int(np.isfinite(r.measured).sum()) for r in runs)
+    figures = sum(int(r.known.sum()) for r in runs)
     if figures < len(addresses):
         raise HardwareError(f"fitting {len(addresses)} values needs at least as many measured figures, "
                             f"got {figures}")  # fmt: skip
@@ -177,8 +182,9 @@ def sensitivities(spec: Spec, addresses: Sequence[str], runs: Sequence[Observed]
 
 def choose(elasticities: dict[str, np.ndarray], most: int, least: float = 0.01) -> list[str]:
     """The values to fit: by how much they move the figures (root mean square elasticity, at least
-    `least`), skipping any whose effect the ones chosen already describe (a column of the
-    elasticities nearly in the span of those before it), at most `most`."""
+    `least`), skipping any whose effect the ones chosen already describe (its column of the
+    elasticities within about 15 degrees of the span of those before it: the runs could fit it
+    only by amplifying their noise), at most `most`."""
     ranked = sorted(elasticities, key=lambda a: -_rms(elasticities[a]))
     chosen: list[str] = []
     for a in ranked:
@@ -186,7 +192,7 @@ def choose(elasticities: dict[str, np.ndarray], most: int, least: float = 0.01) 
             break
         columns = np.column_stack([elasticities[c] for c in [*chosen, a]])
         columns = columns / np.linalg.norm(columns, axis=0)
-        if np.linalg.svd(columns, compute_uv=False)[-1] > 0.05:
+        if np.linalg.svd(columns, compute_uv=False)[-1] > DISTINCT:
             chosen.append(a)
     return chosen
 

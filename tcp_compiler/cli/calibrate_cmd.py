@@ -9,7 +9,6 @@ import math
 import os
 from pathlib import Path
 
-import numpy as np
 from rich.table import Table
 
 from simulator.calibration import Observed, fittable
@@ -104,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         return observe(measured, simulate)
 
     observations = [observed(r) for r in runs]
-    kinds = sum(any(np.isfinite(o.measured[i]) for o in observations) for i in range(len(FIGURES)))
+    kinds = sum(any(o.known[i] for o in observations) for i in range(len(FIGURES)))
     found = calibrate(hw, observations, args.fit, kinds, source(args.results))
     _print(found, hw, [str(r.source) for r in runs])
     if args.output:

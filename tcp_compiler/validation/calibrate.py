@@ -33,8 +33,9 @@ from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.serve.costs import IterationCosts
 from tcp_compiler.serve.options import Buckets
 from tcp_compiler.validation.measured import MeasuredRun
+from tcp_compiler.validation.metrics import RunMetrics
 
-# The figures fitted, by name: the first of each row's statistics the measured file gives.
+# The figures fitted, by name (TTFT and TPOT: their mean, else their median; `statistics`).
 FIGURES = ("ttft_s", "tpot_s", "output_tokens_per_s", "power_w")
 COST_FREE_TABLES = ("power", "area")  # read after the engine (report) or never by a serving run
 POWER_ONLY_TABLES = ("energy", "power", "operating_point")  # move the power figure and nothing else
@@ -57,9 +58,8 @@ def _number(v: float | None) -> float:
     return math.nan if v is None else float(v)
 
 
-def figures(metrics, power_w: float | None, stats: tuple[str, str]) -> Figures:
-    """A run's figures from its RunMetrics (tcp_compiler.validation.metrics): TTFT and TPOT at the
-    statistics `stats` names (mean, else p50)."""
+def figures(metrics: RunMetrics, power_w: float | None, stats: tuple[str, str]) -> Figures:
+    """A run's figures: TTFT and TPOT at the statistics `stats` names (mean or p50)."""
     return Figures(_number(getattr(metrics.ttft, stats[0])), _number(getattr(metrics.tpot, stats[1])),
                    _number(metrics.output_tokens_per_s), _number(power_w))  # fmt: skip
 
@@ -113,7 +113,7 @@ def source(paths: Sequence[str]) -> str:
     return f"derived: fitted to {len(paths)} measured runs: {names}"
 
 
-def observe(run: MeasuredRun, simulate: Callable[[Spec], tuple[object, float | None]]) -> Observed:
+def observe(run: MeasuredRun, simulate: Callable[[Spec], tuple[RunMetrics, float | None]]) -> Observed:
     """The run as the fit sees it: its measured figures and, for a spec, the replay's.
     `simulate(spec)` -> (RunMetrics, average power per chip)."""
     stats = statistics(run)
@@ -128,7 +128,7 @@ def observe(run: MeasuredRun, simulate: Callable[[Spec], tuple[object, float | N
 def candidates(base: Spec, runs: Sequence[Observed]) -> list[str]:
     """The assumed continuous values that can move a measured figure: not the area model (a serving
     run never reads it), and the energy model only when a run measured power."""
-    power = any(np.isfinite(r.measured[FIGURES.index("power_w")]) for r in runs)
+    power = any(r.known[FIGURES.index("power_w")] for r in runs)
     skipped = ("area",) if power else ("area", *POWER_ONLY_TABLES)
     return [a for a in base.assumed_keys if base.param(a)[0].kind is float and a.split(".")[0] not in skipped]
 
@@ -149,7 +149,14 @@ def calibrate(base: Spec, runs: Sequence[Observed], named: Sequence[str] | None,
         if not addresses:
             raise HardwareError("no assumed value moves the measured figures: name the values to fit")
     before = tuple(r.errors(base) for r in runs)
-    fitted = fit(base, addresses, runs, origin)
+    while True:
+        try:
+            fitted = fit(base, addresses, runs, origin)
+            break
+        except HardwareError:
+            if named or len(addresses) == 1:
+                raise
+            addresses = addresses[:-1]  # chosen, the weakest could not be told apart at the fit
     left_out = leave_one_out(base, addresses, runs, origin, fitted)
-    names = tuple(tuple(n for n, m in zip(FIGURES, r.measured, strict=True) if np.isfinite(m)) for r in runs)
+    names = tuple(tuple(n for n, known in zip(FIGURES, r.known, strict=True) if known) for r in runs)
     return Calibration(tuple(addresses), elasticities, fitted, before, left_out, names)
