@@ -120,3 +120,15 @@ def test_energy_values_are_candidates_only_when_power_was_measured() -> None:
     assert "energy.dma_pj_per_byte" in with_power and "power.idle_w" in with_power
     assert not [a for a in with_power if a.startswith("area.")]
     assert all(BASE.is_assumed(a) and BASE.param(a)[0].kind is float for a in with_power)
+
+
+def test_a_value_no_measured_figure_moves_is_refused_and_nothing_written(results, tmp_path, capsys) -> None:
+    doc = json.loads(results[0].read_text())
+    del doc["power_w"]  # no power measured: the power states move no figure
+    unpowered = tmp_path / "unpowered.json"
+    unpowered.write_text(json.dumps(doc))
+    out = tmp_path / "never.toml"
+    code = main(["calibrate", str(unpowered), "--model", MODEL, "--fit", "power.idle_w", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot tell power.idle_w apart" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
