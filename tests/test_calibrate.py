@@ -15,10 +15,11 @@ from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
+from tcp_compiler.pipeline import CompileOptions, keeping_fronts, lower
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import Request, ServeOptions, serve
 from tcp_compiler.serve.metrics import duration
-from tcp_compiler.validation.calibrate import candidates
+from tcp_compiler.validation.calibrate import CostCache, candidates
 
 MODEL = "llama-3.2-1b"
 BASE = load_hardware("rngd")
@@ -132,3 +133,31 @@ def test_a_value_no_measured_figure_moves_is_refused_and_nothing_written(results
     err = capsys.readouterr().err
     assert code == 2 and "cannot tell power.idle_w apart" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_iteration_costs_are_reused_across_values_no_program_reads() -> None:
+    """Power states and the area model move no compiled program nor its timing: their costs are
+    the same object; HBM bandwidth and energy values (joules priced per program) are not."""
+    config, prec, options = load_model(MODEL).config, precision("bf16"), ServeOptions()
+    cache = CostCache()
+
+    def costs(spec):
+        return cache.costs(config, spec, prec, CompileOptions(), options.buckets, options.attention, 1)
+
+    first = costs(BASE)
+    assert costs(BASE.with_values({"power.idle_w": 30.0, "area.fixed_mm2": 100.0})) is first
+    assert costs(BASE.with_value("hbm.sustained_bytes_per_cycle", 1000.0)) is not first
+    assert costs(BASE.with_value("energy.dma_pj_per_byte", 9.0)) is not first
+
+
+def test_spec_free_lowering_is_kept_for_every_shape_while_calibrating() -> None:
+    config, prec = load_model(MODEL).config, precision("bf16")
+    shapes = [("prefill", n) for n in (16, 32, 48, 64, 80)] + [("decode", n) for n in (16, 32, 48, 64, 80)]
+    with keeping_fronts(len(shapes)):
+        for phase, n in shapes:
+            lower(config, BASE, prec, phase, n)
+        slower = BASE.with_value("hbm.sustained_bytes_per_cycle", 1000.0)
+        graphs = [lower(config, slower, prec, phase, n).model for phase, n in shapes]
+        again = [lower(config, BASE, prec, phase, n).model for phase, n in shapes]
+    assert all(a is b for a, b in zip(graphs, again, strict=True))  # built once, for both specs
+    assert lower(config, BASE, prec, *shapes[0]).model is not graphs[0]  # outside: 8 kept, oldest gone
