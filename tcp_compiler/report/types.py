@@ -40,8 +40,11 @@ class PrefillPhase(Record):
     """The prompt phase: one program over the whole prompt."""
 
     cycles: int = doc("simulated cycles of the prefill program", "cycles")
-    seconds: float = doc("`cycles / clock_hz + launch_seconds`", "s")
+    seconds: float = doc("`cycles / clock_hz + launch_seconds + host_seconds`", "s")
     launch_seconds: float = doc("the kernel launch overhead included (`system.kernel_launch_s`)", "s")
+    host_seconds: float = doc(
+        "the host's scheduling, input preparation and sampling included (the spec's [host] table)", "s"
+    )
     flops: int = doc(
         "work the program executes (online softmax adds its rescaling and skips the key blocks its "
         "mask hides)",
@@ -83,6 +86,10 @@ class DecodePhase(Record):
         "time per output token of the first step (KV length `prompt_len + 1`)", "s", default=None
     )
     tpot_seconds_last: float | None = doc("time per output token of the last step", "s", default=None)
+    host_seconds: float | None = doc(
+        "per step: the host's scheduling, input preparation and sampling included (the spec's [host] "
+        "table; the kernel launch besides)", "s", default=None,
+    )
     seconds_total: float | None = doc("all decode steps", "s", default=None)
     flops_per_step_mean: float | None = doc("mean work of a step", "FLOP", default=None)
     hbm_bytes_per_step_mean: float | None = doc("mean HBM traffic of a step", "B", default=None)

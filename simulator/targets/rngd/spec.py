@@ -42,6 +42,19 @@ class System(Table):
 
 
 @dataclass(frozen=True)
+class Host(Table):
+    """The serving runtime's host work per iteration (tcp_compiler.serve.host): a fixed part and a
+    part per sequence or token, for scheduling, input preparation and sampling."""
+
+    schedule_s: float = value("s", 0.0, 1.0)
+    schedule_per_sequence_s: float = value("s/sequence", 0.0, 1.0)
+    prepare_s: float = value("s", 0.0, 1.0)
+    prepare_per_token_s: float = value("s/token", 0.0, 1.0)
+    sample_s: float = value("s", 0.0, 1.0)
+    sample_per_sequence_s: float = value("s/sequence", 0.0, 1.0)
+
+
+@dataclass(frozen=True)
 class Chip(Table):
     clock_hz: float = value("Hz", 1e6, 1e11)
     clusters: int = value("", 1, 1024)
@@ -183,6 +196,7 @@ class Hardware(Spec):
     `system.chips` says how many the system has."""
 
     system: System
+    host: Host
     chip: Chip
     contraction: Contraction
     vector: Vector
