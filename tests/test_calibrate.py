@@ -82,6 +82,18 @@ def test_calibrate_recovers_the_values_runs_were_simulated_with(results, tmp_pat
     assert left_out and max(abs(v) for v in left_out) < 2.0
 
 
+def test_calibrate_recovers_the_kernel_launch(tmp_path) -> None:
+    """x3 the default launch: a few tenths of a percent of each figure at these loads (the host's
+    fixed work is ~3 ms an iteration), recovered from three runs. Fitted beside the HBM bandwidth it
+    could not be: at loads this light both only lengthen every iteration alike."""
+    truth = BASE.with_value("system.kernel_launch_s", 30e-6)
+    results = [str(write_result(tmp_path / f"c{c}.json", c, truth)) for c in (1, 2, 4)]
+    out = tmp_path / "launch.toml"
+    argv = ["calibrate", *results, "--model", MODEL, "--fit", "system.kernel_launch_s", "-o", str(out)]
+    assert main(argv) == 0
+    assert load_hardware(out).value("system.kernel_launch_s") == pytest.approx(30e-6, rel=0.02)
+
+
 def test_bad_fit_keys_are_one_line_errors_naming_them(results, tmp_path, capsys) -> None:
     out = tmp_path / "never.toml"
     cases = {
@@ -136,16 +148,18 @@ def test_a_value_no_measured_figure_moves_is_refused_and_nothing_written(results
 
 
 def test_iteration_costs_are_reused_across_values_no_program_reads() -> None:
-    """Power states and the area model move no compiled program nor its timing: their costs are
-    the same object; HBM bandwidth and energy values (joules priced per program) are not."""
+    """Power states, the area model and the host's work move no compiled program nor its timing:
+    their costs are the same object; HBM bandwidth and energy values (joules priced per program)
+    are not."""
     config, prec, options = load_model(MODEL).config, precision("bf16"), ServeOptions()
     cache = CostCache()
 
     def costs(spec):
-        return cache.costs(config, spec, prec, CompileOptions(), options.buckets, options.attention, 1)
+        return cache.costs(config, spec, prec, CompileOptions(), options, 1)
 
     first = costs(BASE)
-    assert costs(BASE.with_values({"power.idle_w": 30.0, "area.fixed_mm2": 100.0})) is first
+    free = {"power.idle_w": 30, "area.fixed_mm2": 100, "host.sample_s": 2e-3, "system.kernel_launch_s": 1e-4}
+    assert costs(BASE.with_values(free)) is first
     assert costs(BASE.with_value("hbm.sustained_bytes_per_cycle", 1000.0)) is not first
     assert costs(BASE.with_value("energy.dma_pj_per_byte", 9.0)) is not first
 

@@ -25,7 +25,7 @@ from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.option_fields import MAX_SEQUENCES, positive_number
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.serve import ServeOptions
-from tcp_compiler.serve.options import Buckets
+from tcp_compiler.serve.options import Buckets, Shapes
 from tcp_compiler.serve.workload import MAX_RATE
 from tcp_compiler.validation.calibrate import FIGURES, Calibration, CostCache, calibrate, observe, source
 from tcp_compiler.validation.measured import read_measured
@@ -59,6 +59,8 @@ def add_parser(subparsers) -> None:
     )  # fmt: skip
     add_flags(p.add_argument_group("server"), ServeOptions)
     add_flags(p.add_argument_group("cost grids (1: exact)"), Buckets, suffix="_bucket")
+    add_flags(p.add_argument_group("static shapes the runtime compiled (inputs padded up to them)"), Shapes,
+              suffix="_shapes")  # fmt: skip
     fitting = p.add_argument_group("fitting")
     fitting.add_argument("--fit", type=_addresses, metavar="KEY[,KEY...]",
                          help="the assumed values to fit, by address (default: those the measured figures "
@@ -87,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--fit {e}") from None
     model = load_model(args.model)
     prec = precision(args.dtype, kv_dtype=args.kv_dtype)
-    options = from_args(ServeOptions, args, buckets=from_args(Buckets, args, "_bucket"))
+    options = from_args(ServeOptions, args, buckets=from_args(Buckets, args, "_bucket"),
+                        shapes=from_args(Shapes, args, "_shapes"))  # fmt: skip
     runs = [read_measured(path, args.concurrency, args.rate) for path in args.results]
     cache = CostCache()
 
@@ -95,8 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
     def observed(measured) -> Observed:
         def simulate(spec: Spec):
-            costs = cache.costs(model.config, spec, prec, compile_options, options.buckets,
-                                options.attention, args.pp)  # fmt: skip
+            costs = cache.costs(model.config, spec, prec, compile_options, options, args.pp)
             done = replay(measured, model.config, spec, prec, options, compile_options, args.pp, costs)
             return done.metrics, done.report.energy.average_power_w
 

@@ -8,15 +8,16 @@ most with are chosen (simulator.calibration.sensitivities and choose).
 
 A fit replays every run many times, for specs that differ in a few values. The iteration costs
 (compiled programs timed by the engine, the expensive part) are kept per spec values that can
-change them (`CostCache`): the power states and the area model cannot, so fitting them replays the
-runs without compiling anything again. Any other value compiles again, but the spec-free lowering
-steps (build, passes, layer period) of every shape the runs take are kept for every spec tried
-(tcp_compiler.pipeline.keeping_fronts): a replay after a change of HBM bandwidth takes a third of
-the time it takes without them.
+change them (`CostCache`): the power states, the area model and the host's work cannot, so
+fitting them replays the runs without compiling anything again. Any other value compiles again,
+but the spec-free lowering steps (build, passes, layer period) of every shape the runs take are
+kept for every spec tried (tcp_compiler.pipeline.keeping_fronts): a replay after a change of HBM
+bandwidth takes a third of the time it takes without them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -33,13 +34,16 @@ from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.pipeline import CompileOptions, keeping_fronts
 from tcp_compiler.serve.costs import IterationCosts
-from tcp_compiler.serve.options import Buckets
+from tcp_compiler.serve.options import ServeOptions
+from tcp_compiler.serve.server import serving_costs
 from tcp_compiler.validation.measured import MeasuredRun
 from tcp_compiler.validation.metrics import RunMetrics
 
 # The figures fitted, by name (TTFT and TPOT: their mean, else their median; `statistics`).
 FIGURES = ("ttft_s", "tpot_s", "output_tokens_per_s", "power_w")
-COST_FREE_TABLES = ("power", "area")  # read after the engine (report) or never by a serving run
+# Values no iteration cost reads: the power states (read by the report), the area model (never read
+# by a serving run), and the host's work and launches (added by the server around the programs).
+COST_FREE = ("power.", "area.", "host.", "system.kernel_launch_s")
 POWER_ONLY_TABLES = ("energy", "power", "operating_point")  # move the power figure and nothing else
 # Phases whose spec-free lowering is kept while calibrating: a few serving runs' decode batches and
 # prefill lengths on the cost grids (tcp_compiler.pipeline.keeping_fronts).
@@ -77,7 +81,7 @@ def statistics(run: MeasuredRun) -> tuple[str, str]:
 
 class CostCache:
     """IterationCosts kept by everything that can change them: the workload's model, precision and
-    options, and the spec's values outside COST_FREE_TABLES (a few, least recently used dropped:
+    options, and the spec's values but COST_FREE (a few, the least recently used dropped:
     a model's costs hold its compiled programs' timings)."""
 
     KEPT = 4
@@ -85,13 +89,14 @@ class CostCache:
     def __init__(self) -> None:
         self._kept: OrderedDict[tuple, IterationCosts] = OrderedDict()
 
-    def costs(self, config: ModelConfig, hw: Hardware, precision: Precision, options: CompileOptions,
-              buckets: Buckets, attention: str, pp: int) -> IterationCosts:  # fmt: skip
-        timing = tuple(hw.value(k) for k in hw.leaf_keys() if k.split(".")[0] not in COST_FREE_TABLES)
-        key = (config, precision, options, buckets, attention, pp, timing)
+    def costs(self, config: ModelConfig, hw: Hardware, precision: Precision, compile_options: CompileOptions,
+              options: ServeOptions, pp: int) -> IterationCosts:  # fmt: skip
+        timing = tuple(hw.value(k) for k in hw.leaf_keys() if not k.startswith(COST_FREE))
+        options = dataclasses.replace(options, concurrency=None)  # how requests arrive costs nothing
+        key = (config, precision, compile_options, options, pp, timing)
         found = self._kept.get(key)
         if found is None:
-            found = self._kept[key] = IterationCosts(config, hw, precision, options, buckets, attention, pp)
+            found = self._kept[key] = serving_costs(config, hw, precision, compile_options, options, pp)
             while len(self._kept) > self.KEPT:
                 self._kept.popitem(last=False)
         self._kept.move_to_end(key)
