@@ -149,19 +149,19 @@ def test_power_cap_lowers_clock_and_voltage_until_within_it() -> None:
 
 
 def _runs(spec) -> list[Observed]:
-    """Each phase of a few simulated runs, its average power modelled from its activity (which no
-    energy value changes) and measured as `spec` gives it."""
+    """Each phase of a few simulated runs, its average power while its programs run modelled from
+    its activity (which no energy value changes) and measured as `spec` gives it."""
     runs = []
     for dtype, batch in (("bf16", 1), ("bf16", 16), ("fp8", 4)):
         sim = _sim(dtype, batch)
-        for name, totals, seconds, running in (
-            ("prefill", sim.prefill_ops, _seconds(sim)[0], sim.prefill.cycles / 1e9),
-            ("decode", sim.decode_ops, _seconds(sim)[1], float(sim.decode_cycles.sum()) / 1e9),
+        for name, totals, running in (
+            ("prefill", sim.prefill_ops, sim.prefill.cycles / 1e9),
+            ("decode", sim.decode_ops, float(sim.decode_cycles.sum()) / 1e9),
         ):
             work, mac = Work.of_totals(totals), mac_dtype(sim)
 
-            def power(at, work=work, mac=mac, seconds=seconds, running=running) -> np.ndarray:
-                return np.array([phase_energy(ENERGY, at, work, mac, seconds, running, 1, 1).average_power_w])
+            def power(at, work=work, mac=mac, running=running) -> np.ndarray:
+                return np.array([phase_energy(ENERGY, at, work, mac, running, running, 1, 1).average_power_w])
 
             runs.append(Observed(f"{dtype} batch {batch} {name}", power(spec), power))
     return runs
