@@ -133,15 +133,28 @@ def _attention(s: _Lowering) -> None:
     or beside `fits_with`) is refused first: what the rewrite does not replace already spills."""
     if s.phase != "prefill":
         return
-    weights, policy = tuple(s.model.bindings), s.options.policy
     if s.check:
-        replaced = frozenset().union(*(m.nodes for m in find_attention(s.graph)))
-        bound = capacity(s.graph, weights, s.hw, policy, ignore=replaced)
+        bound = _bound(s)
         bound = bound if s.fits_with is None else larger(bound, s.fits_with)
-        check_capacity(bound, s.config.name, s.hw, s.options.chips_on(s.hw), at_least=True)
-    s.attention, tiles = plan_attention(s.graph, s.hw, policy)
+        check_capacity(bound, subject(s.config, s.options), s.hw, at_least=True)
+    s.attention, tiles = plan_attention(s.graph, s.hw, s.options.policy)
     s.observer.planned(s.attention)
     s.scheduled = rewrite_attention(s.graph if s.scheduled is None else s.scheduled, tiles)
+
+
+def _bound(s: _Lowering) -> Capacity:
+    """A prefill's HBM use before its attention rewrite, the values the rewrite replaces left out:
+    a lower bound of its use after it (the rest already spills), cheap at any length."""
+    replaced = frozenset().union(*(m.nodes for m in find_attention(s.graph)))
+    return capacity(s.graph, tuple(s.model.bindings), s.hw, s.options.policy, ignore=replaced)
+
+
+def subject(config: ModelConfig, options: CompileOptions) -> str:
+    """What a capacity message is about: the model, or one pipeline stage of it."""
+    stage = options.stage
+    if stage is None:
+        return config.name
+    return f"{config.name} stage {stage.index} (layers {stage.layers.start}-{stage.layers.stop - 1})"
 
 
 def _capacity(s: _Lowering) -> None:
@@ -187,22 +200,38 @@ def _front_key(s: _Lowering) -> tuple:
     return (s.config, s.precision, s.phase, s.length, s.options, s.options.chips_on(s.hw), s.replicate)
 
 
-def _run_steps(s: _Lowering) -> None:
+def _front(s: _Lowering) -> None:
+    """The spec-free steps (LOWERING[:SPEC_FREE_STEPS]), or what they made for the same key."""
     key = _front_key(s)
     front = _FRONTS.get(key)
-    for number, (name, step) in enumerate(LOWERING):
+    for name, step in LOWERING[:SPEC_FREE_STEPS]:
         s.observer.step(name)
-        if number < SPEC_FREE_STEPS and front is not None:
-            continue
-        if number == SPEC_FREE_STEPS and front is None:
-            _FRONTS[key] = front = tuple(getattr(s, f) for f in _FRONT_FIELDS)
-            while len(_FRONTS) > _FRONTS_KEPT[0]:
-                _FRONTS.popitem(last=False)
-        if number == SPEC_FREE_STEPS:
-            _FRONTS.move_to_end(key)
-            for f, v in zip(_FRONT_FIELDS, front, strict=True):
-                setattr(s, f, v)
+        if front is None:
+            step(s)
+    if front is None:
+        _FRONTS[key] = tuple(getattr(s, f) for f in _FRONT_FIELDS)
+        while len(_FRONTS) > _FRONTS_KEPT[0]:
+            _FRONTS.popitem(last=False)
+        return
+    _FRONTS.move_to_end(key)
+    for f, v in zip(_FRONT_FIELDS, front, strict=True):
+        setattr(s, f, v)
+
+
+def _run_steps(s: _Lowering) -> None:
+    _front(s)
+    for name, step in LOWERING[SPEC_FREE_STEPS:]:
+        s.observer.step(name)
         step(s)
+
+
+def prefill_bound(config: ModelConfig, hw: Hardware, precision: Precision, length: int,
+                  options: CompileOptions = CompileOptions()) -> Capacity:  # fmt: skip
+    """A prefill's HBM use before its attention rewrite (a lower bound of its use, _bound): what
+    capacity checks and advice read without cutting a long prompt into key blocks."""
+    s = _Lowering(config, hw, precision, "prefill", length, options, False, None, False, QUIET)
+    _front(s)
+    return _bound(s)
 
 
 def lower(
@@ -246,7 +275,7 @@ def compile_phase(
     lowered = lower(config, hw, precision, phase, length, options, check=True, fits_with=fits_with,
                     replicate=replicate, observer=observer)  # fmt: skip
     cap = lowered.capacity if fits_with is None else larger(lowered.capacity, fits_with)
-    check_capacity(cap, config.name, hw, options.chips_on(hw))
+    check_capacity(cap, subject(config, options), hw)
     observer.step("schedule")
     program = schedule(lowered.graph, hw, options.policy)
     if lowered.period is not None:

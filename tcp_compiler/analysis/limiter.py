@@ -25,9 +25,12 @@ _ACTIVE = {"compute": "contraction", "memory": "hbm_move", "communication": "lin
 _UNIT = {"compute": "Contraction Engine", "memory": "HBM", "communication": "chip links"}
 # What runs while the bound resource is idle, in the order an instant is attributed (first match):
 # a collective or a move is the reason a unit waits before the passes that run beside it are.
-_IDLE_ORDER = ("link", "hbm_move", "dma_on_chip", "dma_startup", "contraction", "tensor_unit_other", "sub")
+_IDLE_ORDER = (
+    "link", "pe_link", "hbm_move", "dma_on_chip", "dma_startup", "contraction", "tensor_unit_other", "sub",
+)
 _WHILE = {
     "link": "while collectives run",
+    "pe_link": "while reductions between a card's PEs run",
     "hbm_move": "while HBM moves run",
     "dma_on_chip": "while on-chip DMA moves run",
     "dma_startup": "during DMA start-up",
@@ -55,7 +58,8 @@ class LimiterPart(Record):
         "Vector, Commit, TRF loads); `contraction_placement`: contraction cycles beyond peak (lanes or "
         "slices the placement leaves idle); `link_latency`: chip-link time beyond its bytes at full "
         "bandwidth. The others are time the bound resource is idle, named by what runs instead (first "
-        "match in this order): `link` collectives, `hbm_move`, `dma_on_chip` moves, `dma_startup`, "
+        "match in this order): `link` collectives, `pe_link` reductions between a card's PEs, "
+        "`hbm_move`, `dma_on_chip` moves, `dma_startup`, "
         "`contraction` passes, `tensor_unit_other` (passes without a contraction), `sub` pipeline; "
         "`gaps`: nothing under way"
     )

@@ -2,7 +2,8 @@
 
 `--chips N` and `--tp N` are one option: N chips of tensor parallelism. `--pp P` adds P pipeline
 stages of layers, each a tensor-parallel group, so a run takes tp x pp chips of the spec's kind.
-`--set TABLE.KEY=V` changes one spec value for a what-if (tcp_compiler.spec_settings).
+`--set TABLE.KEY=V` changes one spec value for a what-if (tcp_compiler.spec_settings);
+`--set system.pe_partitions=8` runs each card as 8 tensor-parallel ranks of one PE each.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ def add_arguments(p: argparse.ArgumentParser, micro_batches: bool = True) -> Non
 
 
 def system(args: argparse.Namespace) -> tuple[Hardware, int]:
-    """The hardware of tp x pp chips, with the `--set` values, and the tensor-parallel degree tp."""
+    """The hardware of tp x pp chips, with the `--set` values, and the tensor-parallel degree tp;
+    with cards split into `system.pe_partitions` ranks, one rank's hardware and tp x that many
+    ranks (Hardware.partitioned: the reductions between a card's ranks are collectives too)."""
     hw, tp = _chips(args)
-    return with_settings(hw, args.settings), tp
+    return with_settings(hw, args.settings).ranks(tp)
 
 
 def _chips(args: argparse.Namespace) -> tuple[Hardware, int]:

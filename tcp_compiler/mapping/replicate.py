@@ -155,8 +155,10 @@ def _rebound(
     renamed = {name: name if at is None else names[at[0]] + at[1] for name, at in split.items()}
     get = renamed.__getitem__
     src, dst = (period.base + source, period.base + layer) if source >= 0 else (None, None)
-    return [
-        _with(
+    copies: dict[int, OpInfo] = {}  # an op listed again (a block of a token run) stays one object
+
+    def copy(op: OpInfo) -> OpInfo:
+        return _with(
             op,
             name=get(op.name),
             nodes=tuple(map(get, op.nodes)),
@@ -164,8 +166,8 @@ def _rebound(
             layer=dst if op.layer == src else op.layer,
             role=get(op.role) if op.role == op.name else op.role,  # a value of no layer is its own role
         )
-        for op in ops
-    ]
+
+    return [copies[id(op)] if id(op) in copies else copies.setdefault(id(op), copy(op)) for op in ops]
 
 
 def _split(name: str, names: dict[str, str], shared: frozenset[str]) -> tuple[str, str] | None:

@@ -204,7 +204,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         model_flops_utilisation=sim.prefill_model_flops / (prefill_seconds * roofline.flops_per_s * stages),
         hbm_bytes=int(p.hbm_bytes.sum()), roofline_seconds=max(terms), bound=bound(prefill_seconds, *terms),
         limiter=_limiter(sim.prefill_ops, 1, prefill_seconds, terms, sim, host),
-        config_bound_seconds=_config_bound(sim, "prefill", sim.prompt_len),
+        config_bound_seconds=_config_bound(sim, "prefill", sim.prompt_len), chunks=sim.prefill_chunks,
     )  # fmt: skip
     decode = _decode(sim, roofline)
     steps = decode.steps
@@ -217,7 +217,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         model=sim.config.name,
         family=sim.config.family,
         hardware=HardwareSummary(
-            name=hw.name, chips=sim.chips * stages, clock_hz=clock,
+            name=hw.name, chips=sim.chips * stages, ranks_per_card=hw.system.ranks_per_card, clock_hz=clock,
             peak_flops_per_s=roofline.flops_per_s, hbm_bytes_per_s=roofline.hbm_bytes_per_s,
             area_mm2=hw.area_mm2, assumed=tuple(hw.assumed_keys),
         ),

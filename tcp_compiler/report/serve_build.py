@@ -22,7 +22,7 @@ from tcp_compiler.report.serve_types import (
     ServeRun,
     ServeTime,
 )
-from tcp_compiler.serve.metrics import duration, latencies, model_bound_cycles
+from tcp_compiler.serve.metrics import duration, iteration_energy, latencies, model_bound_cycles
 from tcp_compiler.serve.server import ServeResult
 
 TIME_PARTS = ("device_s", "padding_s", "schedule_s", "prepare_s", "launch_s", "sample_s")  # sum: busy
@@ -107,16 +107,6 @@ def _time(result: ServeResult) -> ServeTime:
         padded_kv_tokens=int(it.array("padded_kv_tokens").sum()),
         kv_descriptors_per_decode=float(descriptors.mean()) if len(descriptors) else 0.0,
     )  # fmt: skip
-
-
-def iteration_energy(result: ServeResult) -> tuple[np.ndarray, np.ndarray]:
-    """Per iteration: its energy on every chip (its work's actions on each tensor-parallel chip,
-    running power on every chip) and its average power per chip."""
-    point, it, chips = ENERGY.point(result.hardware), result.iterations, result.chips
-    seconds = it.array("duration_s")
-    joules = it.array("dynamic_joules") * (chips // result.pp) + chips * point.running_power_w * seconds
-    power = np.divide(joules, seconds * chips, out=np.zeros_like(joules), where=seconds > 0)
-    return joules, power
 
 
 def _energy(

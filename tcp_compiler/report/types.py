@@ -24,6 +24,11 @@ class HardwareSummary(Record):
         "chips in all: tensor-parallel chips x pipeline stages; the figures describe one chip of each "
         "tensor-parallel group, summed over the stages (`pipeline`)"
     )
+    ranks_per_card: int = doc(
+        "tensor-parallel ranks each card is split into (`system.pe_partitions`); above 1, `chips` counts "
+        "ranks and every per-chip figure is one rank's (its share of the card)",
+        default=1,
+    )
     clock_hz: float = doc("chip clock", "Hz")
     peak_flops_per_s: float = doc(
         "contraction-engine peak per chip for this precision's operand dtype (int weights are "
@@ -74,6 +79,12 @@ class PrefillPhase(Record):
         "s",
         default=0.0,
     )
+    chunks: int | None = doc(
+        "with `--prefill-chunk`: the prefill programs run in turn, each over whole prompts of its "
+        "share of the batch (each reads the weights again; the figures above are all of them)",
+        "programs",
+        default=None,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,7 +120,7 @@ class UnitRow(Record):
 
     unit: str = doc(
         "`tensor_dma`, `contraction`, `reducer`, `vector`, `fetch`, `switch`, `commit`, `trf_load`, "
-        "`chip_link`"
+        "`chip_link`, `pe_path` (reductions between the ranks of a card split into PEs)"
     )
     busy_cycles: float = doc(
         "cycles the unit is busy; for `tensor_dma`, the bytes its moves carry over the engines' full rate",

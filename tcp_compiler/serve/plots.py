@@ -15,8 +15,7 @@ from matplotlib.figure import Figure
 from simulator.errors import OutputError
 from simulator.files import atomic_output
 from simulator.targets.rngd.energy import ENERGY
-from tcp_compiler.report.serve_build import iteration_energy
-from tcp_compiler.serve.metrics import latencies
+from tcp_compiler.serve.metrics import iteration_energy, latencies
 from tcp_compiler.serve.server import ServeResult
 
 BINS = 100  # time bins of the throughput plot

@@ -20,7 +20,7 @@ from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
-from tcp_compiler.generation.plan import decode_capacity, lower_decode, stage_options
+from tcp_compiler.generation.plan import decode_capacity, footprint, lower_decode, stage_options
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import CompileOptions, lower
 from tcp_compiler.serve.blocks import BlockManager, KvBudget
@@ -98,23 +98,26 @@ def kv_budget(
     longest_prefill: int,
     pp: int = 1,
 ) -> KvBudget:
-    """Blocks that fit one chip: HBM minus the weights (capacity's figure, with the position tables
-    at the longest sequence) minus the largest prefill's spilled activations. With pipeline stages,
-    every stage holds every sequence's cache for its layers: the stage with the fewest blocks sets
-    the count. A request that cannot fit even beside the weights alone is refused as soon as the
-    decode plan gives the cache's size, before the (long) prefill is lowered."""
+    """Blocks that fit one chip: HBM minus the weights and the largest prefill's spilled
+    activations, as simulate counts them (generation.plan.footprint; the position tables at the
+    longest sequence). With pipeline stages, every stage holds every sequence's cache for its
+    layers: the stage with the fewest blocks sets the count. A request that cannot fit even beside
+    the weights alone is refused as soon as the decode plan gives the cache's size, before the
+    (long) prefill is lowered."""
     check_positions(config, longest)
     decodes = []
     for opts in stage_options(config, CompileOptions(chips=options.chips), pp):
         decode = lower_decode(config, hw, precision, opts, max(longest - 1, 1))
         per_token = [decode_capacity(decode, n, hw).kv_cache for n in (1, 2)]
-        decodes.append((opts, KvBudget(hw.hbm.capacity_bytes, decode.capacity.weights, 0,
-                                       per_token[1] - per_token[0], serve.block_size)))  # fmt: skip
-    check_fits(min((b for _, b in decodes), key=lambda b: b.blocks), longest, hw, pp)
+        decodes.append((opts, decode, KvBudget(hw.hbm.capacity_bytes, decode.capacity.weights, 0,
+                                               per_token[1] - per_token[0], serve.block_size)))  # fmt: skip
+    check_fits(min((b for _, _, b in decodes), key=lambda b: b.blocks), longest, hw, pp)
     budgets = []
-    for opts, budget in decodes:
+    for opts, decode, budget in decodes:  # the generation's footprint, its KV cache left to the blocks
         prefill = lower(config, hw, precision, "prefill", longest_prefill, opts)
-        budgets.append(dataclasses.replace(budget, activation_bytes=prefill.capacity.activations))
+        use = footprint(decode_capacity(decode, longest, hw), prefill.capacity)
+        budgets.append(dataclasses.replace(budget, weight_bytes=use.weights,
+                                           activation_bytes=use.activations))  # fmt: skip
     return min(budgets, key=lambda b: b.blocks)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from simulator.target import Activity, Sites, Target
 from simulator.targets.rngd.spec import Hardware
-from simulator.targets.rngd.units import CONTEXTS, CONTRACTION, DMA, LINK, MAIN, SUB, UNITS, VECTOR
+from simulator.targets.rngd.units import CONTEXTS, CONTRACTION, DMA, LINK, MAIN, PE_LINK, SUB, UNITS, VECTOR
 
 # What may be under way at an instant (simulator.occupancy), in bit order.
 ACTIVITIES = (
@@ -27,6 +27,7 @@ ACTIVITIES = (
              "a Tensor Unit pass without a contraction (Vector Engine work) runs"),
     Activity("sub", SUB.name, "a command of the sub pipeline runs"),
     Activity("link", LINK.name, "a chip-link transfer (collective) is under way"),
+    Activity("pe_link", PE_LINK.name, "a PE-to-PE transfer within a card (collective between its ranks)"),
 )  # fmt: skip
 
 # Pipeline stages of a Tensor Unit pass, in the order data flows through them (Fetch -> Switch ->
