@@ -20,6 +20,7 @@ from tcp_compiler.cli import (
     serve_cmd,
     simulate_cmd,
     sweep_cmd,
+    validate_cmd,
 )
 from tcp_compiler.cli.flags import describe
 from tcp_compiler.errors import TcpcError
@@ -27,9 +28,10 @@ from tcp_compiler.errors import TcpcError
 COMMANDS = [
     simulate_cmd,
     serve_cmd,
+    validate_cmd,
+    calibrate_cmd,
     sweep_cmd,
     search_cmd,
-    calibrate_cmd,
     compile_cmd,
     run_cmd,
     inspect_cmd,

@@ -11,6 +11,7 @@ a one-line RequestFileError naming the file, the line or key, and what was expec
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,27 +57,34 @@ class MeasuredRun:
 
     @property
     def load(self) -> str:
-        """How its requests arrived, in words: `concurrency 128`, `rate 4/s`, `rate inf`, `trace`."""
+        """How its requests arrived, in words, as the replay takes them: `concurrency 128`, `trace`
+        (the file's arrival times), `all at once` or `rate 4/s`."""
         if self.concurrency is not None:
             return f"concurrency {self.concurrency}"
-        if self.rate is not None:
-            return f"rate {self.rate:g}/s"
-        return "trace"
+        if self.arrival_s is not None or self.rate is None:
+            return "trace"
+        return "all at once" if math.isinf(self.rate) else f"rate {self.rate:g}/s"
 
 
 def read_measured(path: str | Path, concurrency: int | None = None, rate: float | None = None) -> MeasuredRun:
     """The measured run in `path`: a vLLM result (.json) or a per-request table (.csv, .jsonl).
-    `concurrency` or `rate` say how a table's requests arrived (a vLLM file says it itself; a
-    different value given is an OptionError)."""
+    `concurrency` or `rate` say how the requests arrived where the file does not (a vLLM result
+    states its own max_concurrency and request_rate)."""
     path = Path(path)
     if concurrency is not None and rate is not None:
         raise OptionError("give {concurrency} or {rate}, not both")
+    suffix = path.suffix.lower()
+    if suffix not in (".json", ".csv", ".jsonl"):
+        raise RequestFileError(f"{path}: expected a vLLM result .json or a per-request .csv or .jsonl")
     text = request_tables.read_text(path, MAX_RESULT_BYTES, "measured results")
-    if path.suffix.lower() == ".json":
-        return _vllm(path, text, concurrency, rate)
-    if path.suffix.lower() in (".csv", ".jsonl"):
-        return _table(path, text, concurrency, rate)
-    raise RequestFileError(f"{path}: expected a vLLM result .json or a per-request .csv or .jsonl")
+    run = _vllm(path, text, concurrency, rate) if suffix == ".json" else _table(path, text, concurrency, rate)
+    if run.concurrency is None and run.rate is None and run.arrival_s is None:
+        raise OptionError("{path}: give {concurrency} or {rate}: the file does not say how its requests "
+                          "arrived (no concurrency, rate or arrival times)", path=str(path))  # fmt: skip
+    if run.concurrency is not None and run.rate is not None and math.isfinite(run.rate):
+        capped = f"rate {run.rate:g}/s, at most {run.concurrency} in flight: replayed as a closed loop"
+        run = dataclasses.replace(run, notes=(*run.notes, capped))
+    return run
 
 
 def _vllm(path: Path, text: str, concurrency: int | None, rate: float | None) -> MeasuredRun:
@@ -86,7 +94,7 @@ def _vllm(path: Path, text: str, concurrency: int | None, rate: float | None) ->
         raise RequestFileError(f"{path}: not valid JSON: {e}") from None
     if not isinstance(doc, dict):
         raise RequestFileError(
-            f"{path}: expected a JSON object (vLLM bench serve --save-result), got {type(doc).__name__}"
+            f"{path}: expected a JSON object (a vLLM bench serve result), got {type(doc).__name__}"
         )
     where = str(path)
     stated_c = _optional(where, doc, "max_concurrency", True, 1, MAX_SEQUENCES, "clients")
@@ -97,8 +105,8 @@ def _vllm(path: Path, text: str, concurrency: int | None, rate: float | None) ->
         stated_r = request_tables.cell(where, "request_rate", stated_r, False, 0, MAX_RATE, "requests/s")
         if stated_r == 0:
             raise RequestFileError(f'{where}: field request_rate: expected above 0 or "inf", got 0')
-    concurrency = _agree(path, "concurrency", concurrency, None if stated_c is None else int(stated_c))
-    rate = _agree(path, "rate", rate, stated_r)
+    if stated_c is not None or stated_r is not None:  # the file's own, over the caller's defaults
+        concurrency, rate = (None if stated_c is None else int(stated_c)), stated_r
     power = _optional(where, doc, "power_w", False, 0, MAX_POWER_W, "W")
     duration = _optional(where, doc, "duration", False, 0, MAX_SECONDS, "seconds")
     if "input_lens" in doc or "ttfts" in doc:
@@ -256,12 +264,6 @@ def _table(path: Path, text: str, concurrency: int | None, rate: float | None) -
                 f"{where}: field {extra} given, but not in the first row: give it in every row"
             )
     arrival = values.get("arrival_s")
-    if concurrency is None and rate is None and arrival is None:
-        raise OptionError(
-            "{path}: give {concurrency} or {rate}: the file does not say how its requests "
-            "arrived (no arrival_s)",
-            path=str(path),
-        )
     inputs, outputs = values["input_tokens"].astype(np.int64), values["output_tokens"].astype(np.int64)
     ttft, tpot = values["ttft_s"], np.where(outputs > 1, values["tpot_s"], 0.0)
     latency = values.get("latency_s")
@@ -283,14 +285,6 @@ def _table(path: Path, text: str, concurrency: int | None, rate: float | None) -
     return MeasuredRun(
         str(path), concurrency, rate, inputs, outputs, ttft, tpot, None, latency, arrival, metrics, power
     )
-
-
-def _agree(path: Path, option: str, given: float | None, stated: float | None) -> float | None:
-    """The file's value of an option, or the caller's where the file states none."""
-    if given is not None and stated is not None and given != stated:
-        template = "{" + option + "} {given:g}: {path} states {stated:g}"
-        raise OptionError(template, given=given, path=str(path), stated=stated)
-    return stated if stated is not None else given
 
 
 def _required(where: str, doc: dict, key: str, integer: bool, lo: float, hi: float, unit: str) -> float:
@@ -322,7 +316,7 @@ def _array(
     value = doc.get(key)
     if value is None:
         if required:
-            raise RequestFileError(f"{where}: missing field {key} (vLLM --save-detailed writes it)")
+            raise RequestFileError(f"{where}: missing field {key} (vLLM saves it in detailed results)")
         return None
     if not isinstance(value, list):
         raise RequestFileError(f"{where}: field {key}: expected a list, got {type(value).__name__}")
@@ -352,7 +346,7 @@ def _numbers(where: str, key: str, value: list, integer: bool, lo: float, hi: fl
 def _itls(where: str, doc: dict, n: int) -> list[np.ndarray]:
     value = doc.get("itls")
     if value is None:
-        raise RequestFileError(f"{where}: missing field itls (vLLM --save-detailed writes it)")
+        raise RequestFileError(f"{where}: missing field itls (vLLM saves it in detailed results)")
     if not isinstance(value, list) or len(value) != n:
         got = f"{len(value):,} entries" if isinstance(value, list) else type(value).__name__
         raise RequestFileError(
