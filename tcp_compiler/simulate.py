@@ -2,7 +2,7 @@
 
 The generation driver (tcp_compiler.generation) plans each pipeline stage decode first, then the
 engine (simulator.engine) times the prefill and every decode step. With `pp` stages of `chips`
-each, the stages run joined into one program over their chips (tcp_compiler.mapping.stage_chain),
+each, the stages run joined into one program over their chips (the target's recipes: chain),
 so bubbles, activation sends and the overlap of micro-batches are the engine's timing, not a
 formula: the prefill splits the batch into micro-batches that follow each other through the
 stages (GPipe's schedule for a forward pass); a decode step sends the whole batch through the
@@ -18,7 +18,7 @@ from functools import reduce
 import numpy as np
 
 from simulator.report import OpTotals, op_totals
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.errors import CapacityError, OptionError
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -31,17 +31,16 @@ from tcp_compiler.generation.plan import (
     plan_stages,
     stage_options,
 )
-from tcp_compiler.mapping.capacity import Capacity
-from tcp_compiler.mapping.stage_chain import chain, micro_batched
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import CompileOptions, larger
 from tcp_compiler.pipeline import run as run_program
+from tcp_compiler.recipes import Footprint, recipes
 
 
 @dataclass
 class Simulation:
     config: ModelConfig
-    hardware: Hardware
+    hardware: Spec
     precision: Precision
     chips: int
     batch: int
@@ -49,7 +48,7 @@ class Simulation:
     gen_len: int
     prefill: Run
     prefill_ops: OpTotals
-    capacity: Capacity
+    capacity: Footprint
     decode_cycles: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     decode_flops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     decode_hbm: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -83,7 +82,7 @@ def prefill_chunks(batch: int, prompt_len: int, chunk: int) -> int:
 
 def simulate_generation(
     config: ModelConfig,
-    hardware: Hardware,
+    hardware: Spec,
     precision: Precision,
     batch: int,
     prompt_len: int,
@@ -133,7 +132,8 @@ def simulate_generation(
                       options.chips_on(hardware), pp, batch // micro_batches)  # fmt: skip
         raise with_ways_out(e, asked) from None
     received = [p.prefill.graph.meta.received for p in plans]
-    program = chain([p.prefill.program for p in plans], micro_batched(pp, micro_batches), received)
+    book = recipes(hardware)
+    program = book.chain([p.prefill.program for p in plans], book.micro_batched(pp, micro_batches), received)
     observer.stage(f"simulating the prefill ({len(program):,} commands)")
     run = Run("prefill", program, run_program(program, hardware))
     pipeline = None

@@ -14,8 +14,8 @@ from simulator.calibration import Observed, fit
 from simulator.energy import Work, dvfs_voltage, peak_watts, phase_energy, throttled_clock
 from simulator.errors import HardwareError
 from simulator.hardware import load_hardware
-from simulator.targets.rngd import SITES
 from simulator.targets.rngd.energy import ENERGY, peak_rates
+from simulator.targets.rngd.sites import SITES
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.report.build import build_report

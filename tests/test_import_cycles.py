@@ -1,5 +1,5 @@
 """The source modules (ir, simulator, tcp_compiler) import one another without a cycle, and so do
-tcp_compiler's subpackages (report, analysis, mapping, ...) taken whole.
+tcp_compiler's subpackages (report, analysis, serve, ...) taken whole.
 
 Every import that runs counts, at module level or inside a function (a late import hides a cycle,
 it does not break it); imports under `if TYPE_CHECKING:` never run and do not count. `import a.b.c`

@@ -12,6 +12,8 @@ import pytest
 
 from simulator.hardware import load_hardware
 from simulator.program import ProgramBlock
+from simulator.targets.rngd.mapping.stage_chain import Block, chain, in_turn
+from simulator.targets.rngd.mapping.steps import DecodeSteps
 from tcp_compiler.analysis.config_floor import phase_bound
 from tcp_compiler.cli import main
 from tcp_compiler.errors import OptionError
@@ -20,8 +22,6 @@ from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.frontend.stages import pipeline_stages
 from tcp_compiler.generation.decode import step_blocks
 from tcp_compiler.generation.plan import lower_decode, stage_options
-from tcp_compiler.mapping.stage_chain import Block, chain, in_turn
-from tcp_compiler.mapping.steps import DecodeSteps
 from tcp_compiler.pipeline import CompileOptions, compile_phase, run_block
 from tcp_compiler.pipeline import run as run_program
 from tcp_compiler.report.build import build_report
@@ -189,7 +189,7 @@ def test_decode_blocks_through_the_stages_give_each_step_s_joined_program() -> N
     options = stage_options(MODEL, CompileOptions(chips=1, batch=2), 2)
     graphs = [lower_decode(MODEL, hw, BF16, o, 40).graph for o in options]
     lengths = range(41, 47)
-    joined = list(step_blocks([DecodeSteps(graphs[0], hw), _Halves(DecodeSteps(graphs[1], hw))], lengths))
+    joined = list(step_blocks([DecodeSteps(graphs[0], hw), _Halves(DecodeSteps(graphs[1], hw))], lengths, hw))
     assert [len(b) for b in joined] == [3, 3]
     apart = [DecodeSteps(g, hw) for g in graphs]
     for block, first in zip(joined, (41, 44), strict=True):

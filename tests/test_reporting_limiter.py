@@ -13,7 +13,7 @@ import pytest
 from simulator.hardware import load_hardware
 from simulator.occupancy import state_cycles
 from simulator.program import OpInfo, ProgramBuilder
-from simulator.targets.rngd import SITES
+from simulator.targets.rngd.sites import SITES
 from simulator.timeline import Timeline
 from tcp_compiler.analysis.limiter import HOST_CAUSES, Limiter, limiter_line
 from tcp_compiler.cli import main

@@ -9,9 +9,9 @@ import pytest
 
 from simulator.hardware import load_hardware
 from simulator.targets.rngd import SITES
+from simulator.targets.rngd.mapping.token_chunks import best_chunks
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
-from tcp_compiler.mapping.token_chunks import best_chunks
 from tcp_compiler.pipeline import CompileOptions, compile_phase, run
 
 LINK, MAIN = SITES.context("link"), SITES.context("main")

@@ -16,10 +16,11 @@ from typing import Literal
 
 import numpy as np
 
-from simulator.targets.rngd import SITES
+from simulator.targets import DEFAULT_TARGET
 from tcp_compiler.records import Record, doc
 
-ACTIVITIES, BIT = SITES.activity_names, SITES.bits  # the target's activities (simulator.occupancy)
+SITES = DEFAULT_TARGET.sites  # the report schema names the build's target's causes
+ACTIVITIES, BIT = SITES.activity_names, SITES.bits  # its activities (simulator.occupancy)
 RESOURCES = ("compute", "memory", "communication")  # the roofline terms, in their order
 _ACTIVE = {"compute": "contraction", "memory": "hbm_move", "communication": "link"}
 _UNIT = {"compute": "Contraction Engine", "memory": "HBM", "communication": "chip links"}

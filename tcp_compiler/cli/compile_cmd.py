@@ -8,7 +8,7 @@ import sys
 import ir
 from simulator.program import Program
 from simulator.program_text import format_program
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.output import check_outputs, si, write_atomically
 from tcp_compiler.errors import CapacityError, CliError
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     return _write(args.output, text, compiled.model)
 
 
-def totals_line(program: Program, hw: Hardware) -> str:
+def totals_line(program: Program, hw: Spec) -> str:
     """The program's totals as `tcpc simulate` reports them for the same phase (engine cycles)."""
     cycles = run_program(program, hw).cycles
     return (

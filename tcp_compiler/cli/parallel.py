@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from simulator.hardware import load_hardware
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.flags import flag_type
 from tcp_compiler.errors import CliError
@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser, micro_batches: bool = True) -> Non
     )  # fmt: skip
 
 
-def system(args: argparse.Namespace) -> tuple[Hardware, int]:
+def system(args: argparse.Namespace) -> tuple[Spec, int]:
     """The hardware of tp x pp chips, with the `--set` values, and the tensor-parallel degree tp;
     with cards split into `system.pe_partitions` ranks, one rank's hardware and tp x that many
     ranks (Hardware.partitioned: the reductions between a card's ranks are collectives too)."""
@@ -48,7 +48,7 @@ def system(args: argparse.Namespace) -> tuple[Hardware, int]:
     return with_settings(hw, args.settings).ranks(tp)
 
 
-def _chips(args: argparse.Namespace) -> tuple[Hardware, int]:
+def _chips(args: argparse.Namespace) -> tuple[Spec, int]:
     if getattr(args, "micro_batches", None) is not None and args.pp == 1:
         raise CliError("--micro-batches applies to pipeline parallelism: give --pp too")
     if args.pp == 1:

@@ -9,7 +9,7 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.analysis.roofline import Roofline
 from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, args.group_size, args.kv_dtype)
 
-    def simulate(spec: Hardware) -> Simulation:
+    def simulate(spec: Spec) -> Simulation:
         watch = _Watch(bar=args.gen_len >= 64)
         try:
             return simulate_generation(

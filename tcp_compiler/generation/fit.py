@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from simulator.errors import SimulatorError
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.errors import CapacityError, TcpcError
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import KV_DTYPES, PRECISIONS, Precision
 from tcp_compiler.generation.plan import default_micro_batches, lower_decode, needs, stage_options
-from tcp_compiler.mapping.capacity import Capacity, capacity_error
 from tcp_compiler.pipeline import CompileOptions, prefill_bound
+from tcp_compiler.recipes import Footprint, recipes
 
 MAX_CHIPS = 64  # the most chips (tp x pp) a way out may ask for
 LOW_PRECISION = "fp8"  # the weights and KV cache dtype offered
@@ -30,7 +30,7 @@ class Asked:
     """The options of a generation whose HBM use is asked for."""
 
     config: ModelConfig
-    hw: Hardware  # the chip (any system size: runs are sized by tp x pp)
+    hw: Spec  # the chip (any system size: runs are sized by tp x pp)
     precision: Precision
     batch: int
     prompt_len: int
@@ -40,7 +40,7 @@ class Asked:
     prefill_batch: int | None = None  # sequences per prefill program (None: the batch over its micro-batches)
     phase: str | None = None  # one phase alone (`tcpc compile`): its own use at `prompt_len`
 
-    def need(self) -> Capacity:
+    def need(self) -> Footprint:
         """HBM per chip of the fullest stage (generation.plan.needs), or of the phase alone (as
         the pipeline checks it: a prefill before its attention rewrite)."""
         hw = self.hw.with_chips(self.tp * self.pp)
@@ -116,6 +116,7 @@ def with_ways_out(error: CapacityError, run: Asked) -> CapacityError:
         advice = ("; it fits with none of a smaller {batch}, fp8 weights or KV cache, a {prefill_chunk} or "
                   f"up to {MAX_CHIPS} chips ({{tp}} x {{pp}})")  # fmt: skip
     v = error.values
-    cap = Capacity(v["weights"], v["kv_cache"], v["activations"], v["available"])
-    return capacity_error(cap, v["what"], v["hw"], v["needs"] != "needs", advice,
+    book = recipes(run.hw)
+    cap = book.Capacity(v["weights"], v["kv_cache"], v["activations"], v["available"])
+    return book.capacity_error(cap, v["what"], v["hw"], v["needs"] != "needs", advice,
                           **{f"{o}_fits": value for o, value in found.items()})  # fmt: skip

@@ -15,14 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import pipeline_stages
-from tcp_compiler.mapping.capacity import Capacity, capacity, check_capacity
-from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import (
     Compiled,
@@ -34,6 +32,7 @@ from tcp_compiler.pipeline import (
     prefill_bound,
     subject,
 )
+from tcp_compiler.recipes import Footprint, Steps, recipes
 
 
 def stage_options(config: ModelConfig, options: CompileOptions, pp: int) -> list[CompileOptions]:
@@ -56,20 +55,21 @@ def check_micro_batches(batch: int, micro_batches: int) -> None:
 
 
 def lower_decode(
-    config: ModelConfig, hw: Hardware, precision: Precision, options: CompileOptions, past: int,
+    config: ModelConfig, hw: Spec, precision: Precision, options: CompileOptions, past: int,
     observer: Observer = QUIET,
 ) -> Lowered:  # fmt: skip
     """The decode step's graph with `past` cached positions: the template of every later length."""
     return lower(config, hw, precision, "decode", past, options, observer=observer)
 
 
-def decode_capacity(decode: Lowered, positions: int, hw: Hardware) -> Capacity:
+def decode_capacity(decode: Lowered, positions: int, hw: Spec) -> Footprint:
     """HBM use of the decode step whose cache holds `positions`, costed by resizing the graph."""
-    graph = resize_graph(decode.graph, decode.graph.meta.kv_sizes(positions))
-    return capacity(graph, decode.weight_names, hw, decode.options.policy)
+    book = recipes(hw)
+    graph = book.resize_graph(decode.graph, decode.graph.meta.kv_sizes(positions))
+    return book.capacity(graph, decode.weight_names, hw, decode.options.policy_on(hw))
 
 
-def footprint(decode: Capacity, prefill: Capacity) -> Capacity:
+def footprint(decode: Footprint, prefill: Footprint) -> Footprint:
     """HBM per chip of a generation, the one accounting simulate checks and serve budgets: the
     weights (each phase's tables sized by its positions: the larger), the decode step's KV cache
     (at the length it is costed for) and the larger of the phases' spilled activations, all held at
@@ -77,9 +77,9 @@ def footprint(decode: Capacity, prefill: Capacity) -> Capacity:
     return larger(decode, prefill)
 
 
-def needs(config: ModelConfig, hw: Hardware, precision: Precision, options: CompileOptions, prompt_len: int,
+def needs(config: ModelConfig, hw: Spec, precision: Precision, options: CompileOptions, prompt_len: int,
           final_positions: int, prefill_batch: int,
-          observer: Observer = QUIET) -> tuple[Lowered, Capacity, Capacity]:  # fmt: skip
+          observer: Observer = QUIET) -> tuple[Lowered, Footprint, Footprint]:  # fmt: skip
     """A stage's decode step (lowered at the prompt), its use with the cache at `final_positions`,
     and the generation's footprint with the prefill of `prefill_batch` sequences, whose activations
     are bounded before the attention rewrite (cheap at any length: no key block is cut)."""
@@ -94,19 +94,20 @@ def needs(config: ModelConfig, hw: Hardware, precision: Precision, options: Comp
 class StagePlan:
     """A stage's decode step (its template) and prefill (one micro-batch), compiled and checked."""
 
-    hw: Hardware
+    hw: Spec
     decode: Lowered
     prefill: Compiled
-    capacity: Capacity  # each part at the larger of the prefill's and the last decode step's
+    capacity: Footprint  # each part at the larger of the prefill's and the last decode step's
 
     @cached_property
-    def steps(self) -> DecodeSteps:
+    def steps(self) -> Steps:
         """Programs of the decode step at any length (compiled when first asked for)."""
-        return DecodeSteps(self.decode.graph, self.hw, self.decode.options.policy)
+        hw, decode = self.hw, self.decode
+        return recipes(hw).DecodeSteps(decode.graph, hw, decode.options.policy_on(hw))
 
 
 def plan_stages(
-    config: ModelConfig, hw: Hardware, precision: Precision, prompt_len: int, final_positions: int,
+    config: ModelConfig, hw: Spec, precision: Precision, prompt_len: int, final_positions: int,
     stages: Sequence[CompileOptions], micro_batches: int = 1, observer: Observer = QUIET,
 ) -> list[StagePlan]:  # fmt: skip
     """Each stage planned decode first (module docstring); `final_positions`: the cache of the
@@ -120,7 +121,7 @@ def plan_stages(
         observer.stage(f"compiling the decode step{where}")
         decode, decode_cap, need = needs(config, hw, precision, options, prompt_len, final_positions, batch,
                                          observer)  # fmt: skip
-        check_capacity(need, subject(config, options), hw, at_least=True)
+        recipes(hw).check_capacity(need, subject(config, options), hw, at_least=True)
         planned.append((options, decode, decode_cap, where))
     plans = []
     for options, decode, decode_cap, where in planned:

@@ -7,13 +7,12 @@ tcp_compiler.report.markdown, tcp_compiler.report.terminal."""
 from __future__ import annotations
 
 from simulator.report import OpTotals
-from simulator.targets.rngd.units import CONTRACTION
 from simulator.utilisation import totals_busy_cycles, utilisation
 from tcp_compiler.analysis.config_floor import decode_bound_seconds, phase_bound
 from tcp_compiler.analysis.limiter import Limiter, PhaseTime, limiter
 from tcp_compiler.analysis.op_roles import OpRoleRow, op_roles
 from tcp_compiler.analysis.roofline import Roofline, bound
-from tcp_compiler.mapping.stage_chain import SENT
+from tcp_compiler.recipes import recipes
 from tcp_compiler.report.energy import energy, op_joules
 from tcp_compiler.report.types import (
     Attention,
@@ -123,7 +122,7 @@ def _limiter(
     if sim.pipeline:
         return None
     clock = sim.hardware.chip.clock_hz
-    busy = totals.unit_busy.sum(axis=0)[totals.sites.unit(CONTRACTION.name)]
+    busy = totals.unit_busy.sum(axis=0)[totals.sites.unit(totals.sites.compute)]
     phase = PhaseTime(
         seconds=seconds, host_seconds=host.as_dict(), terms=tuple(float(t) for t in terms),
         state_seconds=totals.state_cycles / clock / steps,
@@ -260,7 +259,8 @@ def _pipeline(sim: Simulation, ttft: float, decode: DecodePhase) -> Pipeline:
     tpot = decode.tpot_seconds_mean if decode.steps else 0.0
     sent = 0.0
     if decode.steps:
-        sends = [k for k, kind in enumerate(sim.decode_ops.kinds) if kind == SENT]
+        sent = recipes(sim.hardware).SENT
+        sends = [k for k, kind in enumerate(sim.decode_ops.kinds) if kind == sent]
         sent = float(sim.decode_ops.link_bytes[sends].sum()) / decode.steps
     rows = []
     for s in pipe.stages:

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from simulator.targets.rngd.energy import ENERGY
+from simulator.targets import energy_of
 from tcp_compiler.report.serve_types import (
     CostCache,
     CostGrids,
@@ -113,7 +113,7 @@ def _energy(
     result: ServeResult, joules: np.ndarray, power: np.ndarray, span: float, out_tokens: int
 ) -> ServeEnergy:
     """The run's energy: its iterations', plus idle power on every chip while none runs."""
-    point, chips = ENERGY.point(result.hardware), result.chips
+    point, chips = energy_of(result.hardware).point(result.hardware), result.chips
     busy = min(float(result.iterations.array("duration_s").sum()), span)
     total = float(joules.sum()) + chips * point.idle_power_w * max(span - busy, 0.0)
     return ServeEnergy(

@@ -3,7 +3,7 @@
 An iteration runs decodes (one token per sequence, each at its own KV length) and prefill chunks
 (C new tokens after P cached ones). Each piece is a compiled Program timed by the engine:
 
-- decodes: the decode graph at batch B (a template per B, tcp_compiler.mapping.steps patches it
+- decodes: the decode graph at batch B (a template per B, the target's DecodeSteps patches it
   per KV length). The graph has one KV length for the batch. `paged` (default) gives it the
   batch's mean length, so the KV bytes and attention FLOPs are the sum of the sequences' own
   lengths, as a paged-attention kernel reads them; `padded` gives it the longest, as a kernel over
@@ -21,7 +21,7 @@ An iteration runs decodes (one token per sequence, each at its own KV length) an
 The pieces of a mixed iteration run back to back (their cycles add): conservative by one read of
 the weights per extra piece, which the report counts (`mixed_iterations`). With pipeline stages,
 each piece is the stages' programs joined as `tcpc simulate --pp` joins a decode step's
-(tcp_compiler.mapping.stage_chain), timed by the engine in one run: the cost keeps when each
+(the target's recipes: chain), timed by the engine in one run: the cost keeps when each
 stage hands the piece on, which the server needs to overlap the iterations of its engines.
 
 The runtime's static shapes (Shapes) pad an iteration up to the buckets its graphs were compiled
@@ -46,23 +46,22 @@ from dataclasses import dataclass, replace
 
 from simulator.energy import Work
 from simulator.program import Program
-from simulator.targets.rngd.energy import ENERGY
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
+from simulator.targets import energy_of
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.generation.plan import lower_decode, stage_options
-from tcp_compiler.mapping.stage_chain import chain, handoffs, in_turn
-from tcp_compiler.mapping.steps import DecodeSteps
 from tcp_compiler.pipeline import CompileOptions, compile_phase
 from tcp_compiler.pipeline import run as run_program
+from tcp_compiler.recipes import Steps, recipes
 from tcp_compiler.serve.options import ATTENTION_MODES, BLOCK_SIZE, Buckets, Shapes, pad
 
 
 @dataclass(frozen=True)
 class Cost:
     """An iteration piece timed by the engine: `handoffs[k]`, when pipeline stage k has done its
-    part, in cycles from the start (the stages' programs joined, tcp_compiler.mapping.stage_chain;
+    part, in cycles from the start (the stages' programs joined by the target's `chain`;
     the last is the piece's cycles, and one stage has just that), and the work timed: FLOPs and
     HBM bytes of one chip per stage. Pieces add stage by stage: each stage runs both parts before
     it hands the iteration on. `joules`: the dynamic energy of that work (simulator.energy), from
@@ -161,7 +160,7 @@ class IterationCosts:
     def __init__(
         self,
         config: ModelConfig,
-        hw: Hardware,
+        hw: Spec,
         precision: Precision,
         options: CompileOptions,
         buckets: Buckets = Buckets(),
@@ -175,11 +174,12 @@ class IterationCosts:
         self.config, self.hw, self.precision, self.options = config, hw, precision, options
         self.buckets, self.attention, self.block_size = buckets, attention, block_size
         self.shapes = shapes or Shapes.exact()  # none given: every shape compiled, nothing padded
+        self.book, self.energy = recipes(hw), energy_of(hw)  # the target's recipe book and energy recipe
         self.stats = CostStats()
         self.stages = stage_options(config, CompileOptions(chips=options.chips, policy=options.policy), pp)
         self.zero = Cost((0.0,) * pp, 0.0, 0.0, 0.0)
         self.layers = [len(o.stage.layers) if o.stage else len(config.layers) for o in self.stages]
-        self._templates: dict[int, list[DecodeSteps]] = {}
+        self._templates: dict[int, list[Steps]] = {}
         self._decodes: dict[tuple[int, int], Cost] = {}
         self._prefills: dict[tuple[int, int, int], Cost] = {}
 
@@ -235,7 +235,7 @@ class IterationCosts:
             found = self._decodes[key] = self._time([t.at(length) for t in templates], received)
         return found
 
-    def _template(self, batch: int, length: int) -> list[DecodeSteps]:
+    def _template(self, batch: int, length: int) -> list[Steps]:
         """Each stage's decode template at `batch`, compiled at the first length asked for."""
         templates = self._templates.get(batch)
         if templates is None:
@@ -244,7 +244,7 @@ class IterationCosts:
             for options in self.stages:
                 options = replace(options, batch=batch)
                 decode = lower_decode(self.config, self.hw, self.precision, options, max(length - 1, 1))
-                templates.append(DecodeSteps(decode.graph, self.hw, options.policy))
+                templates.append(self.book.DecodeSteps(decode.graph, self.hw, options.policy_on(self.hw)))
                 self.stats.decode_templates += 1
         return templates
 
@@ -313,12 +313,12 @@ class IterationCosts:
         """The stages' programs joined (`received`: the input each receives), the batch through
         them in turn, timed by the engine."""
         self.stats.engine_runs += 1
-        program = chain(stages, in_turn(len(stages)), received)
+        program = self.book.chain(stages, self.book.in_turn(len(stages)), received)
         timeline = run_program(program, self.hw)
         dtype = self.hw.dtype_key(self.precision.operand)
-        return Cost(tuple(float(h) for h in handoffs(program, timeline, len(stages))),
+        return Cost(tuple(float(h) for h in self.book.handoffs(program, timeline, len(stages))),
                     float(program.flops.sum()), float(program.hbm_bytes.sum()),
-                    ENERGY.dynamic_joules(self.hw, Work.of_program(program), dtype))  # fmt: skip
+                    self.energy.dynamic_joules(self.hw, Work.of_program(program), dtype))  # fmt: skip
 
     def seconds(self, cost: Cost) -> float:
         return self.hw.seconds(cost.cycles)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 
 HOST_PARTS = ("schedule", "prepare", "launch", "sample")  # in the order they run
 
@@ -46,7 +46,7 @@ class HostWork:
         return {part: getattr(self, part) for part in HOST_PARTS}
 
 
-def host_work(hw: Hardware, sequences: int, tokens: int, sampled: int, programs: int) -> HostWork:
+def host_work(hw: Spec, sequences: int, tokens: int, sampled: int, programs: int) -> HostWork:
     """An iteration of `sequences` running sequences and `tokens` scheduled tokens, `sampled` of
     which sequences get a token, running `programs` device programs."""
     h = hw.host

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.targets.rngd.energy import ENERGY
+from simulator.targets import energy_of
 from tcp_compiler.analysis.config_floor import matmul_weights
 from tcp_compiler.analysis.roofline import Roofline
 from tcp_compiler.serve.server import ServeResult
@@ -55,7 +55,7 @@ def model_bound_cycles(result: ServeResult) -> np.ndarray:
 def iteration_energy(result: ServeResult) -> tuple[np.ndarray, np.ndarray]:
     """Per iteration: its energy on every chip (its work's actions on each tensor-parallel chip,
     running power on every chip) and its average power per chip."""
-    point, it, chips = ENERGY.point(result.hardware), result.iterations, result.chips
+    point, it, chips = energy_of(result.hardware).point(result.hardware), result.iterations, result.chips
     seconds = it.array("duration_s")
     joules = it.array("dynamic_joules") * (chips // result.pp) + chips * point.running_power_w * seconds
     power = np.divide(joules, seconds * chips, out=np.zeros_like(joules), where=seconds > 0)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
@@ -75,7 +75,7 @@ class Iterations:
 @dataclass
 class ServeResult:
     config: ModelConfig
-    hardware: Hardware
+    hardware: Spec
     precision: Precision
     chips: int  # in all: tensor-parallel chips x pipeline stages
     pp: int  # pipeline stages (an iteration's figures are one chip per stage)
@@ -90,7 +90,7 @@ class ServeResult:
 
 def kv_budget(
     config: ModelConfig,
-    hw: Hardware,
+    hw: Spec,
     precision: Precision,
     options: CompileOptions,
     serve: ServeOptions,
@@ -133,7 +133,7 @@ def check_request_positions(config: ModelConfig, requests: list[Request]) -> Non
         )
 
 
-def check_fits(budget: KvBudget, longest: int, hw: Hardware, pp: int) -> None:
+def check_fits(budget: KvBudget, longest: int, hw: Spec, pp: int) -> None:
     """A TcpcError when a request of `longest` tokens needs more KV blocks than one (virtual)
     engine's share of `budget` holds."""
     blocks, total = -(-longest // budget.block_size), budget.blocks // pp
@@ -146,7 +146,7 @@ def check_fits(budget: KvBudget, longest: int, hw: Hardware, pp: int) -> None:
         )
 
 
-def serving_costs(config: ModelConfig, hw: Hardware, precision: Precision, compile_options: CompileOptions,
+def serving_costs(config: ModelConfig, hw: Spec, precision: Precision, compile_options: CompileOptions,
                   options: ServeOptions, pp: int) -> IterationCosts:  # fmt: skip
     """The iteration costs a server with `options` runs on (its grids, attention, shapes, blocks)."""
     return IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp,
@@ -155,7 +155,7 @@ def serving_costs(config: ModelConfig, hw: Hardware, precision: Precision, compi
 
 def serve(
     config: ModelConfig,
-    hw: Hardware,
+    hw: Spec,
     precision: Precision,
     requests: list[Request],
     options: ServeOptions = ServeOptions(),
@@ -320,7 +320,7 @@ def _admit(arrivals: list[tuple[float, int, Request]], engines: list[_Engine], n
         engine.state.waiting.append(seq)
 
 
-def _through_stages(cost: Cost, start: float, stage_free: list[float], hw: Hardware) -> float:
+def _through_stages(cost: Cost, start: float, stage_free: list[float], hw: Spec) -> float:
     """When an iteration that may start at `start` is out of the last stage. Each stage holds it
     from one hand-off of its joined program's timeline to the next (all of it, with one stage),
     starting once the stage is done with the iteration before it, of any engine; `stage_free`
@@ -347,7 +347,7 @@ def iteration_cost(plan: Plan, costs: IterationCosts) -> Piece:
     return total
 
 
-def iteration_host_work(plan: Plan, st: ServerState, hw: Hardware) -> HostWork:
+def iteration_host_work(plan: Plan, st: ServerState, hw: Spec) -> HostWork:
     """The host's work for a planned iteration: scheduling every running sequence, preparing its
     tokens, launching its programs (a prefill and a decode one) and sampling a token for each
     decode and each chunk that ends a prompt (its cache then holds the whole target)."""

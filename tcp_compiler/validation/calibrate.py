@@ -29,7 +29,6 @@ import numpy as np
 from simulator.calibration import Fit, Observed, choose, fit, fittable, leave_one_out, sensitivities
 from simulator.errors import HardwareError
 from simulator.spec import Spec
-from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.pipeline import CompileOptions, keeping_fronts
@@ -89,7 +88,7 @@ class CostCache:
     def __init__(self) -> None:
         self._kept: OrderedDict[tuple, IterationCosts] = OrderedDict()
 
-    def costs(self, config: ModelConfig, hw: Hardware, precision: Precision, compile_options: CompileOptions,
+    def costs(self, config: ModelConfig, hw: Spec, precision: Precision, compile_options: CompileOptions,
               options: ServeOptions, pp: int) -> IterationCosts:  # fmt: skip
         timing = tuple(hw.value(k) for k in hw.leaf_keys() if not k.startswith(COST_FREE))
         options = dataclasses.replace(options, concurrency=None)  # how requests arrive costs nothing

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -38,7 +38,7 @@ class Replay:
 def replay(
     run: MeasuredRun,
     config: ModelConfig,
-    hw: Hardware,
+    hw: Spec,
     precision: Precision,
     options: ServeOptions = ServeOptions(),
     compile_options: CompileOptions | None = None,

@@ -10,10 +10,10 @@ figure into infinity. Relations between values (a chip that cannot exist) are in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from simulator.errors import HardwareError
-from simulator.spec import EngineRates, Spec, Table, suggest, value
+from simulator.spec import DTypeName, EngineRates, Spec, Table, suggest, value
 from simulator.targets.rngd.area import area_parts
 
 # Operand dtypes the contraction engine tables are keyed by, and IR dtype names that map onto them.
@@ -21,15 +21,6 @@ DTYPES = ("bf16", "f16", "fp8", "i8", "i4", "f32")
 _DTYPE_ALIASES = {"fp8e4m3": "fp8", "fp8e5m2": "fp8", "f8e4m3": "fp8", "f8e5m2": "fp8"}
 
 _COUNT, _BYTES, _CYCLES, _RATE = (1, 1 << 16), (1, 1 << 40), (1, 10**9), (1e-3, 1e9)
-
-
-class NamedDType(Protocol):
-    """An IR dtype (ir.DType) as the spec sees it: by name, so simulator/ does not import ir/."""
-
-    name: str
-
-
-DTypeName = str | NamedDType
 
 
 @dataclass(frozen=True)

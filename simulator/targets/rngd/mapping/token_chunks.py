@@ -25,9 +25,9 @@ from dataclasses import replace
 
 from ir import Graph, TensorType
 from ir.ops.einsum import parse_equation
-from tcp_compiler.mapping.fusion import FusedOp
-from tcp_compiler.mapping.residency import writes_hbm
-from tcp_compiler.mapping.traits import traits
+from simulator.targets.rngd.mapping.fusion import FusedOp
+from simulator.targets.rngd.mapping.residency import writes_hbm
+from simulator.targets.rngd.mapping.traits import traits
 
 TOKENS = "S"  # the token axis of a prefill's activations (frontend.builder)
 

@@ -6,12 +6,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ir import Graph
+from simulator.targets.rngd.mapping.fusion import on_the_fly, view_roots
+from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from simulator.targets.rngd.mapping.residency import HBM, residency
+from simulator.targets.rngd.mapping.traits import traits
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.errors import CapacityError
-from tcp_compiler.mapping.fusion import on_the_fly, view_roots
-from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.residency import HBM, residency
-from tcp_compiler.mapping.traits import traits
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""A whole model's Program from the Program of its stand-in graph (tcp_compiler.mapping.layer_period):
+"""A whole model's Program from the Program of its stand-in graph (layer_period.py):
 the left-out layers' commands are copies of a kept layer of the same phase.
 
 The stand-in's program is: prefix ops, one block of ops per kept layer (from the first op of the
@@ -20,7 +20,7 @@ import gc
 import numpy as np
 
 from simulator.program import COLUMNS, OpInfo, Program
-from tcp_compiler.mapping.layer_period import LayerPeriod
+from simulator.targets.rngd.mapping.layer_period import LayerPeriod
 
 _COPIED = tuple(name for name, _ in COLUMNS if name != "op")
 

@@ -20,7 +20,16 @@ from dataclasses import dataclass, field, replace
 from ir import Graph, TensorType
 from ir.ops import REGISTRY, OpCall
 from simulator.program import OpInfo, Program, ProgramBuilder
-from simulator.targets.rngd import SITES, units
+from simulator.targets.rngd import units
+from simulator.targets.rngd.mapping.experts import GroupedCost, grouped_cost
+from simulator.targets.rngd.mapping.fusion import FusedOp, fuse
+from simulator.targets.rngd.mapping.lanes import maximum
+from simulator.targets.rngd.mapping.placement import EinsumShape, place
+from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from simulator.targets.rngd.mapping.residency import HBM, residency, writes_hbm
+from simulator.targets.rngd.mapping.token_chunks import best_chunks, candidates, chunked, token_run
+from simulator.targets.rngd.mapping.traits import CONTRACTION_STAGE, traits
+from simulator.targets.rngd.sites import SITES
 from simulator.targets.rngd.spec import Hardware
 from simulator.targets.rngd.units import (
     CHIP_LINK,
@@ -39,14 +48,6 @@ from simulator.targets.rngd.units import (
     VECTOR,
 )
 from tcp_compiler.errors import TcpcError
-from tcp_compiler.mapping.experts import GroupedCost, grouped_cost
-from tcp_compiler.mapping.fusion import FusedOp, fuse
-from tcp_compiler.mapping.lanes import maximum
-from tcp_compiler.mapping.placement import EinsumShape, place
-from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.residency import HBM, residency, writes_hbm
-from tcp_compiler.mapping.token_chunks import best_chunks, candidates, chunked, token_run
-from tcp_compiler.mapping.traits import CONTRACTION_STAGE, traits
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY,
 
 
 def chunk_view(view: OpView, chunks: int) -> OpView:
-    """The view of one block of `chunks` along the tokens (tcp_compiler.mapping.token_chunks)."""
+    """The view of one block of `chunks` along the tokens (simulator.targets.rngd.mapping.token_chunks)."""
     if chunks == 1:
         return view
     nodes = tuple(
@@ -300,7 +301,7 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
 
 def _split(total: int, parts: int) -> list[int]:
     """`total` in `parts` near-equal ints, the larger first (a comparison, not a branch: the
-    total may be lanes of a block of decode lengths, tcp_compiler.mapping.lanes)."""
+    total may be lanes of a block of decode lengths, simulator.targets.rngd.mapping.lanes)."""
     base, extra = divmod(total, parts)
     return [base + (i < extra) for i in range(parts)]
 
