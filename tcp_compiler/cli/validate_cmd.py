@@ -16,8 +16,8 @@ from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.option_fields import flagged
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.provenance import provenance
-from tcp_compiler.serve import IterationCosts
 from tcp_compiler.serve.options import Buckets, ServeOptions, Shapes
+from tcp_compiler.serve.server import serving_costs
 from tcp_compiler.serve.workload import Workload
 from tcp_compiler.validation.compare import compare, load_key, summarize
 from tcp_compiler.validation.measured import read_measured
@@ -84,8 +84,7 @@ def run(args: argparse.Namespace) -> int:
                         shapes=from_args(Shapes, args, "_shapes"))  # fmt: skip
     compile_options = CompileOptions(chips=tp)
     # One cost cache for every run: the runs share their model, hardware and grids.
-    costs = IterationCosts(config, hw, prec, compile_options, options.buckets, options.attention, args.pp,
-                           options.shapes, options.block_size)  # fmt: skip
+    costs = serving_costs(config, hw, prec, compile_options, options, args.pp)
     runs = [compare(m, replay(m, config, hw, prec, options, compile_options, args.pp, costs, args.seed))
             for m in measured]  # fmt: skip
     runs.sort(key=load_key)

@@ -147,6 +147,13 @@ def check_fits(budget: KvBudget, longest: int, hw: Spec, pp: int) -> None:
         )
 
 
+def serving_costs(config: ModelConfig, hw: Spec, precision: Precision, compile_options: CompileOptions,
+                  options: ServeOptions, pp: int) -> IterationCosts:  # fmt: skip
+    """The iteration costs a server with `options` runs on (its grids, attention, shapes, blocks)."""
+    return IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp,
+                          options.shapes, options.block_size)  # fmt: skip
+
+
 def serve(
     config: ModelConfig,
     hw: Spec,
@@ -187,8 +194,7 @@ def serve(
     ]  # fmt: skip
     check_fits(budget, longest, hw, pp)
     if costs is None:
-        costs = IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp,
-                               options.shapes, options.block_size)  # fmt: skip
+        costs = serving_costs(config, hw, precision, compile_options, options, pp)
     if len(costs.stages) != pp:
         raise ValueError(f"the iteration costs are of {len(costs.stages)} stages, the server's of {pp}")
     closed = options.concurrency is not None
