@@ -6,7 +6,10 @@ lowering at all.
 Per chip of a tensor-parallel group of `chips`:
 - compute: the model's matmul FLOPs (every projection and MLP weight, the top-k experts, the LM
   head on the tokens that need logits, and attention over the keys each query sees: causal,
-  capped by a sliding window) at the fastest contraction rate of the precision's dtypes;
+  capped by a sliding window), each at the peak contraction rate of the dtype its operands are
+  multiplied in (projections in the precision's operand dtype, or the activation dtype where a
+  weight format does not apply; the head in the table dtype when tied; attention in the KV
+  dtype): a bf16 run with an fp8 cache multiplies its weights no faster;
 - memory: the weights read once (the top-k experts of each MoE layer: any routing reads at least
   those; in a weight format, its codes plus scales and zero points), the KV cache written once
   (prefill) or read once and written one position (decode), at
@@ -24,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ir import DType
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.analysis.roofline import Roofline
 from tcp_compiler.frontend.config import ModelConfig
@@ -70,11 +74,11 @@ class _Fixed:
 
     cfg: ModelConfig
     batch: int
-    per_token: float  # weights each token multiplies by
-    head_flops: float  # the logits: one token per row
-    attention_scale: float  # batch x heads x FLOPs per query, head and key
+    token_seconds: float  # one token's projection FLOPs at their dtypes' peak rates
+    head_seconds: float  # the logits' FLOPs (one token per row) at the head's dtype's rate
+    attention_scale: float  # batch x heads x seconds per query, head and key at the KV dtype's rate
     windows: tuple[int | None, ...]  # each layer's sliding window
-    roofline: Roofline  # compute at the fastest of the precision's dtypes, HBM at its peak
+    roofline: Roofline  # HBM at its peak, the links
     weight_bytes: float
     kv_token: float
     kv_split: int
@@ -87,16 +91,18 @@ class _Fixed:
     def of(
         cls, cfg: ModelConfig, precision: Precision, hw: Hardware, chips: int, batch: int, pp: int
     ) -> _Fixed:
-        per_token, _ = matmul_weights(cfg)
+        rate = hw.flops_per_second
+        token_seconds = sum(2.0 * n / rate(dtype) for dtype, n in _weights_by_operand(cfg, precision).items())
         link_scale = None
         if chips > 1:
             per_layer = 1 if cfg.residual.block == "parallel" else 2
             link_scale = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips
         return cls(
-            cfg=cfg, batch=batch, per_token=per_token, head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
-            attention_scale=batch * cfg.heads * _per_key(cfg),
+            cfg=cfg, batch=batch, token_seconds=token_seconds,
+            head_seconds=2.0 * cfg.hidden * cfg.vocab * batch / rate(_head_operand(cfg, precision)),
+            attention_scale=batch * cfg.heads * _per_key(cfg) / rate(precision.kv),
             windows=tuple(layer.sliding_window for layer in cfg.layers),
-            roofline=Roofline.published_peak(hw, precision.operand, precision.act, precision.kv),
+            roofline=Roofline.published_peak(hw, precision.operand),
             weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
             kv_token=kv_elements_per_token(cfg) * precision.kv.bits / 8,
             kv_split=1 if cfg.mla is not None else chips,  # every chip holds MLA's whole latent cache
@@ -108,12 +114,12 @@ class _Fixed:
         queries = length if phase == "prefill" else 1
         batch, windows = self.batch, self.windows
         tokens = batch * queries
-        flops = 2.0 * self.per_token * tokens + self.head_flops
+        compute = self.token_seconds * tokens + self.head_seconds
         # Layers of one window see the same keys: each distinct window's term once, summed per layer.
         first, scale = length - queries, self.attention_scale
         distinct = set(windows)
         attention = {w: scale * visible_keys(w, first, queries) for w in distinct}
-        flops += sum([attention[w] for w in windows])
+        compute += sum([attention[w] for w in windows])
         kv_token = self.kv_token  # prefill writes the cache once; decode reads it, the new position included
         kv = {w: batch * _kept(w, length) * kv_token for w in distinct}
         kv_bytes = sum([kv[w] for w in windows])
@@ -124,7 +130,8 @@ class _Fixed:
         link_bytes += hidden if self.pp > 1 else 0.0
         everywhere, pp = self.everywhere, self.pp
         memory = self.weight_bytes / everywhere + kv_bytes / self.kv_split / pp
-        return PhaseBound(*self.roofline.terms(flops / everywhere, memory, link_bytes))
+        _, memory_seconds, link_seconds = self.roofline.terms(0.0, memory, link_bytes)
+        return PhaseBound(compute / everywhere, memory_seconds, link_seconds)
 
 
 @lru_cache(maxsize=64)
@@ -147,6 +154,25 @@ def matmul_weight_bytes(cfg: ModelConfig, precision: Precision) -> float:
             bits = fmt.bits_per_weight(rows, cols) if fmt.applies(name) else precision.act.bits
         total += rows * cols * share * bits / 8
     return total
+
+
+def _weights_by_operand(cfg: ModelConfig, precision: Precision) -> dict[DType, float]:
+    """The weights each token multiplies by (`matmul_weights`), by the dtype the projection
+    multiplies in: the operand dtype, or the activation dtype where a weight format does not apply."""
+    fmt, found = precision.format, {}
+    for name, (rows, cols), share in _matmul_shapes(cfg):
+        dtype = precision.operand if fmt is None or fmt.applies(name) else precision.act
+        found[dtype] = found.get(dtype, 0.0) + rows * cols * share
+    return found
+
+
+def _head_operand(cfg: ModelConfig, precision: Precision) -> DType:
+    """The dtype the LM head multiplies in (as `head_bytes` reads it): the table's when tied, else
+    the projections' operand, or the activation dtype where a weight format does not apply."""
+    fmt = precision.format
+    if cfg.embedding.tied:
+        return precision.table
+    return precision.operand if fmt is None or fmt.applies("lm_head.weight") else precision.act
 
 
 def head_bytes(cfg: ModelConfig, precision: Precision) -> float:
