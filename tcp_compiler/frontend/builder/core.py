@@ -10,8 +10,9 @@ rank runs it with its own weight shards, so H, Hkv, F and V are per-chip sizes. 
 the experts' gate/up are column-parallel (a block of the [out, in] rows), o_proj and down
 row-parallel (a block of the columns) followed by an all_reduce of the [B, S, D] partial sums;
 with fewer KV heads than chips each chip holds the one KV head its query heads read. The LM head
-is vocab-parallel with an all_gather of the logits when N divides V. Embedding, norms, router and
-RoPE tables are replicated. With chips=1 no collective appears and every param is whole.
+and the embedding are vocab-parallel when N divides V: each chip holds V / N rows, the lookup's
+rows join in an all_reduce and the logits in an all_gather. Norms, router and RoPE tables are
+replicated. With chips=1 no collective appears and every param is whole.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class Sharding:
     kv_replicas: int  # chips holding the same KV head (1 when the KV heads split)
     intermediate: int
     moe_intermediate: int
-    vocab: int  # LM head rows per chip: vocab / chips, or the whole vocab when replicated
+    vocab: int  # embedding and LM head rows per chip: vocab / chips, or the whole vocab when replicated
 
     @staticmethod
     def plan(cfg: ModelConfig, chips: int) -> Sharding:
