@@ -17,7 +17,7 @@ from simulator.timeline import Timeline
 from simulator.utilisation import command_bytes
 
 SUMMED = (
-    "main_cycles", "span_cycles", "flops", "hbm_bytes", "dm_bytes", "link_bytes", "unit_busy", "dma_bytes",
+    "main_cycles", "busy_cycles", "flops", "hbm_bytes", "dm_bytes", "link_bytes", "unit_busy", "dma_bytes",
     "layer_span_cycles", "state_cycles",
 )  # fmt: skip
 
@@ -32,7 +32,7 @@ class OpTotals:
     placements: list[str]
     roles: list[str]  # each op's role (OpInfo.role): the ops that do the same work in every layer
     main_cycles: np.ndarray  # time the op occupies its target's primary context (RNGD: the main pipeline)
-    span_cycles: np.ndarray  # from its first command's start to its last command's end
+    busy_cycles: np.ndarray  # the time at least one of its commands is under way
     flops: np.ndarray
     hbm_bytes: np.ndarray
     dm_bytes: np.ndarray
@@ -120,11 +120,13 @@ def timed_totals(program: Program, timeline: Timeline) -> dict[str, np.ndarray]:
     first = np.minimum.reduceat(timeline.start, starts)
     last = np.maximum.reduceat(timeline.end, starts)
     *_, layer_ids, of_layer = _op_columns(program.ops)
+    from simulator.span_kernels import op_busy  # numba: loaded when a program runs, not for --help
+
     return {
         "main_cycles": np.add.reduceat(
             np.where(program.context == program.sites.primary, duration, 0.0), starts, axis=0
         ),
-        "span_cycles": last - first,
+        "busy_cycles": op_busy(timeline.start, timeline.end, starts) if len(starts) else np.zeros(0),
         "layer_span_cycles": _busy_spans(first, last, of_layer, len(layer_ids)),
         "state_cycles": state_cycles(program, timeline),
     }
@@ -139,7 +141,7 @@ def block_timed_totals(block: ProgramBlock, timeline: Timeline) -> dict[str, np.
     last = np.maximum.reduceat(timeline.end, starts, axis=1)
     *_, layer_ids, of_layer = _op_columns(base.ops)
     duration = timeline.end - timeline.start
-    from simulator.span_kernels import span_pieces_rows  # numba: loaded when a program runs, not for --help
+    from simulator.span_kernels import op_busy_rows, span_pieces_rows  # numba: loaded when a program runs
 
     # Each row's pieces summed by numpy as _busy_spans sums them (row by row, the same sums).
     spans = np.zeros((len(block), len(layer_ids)))
@@ -161,7 +163,7 @@ def block_timed_totals(block: ProgramBlock, timeline: Timeline) -> dict[str, np.
         "main_cycles": np.add.reduceat(
             np.where(base.context == base.sites.primary, duration, 0.0), starts, axis=1
         ),
-        "span_cycles": last - first,
+        "busy_cycles": op_busy_rows(timeline.start, timeline.end, starts),
         "layer_span_cycles": spans,
         "state_cycles": np.array(states_of),
     }
@@ -197,7 +199,7 @@ def distinct_ops(ops: list) -> int:
 
 
 def _fold_copies(totals: OpTotals, ops: list) -> OpTotals:
-    """One row per distinct OpInfo: copies of an op (one per micro-batch) sum, their spans too."""
+    """One row per distinct OpInfo: copies of an op (one per micro-batch) sum, their busy time too."""
     row, distinct = _copy_rows(ops)
     if distinct == len(ops):
         return totals

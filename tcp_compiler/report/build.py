@@ -47,12 +47,12 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[OpRow, ..
     clock, roofline = sim.hardware.chip.clock_hz, _roofline(sim)
     rows = []
     # Python floats (the same doubles): a long prefill has ~10^5 ops, and numpy scalars are slow.
-    spans, main, layers = totals.span_cycles.tolist(), totals.main_cycles.tolist(), totals.layers.tolist()
+    busy, main, layers = totals.busy_cycles.tolist(), totals.main_cycles.tolist(), totals.layers.tolist()
     all_flops, all_hbm = totals.flops.tolist(), totals.hbm_bytes.tolist()
     all_link, all_dm = totals.link_bytes.tolist(), totals.dm_bytes.tolist()
     joules = op_joules(sim, totals).tolist()
     for i, name in enumerate(totals.names):
-        seconds = spans[i] / clock / steps
+        seconds = busy[i] / clock / steps
         flops, hbm = all_flops[i] / steps, all_hbm[i] / steps
         link, dm = all_link[i] / steps, all_dm[i] / steps
         terms = roofline.terms(flops, hbm, link)
