@@ -236,7 +236,7 @@ def compile_phase(
     observer.step("schedule")
     program = schedule(lowered.graph, hw, options.policy)
     if lowered.period is not None:
-        full = replicate_layers(program, lowered.period)
+        full = replicate_layers(program, lowered.period, lowered.graph.meta.origins)
         if full is None:  # the stand-in's layers do not repeat as the graph's do: compile them all
             return compile_phase(config, hw, precision, phase, length, options, fits_with, False, observer)
         program = full

@@ -190,14 +190,12 @@ def head_bytes(cfg: ModelConfig, precision: Precision) -> float:
 
 
 def _matmul_shapes(cfg: ModelConfig) -> Iterator[tuple[str, tuple[int, int], float]]:
-    """(name, [out, in], share of it any forward reads) of each projection (not head, embedding)."""
-    for name, shape in canonical_shapes(cfg):
-        if len(shape) != 2 or name.startswith(("model.embed", "lm_head")):
-            continue
-        if cfg.mlp.kind == "plain" and ".mlp.gate_proj." in name:
-            continue  # a plain MLP has no gate
-        share = cfg.moe.top_k / cfg.moe.experts if cfg.moe is not None and ".experts." in name else 1.0
-        yield name, (shape[0], shape[1]), share
+    """(name, [out, in], share of it any forward reads) of each projection and routed expert (not
+    head, embedding), by the kind canonical_shapes gives it."""
+    for name, shape, kind in canonical_shapes(cfg):
+        if kind in ("projection", "expert"):
+            share = cfg.moe.top_k / cfg.moe.experts if kind == "expert" else 1.0
+            yield name, (shape[0], shape[1]), share
 
 
 def _kept(window: int | None, length: int) -> int:
