@@ -31,6 +31,7 @@ class OpTotals:
     layers: np.ndarray
     placements: list[str]
     roles: list[str]  # each op's role (OpInfo.role): the ops that do the same work in every layer
+    operands: list[str]  # the dtype each op's contraction multiplies in (OpInfo.operand, "" for none)
     main_cycles: np.ndarray  # time the op occupies its target's primary context (RNGD: the main pipeline)
     busy_cycles: np.ndarray  # the time at least one of its commands is under way
     flops: np.ndarray
@@ -53,6 +54,7 @@ class OpTotals:
             self.layers,
             self.placements,
             self.roles,
+            self.operands,
             layer_ids=self.layer_ids,
             sites=self.sites,
             **sums,
@@ -63,14 +65,15 @@ _OP_COLUMNS: list[tuple[list, tuple]] = []  # (program.ops, its columns): decode
 
 
 def _op_columns(ops: list) -> tuple:
-    """(names, kinds, layers, placements, roles, layer ids, layer index per op) of a program's op list."""
+    """(names, kinds, layers, placements, roles, operands, layer ids, layer index per op) of a
+    program's op list."""
     for known, columns in _OP_COLUMNS:
         if known is ops:
             return columns
     layers = np.array([o.layer for o in ops])
     layer_ids, of_layer = np.unique(layers, return_inverse=True)
     columns = ([o.name for o in ops], [o.kind for o in ops], layers, [o.placement for o in ops],
-               [o.role for o in ops], layer_ids, of_layer)  # fmt: skip
+               [o.role for o in ops], [o.operand for o in ops], layer_ids, of_layer)  # fmt: skip
     _OP_COLUMNS[:] = [(ops, columns), *_OP_COLUMNS[:3]]
     return columns
 
@@ -173,9 +176,9 @@ def assemble(
     ops: list, per_op: dict[str, np.ndarray], timed: dict[str, np.ndarray], sites: Sites
 ) -> OpTotals:
     """OpTotals of an op list from its summed integer and timeline figures."""
-    names, kinds, layers, placements, roles, layer_ids, _ = _op_columns(ops)
+    names, kinds, layers, placements, roles, operands, layer_ids, _ = _op_columns(ops)
     return OpTotals(names=names, kinds=kinds, layers=layers, placements=placements, roles=roles,
-                    layer_ids=layer_ids, sites=sites, **per_op, **timed)  # fmt: skip
+                    operands=operands, layer_ids=layer_ids, sites=sites, **per_op, **timed)  # fmt: skip
 
 
 _COPY_ROWS: list[tuple[list, np.ndarray, int]] = []  # (program.ops, rows, distinct): steps share one
@@ -214,7 +217,7 @@ def _fold_copies(totals: OpTotals, ops: list) -> OpTotals:
     return OpTotals(
         [totals.names[k] for k in keep], [totals.kinds[k] for k in keep], totals.layers[keep],
         [totals.placements[k] for k in keep], [totals.roles[k] for k in keep],
-        layer_ids=totals.layer_ids, sites=totals.sites,
+        [totals.operands[k] for k in keep], layer_ids=totals.layer_ids, sites=totals.sites,
         layer_span_cycles=totals.layer_span_cycles, state_cycles=totals.state_cycles, **per_op,
     )  # fmt: skip
 

@@ -41,3 +41,19 @@ def test_an_op_fetched_early_is_not_charged_for_the_wait() -> None:
         gaps += span > union + 1
         assert abs(rows[info.name].seconds * clock - union) < 1e-6 * max(union, 1.0), info.name
     assert gaps, "no op waits between its fetch and its pass here: the test cannot tell span from busy time"
+
+
+def test_each_op_is_judged_at_the_rate_of_the_dtype_it_multiplies_in() -> None:
+    """An fp8 run keeps its KV cache in bf16: attention's einsums multiply bf16 at half fp8's
+    peak, and their roofline says so (at fp8's rate a compute-bound tile reads as "overhead")."""
+    hw = load_hardware("rngd")
+    sim = simulate_generation(load_model("llama-3.2-1b").config, hw, precision("fp8"), 1, 256, 1)
+    operand = {info.name: info.operand for info in sim.prefill.program.ops}
+    rows = build_report(sim).ops.prefill
+    attention = [r for r in rows if operand[r.name] == "bf16" and r.flops]
+    projections = [r for r in rows if operand[r.name] == "fp8e4m3" and r.flops]
+    assert attention and projections
+    for r in attention:
+        assert r.roofline_seconds >= r.flops / hw.flops_per_second("bf16") * (1 - 1e-12), r.name
+    for r in projections:
+        assert r.roofline_seconds >= r.flops / hw.flops_per_second("fp8e4m3") * (1 - 1e-12), r.name

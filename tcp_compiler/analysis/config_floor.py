@@ -23,13 +23,13 @@ The bound is the largest of the three; no simulated phase may beat it (tests/tes
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 
 from ir import DType
 from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.analysis.roofline import Roofline
+from tcp_compiler.analysis.roofline import Roofline, peak_flops
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.weight_shapes import canonical_shapes
@@ -91,7 +91,7 @@ class _Fixed:
     def of(
         cls, cfg: ModelConfig, precision: Precision, hw: Hardware, chips: int, batch: int, pp: int
     ) -> _Fixed:
-        rate = hw.flops_per_second
+        rate = functools.partial(peak_flops, hw)
         token_seconds = sum(2.0 * n / rate(dtype) for dtype, n in _weights_by_operand(cfg, precision).items())
         link_scale = None
         if chips > 1:
@@ -134,7 +134,7 @@ class _Fixed:
         return PhaseBound(compute / everywhere, memory_seconds, link_seconds)
 
 
-@lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=64)
 def matmul_weights(cfg: ModelConfig) -> tuple[float, float]:
     """(weights each token multiplies by, weights any forward must read), LM head and embedding
     apart: every dense projection, and of each MoE layer the router and top_k experts."""
@@ -142,7 +142,7 @@ def matmul_weights(cfg: ModelConfig) -> tuple[float, float]:
     return read, read
 
 
-@lru_cache(maxsize=64)  # the report asks once per decode step
+@functools.lru_cache(maxsize=64)  # the report asks once per decode step
 def matmul_weight_bytes(cfg: ModelConfig, precision: Precision) -> float:
     """Bytes of the weights `matmul_weights` counts, in the precision's weight format: each
     format's codes plus its scales and zero points (weight_format.bits_per_weight)."""

@@ -99,6 +99,7 @@ class Recipe:
     placement: str
     steps: tuple[Step, ...]
     streams_weights: bool = False  # its loads bring weights from HBM (see emit's gate)
+    operand: str = ""  # the dtype its contraction multiplies in ("" without one)
 
 
 def op_view(graph: Graph, op: FusedOp, where: Mapping[str, str]) -> OpView:
@@ -170,7 +171,7 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
     """Appends one op's recipe to the program, wired to its producers."""
     b = wiring.builder
     nodes = tuple(n.name for n in op.nodes)
-    index = b.op(OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs), op.role))
+    index = b.op(OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs), op.role, r.operand))
     producers = [wiring.done[v] for v in op.inputs if v in wiring.done]
     from_hbm = [wiring.done[v] for v in op.inputs if v in wiring.done and where.get(v, HBM) == HBM]
     load = main = last = None
@@ -348,7 +349,8 @@ def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
             steps.append(_transfer("store", lout, hw, 1))
     described = placement.describe(hw) if placement else ""
     described += f" {grouped.describe()}" if grouped else ""
-    return Recipe("pass", described, tuple(steps))
+    operand = einsum.operands[0].dtype.name if einsum is not None else ""
+    return Recipe("pass", described, tuple(steps), operand=operand)
 
 
 def _dma(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:

@@ -41,11 +41,18 @@ def _roofline(sim: Simulation) -> Roofline:
     return Roofline.of(sim.hardware, sim.precision.operand)
 
 
-def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[OpRow, ...], tuple[str, ...]]:
-    """Every op, averaged per program run (per decode step for decode), heaviest first, and the
-    role of each."""
-    clock, roofline = sim.hardware.chip.clock_hz, _roofline(sim)
-    rows = []
+Terms = tuple[float, float, float]  # an op's compute, memory and communication seconds at the roofs
+
+
+def _ops(
+    totals: OpTotals, steps: int, sim: Simulation
+) -> tuple[tuple[OpRow, ...], tuple[str, ...], tuple[Terms, ...]]:
+    """Every op, averaged per program run (per decode step for decode), heaviest first, the role
+    of each and its roofline terms, compute at the peak of the dtype its contraction multiplies in
+    (attention's operands in a bf16 cache on an fp8 run go at bf16's rate)."""
+    clock, hw, default = sim.hardware.chip.clock_hz, sim.hardware, sim.precision.operand.name
+    rooflines = {d: Roofline.of(hw, d) for d in {*totals.operands, default} - {""}}
+    rows, all_terms = [], []
     # Python floats (the same doubles): a long prefill has ~10^5 ops, and numpy scalars are slow.
     busy, main, layers = totals.busy_cycles.tolist(), totals.main_cycles.tolist(), totals.layers.tolist()
     all_flops, all_hbm = totals.flops.tolist(), totals.hbm_bytes.tolist()
@@ -55,7 +62,8 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[OpRow, ..
         seconds = busy[i] / clock / steps
         flops, hbm = all_flops[i] / steps, all_hbm[i] / steps
         link, dm = all_link[i] / steps, all_dm[i] / steps
-        terms = roofline.terms(flops, hbm, link)
+        terms = rooflines[totals.operands[i] or default].terms(flops, hbm, link)
+        all_terms.append(terms)
         moved = hbm + dm
         rows.append(
             OpRow(
@@ -67,7 +75,8 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[OpRow, ..
             )
         )  # fmt: skip
     order = sorted(range(len(rows)), key=lambda i: -rows[i].seconds)
-    return tuple(rows[i] for i in order), tuple(totals.roles[i] for i in order)
+    return (tuple(rows[i] for i in order), tuple(totals.roles[i] for i in order),
+            tuple(all_terms[i] for i in order))  # fmt: skip
 
 
 def _layers(
@@ -122,9 +131,9 @@ def _limiter(totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Si
 
 
 def _roles(
-    ops: tuple[tuple[OpRow, ...], tuple[str, ...]], seconds: float, sim: Simulation
+    ops: tuple[tuple[OpRow, ...], tuple[str, ...], tuple[Terms, ...]], seconds: float
 ) -> tuple[OpRoleRow, ...]:
-    return op_roles(*ops, seconds, _roofline(sim).terms, bound)
+    return op_roles(*ops, seconds, bound)
 
 
 def _units(totals: OpTotals, cycles: float, sim: Simulation) -> tuple[UnitRow, ...]:
@@ -226,8 +235,8 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
             prefill=prefill_ops[0][: top or None], decode=decode_ops[0][: top or None] if decode_ops else None
         ),
         op_roles=OpRoles(
-            prefill=_roles(prefill_ops, prefill_seconds, sim),
-            decode=_roles(decode_ops, decode.tpot_seconds_mean, sim) if decode_ops else None,
+            prefill=_roles(prefill_ops, prefill_seconds),
+            decode=_roles(decode_ops, decode.tpot_seconds_mean) if decode_ops else None,
         ),
         attention=Attention(prefill=tuple(AttentionNote(**note) for note in sim.attention)),
         memory=Memory(
