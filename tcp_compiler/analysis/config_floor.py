@@ -24,7 +24,7 @@ The bound is the largest of the three; no simulated phase may beat it (tests/tes
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from ir import DType
@@ -74,9 +74,11 @@ class _Fixed:
 
     cfg: ModelConfig
     batch: int
-    token_seconds: float  # one token's projection FLOPs at their dtypes' peak rates
-    head_seconds: float  # the logits' FLOPs (one token per row) at the head's dtype's rate
-    attention_scale: float  # batch x heads x seconds per query, head and key at the KV dtype's rate
+    per_token: dict[DType, float]  # weights each token multiplies by, per dtype they multiply in
+    head: DType  # the dtype the LM head multiplies in
+    head_flops: float  # the logits: one token per row
+    kv: DType  # the dtype attention multiplies in
+    attention_scale: float  # batch x heads x FLOPs per query, head and key
     windows: tuple[int | None, ...]  # each layer's sliding window
     roofline: Roofline  # HBM at its peak, the links
     weight_bytes: float
@@ -86,21 +88,21 @@ class _Fixed:
     link_scale: float | None  # the tensor-parallel all-reduces' bytes per hidden state's (chips > 1)
     pp: int
     everywhere: int
+    rate: Callable[[DType], float]  # the peak FLOP/s of a dtype
 
     @classmethod
     def of(
         cls, cfg: ModelConfig, precision: Precision, hw: Hardware, chips: int, batch: int, pp: int
     ) -> _Fixed:
-        rate = functools.partial(peak_flops, hw)
-        token_seconds = sum(2.0 * n / rate(dtype) for dtype, n in _weights_by_operand(cfg, precision).items())
         link_scale = None
         if chips > 1:
             per_layer = 1 if cfg.residual.block == "parallel" else 2
             link_scale = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips
         return cls(
-            cfg=cfg, batch=batch, token_seconds=token_seconds,
-            head_seconds=2.0 * cfg.hidden * cfg.vocab * batch / rate(_head_operand(cfg, precision)),
-            attention_scale=batch * cfg.heads * _per_key(cfg) / rate(precision.kv),
+            cfg=cfg, batch=batch, per_token=_weights_by_operand(cfg, precision),
+            head=_head_operand(cfg, precision), head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
+            kv=precision.kv, attention_scale=batch * cfg.heads * _per_key(cfg),
+            rate=functools.partial(peak_flops, hw),
             windows=tuple(layer.sliding_window for layer in cfg.layers),
             roofline=Roofline.published_peak(hw, precision.operand),
             weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
@@ -114,12 +116,13 @@ class _Fixed:
         queries = length if phase == "prefill" else 1
         batch, windows = self.batch, self.windows
         tokens = batch * queries
-        compute = self.token_seconds * tokens + self.head_seconds
+        flops = {dtype: 2.0 * n * tokens for dtype, n in self.per_token.items()}
+        flops[self.head] = flops.get(self.head, 0.0) + self.head_flops
         # Layers of one window see the same keys: each distinct window's term once, summed per layer.
         first, scale = length - queries, self.attention_scale
         distinct = set(windows)
         attention = {w: scale * visible_keys(w, first, queries) for w in distinct}
-        compute += sum([attention[w] for w in windows])
+        flops[self.kv] = flops.get(self.kv, 0.0) + sum([attention[w] for w in windows])
         kv_token = self.kv_token  # prefill writes the cache once; decode reads it, the new position included
         kv = {w: batch * _kept(w, length) * kv_token for w in distinct}
         kv_bytes = sum([kv[w] for w in windows])
@@ -131,7 +134,8 @@ class _Fixed:
         everywhere, pp = self.everywhere, self.pp
         memory = self.weight_bytes / everywhere + kv_bytes / self.kv_split / pp
         _, memory_seconds, link_seconds = self.roofline.terms(0.0, memory, link_bytes)
-        return PhaseBound(compute / everywhere, memory_seconds, link_seconds)
+        compute = sum(f / everywhere / self.rate(dtype) for dtype, f in flops.items())
+        return PhaseBound(compute, memory_seconds, link_seconds)
 
 
 @functools.lru_cache(maxsize=64)
@@ -156,6 +160,7 @@ def matmul_weight_bytes(cfg: ModelConfig, precision: Precision) -> float:
     return total
 
 
+@functools.lru_cache(maxsize=64)
 def _weights_by_operand(cfg: ModelConfig, precision: Precision) -> dict[DType, float]:
     """The weights each token multiplies by (`matmul_weights`), by the dtype the projection
     multiplies in: the operand dtype, or the activation dtype where a weight format does not apply."""
