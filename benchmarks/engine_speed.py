@@ -14,7 +14,7 @@ import numpy as np
 
 from simulator.engine import simulate
 from simulator.program import COLUMNS, Program
-from simulator.targets.rngd import SITES
+from simulator.targets.rngd.sites import SITES
 
 RUNS = 7
 

@@ -77,7 +77,7 @@ def _run_each(
 
 
 # The last few programs' queue links and users, by the arrays they derive from. Decode steps are
-# one template with patched timings: they share these arrays (tcp_compiler.mapping.steps), so
+# one template with patched timings: they share these arrays (a recipe book's DecodeSteps), so
 # their structure is derived once. Entries hold the arrays themselves: identity cannot be reused.
 _STRUCTURES: list[tuple[tuple[np.ndarray, ...], tuple]] = []
 

@@ -89,7 +89,7 @@ VARYING = ("cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link
 @dataclass
 class ProgramBlock:
     """Programs of one structure that differ only in some commands' figures: decode steps at
-    consecutive KV lengths (tcp_compiler.mapping.steps). Program k is `base` with commands `rows`
+    consecutive KV lengths (a recipe book's DecodeSteps). Program k is `base` with commands `rows`
     given values[k] (the VARYING columns) and busy[k]; the engine and the op totals take a block
     whole, so its programs need not be built one by one."""
 

@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from simulator.errors import HardwareError, HardwareOptionError
 
@@ -79,6 +79,15 @@ def _table_params(name: str, table: type[Table]) -> tuple[Param, ...]:
         assert kind in (int, float) and "unit" in f.metadata, f"{name}.{f.name}: declare it with value()"
         out.append(Param(name, f.name, kind, f.metadata["unit"], *f.metadata["range"], f.metadata["per"]))
     return tuple(out)
+
+
+class NamedDType(Protocol):
+    """An IR dtype (ir.DType) as a spec sees it: by name, so simulator/ does not import ir/."""
+
+    name: str
+
+
+DTypeName = str | NamedDType  # a dtype as spec methods take it (per-dtype values are keyed by name)
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,12 @@ A target says where work runs (its `Sites`: execution contexts, units, activitie
 the limiter's causes) and which spec it is described by (a `Spec` subclass whose tables declare
 every value once, simulator.spec). The Program, the engines and the trace read a program's `Sites`
 and the roles of its contexts (ordered queue, pooled DMA, collective); they never name a unit or a
-context of a particular machine. Everything RNGD-specific lives in simulator/targets/rngd/ (spec
-tables, units and their cost formulas, contexts, activities); tcp_compiler's mapper is the recipe
-book for that target and takes unit names from there.
+context of a particular machine. A target also names its recipe book (placement and scheduling
+into Programs of its units, which the generic compiler reaches through tcp_compiler.recipes), and
+may bring an energy recipe and a die-area model, which the reports and `tcpc hw show` take from it.
 
-Where the pieces live, given the import rule (tcp_compiler -> simulator -> nothing of ours): the
-spec, the sites and the unit cost formulas are simulator-side, because Programs, engine and
-reports read them; placement and scheduling recipes are compiler-side (tcp_compiler/mapping), the
-only code that builds Programs.
+The recipe book is named by its module, not imported: it reads the IR, which the generic
+simulator does not, and a spec file can be loaded without the compiler.
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from simulator.energy import EnergyModel
     from simulator.spec import Spec
 
 
@@ -82,9 +81,11 @@ class Sites:
     stages: tuple[str, ...]  # pipeline stages of a pass, in the order data flows through them
     rate_causes: tuple[str, ...]  # limiter causes that are a resource below its peak rate
     idle_cause: str  # the limiter cause for instants with nothing under way
+    compute: str = ""  # the unit whose busy time is the chip's arithmetic (the limiter's compute busy)
 
     def __post_init__(self) -> None:
         names = self.context_names
+        assert not self.compute or self.compute in self.unit_names, "compute is not a unit"
         assert len(set(names)) == len(names) and len(set(self.unit_names)) == len(self.unit_names)
         assert all(u.context in names for u in self.units), "a unit on an unknown context"
         assert all(a.context in names for a in self.activities), "an activity on an unknown context"
@@ -143,10 +144,25 @@ class Sites:
 
 
 @dataclass(frozen=True)
+class AreaModel:
+    """A target's die-area model as `tcpc hw show` prints it: mm^2 per part (their sum is the
+    spec's `area_mm2`), what sizes each part, and the published die it is checked against."""
+
+    parts: Callable[[Any], dict[str, float]]  # spec -> mm^2 per part
+    sized_by: Callable[[Any], dict[str, str]]  # spec -> part -> what sizes it
+    published_mm2: float
+    published: str  # whose die that is
+
+
+@dataclass(frozen=True)
 class Target:
-    """A machine family: its spec class (tables of values), its presets and where work runs."""
+    """A machine family: its spec class (tables of values), its presets, where work runs, the
+    module of its recipe book, and (when it has them) its energy recipe and area model."""
 
     name: str
     spec: type[Spec]
     specs_dir: Path  # bundled presets, loadable by name
     sites: Sites
+    recipes: str = ""  # the module of its recipe book (tcp_compiler.recipes.Recipes); "": none
+    energy: EnergyModel | None = None
+    area: AreaModel | None = None

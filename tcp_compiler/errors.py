@@ -48,3 +48,10 @@ class OptionError(NamesOptions, TcpcError):
 
 class StoreError(TcpcError):
     """A result store (a sweep's Parquet file) that cannot be read or written: the message names it."""
+
+
+class CapacityError(OptionError):
+    """A run that does not fit HBM: `values` carry the figures per chip (needed, weights, kv_cache,
+    activations, available) and, once the generation driver has tried them, what would fit
+    (tcp_compiler.generation.fit); the template names the options those are, so the CLI words them
+    as its flags (--batch 32, --kv-dtype fp8)."""

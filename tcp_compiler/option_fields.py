@@ -47,6 +47,17 @@ def flagged(cls: type) -> list[tuple[Field, Flag]]:
     return [(f, f.metadata["flag"]) for f in fields(cls) if "flag" in f.metadata]
 
 
+@dataclass(frozen=True)
+class PrefillOptions:
+    """How a generation's prefill runs (`tcpc simulate`): in chunks of prompt tokens, as a serving
+    scheduler's token budget (ServeOptions.max_batch_tokens) chunks it, so its activations fit."""
+
+    prefill_chunk: int | None = option(
+        None, "run the prefill in chunks of at most N prompt tokens, whole prompts each, in turn "
+        "(default: one program over the batch)", "N", bounds=(1, MAX_TOKENS),
+    )  # fmt: skip
+
+
 _ASCII_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 

@@ -12,25 +12,21 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ir import Graph, analyze
 from simulator.program import Program, ProgramBlock
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from simulator.timeline import Timeline
 from tcp_compiler.frontend.builder import ModelGraph, build_decode, build_prefill
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.stages import Stage
-from tcp_compiler.mapping.attention import plan_attention, rewrite_attention
-from tcp_compiler.mapping.capacity import Capacity, capacity, check_capacity
-from tcp_compiler.mapping.layer_period import LayerPeriod, layer_period, stand_in
-from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.replicate import replicate as replicate_layers
-from tcp_compiler.mapping.schedule import schedule
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.passes import run_passes
 from tcp_compiler.passes.online_softmax import find_attention
+from tcp_compiler.recipes import Footprint, recipes
 
 
 @dataclass(frozen=True)
@@ -41,10 +37,13 @@ class CompileOptions:
     chips: int | None = None  # tensor-parallel chips; None: the spec's
     documents: int = 0  # prefill only: documents packed per row
     stage: Stage | None = None  # a pipeline stage's layers only (None: the whole model)
-    policy: MappingPolicy = DEFAULT_POLICY
+    policy: Any = None  # the target's mapping policy (RNGD: MappingPolicy); None: its recipe book's default
 
-    def chips_on(self, hw: Hardware) -> int:
+    def chips_on(self, hw: Spec) -> int:
         return self.chips or hw.system.chips
+
+    def policy_on(self, hw: Spec) -> Any:
+        return recipes(hw).DEFAULT_POLICY if self.policy is None else self.policy
 
 
 @dataclass
@@ -55,15 +54,15 @@ class Lowered:
     model: ModelGraph  # as built (names, bindings, config)
     graph: Graph  # after the passes and the attention choice; with `period`, the stand-in's
     attention: list[dict]  # per attention: its form and why
-    capacity: Capacity  # HBM per chip for this phase alone
+    capacity: Footprint  # HBM per chip for this phase alone
     options: CompileOptions = field(default_factory=CompileOptions)
     # A prefill's FLOPs of the model's math (the graph before the attention rewrite; 0 for a decode
     # step, whose report has no model FLOPs). What the program executes differs: online softmax
     # rescales (more), and skips the blocks a mask hides (less).
     model_flops: int = 0
     # Set when `graph` stands in for the model with repeating layers left out: its program is
-    # completed by copying them (tcp_compiler.mapping.layer_period and replicate).
-    period: LayerPeriod | None = None
+    # completed by copying them (the target's recipes: layer_period, replicate).
+    period: Any | None = None
 
     @property
     def weight_names(self) -> tuple[str, ...]:
@@ -92,22 +91,22 @@ class _Lowering:
     """One phase's lowering under way: each step of LOWERING reads what the ones before decided."""
 
     config: ModelConfig
-    hw: Hardware
+    hw: Spec
     precision: Precision
     phase: str
     length: int
     options: CompileOptions
     check: bool
-    fits_with: Capacity | None
+    fits_with: Footprint | None
     replicate: bool
     observer: Observer
     model: ModelGraph | None = None
     graph: Graph | None = None  # the model's math, after the passes
     scheduled: Graph | None = None  # what will be scheduled when it is not `graph` (stand-in, rewrite)
-    period: LayerPeriod | None = None
+    period: Any | None = None  # the recipe book's layer period
     attention: list[dict] = field(default_factory=list)
     model_flops: int = 0
-    capacity: Capacity | None = None
+    capacity: Footprint | None = None
 
 
 def _build(s: _Lowering) -> None:
@@ -122,8 +121,9 @@ def _passes(s: _Lowering) -> None:
 
 def _layer_period(s: _Lowering) -> None:
     """With `replicate`, the repeating layers left out of the graph to schedule, when they can be."""
-    period = layer_period(s.graph) if s.replicate else None
-    s.scheduled = stand_in(s.graph, period) if period is not None else None
+    book = recipes(s.hw)
+    period = book.layer_period(s.graph) if s.replicate else None
+    s.scheduled = book.stand_in(s.graph, period) if period is not None else None
     s.period = period if s.scheduled is not None else None
 
 
@@ -132,27 +132,43 @@ def _attention(s: _Lowering) -> None:
     or beside `fits_with`) is refused first: what the rewrite does not replace already spills."""
     if s.phase != "prefill":
         return
-    weights, policy = tuple(s.model.bindings), s.options.policy
     if s.check:
-        replaced = frozenset().union(*(m.nodes for m in find_attention(s.graph)))
-        bound = capacity(s.graph, weights, s.hw, policy, ignore=replaced)
+        bound = _bound(s)
         bound = bound if s.fits_with is None else larger(bound, s.fits_with)
-        check_capacity(bound, s.config.name, s.hw, s.options.chips_on(s.hw), at_least=True)
-    s.attention, tiles = plan_attention(s.graph, s.hw, policy)
+        recipes(s.hw).check_capacity(bound, subject(s.config, s.options), s.hw, at_least=True)
+    s.attention, tiles = recipes(s.hw).plan_attention(s.graph, s.hw, s.options.policy_on(s.hw))
     s.observer.planned(s.attention)
-    s.scheduled = rewrite_attention(s.graph if s.scheduled is None else s.scheduled, tiles)
+    s.scheduled = recipes(s.hw).rewrite_attention(s.graph if s.scheduled is None else s.scheduled, tiles)
+
+
+def _bound(s: _Lowering) -> Footprint:
+    """A prefill's HBM use before its attention rewrite, the values the rewrite replaces left out:
+    a lower bound of its use after it (the rest already spills), cheap at any length."""
+    replaced = frozenset().union(*(m.nodes for m in find_attention(s.graph)))
+    policy = s.options.policy_on(s.hw)
+    return recipes(s.hw).capacity(s.graph, tuple(s.model.bindings), s.hw, policy, ignore=replaced)
+
+
+def subject(config: ModelConfig, options: CompileOptions) -> str:
+    """What a capacity message is about: the model, or one pipeline stage of it."""
+    stage = options.stage
+    if stage is None:
+        return config.name
+    return f"{config.name} stage {stage.index} (layers {stage.layers.start}-{stage.layers.stop - 1})"
 
 
 def _capacity(s: _Lowering) -> None:
     # A stand-in's spill peak is the model's: each left-out layer repeats a kept one's values and
     # lifetimes (layer_period), and values shared by all layers live to the same phase's last one.
-    s.capacity = capacity(s.graph, tuple(s.model.bindings), s.hw, s.options.policy, spills=s.scheduled)
+    policy = s.options.policy_on(s.hw)
+    s.capacity = recipes(s.hw).capacity(s.graph, tuple(s.model.bindings), s.hw, policy, spills=s.scheduled)
 
 
 # The lowering's named steps, in order: an observer hears each name as it starts. The first three
-# read nothing of the spec but the chip count, so `lower` reuses what they made (_FRONTS) across
-# specs that differ in anything else: a sweep over bandwidths, clocks or memory sizes builds and
-# simplifies each graph once per worker. The steps after them read the spec and always run.
+# read nothing of the spec but the chip count and its target, so `lower` reuses what they made
+# (_FRONTS) across specs that differ in anything else: a sweep over bandwidths, clocks or memory
+# sizes builds and simplifies each graph once per worker. The steps after them read the spec and
+# always run.
 LOWERING: tuple[tuple[str, Callable[[_Lowering], None]], ...] = (
     ("build", _build),
     ("passes", _passes),
@@ -169,37 +185,55 @@ _FRONTS_KEPT = 8  # graphs of a large model take tens of MB each; a sweep revisi
 
 def _front_key(s: _Lowering) -> tuple:
     """Everything the spec-free steps read: the model, precision, phase, length, options, the
-    chips the graph is split over and whether repeating layers are left out."""
-    return (s.config, s.precision, s.phase, s.length, s.options, s.options.chips_on(s.hw), s.replicate)
+    chips the graph is split over, whether repeating layers are left out, and the spec's class (its
+    target, whose recipe book finds the layer period)."""
+    return (s.config, s.precision, s.phase, s.length, s.options, s.options.chips_on(s.hw), s.replicate,
+            type(s.hw))  # fmt: skip
+
+
+def _front(s: _Lowering) -> None:
+    """The spec-free steps (LOWERING[:SPEC_FREE_STEPS]), or what they made for the same key."""
+    key = _front_key(s)
+    front = _FRONTS.get(key)
+    for name, step in LOWERING[:SPEC_FREE_STEPS]:
+        s.observer.step(name)
+        if front is None:
+            step(s)
+    if front is None:
+        _FRONTS[key] = tuple(getattr(s, f) for f in _FRONT_FIELDS)
+        while len(_FRONTS) > _FRONTS_KEPT:
+            _FRONTS.popitem(last=False)
+        return
+    _FRONTS.move_to_end(key)
+    for f, v in zip(_FRONT_FIELDS, front, strict=True):
+        setattr(s, f, v)
 
 
 def _run_steps(s: _Lowering) -> None:
-    key = _front_key(s)
-    front = _FRONTS.get(key)
-    for number, (name, step) in enumerate(LOWERING):
+    _front(s)
+    for name, step in LOWERING[SPEC_FREE_STEPS:]:
         s.observer.step(name)
-        if number < SPEC_FREE_STEPS and front is not None:
-            continue
-        if number == SPEC_FREE_STEPS and front is None:
-            _FRONTS[key] = front = tuple(getattr(s, f) for f in _FRONT_FIELDS)
-            while len(_FRONTS) > _FRONTS_KEPT:
-                _FRONTS.popitem(last=False)
-        if number == SPEC_FREE_STEPS:
-            _FRONTS.move_to_end(key)
-            for f, v in zip(_FRONT_FIELDS, front, strict=True):
-                setattr(s, f, v)
         step(s)
+
+
+def prefill_bound(config: ModelConfig, hw: Spec, precision: Precision, length: int,
+                  options: CompileOptions = CompileOptions()) -> Footprint:  # fmt: skip
+    """A prefill's HBM use before its attention rewrite (a lower bound of its use, _bound): what
+    capacity checks and advice read without cutting a long prompt into key blocks."""
+    s = _Lowering(config, hw, precision, "prefill", length, options, False, None, False, QUIET)
+    _front(s)
+    return _bound(s)
 
 
 def lower(
     config: ModelConfig,
-    hw: Hardware,
+    hw: Spec,
     precision: Precision,
     phase: str,
     length: int,
     options: CompileOptions = CompileOptions(),
     check: bool = False,
-    fits_with: Capacity | None = None,
+    fits_with: Footprint | None = None,
     replicate: bool = False,
     observer: Observer = QUIET,
 ) -> Lowered:
@@ -215,12 +249,12 @@ def lower(
 
 def compile_phase(
     config: ModelConfig,
-    hw: Hardware,
+    hw: Spec,
     precision: Precision,
     phase: str,
     length: int,
     options: CompileOptions = CompileOptions(),
-    fits_with: Capacity | None = None,
+    fits_with: Footprint | None = None,
     replicate: bool = True,
     observer: Observer = QUIET,
 ) -> Compiled:
@@ -232,31 +266,32 @@ def compile_phase(
     lowered = lower(config, hw, precision, phase, length, options, check=True, fits_with=fits_with,
                     replicate=replicate, observer=observer)  # fmt: skip
     cap = lowered.capacity if fits_with is None else larger(lowered.capacity, fits_with)
-    check_capacity(cap, config.name, hw, options.chips_on(hw))
+    book = recipes(hw)
+    book.check_capacity(cap, subject(config, options), hw)
     observer.step("schedule")
-    program = schedule(lowered.graph, hw, options.policy)
+    program = book.schedule(lowered.graph, hw, options.policy_on(hw))
     if lowered.period is not None:
-        full = replicate_layers(program, lowered.period, lowered.graph.meta.origins)
+        full = book.replicate(program, lowered.period, lowered.graph.meta.origins)
         if full is None:  # the stand-in's layers do not repeat as the graph's do: compile them all
             return compile_phase(config, hw, precision, phase, length, options, fits_with, False, observer)
         program = full
     return Compiled(**{f: getattr(lowered, f) for f in Lowered.__dataclass_fields__}, program=program)
 
 
-def larger(a: Capacity, b: Capacity) -> Capacity:
+def larger(a: Footprint, b: Footprint) -> Footprint:
     """Each part at the larger of two phases' use: conservative, as both must fit one after another."""
-    return Capacity(max(a.weights, b.weights), max(a.kv_cache, b.kv_cache),
-                    max(a.activations, b.activations), a.available)  # fmt: skip
+    return replace(a, weights=max(a.weights, b.weights), kv_cache=max(a.kv_cache, b.kv_cache),
+                   activations=max(a.activations, b.activations))  # fmt: skip
 
 
-def run_block(block: ProgramBlock, hw: Hardware) -> Timeline:
+def run_block(block: ProgramBlock, hw: Spec) -> Timeline:
     """The timelines of a block's programs ([programs, commands] arrays), as `run` gives each."""
     from simulator.engine import simulate_block  # numba: imported when a program runs, not for --help
 
     return simulate_block(block, hw.hbm.sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)
 
 
-def run(program: Program, hw: Hardware) -> Timeline:
+def run(program: Program, hw: Spec) -> Timeline:
     """The Program's timeline on the engine, at the spec's sustained HBM and aggregate DMA rates."""
     from simulator.engine import simulate as run_engine  # numba: imported when a program runs, not for --help
 

@@ -2,7 +2,7 @@
 
 The generation driver (tcp_compiler.generation) plans each pipeline stage decode first, then the
 engine (simulator.engine) times the prefill and every decode step. With `pp` stages of `chips`
-each, the stages run joined into one program over their chips (tcp_compiler.mapping.stage_chain),
+each, the stages run joined into one program over their chips (the target's recipes: chain),
 so bubbles, activation sends and the overlap of micro-batches are the engine's timing, not a
 formula: the prefill splits the batch into micro-batches that follow each other through the
 stages (GPipe's schedule for a forward pass); a decode step sends the whole batch through the
@@ -18,29 +18,29 @@ from functools import reduce
 import numpy as np
 
 from simulator.report import OpTotals, op_totals
-from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.errors import OptionError
+from simulator.spec import Spec
+from tcp_compiler.errors import CapacityError, OptionError
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.generation.decode import Run, run_decode
 from tcp_compiler.generation.figures import PipelineFigures, stage_figures
+from tcp_compiler.generation.fit import Asked, with_ways_out
 from tcp_compiler.generation.plan import (
     check_micro_batches,
     default_micro_batches,
     plan_stages,
     stage_options,
 )
-from tcp_compiler.mapping.capacity import Capacity
-from tcp_compiler.mapping.stage_chain import chain, micro_batched
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import CompileOptions, larger
 from tcp_compiler.pipeline import run as run_program
+from tcp_compiler.recipes import Footprint, recipes
 
 
 @dataclass
 class Simulation:
     config: ModelConfig
-    hardware: Hardware
+    hardware: Spec
     precision: Precision
     chips: int
     batch: int
@@ -48,7 +48,7 @@ class Simulation:
     gen_len: int
     prefill: Run
     prefill_ops: OpTotals
-    capacity: Capacity
+    capacity: Footprint
     decode_cycles: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     decode_flops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     decode_hbm: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -60,15 +60,29 @@ class Simulation:
     # Pipeline parallelism: `chips` is then each stage's tensor-parallel group, and the programs
     # run the stages on chips 0..pp-1.
     pipeline: PipelineFigures | None = None
+    prefill_chunks: int | None = None  # with a prefill chunk: the programs the prefill runs in turn
 
     @property
     def stages(self) -> int:
         return self.pipeline.pp if self.pipeline else 1
 
 
+def prefill_chunks(batch: int, prompt_len: int, chunk: int) -> int:
+    """How many chunks a prefill of `batch` prompts runs in, each of at most `chunk` tokens: whole
+    prompts, as many per chunk as fit and divide the batch (each chunk is one prefill program of
+    those sequences, run in turn: its activations are the chunk's, and each reads the weights
+    again). A chunk shorter than a prompt, which serving runs by difference of prefills
+    (serve.costs), is an OptionError: a generation's report is of the programs it runs."""
+    if chunk < prompt_len:
+        raise OptionError("{prefill_chunk} {value:,} is shorter than the prompt ({prompt_len} {prompt:,}): "
+                          "chunks hold whole prompts", value=chunk, prompt=prompt_len)  # fmt: skip
+    per_chunk = max(d for d in range(1, min(batch, chunk // prompt_len) + 1) if batch % d == 0)
+    return batch // per_chunk
+
+
 def simulate_generation(
     config: ModelConfig,
-    hardware: Hardware,
+    hardware: Spec,
     precision: Precision,
     batch: int,
     prompt_len: int,
@@ -79,11 +93,16 @@ def simulate_generation(
     pp: int = 1,
     micro_batches: int | None = None,
     observer: Observer = QUIET,
+    prefill_chunk: int | None = None,
+    advise: bool = False,
 ) -> Simulation:
     """Prefill of `prompt_len` tokens, then gen_len - 1 decode steps (the prefill gives token 1),
     the first `trace_steps` of them kept for traces. With `pp` > 1 the layers split into pipeline
-    stages of `chips` each (default: the spec's chips over pp). The observer hears what is under
-    way, each prefill's attention plan before its rewrite, and the decode steps done."""
+    stages of `chips` each (default: the spec's chips over pp). With `prefill_chunk`, the prefill
+    runs in chunks of at most that many prompt tokens (prefill_chunks). A run that does not fit HBM
+    is a CapacityError with the figures; with `advise`, also what would fit (generation.fit: a few
+    more lowerings, which a sweep's failed points need not pay for). The observer hears what is under way,
+    each prefill's attention plan before its rewrite, and the decode steps done."""
     options = options or CompileOptions(batch=batch, chips=chips)
     if pp > 1:
         tp = chips or hardware.system.chips // pp
@@ -93,16 +112,28 @@ def simulate_generation(
                 tp_value=tp, pp_value=pp, chips=tp * pp, hw=hardware.name, has=hardware.system.chips,
             )  # fmt: skip
         options = replace(options, chips=tp, batch=batch)
+    if prefill_chunk is not None:
+        if micro_batches is not None:
+            raise OptionError("{prefill_chunk} sets the prefill's chunks: give no {micro_batches} with it")
+        micro_batches = prefill_chunks(batch, prompt_len, prefill_chunk)
     micro_batches = micro_batches or default_micro_batches(batch, pp)
     check_micro_batches(batch, micro_batches)
     steps = max(gen_len - 1, 0)
     # Step t's cache holds prompt_len + t + 1 positions (past + the new one); the last generated
     # token is sampled, never written back.
     lengths = range(prompt_len + 1, prompt_len + steps + 1)
-    plans = plan_stages(config, hardware, precision, prompt_len, prompt_len + steps,
-                        stage_options(config, options, pp), micro_batches, observer)  # fmt: skip
+    try:
+        plans = plan_stages(config, hardware, precision, prompt_len, prompt_len + steps,
+                            stage_options(config, options, pp), micro_batches, observer)  # fmt: skip
+    except CapacityError as e:
+        if not advise:
+            raise
+        asked = Asked(config, hardware, precision, batch, prompt_len, prompt_len + steps,
+                      options.chips_on(hardware), pp, batch // micro_batches)  # fmt: skip
+        raise with_ways_out(e, asked) from None
     received = [p.prefill.graph.meta.received for p in plans]
-    program = chain([p.prefill.program for p in plans], micro_batched(pp, micro_batches), received)
+    book = recipes(hardware)
+    program = book.chain([p.prefill.program for p in plans], book.micro_batched(pp, micro_batches), received)
     observer.stage(f"simulating the prefill ({len(program):,} commands)")
     run = Run("prefill", program, run_program(program, hardware))
     pipeline = None
@@ -116,6 +147,7 @@ def simulate_generation(
         attention_layers={note["op"]: p.prefill.graph.meta.layer_of(note["op"])
                           for p in plans for note in p.prefill.attention},
         prefill_model_flops=sum(p.prefill.model_flops for p in plans) * micro_batches, pipeline=pipeline,
+        prefill_chunks=micro_batches if prefill_chunk is not None else None,
     )  # fmt: skip
     if steps == 0:
         return result

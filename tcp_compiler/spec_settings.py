@@ -13,10 +13,10 @@ from typing import Any
 
 from simulator.errors import HardwareError
 from simulator.spec import Param, Spec
-from simulator.targets.rngd.spec import Hardware
+from simulator.targets import DEFAULT_TARGET
 
 Setting = tuple[str, int | float]  # (address, value)
-SCHEMA: type[Spec] = Hardware  # the spec class settings are checked against (the default target's)
+SCHEMA: type[Spec] = DEFAULT_TARGET.spec  # the spec class settings are checked against (the default target's)
 
 
 def spec_values(text: str) -> tuple[str, tuple[int | float, ...]]:

@@ -82,15 +82,18 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _table(rows: list[dict[str, Any]]) -> Any:
-    """The rows as an Arrow table: columns in first-seen order, absent values null, and a column of
-    integers and floats stored as floats."""
+    """The rows as an Arrow table: columns in first-seen order, absent values null, a column of
+    integers and floats stored as floats, and one of text and numbers as text (a simulation's prompt
+    length 2048 beside a serving run's uniform:64:512)."""
     import pyarrow as pa
 
     names = list(dict.fromkeys(k for r in rows for k in r))
     columns = {}
     for name in names:
         values = [r.get(name) for r in rows]
-        if any(isinstance(v, float) for v in values):
+        if any(isinstance(v, str) for v in values):
+            values = [v if v is None else str(v) for v in values]
+        elif any(isinstance(v, float) for v in values):
             values = [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in values]
         columns[name] = values
     return pa.table(columns)

@@ -9,8 +9,8 @@ import pytest
 import ir
 from ir import BF16, Graph, TensorType
 from simulator.hardware import load_hardware
-from simulator.targets.rngd import SITES
-from tcp_compiler.mapping.schedule import schedule
+from simulator.targets.rngd.mapping.schedule import schedule
+from simulator.targets.rngd.sites import SITES
 
 RING_STEPS = {"all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1}
 

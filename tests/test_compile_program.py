@@ -38,7 +38,7 @@ def test_model_that_does_not_fit_says_how_many_chips_would(capsys) -> None:
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "needs 141,779,878,400 bytes of HBM per chip" in err
-    assert "'rngd' has 48,000,000,000" in err and "it would fit on 4 chips" in err
+    assert "'rngd' has 48,000,000,000" in err and "it fits with --tp 4" in err
 
 
 def test_sharded_model_fits_on_four_chips(capsys) -> None:
@@ -120,4 +120,4 @@ def test_a_prefill_too_big_for_hbm_is_refused_before_the_attention_rewrite(capsy
     monkeypatch.setattr(pipeline, "rewrite_attention", never)
     assert main(["compile", "llama-3.1-8b", "--batch", "64", "--seq", "2048", "--emit", "program"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "needs at least" in err and "it would fit on 2 chips" in err
+    assert err.count("\n") == 1 and "needs at least" in err and "--tp 2" in err and "--batch 41" in err

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from simulator.hardware import load_hardware
+from simulator.targets.rngd.mapping import placement, schedule
+from simulator.targets.rngd.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping import placement, schedule
-from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.passes import run_passes
 from tests.programs import same_program
 

@@ -1,4 +1,4 @@
-"""Decode steps costed a block of lengths at once (tcp_compiler.mapping.lanes) equal the steps costed
+"""Decode steps costed a block of lengths at once (the lanes of the recipe book) equal the steps costed
 one length at a time, for every bundled model; a block run and totalled whole equals its programs
 run one by one; and Lanes arithmetic equals Python's, lane by lane."""
 
@@ -14,12 +14,12 @@ import pytest
 from simulator.hardware import load_hardware
 from simulator.occupancy import StateSweeps, plan, state_cycles
 from simulator.step_totals import StepTotals
+from simulator.targets.rngd.mapping.lanes import Diverged, Lanes, maximum, minimum
+from simulator.targets.rngd.mapping.schedule import _split
+from simulator.targets.rngd.mapping.steps import BLOCK, DecodeSteps
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.lanes import Diverged, Lanes, maximum, minimum
-from tcp_compiler.mapping.schedule import _split
-from tcp_compiler.mapping.steps import BLOCK, DecodeSteps
 from tcp_compiler.passes import run_passes
 from tcp_compiler.pipeline import run, run_block
 from tests.programs import same_program

@@ -8,7 +8,7 @@ import pytest
 from simulator.engine import simulate
 from simulator.program import OpInfo, ProgramBuilder
 from simulator.reference_engine import simulate_reference
-from simulator.targets.rngd import SITES
+from simulator.targets.rngd.sites import SITES
 
 CONTEXTS = SITES.context_names
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 import ir
+from simulator.targets.rngd.mapping.fusion import fuse, view_roots
+from simulator.targets.rngd.mapping.traits import STAGES, traits
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.fusion import fuse, view_roots
-from tcp_compiler.mapping.traits import STAGES, traits
 from tcp_compiler.passes import run_passes
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "ir"

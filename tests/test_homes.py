@@ -11,16 +11,17 @@ import pytest
 
 from ir.ops import REGISTRY
 from simulator.hardware import load_hardware
-from simulator.targets.rngd import SITES, units
+from simulator.targets.rngd import units
+from simulator.targets.rngd.mapping import traits
+from simulator.targets.rngd.mapping.fusion import fuse
+from simulator.targets.rngd.mapping.stage_chain import chain, in_turn
+from simulator.targets.rngd.mapping.steps import DecodeSteps, resize_graph
+from simulator.targets.rngd.sites import SITES
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.frontend.stages import pipeline_stages
-from tcp_compiler.mapping import traits
-from tcp_compiler.mapping.fusion import fuse
-from tcp_compiler.mapping.stage_chain import chain, in_turn
-from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.passes import run_passes
 from tcp_compiler.pipeline import Lowered, lower
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.hardware import load_hardware
-from simulator.targets.rngd import SITES
+from simulator.targets.rngd.sites import SITES
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions, compile_phase

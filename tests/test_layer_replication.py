@@ -10,10 +10,10 @@ from ir import Graph, TensorType
 from ir.dtypes import F32
 from simulator.hardware import load_hardware
 from simulator.program import COLUMNS, Program
+from simulator.targets.rngd.mapping.layer_period import layer_period
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.frontend.stages import Stage
-from tcp_compiler.mapping.layer_period import layer_period
 from tcp_compiler.pipeline import CompileOptions, compile_phase
 
 # (model, hardware, dtype, batch, length, phase): dense, online-softmax tiles, sliding-window

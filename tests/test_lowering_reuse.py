@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from simulator.hardware import load_hardware
+from simulator.targets.rngd.mapping import schedule
 from tcp_compiler import pipeline
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
-from tcp_compiler.mapping import schedule
 from tcp_compiler.report.build import build_report
 from tcp_compiler.simulate import simulate_generation
 

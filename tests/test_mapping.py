@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 import ir
 from simulator.hardware import load_hardware
 from simulator.reference_engine import simulate_reference
+from simulator.targets.rngd.mapping.placement import EinsumShape, place
+from simulator.targets.rngd.mapping.schedule import schedule
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.placement import EinsumShape, place
-from tcp_compiler.mapping.schedule import schedule
 
 MACHINE = load_hardware("rngd")
 EXAMPLES = Path(__file__).parents[1] / "examples" / "ir"

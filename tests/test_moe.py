@@ -13,13 +13,13 @@ import pytest
 
 from ir import Graph
 from simulator.hardware import load_hardware
+from simulator.targets.rngd.mapping.capacity import capacity, peak_spill
+from simulator.targets.rngd.mapping.experts import expected_experts_hit
+from simulator.targets.rngd.mapping.fusion import on_the_fly, view_roots
+from simulator.targets.rngd.mapping.traits import traits
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS, Precision
-from tcp_compiler.mapping.capacity import capacity, peak_spill
-from tcp_compiler.mapping.experts import expected_experts_hit
-from tcp_compiler.mapping.fusion import on_the_fly, view_roots
-from tcp_compiler.mapping.traits import traits
 from tcp_compiler.pipeline import Compiled, CompileOptions, compile_phase, lower
 from tcp_compiler.simulate import simulate_generation
 

@@ -7,12 +7,12 @@ import pytest
 
 import ir
 from simulator.hardware import load_hardware
+from simulator.targets.rngd.mapping.attention import choose_attention
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.config import RawConfig
 from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.attention import choose_attention
 from tcp_compiler.passes.online_softmax import find_attention, online_softmax
 
 TINY = {

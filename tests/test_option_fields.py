@@ -12,9 +12,9 @@ from tcp_compiler.cli import build_parser
 from tcp_compiler.cli.flags import add_flags, from_args
 from tcp_compiler.option_fields import flagged, option, positive_number
 from tcp_compiler.serve.options import Buckets, ServeOptions
-from tcp_compiler.serve.sweep import SERVE_COLUMNS, ServePoint
 from tcp_compiler.serve.workload import Workload
 from tcp_compiler.sweep import COLUMNS, Point
+from tcp_compiler.sweep.serve import SERVE_COLUMNS, ServePoint
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ import pytest
 
 from simulator.hardware import load_hardware
 from simulator.program import ProgramBlock
+from simulator.targets.rngd.mapping.stage_chain import Block, chain, in_turn
+from simulator.targets.rngd.mapping.steps import DecodeSteps
 from tcp_compiler.analysis.config_floor import phase_bound
 from tcp_compiler.cli import main
 from tcp_compiler.errors import OptionError
@@ -20,16 +22,14 @@ from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.frontend.stages import pipeline_stages
 from tcp_compiler.generation.decode import step_blocks
 from tcp_compiler.generation.plan import lower_decode, stage_options
-from tcp_compiler.mapping.stage_chain import Block, chain, in_turn
-from tcp_compiler.mapping.steps import DecodeSteps
 from tcp_compiler.pipeline import CompileOptions, compile_phase, run_block
 from tcp_compiler.pipeline import run as run_program
 from tcp_compiler.report.build import build_report
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import ServeOptions, serve
-from tcp_compiler.serve.costs import IterationCosts
+from tcp_compiler.serve.costs import IterationCosts, kv_descriptors
 from tcp_compiler.serve.metrics import model_bound_cycles
-from tcp_compiler.serve.options import Buckets
+from tcp_compiler.serve.options import Buckets, Shapes
 from tcp_compiler.serve.workload import Request, lengths, synthetic
 from tcp_compiler.simulate import simulate_generation
 from tcp_compiler.sweep import Point, grid, options_of, point_hash, run_point
@@ -141,16 +141,21 @@ def test_bad_pipeline_arguments_are_one_line_exit_2(args: list[str], expected: s
 def test_serving_one_request_on_stages_matches_simulate() -> None:
     """One request over 2 stages: the server times each iteration's stage programs joined, as tcpc
     simulate does (the second stage's first weights stream in during the first stage's work), so
-    with exact shapes every iteration takes simulate's cycles."""
+    with exact shapes every iteration takes simulate's cycles, a decode's plus the start-ups of its
+    paged-KV descriptors in both stages; the host's work adds to each."""
     hw, prompt, gen = load_hardware("rngd", 2), 96, 8
     request = [Request(0, 0.0, prompt, gen)]
-    exact = ServeOptions(buckets=Buckets.exact())
+    exact = ServeOptions(buckets=Buckets.exact(), shapes=Shapes.exact())
     result = serve(MODEL, hw, BF16, request, exact, CompileOptions(chips=1), pp=2)
     sim = simulate_generation(MODEL, hw, BF16, 1, prompt, gen, 1, pp=2)
-    cycles = result.iterations.array("cycles")
-    assert cycles.tolist() == [sim.prefill.cycles, *sim.decode_cycles]
-    spans = result.iterations.array("duration_s")
-    assert spans == pytest.approx([hw.seconds(c) for c in cycles], rel=1e-12)
+    it = result.iterations
+    cycles = it.array("cycles")
+    startup = hw.dma.startup_cycles / hw.dma.engines
+    lengths = range(prompt + 1, prompt + gen)
+    kv = np.array([kv_descriptors([n], exact.block_size, len(MODEL.layers)) * startup for n in lengths])
+    assert cycles.tolist() == pytest.approx([sim.prefill.cycles, *(sim.decode_cycles + kv)], rel=1e-12)
+    host = sum(it.array(part) for part in ("schedule_s", "prepare_s", "launch_s", "sample_s"))
+    assert it.array("duration_s") == pytest.approx(hw.seconds(cycles) + host, rel=1e-12)
     assert result.chips == 2
     assert (cycles >= model_bound_cycles(result)).all()
 
@@ -184,7 +189,7 @@ def test_decode_blocks_through_the_stages_give_each_step_s_joined_program() -> N
     options = stage_options(MODEL, CompileOptions(chips=1, batch=2), 2)
     graphs = [lower_decode(MODEL, hw, BF16, o, 40).graph for o in options]
     lengths = range(41, 47)
-    joined = list(step_blocks([DecodeSteps(graphs[0], hw), _Halves(DecodeSteps(graphs[1], hw))], lengths))
+    joined = list(step_blocks([DecodeSteps(graphs[0], hw), _Halves(DecodeSteps(graphs[1], hw))], lengths, hw))
     assert [len(b) for b in joined] == [3, 3]
     apart = [DecodeSteps(g, hw) for g in graphs]
     for block, first in zip(joined, (41, 44), strict=True):

@@ -8,13 +8,13 @@ import numpy as np
 from ir.dtypes import BF16, F32
 from simulator.hardware import load_hardware
 from simulator.program import COLUMNS
+from simulator.targets.rngd.mapping.placement import EinsumShape, _place_batch, first_best, place, place_ahead
+from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY
+from simulator.targets.rngd.mapping.schedule import schedule
+from simulator.targets.rngd.mapping.steps import DecodeSteps
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.placement import EinsumShape, _place_batch, first_best, place, place_ahead
-from tcp_compiler.mapping.policy import DEFAULT_POLICY
-from tcp_compiler.mapping.schedule import schedule
-from tcp_compiler.mapping.steps import DecodeSteps
 from tcp_compiler.passes import run_passes
 
 MACHINE = load_hardware("rngd")

@@ -1,5 +1,5 @@
 """Prefill cost vs prompt length (issue 7): Llama-3.1-8B's attention form follows the DM budget rule
-of tcp_compiler.mapping.attention, and its prefill time grows as its FLOPs do.
+of simulator.targets.rngd.mapping.attention, and its prefill time grows as its FLOPs do.
 
 benchmarks/prefill_scaling.py prints the same for prompts 2048, 8192 and 32768 on the whole model
 (docs/prefill-scaling.md); here the long prompts are checked on the attention choice alone, or on
@@ -12,12 +12,12 @@ import dataclasses
 
 import pytest
 
-import tcp_compiler.mapping.attention as attention
+import simulator.targets.rngd.mapping.attention as attention
 from simulator.hardware import load_hardware
+from simulator.targets.rngd.mapping.residency import dm_budget
 from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.residency import dm_budget
 from tcp_compiler.passes import run_passes
 from tcp_compiler.report.build import build_report
 from tcp_compiler.report.types import Report
@@ -104,5 +104,5 @@ def test_8b_layer_prefill_time_tracks_its_flops_from_4096_to_8192() -> None:
 
 def test_8b_layer_prefill_time_tracks_its_flops_from_8192_to_16384() -> None:
     """From 16384 tokens the gate and up projections need sequential N passes to stay
-    compute-bound (tcp_compiler.mapping.placement); without them this step grew 1.28x too fast."""
+    compute-bound (simulator.targets.rngd.mapping.placement); without them this step grew 1.28x too fast."""
     _check_scaling(_prefill(8192, layers=1), _prefill(16384, layers=1))

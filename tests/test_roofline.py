@@ -124,8 +124,7 @@ def test_only_the_roofline_reads_the_roofs_in_reports_serve_and_sweeps() -> None
     watched = [
         *ROOT.glob("tcp_compiler/report/*.py"), *ROOT.glob("tcp_compiler/analysis/*.py"),
         ROOT / "tcp_compiler/serve/metrics.py", ROOT / "tcp_compiler/serve/plots.py",
-        ROOT / "tcp_compiler/serve/sweep.py", ROOT / "tcp_compiler/sweep.py",
-        ROOT / "tcp_compiler/sweep_plots.py",
+        *ROOT.glob("tcp_compiler/sweep/*.py"),
         ROOT / "tcp_compiler/cli/simulate_cmd.py", ROOT / "tcp_compiler/cli/serve_cmd.py",
         ROOT / "tcp_compiler/cli/sweep_cmd.py", ROOT / "simulator/report.py", ROOT / "simulator/plots.py",
     ]  # fmt: skip

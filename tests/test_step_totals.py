@@ -12,10 +12,10 @@ from simulator import step_totals
 from simulator.hardware import load_hardware
 from simulator.report import op_totals
 from simulator.step_totals import StepTotals
+from simulator.targets.rngd.mapping.steps import DecodeSteps
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.steps import DecodeSteps
 from tcp_compiler.passes import run_passes
 from tcp_compiler.pipeline import run
 

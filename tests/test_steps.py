@@ -6,11 +6,11 @@ import pytest
 
 from ir import print_graph
 from simulator.hardware import load_hardware
+from simulator.targets.rngd.mapping.schedule import schedule
+from simulator.targets.rngd.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.frontend.builder import build_decode
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.schedule import schedule
-from tcp_compiler.mapping.steps import DecodeSteps, resize_graph
 from tcp_compiler.passes import run_passes
 from tests.programs import same_program
 

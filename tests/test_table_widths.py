@@ -81,3 +81,74 @@ def test_a_layer_list_wraps_after_its_commas() -> None:
     text = _render(line_table("t", ("layers", "n"), [("1,3,5,7,9,11,13,15,17,19,21,23", "12")], 100,
                               elastic_max=24), 100)  # fmt: skip
     assert "1,3,5,7,9,11,13,15,17,   12" in text and "19,21,23" in text
+
+
+@pytest.fixture(scope="module")
+def sweep_rows() -> dict[str, list[dict]]:
+    """Rows of a simulation sweep and of a serving sweep, each with a failed point (3 chips do not
+    divide llama-3.2-1b's heads) and a spec value set by address."""
+    from tcp_compiler.sweep import grid, run_point
+    from tcp_compiler.sweep.serve import ServePoint, run_serve_point
+
+    setting = (("hbm.sustained_bytes_per_cycle", 720),)
+    points = grid(["llama-3.2-1b"], ["rngd-4"], [1, 3], [1], [64], [2], ["bf16"],
+                  settings=[("hbm.sustained_bytes_per_cycle", [720])])  # fmt: skip
+    serve = [ServePoint(model="llama-3.2-1b", hw="rngd-4", chips=c, dtype="bf16", requests=4,
+                        prompt_len="uniform:16:64", gen_len="8", rate=16.0, concurrency=None, spec=setting)
+             for c in (1, 3)]  # fmt: skip
+    return {"simulate": [run_point(p) for p in points], "serve": [run_serve_point(p) for p in serve]}
+
+
+SWEEP_VALUES = {"simulate": ("hbm.sustained_bytes_per_cycle", "720", "64", "bf16"),
+                "serve": ("hbm.sustained_bytes_per_cycle", "uniform:16:64", "16.0", "720")}  # fmt: skip
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("kind", ["simulate", "serve"])
+def test_sweep_tables_fit(width: int, kind: str, sweep_rows) -> None:
+    from tcp_compiler.cli.sweep_cmd import SERVE_SHOWN, SHOWN, _varying, sweep_table
+
+    rows = sweep_rows[kind]
+    assert [r["status"] for r in rows] == ["ok", "failed"]
+    shown = _varying(rows, list(rows[0]), SHOWN if kind == "simulate" else SERVE_SHOWN)
+    text = _render(sweep_table(rows, shown, width), width)
+    headers = [header for column, header, _ in shown if column != "pp"]
+    _whole(text, width, [*headers, "status"], [*SWEEP_VALUES[kind], "do not split over 3 chips"])
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_sweep_store_shown_fits(width: int, sweep_rows, tmp_path) -> None:
+    from tcp_compiler.cli.sweep_cmd import show
+    from tcp_compiler.store import Store
+
+    with Store(tmp_path / "s.parquet") as store:
+        for row in sweep_rows["simulate"] + sweep_rows["serve"]:
+            store.add(row)
+    out = io.StringIO()
+    assert show(str(tmp_path / "s.parquet"), Console(file=out, width=width, color_system=None)) == 0
+    text = out.getvalue()
+    _whole(text, width, ("TTFT ms", "tok/s", "req/s", "out tok/s", "TTFT p99 ms", "preempted", "status"),
+           [*SWEEP_VALUES["serve"], "4 points, 2 failed"])  # fmt: skip
+    assert text.count("sweep: 2 points") == 2  # a table of each kind
+
+
+def test_role_and_layer_tables_show_times_with_their_units() -> None:
+    """Times of a second or more in s, below in ms, as the rest of the report (simulator.numbers
+    .duration); no column header states a unit its cells would then contradict."""
+    from dataclasses import replace
+
+    from simulator.hardware import load_hardware
+    from tcp_compiler.frontend.model import load_model
+    from tcp_compiler.frontend.precision import precision
+    from tcp_compiler.report.build import build_report
+    from tcp_compiler.report.text import LAYER_COLUMNS, ROLE_COLUMNS, layer_cells, role_cells
+    from tcp_compiler.simulate import simulate_generation
+
+    config = load_model("llama-3.2-1b").config
+    sim = simulate_generation(config, load_hardware("rngd"), precision("bf16"), 1, 16, 2)
+    report = build_report(sim, top=1)
+    role = replace(report.op_roles.prefill[0], seconds=2.5, seconds_per_layer=0.0004)
+    assert role_cells(role)[2:4] == ["2.500 s", "0.400 ms"]
+    layer = replace(report.layers.prefill[0], seconds=1.25)
+    assert layer_cells(layer, 2.5)[:2] == ["1.250 s", "50.0%"]
+    assert not any("ms" in c.split() or c.startswith("ms") for c in (*ROLE_COLUMNS, *LAYER_COLUMNS))

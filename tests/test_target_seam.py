@@ -20,7 +20,7 @@ from simulator.reference_engine import simulate_reference
 from simulator.report import op_totals
 from simulator.spec import EngineRates, Spec, Table, value
 from simulator.target import Activity, Context, Sites, Target, Unit
-from simulator.targets.rngd import SITES as RNGD_SITES
+from simulator.targets.rngd.sites import SITES as RNGD_SITES
 from simulator.trace import TraceRun, trace_events
 from simulator.utilisation import totals_busy_cycles
 

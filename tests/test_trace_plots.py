@@ -13,7 +13,7 @@ from matplotlib.image import imread
 from simulator.engine import simulate
 from simulator.hardware import load_hardware
 from simulator.program import OpInfo, Program, ProgramBuilder
-from simulator.targets.rngd import SITES
+from simulator.targets.rngd.sites import SITES
 from simulator.trace import TraceRun, dma_tid, trace_events, write_trace
 
 DMA_TID = dma_tid(SITES)

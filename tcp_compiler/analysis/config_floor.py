@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from ir import DType
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.analysis.roofline import Roofline, peak_flops
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -47,7 +47,7 @@ class PhaseBound:
 
 
 def phase_bound(
-    cfg: ModelConfig, precision: Precision, hw: Hardware, chips: int, batch: int, phase: str, length: int,
+    cfg: ModelConfig, precision: Precision, hw: Spec, chips: int, batch: int, phase: str, length: int,
     pp: int = 1,
 ) -> PhaseBound:
     """The bound of a prefill of `length` tokens per sequence, or of one decode step whose cache
@@ -58,7 +58,7 @@ def phase_bound(
 
 
 def decode_bound_seconds(
-    cfg: ModelConfig, precision: Precision, hw: Hardware, chips: int, batch: int, lengths: Iterable[int],
+    cfg: ModelConfig, precision: Precision, hw: Spec, chips: int, batch: int, lengths: Iterable[int],
     pp: int = 1,
 ) -> list[float]:
     """`phase_bound(..., "decode", n, pp).seconds` for each n of `lengths` (the report asks once
@@ -92,7 +92,7 @@ class _Fixed:
 
     @classmethod
     def of(
-        cls, cfg: ModelConfig, precision: Precision, hw: Hardware, chips: int, batch: int, pp: int
+        cls, cfg: ModelConfig, precision: Precision, hw: Spec, chips: int, batch: int, pp: int
     ) -> _Fixed:
         link_scale = None
         if chips > 1:

@@ -1,7 +1,8 @@
 """Names what limits a phase beyond its roofline, from the simulated timeline.
 
 A roofline assumes the bound resource (HBM, the Contraction Engine, the chip links) works at its
-peak for the whole phase. The time beyond it is (a) the kernel launch, (b) time the resource is
+peak for the whole phase. The time beyond it is (a) the host's work around the program (kernel
+launch, scheduling, input preparation, sampling: tcp_compiler.serve.host), (b) time the resource is
 in use but below its peak rate, and (c) time it is idle; (c) is split by what ran meanwhile,
 read from simulator.occupancy's cycles per combination of activities. The parts sum to the
 excess (less those under a cycle, which are left out), so "1.52x roofline" comes with what the
@@ -15,18 +16,22 @@ from typing import Literal
 
 import numpy as np
 
-from simulator.targets.rngd import SITES
+from simulator.targets import DEFAULT_TARGET
 from tcp_compiler.records import Record, doc
 
-ACTIVITIES, BIT = SITES.activity_names, SITES.bits  # the target's activities (simulator.occupancy)
+SITES = DEFAULT_TARGET.sites  # the report schema names the build's target's causes
+ACTIVITIES, BIT = SITES.activity_names, SITES.bits  # its activities (simulator.occupancy)
 RESOURCES = ("compute", "memory", "communication")  # the roofline terms, in their order
 _ACTIVE = {"compute": "contraction", "memory": "hbm_move", "communication": "link"}
 _UNIT = {"compute": "Contraction Engine", "memory": "HBM", "communication": "chip links"}
 # What runs while the bound resource is idle, in the order an instant is attributed (first match):
 # a collective or a move is the reason a unit waits before the passes that run beside it are.
-_IDLE_ORDER = ("link", "hbm_move", "dma_on_chip", "dma_startup", "contraction", "tensor_unit_other", "sub")
+_IDLE_ORDER = (
+    "link", "pe_link", "hbm_move", "dma_on_chip", "dma_startup", "contraction", "tensor_unit_other", "sub",
+)
 _WHILE = {
     "link": "while collectives run",
+    "pe_link": "while reductions between a card's PEs run",
     "hbm_move": "while HBM moves run",
     "dma_on_chip": "while on-chip DMA moves run",
     "dma_startup": "during DMA start-up",
@@ -36,19 +41,26 @@ _WHILE = {
     "gaps": "with nothing under way",
 }
 assert set(_IDLE_ORDER) == set(ACTIVITIES), "every activity has its place in the order"
+# The host's parts (tcp_compiler.serve.host.HOST_PARTS) as causes; the launch is the target's own cause.
+HOST_CAUSES = {"schedule": "host_schedule", "prepare": "host_prepare", "launch": "kernel_launch",
+               "sample": "host_sample"}  # fmt: skip
+CAUSES = (*(c for c in HOST_CAUSES.values() if c not in SITES.limiter_causes), *SITES.limiter_causes)
 
 
 @dataclass(frozen=True, kw_only=True)
 class LimiterPart(Record):
     """One cause of the time a phase takes beyond its roofline, measured on the simulated timeline."""
 
-    cause: Literal[SITES.limiter_causes] = doc(
-        "`kernel_launch`: the host's launch overhead; `hbm_below_peak`: HBM moves in flight but below "
+    cause: Literal[CAUSES] = doc(
+        "`kernel_launch`: the host's launch overhead; `host_schedule`, `host_prepare`, `host_sample`: "
+        "the serving runtime's scheduling, input preparation and sampling on the host (the spec's "
+        "[host] table); `hbm_below_peak`: HBM moves in flight but below "
         "HBM's full rate; `pipeline_stages`: Tensor Unit pass time beyond its contraction (fill, drain, "
         "Vector, Commit, TRF loads); `contraction_placement`: contraction cycles beyond peak (lanes or "
         "slices the placement leaves idle); `link_latency`: chip-link time beyond its bytes at full "
         "bandwidth. The others are time the bound resource is idle, named by what runs instead (first "
-        "match in this order): `link` collectives, `hbm_move`, `dma_on_chip` moves, `dma_startup`, "
+        "match in this order): `link` collectives, `pe_link` reductions between a card's PEs, "
+        "`hbm_move`, `dma_on_chip` moves, `dma_startup`, "
         "`contraction` passes, `tensor_unit_other` (passes without a contraction), `sub` pipeline; "
         "`gaps`: nothing under way"
     )
@@ -78,8 +90,8 @@ class Limiter(Record):
 class PhaseTime:
     """One program run (the prefill, or the mean decode step) as the limiter needs it."""
 
-    seconds: float  # the phase's time, launch included
-    launch_seconds: float
+    seconds: float  # the phase's time, the host's work included
+    host_seconds: dict[str, float]  # the host's parts (tcp_compiler.serve.host.HostWork.as_dict)
     terms: tuple[float, float, float]  # roofline seconds: compute, memory, communication
     state_seconds: np.ndarray  # per combination of activities (simulator.occupancy.STATES)
     contraction_busy_seconds: float  # the Contraction Engine's busy time
@@ -94,7 +106,7 @@ def limiter(phase: PhaseTime) -> Limiter:
     mask = np.arange(len(states))
     bound_bit = BIT[_ACTIVE[resource]]
     active = float(states[(mask & bound_bit) != 0].sum())
-    parts: dict[str, float] = {"kernel_launch": phase.launch_seconds}
+    parts: dict[str, float] = {HOST_CAUSES[part]: seconds for part, seconds in phase.host_seconds.items()}
     if resource == "memory":
         parts["hbm_below_peak"] = active - roofline
     elif resource == "communication":
@@ -128,6 +140,9 @@ def describe(cause: str, resource: str) -> str:
     unit = _UNIT[resource]
     fixed = {
         "kernel_launch": "kernel launch",
+        "host_schedule": "host scheduling",
+        "host_prepare": "host input preparation",
+        "host_sample": "host sampling",
         "hbm_below_peak": "HBM moves below its full rate",
         "pipeline_stages": "pass stages beyond the contraction",
         "contraction_placement": "contraction lanes left idle by placement",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from simulator.targets.rngd.spec import DTypeName, Hardware
+from simulator.spec import DTypeName, Spec
 
 Bound = Literal["compute", "memory", "communication", "overhead"]  # what bounds a piece of work (see `bound`)
 
@@ -27,14 +27,14 @@ class Roofline:
     link_bytes_per_s: float
 
     @classmethod
-    def of(cls, hw: Hardware, *dtypes: DTypeName) -> Roofline:
+    def of(cls, hw: Spec, *dtypes: DTypeName) -> Roofline:
         """The roofs of `hw` with compute at the fastest peak of `dtypes` (a report's: the
         contraction engine's operand dtype) and HBM at its sustained bandwidth."""
         flops = max(hw.flops_per_second(d) for d in dtypes)
         return cls(flops, hw.hbm_bytes_per_second, hw.system.link_bytes_per_s)
 
     @classmethod
-    def published_peak(cls, hw: Hardware, *dtypes: DTypeName) -> Roofline:
+    def published_peak(cls, hw: Spec, *dtypes: DTypeName) -> Roofline:
         """As `of`, but HBM at its published peak, above the sustained rate: for a floor that no
         phase may beat, whatever the simulator's HBM rate (tcp_compiler.analysis.config_floor)."""
         flops = max(hw.flops_per_second(d) for d in dtypes)
@@ -52,7 +52,7 @@ class Roofline:
         return tuple(sum(t) + (micro_batches - 1) * max(t) for t in zip(*per_stage, strict=True))
 
 
-def peak_flops(hw: Hardware, dtype: DTypeName) -> float:
+def peak_flops(hw: Spec, dtype: DTypeName) -> float:
     """One chip's peak contraction rate for operands of `dtype` (FLOP/s): the compute roof of
     work that multiplies in it (the config floor counts each operand at its own)."""
     return hw.flops_per_second(dtype)

@@ -8,14 +8,15 @@ import sys
 import ir
 from simulator.program import Program
 from simulator.program_text import format_program
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.output import check_outputs, si, write_atomically
-from tcp_compiler.errors import CliError
+from tcp_compiler.errors import CapacityError, CliError
 from tcp_compiler.frontend.builder import ModelGraph
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.frontend.stages import pipeline_stages
+from tcp_compiler.generation.fit import Asked, with_ways_out
 from tcp_compiler.pipeline import CompileOptions, build, compile_phase
 from tcp_compiler.pipeline import run as run_program
 
@@ -103,7 +104,13 @@ def run(args: argparse.Namespace) -> int:
         return _write(args.output, ir.print_graph(built.graph), built)
     # The final graph is printed whole: copying repeated layers' programs would leave them out of it.
     whole = args.emit == "ir-final"
-    compiled = compile_phase(model.config, hw, prec, args.phase, length, options, replicate=not whole)
+    try:
+        compiled = compile_phase(model.config, hw, prec, args.phase, length, options, replicate=not whole)
+    except CapacityError as e:
+        if args.pp > 1:
+            raise
+        asked = Asked(model.config, hw, prec, args.batch, length, length, tp, phase=args.phase)
+        raise with_ways_out(e, asked) from None
     if args.emit == "ir-final":
         text = ir.print_graph(compiled.graph)
     else:
@@ -114,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     return _write(args.output, text, compiled.model)
 
 
-def totals_line(program: Program, hw: Hardware) -> str:
+def totals_line(program: Program, hw: Spec) -> str:
     """The program's totals as `tcpc simulate` reports them for the same phase (engine cycles)."""
     cycles = run_program(program, hw).cycles
     return (

@@ -15,8 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from simulator.hardware import list_presets, load_hardware
-from simulator.targets.rngd.area import PUBLISHED_DIE_MM2, area_parts, hbm_stacks, link_ports, physical_slices
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
+from simulator.target import AreaModel
+from simulator.targets import target_of
 from tcp_compiler.cli.console import console
 from tcp_compiler.report.tables import line_table, wrap
 
@@ -75,7 +76,7 @@ def _print_presets(as_json: bool) -> None:
                          out.width, elastic=2, left={"name", "description"}))  # fmt: skip
 
 
-def _print_spec(hw: Hardware) -> None:
+def _print_spec(hw: Spec) -> None:
     """One borderless table per section, all with the same columns: each parameter's value with its
     unit (the readable form; `--json` has the exact numbers) and its source, wrapped at spaces or
     after a `/` of a path to the width left, so no word is cut and the table reads at 100 columns."""
@@ -118,7 +119,9 @@ def _print_spec(hw: Hardware) -> None:
 
     _print_compute(out, hw)
     _print_memory(out, hw)
-    _print_area(out, hw)
+    area = target_of(hw).area
+    if area is not None:
+        _print_area(out, hw, area)
 
 
 _MIN_SOURCE = 12  # characters: narrower terminals get longer lines rather than a sliver of source
@@ -133,7 +136,7 @@ def _compact_value(value: int | float, unit: str) -> str:
     return f"{text} {unit}".rstrip()
 
 
-def _print_compute(console: Console, hw: Hardware) -> None:
+def _print_compute(console: Console, hw: Spec) -> None:
     multi = hw.system.chips > 1
     title = f"peak compute per chip at {hw.chip.clock_hz / 1e9:g} GHz" + (
         f" ({hw.system.chips} chips)" if multi else ""
@@ -155,7 +158,7 @@ def _print_compute(console: Console, hw: Hardware) -> None:
     console.print("ridge point = peak FLOP/s / sustained HBM bytes/s: below it an op is memory-bound")
 
 
-def _print_memory(console: Console, hw: Hardware) -> None:
+def _print_memory(console: Console, hw: Spec) -> None:
     columns = ["quantity", "per chip"] + ([f"x {hw.system.chips} chips"] if hw.system.chips > 1 else [])
     gbs = lambda bytes_per_s: f"{bytes_per_s / 1e9:,.0f} GB/s"
     gb = lambda n: f"{n / 1e9:,.0f} GB"
@@ -181,24 +184,17 @@ def _print_memory(console: Console, hw: Hardware) -> None:
     console.print(line_table(title, columns, cells, console.width, left={"quantity"}))
 
 
-def _print_area(console: Console, hw: Hardware) -> None:
+def _print_area(console: Console, hw: Spec, area: AreaModel) -> None:
     """The die area by part as the area model adds it, beside the published die it is checked on."""
     table = Table(title=Text("die area per chip (the [area] table's model)"), title_justify="left")
     table.add_column("part")
     table.add_column("mm^2", justify="right", no_wrap=True)
     table.add_column("sized by")
-    sized_by = {
-        "sram": f"{physical_slices(hw):,} slices x (DM + TRF + VRF) + {hw.area.other_sram_mib:g} MiB other",
-        "mac_arrays": f"{physical_slices(hw):,} slices x {hw.chip.lanes_per_slice} lanes x MACs per lane",
-        "slice_logic": f"{physical_slices(hw):,} slices (incl. {hw.area.spare_slices_per_pe} spare per PE)",
-        "hbm_phys": f"{hbm_stacks(hw)} HBM stacks (sustained bandwidth, capacity)",
-        "chip_links": f"{link_ports(hw)} link ports (link bandwidth)",
-        "fixed": "area.fixed_mm2",
-    }
-    for part, mm2 in area_parts(hw).items():
+    sized_by = area.sized_by(hw)
+    for part, mm2 in area.parts(hw).items():
         table.add_row(part, f"{mm2:,.1f}", sized_by[part])
     table.add_row(Text("total", style="bold"), Text(f"{hw.area_mm2:,.1f}", style="bold"),
-                  f"RNGD's published die: {PUBLISHED_DIE_MM2:g} mm^2")  # fmt: skip
+                  f"{area.published}: {area.published_mm2:g} mm^2")  # fmt: skip
     console.print(table)
 
 

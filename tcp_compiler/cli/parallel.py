@@ -2,7 +2,8 @@
 
 `--chips N` and `--tp N` are one option: N chips of tensor parallelism. `--pp P` adds P pipeline
 stages of layers, each a tensor-parallel group, so a run takes tp x pp chips of the spec's kind.
-`--set TABLE.KEY=V` changes one spec value for a what-if (tcp_compiler.spec_settings).
+`--set TABLE.KEY=V` changes one spec value for a what-if (tcp_compiler.spec_settings);
+`--set system.pe_partitions=8` runs each card as 8 tensor-parallel ranks of one PE each.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from simulator.hardware import load_hardware
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.flags import flag_type
 from tcp_compiler.errors import CliError
@@ -39,13 +40,15 @@ def add_arguments(p: argparse.ArgumentParser, micro_batches: bool = True) -> Non
     )  # fmt: skip
 
 
-def system(args: argparse.Namespace) -> tuple[Hardware, int]:
-    """The hardware of tp x pp chips, with the `--set` values, and the tensor-parallel degree tp."""
+def system(args: argparse.Namespace) -> tuple[Spec, int]:
+    """The hardware of tp x pp chips, with the `--set` values, and the tensor-parallel degree tp;
+    with cards split into `system.pe_partitions` ranks, one rank's hardware and tp x that many
+    ranks (Hardware.partitioned: the reductions between a card's ranks are collectives too)."""
     hw, tp = _chips(args)
-    return with_settings(hw, args.settings), tp
+    return with_settings(hw, args.settings).ranks(tp)
 
 
-def _chips(args: argparse.Namespace) -> tuple[Hardware, int]:
+def _chips(args: argparse.Namespace) -> tuple[Spec, int]:
     if getattr(args, "micro_batches", None) is not None and args.pp == 1:
         raise CliError("--micro-batches applies to pipeline parallelism: give --pp too")
     if args.pp == 1:

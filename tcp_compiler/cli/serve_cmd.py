@@ -24,7 +24,7 @@ from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.report.serve_terminal import print_serve_report
 from tcp_compiler.report.serve_types import ServeRun
 from tcp_compiler.serve import ServeOptions, ServeResult, serve
-from tcp_compiler.serve.options import Buckets
+from tcp_compiler.serve.options import Buckets, Shapes
 from tcp_compiler.serve.workload import DEFAULT_RATE, Workload
 
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -56,6 +56,8 @@ def add_parser(subparsers) -> None:
     add_flags(p.add_argument_group("server"), ServeOptions)
     grids = p.add_argument_group("cost grids (1: exact; docs/serving.md gives the error of each)")
     add_flags(grids, Buckets, suffix="_bucket")
+    shapes = p.add_argument_group("static shapes the runtime compiled (inputs padded up to them)")
+    add_flags(shapes, Shapes, suffix="_shapes")
     out = p.add_argument_group("outputs")
     out.add_argument("--slo-ttft", type=_seconds, metavar="S", help="TTFT SLO in seconds, for goodput")
     out.add_argument("--slo-tpot", type=_seconds, metavar="S", help="TPOT SLO in seconds, for goodput")
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     prec = precision(args.dtype, kv_dtype=args.kv_dtype)
     requests = from_args(Workload, args).load()
     options = from_args(ServeOptions, args, buckets=from_args(Buckets, args, "_bucket"),
-                        concurrency=args.concurrency)  # fmt: skip
+                        shapes=from_args(Shapes, args, "_shapes"), concurrency=args.concurrency)  # fmt: skip
     bar = _Bar()
     try:
         result = serve(
@@ -107,6 +109,9 @@ def _run_info(result: ServeResult, args: argparse.Namespace) -> ServeRun:
         max_batch_tokens=result.options.max_batch_tokens,
         max_seqs=result.options.max_seqs,
         attention=result.options.attention,
+        shapes=", ".join(f"{k} {v}" for k, v in vars(result.options.shapes).items()),
+        prefix_cache=result.options.prefix_cache,
+        shared_prefix=args.shared_prefix,
         arrivals=_arrivals(args),
         rate_per_s=_arrivals(args) == "poisson" and (args.rate or DEFAULT_RATE) or None,
         concurrency=args.concurrency,

@@ -9,16 +9,18 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.analysis.roofline import Roofline
 from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
+from tcp_compiler.cli.flags import add_flags, from_args
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.cli.status import StageStatus, large_plan_note
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.observer import Observer
+from tcp_compiler.option_fields import PrefillOptions
 from tcp_compiler.provenance import provenance
 from tcp_compiler.report.build import build_report
 from tcp_compiler.report.energy import capped_hardware, run_power
@@ -54,6 +56,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--gen-len", type=arg_types.tokens, default=128, metavar="G", help="generated tokens (default 128)"
     )
+    add_flags(p, PrefillOptions)
     arg_types.add_dtype(p, "bf16", "precision (default bf16)")
     p.add_argument(
         "--kv-dtype", choices=sorted(KV_DTYPES), help="KV cache dtype (default: the precision's)"
@@ -102,13 +105,14 @@ def run(args: argparse.Namespace) -> int:
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, args.group_size, args.kv_dtype)
 
-    def simulate(spec: Hardware) -> Simulation:
+    def simulate(spec: Spec) -> Simulation:
         watch = _Watch(bar=args.gen_len >= 64)
         try:
             return simulate_generation(
                 model.config, spec, prec, args.batch, args.prompt_len, args.gen_len, tp,
                 trace_steps=args.trace_steps if args.trace or args.plot else 0, pp=args.pp,
                 micro_batches=args.micro_batches, observer=watch,
+                prefill_chunk=from_args(PrefillOptions, args).prefill_chunk, advise=True,
             )  # fmt: skip
         finally:
             watch.stop()

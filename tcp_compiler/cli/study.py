@@ -24,9 +24,11 @@ from tcp_compiler.cli.flags import flag_parser
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.option_fields import flagged, option
+from tcp_compiler.serve.workload import DEFAULT_RATE, Lengths, Workload, lengths
 from tcp_compiler.spec_settings import spec_values
 
 MAX_STUDY_BYTES = 1 << 20
+SIMULATE_LENGTHS = (2048, 128)  # a simulation sweep's prompt and generated tokens, unless given
 
 
 def _listed(parse: Callable[[str], list]) -> Callable[[str], tuple]:
@@ -40,6 +42,27 @@ def _listed(parse: Callable[[str], list]) -> Callable[[str], tuple]:
 
     read.__name__ = parse.__name__
     return read
+
+
+def _each(cls: type, name: str) -> Callable[[str], tuple]:
+    """A comma-separated list of the option `name` of `cls`, each value read by that option's own
+    parser (its bounds or `parse`): a sweep axis over an option declared once, where it is used."""
+    read = flag_parser(dict((f.name, how) for f, how in flagged(cls))[name])
+    assert read is not None, f"{cls.__name__}.{name} reads no text"
+
+    def parse(text: str) -> tuple:
+        parts = [t.strip(" \t") for t in text.split(",")]
+        if not all(parts):
+            raise ValueError(f"expected comma-separated values, got {text!r}")
+        if len(parts) > arg_types.MAX_LIST:
+            raise ValueError(f"expected at most {arg_types.MAX_LIST} values, got {len(parts)}")
+        try:
+            return tuple(read(part) for part in parts)
+        except argparse.ArgumentTypeError as e:
+            raise ValueError(str(e)) from None
+
+    parse.__name__ = name
+    return parse
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -82,13 +105,14 @@ class SweepGrid:
         (1,), "sequences per batch, comma-separated (default 1)", "B,...",
         parse=_listed(arg_types.integers(1, arg_types.MAX_BATCH)),
     )  # fmt: skip
-    prompt_len: tuple[int, ...] = option(
-        (2048,), "prompt tokens, comma-separated (default 2048)", "P,...",
-        parse=_listed(arg_types.integers(1, arg_types.MAX_TOKENS)),
+    prompt_len: tuple[Lengths, ...] | None = option(
+        None, f"prompt tokens, comma-separated (default {SIMULATE_LENGTHS[0]}); with --serve, each as tcpc "
+        f"serve's --prompt-len: N, uniform:LO:HI or normal:MEAN:STD (default {Workload().prompt_len})",
+        "P,...", parse=_each(Workload, "prompt_len"),
     )  # fmt: skip
-    gen_len: tuple[int, ...] = option(
-        (128,), "generated tokens, comma-separated (default 128)", "G,...",
-        parse=_listed(arg_types.integers(1, arg_types.MAX_TOKENS)),
+    gen_len: tuple[Lengths, ...] | None = option(
+        None, f"generated tokens, comma-separated (default {SIMULATE_LENGTHS[1]}); with --serve, as "
+        f"--prompt-len (default {Workload().gen_len})", "G,...", parse=_each(Workload, "gen_len"),
     )  # fmt: skip
     dtype: tuple[str, ...] = option(
         ("bf16",), f"precisions, comma-separated: {', '.join(PRECISIONS)} (default bf16)", "D,...",
@@ -100,21 +124,38 @@ class SweepGrid:
     )  # fmt: skip
     serve: bool = option(False, "sweep serving runs (one `tcpc serve` per load) instead of one batch")
     rate: tuple[float, ...] = option(
-        (), "with --serve: Poisson arrival rates in requests/s, comma-separated", "R,...",
-        parse=_listed(arg_types.numbers(0, 1e6)),
+        (), f"with --serve: Poisson arrivals per second, or inf: all at once, comma-separated (default "
+        f"{DEFAULT_RATE:g}, as tcpc serve, unless --concurrency is given)", "R,...",
+        parse=_each(Workload, "rate"),
     )  # fmt: skip
     concurrency: tuple[int, ...] = option(
         (), "with --serve: closed-loop clients, comma-separated", "C,...",
-        parse=_listed(arg_types.integers(1, arg_types.MAX_BATCH)),
+        parse=_each(Workload, "concurrency"),
     )  # fmt: skip
     requests: tuple[int, ...] = option(
-        (64,), "with --serve: requests per serving run (default 64); --prompt-len / --gen-len are their "
-        "lengths", "N", parse=_listed(arg_types.integers(1, 100_000)),
+        (Workload().requests,), f"with --serve: requests per serving run (default {Workload().requests}); "
+        "--prompt-len and --gen-len draw their lengths", "N", parse=_each(Workload, "requests"),
     )  # fmt: skip
     store: str | None = option(
         None, "a Parquet result store: points it holds are skipped, finished points are added as they "
         "complete", "FILE.parquet", parse=str,
     )  # fmt: skip
+
+
+    def lengths(self) -> tuple[tuple[Lengths, ...], tuple[Lengths, ...]]:
+        """The prompt and output lengths swept: those given, else tcpc serve's workload's (with
+        --serve) or SIMULATE_LENGTHS."""
+        if self.serve:
+            defaults = ((Workload().prompt_len,), (Workload().gen_len,))
+        else:
+            defaults = tuple((lengths(str(n)),) for n in SIMULATE_LENGTHS)
+        return self.prompt_len or defaults[0], self.gen_len or defaults[1]
+
+    def loads(self) -> tuple[tuple[float, ...], tuple[int, ...]]:
+        """The serving loads swept: the rates and concurrencies given, or tcpc serve's default rate."""
+        if not (self.rate or self.concurrency):
+            return (DEFAULT_RATE,), ()
+        return self.rate, self.concurrency
 
 
 def read_study(path: str) -> SweepGrid:

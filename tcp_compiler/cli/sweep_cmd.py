@@ -8,8 +8,9 @@ import json
 import math
 import os
 from functools import partial
+from pathlib import Path
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from simulator.hardware import load_hardware
@@ -31,17 +32,21 @@ def check_grid(grid: SweepGrid) -> None:
     """The rules between options (each option's own range is its parser's): a bounded grid."""
     if not grid.model:
         raise CliError("give a MODEL (or several), or --study FILE")
+    prompts, outputs = grid.lengths()
     if grid.serve:
-        if not (grid.rate or grid.concurrency):
-            raise CliError("--serve needs --rate R,... or --concurrency C,... (the loads to sweep)")
         if len(grid.requests) != 1 or grid.batch != (1,):
             raise CliError("--serve takes one --requests count and no --batch (the scheduler forms batches)")
-        lists = (grid.prompt_len, grid.gen_len, grid.dtype, grid.chips or [1], grid.pp,
-                 grid.rate + grid.concurrency)  # fmt: skip
+        rates, clients = grid.loads()
+        lists = (prompts, outputs, grid.dtype, grid.chips or [1], grid.pp, rates + clients)
     else:
         if grid.rate or grid.concurrency:
             raise CliError("--rate and --concurrency sweep serving runs: add --serve")
-        lists = (grid.batch, grid.prompt_len, grid.gen_len, grid.dtype, grid.chips or [1], grid.pp)
+        for name, values in (("--prompt-len", prompts), ("--gen-len", outputs)):
+            drawn = [str(v) for v in values if v.kind != "fixed"]
+            if drawn:
+                raise CliError(f"{name} {drawn[0]}: a simulation sweep takes fixed lengths (N); length "
+                               "distributions are for --serve")  # fmt: skip
+        lists = (grid.batch, prompts, outputs, grid.dtype, grid.chips or [1], grid.pp)
     settings = (values for _, values in grid.set)
     points = math.prod(len(v) for v in (grid.model, grid.hw, *lists, *settings))
     if points > MAX_POINTS:
@@ -87,24 +92,27 @@ def run(args: argparse.Namespace) -> int:
     # The sweep's modules (process pools, the serving model) are imported here: every tcpc command
     # builds this parser, few run it.
     from tcp_compiler.executors import local_executor, ray_executor
-    from tcp_compiler.serve.sweep import SERVE_FIGURES, run_serve_point, serve_grid
     from tcp_compiler.store import Store
     from tcp_compiler.sweep import FIGURES, columns, csv_text, grid, point_hash, run_point, run_sweep
+    from tcp_compiler.sweep.serve import SERVE_FIGURES, run_serve_point, serve_grid
 
     if args.show:
-        return show(args.show)
+        return show(args.show, console())
     if args.ray_address and args.executor != "ray":
         raise CliError("--ray-address applies to --executor ray")
     g = grid_of(args)
     check_grid(g)
     check_outputs({"--csv": args.csv, "--json": args.json, "--store": g.store}, {"--plot": args.plot})
     hws = [load_hardware(hw) for hw in g.hw]  # a bad spec is an error for the whole sweep, not per point
+    prompts, outputs = g.lengths()
     if g.serve:
-        points: list = serve_grid(g.model, g.hw, g.chips, g.dtype, g.requests[0], g.prompt_len, g.gen_len,
-                                  g.rate, g.concurrency, g.pp, g.set)  # fmt: skip
+        rates, clients = g.loads()
+        points: list = serve_grid(g.model, g.hw, g.chips, g.dtype, g.requests[0], prompts, outputs, rates,
+                                  clients, g.pp, g.set)  # fmt: skip
         run_row, figures, shown = run_serve_point, SERVE_FIGURES, SERVE_SHOWN
     else:
-        points = grid(g.model, g.hw, g.chips, g.batch, g.prompt_len, g.gen_len, g.dtype, g.pp, g.set)
+        prompt_lens, gen_lens = ([int(v.a) for v in values] for values in (prompts, outputs))
+        points = grid(g.model, g.hw, g.chips, g.batch, prompt_lens, gen_lens, g.dtype, g.pp, g.set)
         run_row, figures, shown = run_point, FIGURES, SHOWN
     header = columns(points, figures)
     run_row = partial(run_row, describe=describe)  # a failed point's error names flags, as tcpc does
@@ -132,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                **{r["hash"]: r for r in new}}  # fmt: skip
     rows = [by_hash[h] for h in hashes]
     headline = [{c: r.get(c, "") for c in header} for r in rows]
-    _print(headline, _varying(headline, header, shown), saved=bool(args.csv or args.json))
+    _print(headline, _varying(headline, header, shown), bool(args.csv or args.json), console())
     if store is not None:
         announce(g.store, f"{plural(len(new), 'row')} added, {len(store.rows)} in all")
     if args.csv:
@@ -143,32 +151,29 @@ def run(args: argparse.Namespace) -> int:
         document = [{**r, "provenance": origin} for r in headline]
         write_atomically(args.json, json.dumps(document, indent=2) + "\n")
         announce(args.json, f"{len(rows)} rows")
-    if args.plot and g.serve:
-        announce(args.plot, "no plots: serving sweeps write rows only (tcpc serve --plot plots one run)")
-    elif args.plot:
-        from pathlib import Path
+    if args.plot:
+        from tcp_compiler.sweep.plots import save_all, serve_sweep_figures, sweep_figures
 
-        from tcp_compiler.sweep_plots import sweep_plots
-
+        names = " / ".join(dict.fromkeys(h.name for h in hws))
+        title = f"{', '.join(g.model)} on {names}"
+        figures = (serve_sweep_figures if g.serve else sweep_figures)(headline, title)
         try:
             Path(args.plot).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise CliError(f"{args.plot}: cannot create: {e.strerror}") from None
-        names = " / ".join(dict.fromkeys(h.name for h in hws))
-        written = sweep_plots(headline, args.plot, f"{', '.join(g.model)} on {names}")
-        announce(args.plot, ", ".join(p.name for p in written) or "no plots: no point succeeded")
+        written = save_all(figures, args.plot)
+        announce(args.plot, ", ".join(p.name for p in written) or "no plots: no point to plot")
     failed = sum(r["status"] != "ok" for r in rows)
     return 1 if rows and failed == len(rows) else 0
 
 
-def show(path: str) -> int:
+def show(path: str, out: Console) -> int:
     """`--show STORE`: how many points, what varies between them, and their rows' headline figures."""
-    from tcp_compiler.serve.sweep import SERVE_FIGURES
     from tcp_compiler.store import read_rows
     from tcp_compiler.sweep import FIGURES
+    from tcp_compiler.sweep.serve import SERVE_FIGURES
 
     rows = [{k: "" if v is None else v for k, v in r.items()} for r in read_rows(path)]
-    out = console()
     failed = sum(r.get("status") != "ok" for r in rows)
     out.print(f"{path}: {plural(len(rows), 'point')}, {failed} failed")
     not_configuration = {"hash", "status", "error", *FIGURES, *SERVE_FIGURES}
@@ -181,7 +186,7 @@ def show(path: str) -> int:
     for kind, shown in (("simulate", SHOWN), ("serve", SERVE_SHOWN)):
         part = [r for r in rows if (r.get("requests", "") != "") == (kind == "serve")]
         if part:
-            _print(part, _varying(part, configuration, shown), saved=True)
+            _print(part, _varying(part, configuration, shown), True, out)
     return 0
 
 
@@ -223,9 +228,19 @@ class _Bar(Observer):
         self.bar.update(self.task, completed=done)
 
 
-def _print(rows: list[dict], shown: tuple, saved: bool) -> None:
-    """One line per point: a failed point's error is cut to the line (its row in --csv and --json
-    holds all of it). The pp column appears when some point has pipeline stages."""
+def _print(rows: list[dict], shown: tuple, saved: bool, out: Console) -> None:
+    """The rows' table at the console's width, and where a failed point's whole error is."""
+    out.print(sweep_table(rows, shown, out.width))
+    failed = sum(r["status"] != "ok" for r in rows)
+    if failed:
+        where = "in its row of --csv and --json" if saved else "with --csv FILE or --json FILE"
+        out.print(f"{plural(failed, 'point')} failed; the whole error is {where}")
+
+
+def sweep_table(rows: list[dict], shown: tuple, width: int) -> RenderableType:
+    """One line per point, within `width` characters (tcp_compiler.report.tables): a failed point's
+    error wraps in the status column, and columns that do not fit side by side stack below the
+    first. The pp column appears when some point has pipeline stages."""
     if all(r.get("pp", 1) == 1 for r in rows):
         shown = tuple(c for c in shown if c[0] != "pp")
     cells = [
@@ -233,15 +248,9 @@ def _print(rows: list[dict], shown: tuple, saved: bool) -> None:
          "ok" if r["status"] == "ok" else f"failed: {status_line(r['error'])}"]
         for r in rows
     ]  # fmt: skip
-    out = console()
     columns = (*(header for _, header, _ in shown), "status")
-    table = line_table(f"sweep: {len(rows)} points", columns, cells, out.width, elastic=len(shown),
-                       left={"model", "hw", "dtype", "status"})  # fmt: skip
-    out.print(table)
-    failed = sum(r["status"] != "ok" for r in rows)
-    if failed:
-        where = "in its row of --csv and --json" if saved else "with --csv FILE or --json FILE"
-        out.print(f"{plural(failed, 'point')} failed; the whole error is {where}")
+    return line_table(f"sweep: {len(rows)} points", columns, cells, width, elastic=len(shown),
+                      left={"model", "hw", "dtype", "status"})  # fmt: skip
 
 
 def status_line(error: str) -> str:

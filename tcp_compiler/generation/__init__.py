@@ -7,5 +7,5 @@
   timed by the engine in blocks of consecutive lengths.
 - figures: what a pipelined run reports per stage.
 
-Stages are joined into one program by tcp_compiler.mapping.stage_chain, for simulate and serve alike.
+Stages are joined into one program by the target's recipes (`chain`), for simulate and serve alike.
 """

@@ -1,8 +1,8 @@
 """The decode loop: every step of a generation at its own KV length, through the stages in turn.
 
-Each stage's steps come from its compiled template (tcp_compiler.mapping.steps) in blocks of
+Each stage's steps come from its compiled template (the target's recipes: DecodeSteps) in blocks of
 consecutive lengths; the stages' blocks are joined into one block per stretch of lengths
-(tcp_compiler.mapping.stage_chain), which the engine times whole. One stage is the degenerate
+(the target's recipes: chain_block), which the engine times whole. One stage is the degenerate
 pipeline: its blocks are timed as they are. Per-op and per-unit figures are summed over all steps.
 """
 
@@ -15,13 +15,12 @@ import numpy as np
 
 from simulator.program import Program, ProgramBlock
 from simulator.report import OpTotals
+from simulator.spec import Spec
 from simulator.step_totals import StepTotals
-from simulator.targets.rngd.spec import Hardware
 from simulator.timeline import Timeline
-from tcp_compiler.mapping.stage_chain import chain_block, in_turn
-from tcp_compiler.mapping.steps import DecodeSteps
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import run_block
+from tcp_compiler.recipes import Steps, recipes
 
 
 @dataclass
@@ -56,7 +55,7 @@ class DecodeRuns:
 
 
 def run_decode(
-    stages: Sequence[DecodeSteps], hw: Hardware, lengths: range, trace: int = 2, observer: Observer = QUIET
+    stages: Sequence[Steps], hw: Spec, lengths: range, trace: int = 2, observer: Observer = QUIET
 ) -> DecodeRuns:
     """The decode steps whose caches hold `lengths` positions (past + the new one), each through
     the stages in turn; the first `trace` steps kept as runs; the observer hears each block done."""
@@ -65,7 +64,7 @@ def run_decode(
     totals = StepTotals()  # what adding every step's op_totals gives, summed as integers where exact
     traced: list[Run] = []
     done = 0
-    for block in step_blocks(stages, lengths):
+    for block in step_blocks(stages, lengths, hw):
         timeline = run_block(block, hw)
         taken = slice(done, done + len(block))
         cycles[taken] = [timeline.row(k).cycles for k in range(len(block))]
@@ -78,19 +77,20 @@ def run_decode(
     return DecodeRuns(cycles, flops, hbm, totals.totals(), traced)
 
 
-def step_blocks(stages: Sequence[DecodeSteps], lengths: range) -> Iterator[ProgramBlock]:
+def step_blocks(stages: Sequence[Steps], lengths: range, hw: Spec) -> Iterator[ProgramBlock]:
     """The steps at `lengths` through the stages in turn, as blocks: each stage's template splits
     its lengths into blocks of its own, so a joined block ends where any stage's does."""
     streams = [template.blocks(lengths) for template in stages]
     current = [next(s) for s in streams] if len(lengths) else []
     start = [0] * len(stages)  # where in its current block each stage is
-    links = in_turn(len(stages))
+    book = recipes(hw)
+    links = book.in_turn(len(stages))
     received = [template.graph.meta.received for template in stages]
     done = 0
     while done < len(lengths):
         take = min(len(b) - at for b, at in zip(current, start, strict=True))
         parts = [_lanes(b, at, take) for b, at in zip(current, start, strict=True)]
-        yield chain_block(parts, links, received)
+        yield book.chain_block(parts, links, received)
         done += take
         for s, stream in enumerate(streams):
             start[s] += take

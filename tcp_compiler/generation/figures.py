@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.generation.plan import StagePlan
 from tcp_compiler.pipeline import run as run_program
 
@@ -35,7 +35,7 @@ class PipelineFigures:
         return self.tp * self.pp
 
 
-def stage_figures(plans: list[StagePlan], hw: Hardware, prompt_len: int) -> tuple[StageFigures, ...]:
+def stage_figures(plans: list[StagePlan], hw: Spec, prompt_len: int) -> tuple[StageFigures, ...]:
     """Each stage's figures; its prefill and first decode step timed alone on the engine."""
     figures = []
     for plan in plans:

@@ -1,18 +1,18 @@
 """Builds the simulation report (tcp_compiler.report.types) from a simulation. Seconds come from
-cycles at the spec's clock plus one kernel launch per program (the spec's kernel_launch_s); every
+cycles at the spec's clock plus the host's work around each program (tcp_compiler.serve.host: one
+kernel launch, scheduling, input preparation and sampling of the batch, as a server runs it); every
 roofline from tcp_compiler.analysis.roofline. The renderers live beside it:
 tcp_compiler.report.markdown, tcp_compiler.report.terminal."""
 
 from __future__ import annotations
 
 from simulator.report import OpTotals
-from simulator.targets.rngd.units import CONTRACTION
 from simulator.utilisation import totals_busy_cycles, utilisation
 from tcp_compiler.analysis.config_floor import decode_bound_seconds, phase_bound
 from tcp_compiler.analysis.limiter import Limiter, PhaseTime, limiter
 from tcp_compiler.analysis.op_roles import OpRoleRow, op_roles
 from tcp_compiler.analysis.roofline import Roofline, bound
-from tcp_compiler.mapping.stage_chain import SENT
+from tcp_compiler.recipes import recipes
 from tcp_compiler.report.energy import energy, op_joules
 from tcp_compiler.report.types import (
     Attention,
@@ -32,6 +32,7 @@ from tcp_compiler.report.types import (
     UnitRow,
     Units,
 )
+from tcp_compiler.serve.host import HostWork, host_work
 from tcp_compiler.simulate import Simulation
 
 
@@ -114,16 +115,25 @@ def _attention_forms(sim: Simulation) -> dict[int, str]:
     return {sim.attention_layers[note["op"]]: note["form"] for note in sim.attention}
 
 
-def _limiter(totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Simulation) -> Limiter | None:
+def _host(sim: Simulation, phase: str) -> HostWork:
+    """The host's work around one program of the phase: the prefill schedules, prepares and samples
+    the batch's prompts; a decode step its one token per sequence."""
+    tokens = sim.batch * (sim.prompt_len if phase == "prefill" else 1)
+    return host_work(sim.hardware, sim.batch, tokens, sim.batch, programs=1)
+
+
+def _limiter(
+    totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Simulation, host: HostWork
+) -> Limiter | None:
     """What a phase's time beyond its roofline is made of (per step for decode). None for a
     pipeline: the activity states are one chip's, while its stages wait on one another by design
     (the per-stage table's busy shares say how much)."""
     if sim.pipeline:
         return None
-    clock, launch = sim.hardware.chip.clock_hz, sim.hardware.system.kernel_launch_s
-    busy = totals.unit_busy.sum(axis=0)[totals.sites.unit(CONTRACTION.name)]
+    clock = sim.hardware.chip.clock_hz
+    busy = totals.unit_busy.sum(axis=0)[totals.sites.unit(totals.sites.compute)]
     phase = PhaseTime(
-        seconds=seconds, launch_seconds=launch, terms=tuple(float(t) for t in terms),
+        seconds=seconds, host_seconds=host.as_dict(), terms=tuple(float(t) for t in terms),
         state_seconds=totals.state_cycles / clock / steps,
         contraction_busy_seconds=float(busy) / clock / steps, cycle_seconds=1 / clock,
     )  # fmt: skip
@@ -150,7 +160,8 @@ def _decode(sim: Simulation, roofline: Roofline) -> DecodePhase:
     steps = len(sim.decode_cycles)
     if not steps:
         return DecodePhase(steps=0)
-    tpot = sim.decode_cycles / sim.hardware.chip.clock_hz + sim.hardware.system.kernel_launch_s
+    host = _host(sim, "decode")
+    tpot = sim.decode_cycles / sim.hardware.chip.clock_hz + host.total
     mean = float(tpot.mean())
     flops, hbm = sim.decode_flops.mean(), sim.decode_hbm.mean()
     # a step passes the stages in turn: the summed work of one chip per stage at one chip's roofs
@@ -159,7 +170,8 @@ def _decode(sim: Simulation, roofline: Roofline) -> DecodePhase:
         steps=steps, tpot_seconds_mean=mean, tpot_seconds_first=float(tpot[0]),
         tpot_seconds_last=float(tpot[-1]), seconds_total=float(tpot.sum()), flops_per_step_mean=float(flops),
         hbm_bytes_per_step_mean=float(hbm), bound=bound(mean, *terms), roofline_seconds_mean=max(terms),
-        limiter=_limiter(sim.decode_ops, steps, mean, terms, sim),
+        limiter=_limiter(sim.decode_ops, steps, mean, terms, sim, host),
+        host_seconds=host.total - host.launch,
         config_bound_seconds_mean=_decode_config_bound(sim, steps),
     )  # fmt: skip
 
@@ -185,21 +197,22 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
     `--json` writes; op roles are always complete)."""
     hw, clock, stages = sim.hardware, sim.hardware.chip.clock_hz, sim.stages
     roofline = _roofline(sim)  # one chip's: a pipelined program adds one chip's work per stage
-    launch = hw.system.kernel_launch_s
+    host = _host(sim, "prefill")
     p = sim.prefill.program
-    prefill_seconds = sim.prefill.cycles / clock + launch
+    prefill_seconds = sim.prefill.cycles / clock + host.total
     if sim.pipeline:
         work = [s.prefill_work for s in sim.pipeline.stages]
         terms = roofline.pipeline_terms(work, sim.pipeline.micro_batches)
     else:
         terms = roofline.terms(p.flops.sum(), p.hbm_bytes.sum(), p.link_bytes.sum())
     prefill = PrefillPhase(
-        cycles=sim.prefill.cycles, seconds=prefill_seconds, launch_seconds=launch, flops=int(p.flops.sum()),
+        cycles=sim.prefill.cycles, seconds=prefill_seconds, launch_seconds=host.launch,
+        host_seconds=host.total - host.launch, flops=int(p.flops.sum()),
         model_flops=sim.prefill_model_flops,
         model_flops_utilisation=sim.prefill_model_flops / (prefill_seconds * roofline.flops_per_s * stages),
         hbm_bytes=int(p.hbm_bytes.sum()), roofline_seconds=max(terms), bound=bound(prefill_seconds, *terms),
-        limiter=_limiter(sim.prefill_ops, 1, prefill_seconds, terms, sim),
-        config_bound_seconds=_config_bound(sim, "prefill", sim.prompt_len),
+        limiter=_limiter(sim.prefill_ops, 1, prefill_seconds, terms, sim, host),
+        config_bound_seconds=_config_bound(sim, "prefill", sim.prompt_len), chunks=sim.prefill_chunks,
     )  # fmt: skip
     decode = _decode(sim, roofline)
     steps = decode.steps
@@ -212,7 +225,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         model=sim.config.name,
         family=sim.config.family,
         hardware=HardwareSummary(
-            name=hw.name, chips=sim.chips * stages, clock_hz=clock,
+            name=hw.name, chips=sim.chips * stages, ranks_per_card=hw.system.ranks_per_card, clock_hz=clock,
             peak_flops_per_s=roofline.flops_per_s, hbm_bytes_per_s=roofline.hbm_bytes_per_s,
             area_mm2=hw.area_mm2, assumed=tuple(hw.assumed_keys),
         ),
@@ -255,7 +268,8 @@ def _pipeline(sim: Simulation, ttft: float, decode: DecodePhase) -> Pipeline:
     tpot = decode.tpot_seconds_mean if decode.steps else 0.0
     sent = 0.0
     if decode.steps:
-        sends = [k for k, kind in enumerate(sim.decode_ops.kinds) if kind == SENT]
+        sent = recipes(sim.hardware).SENT
+        sends = [k for k, kind in enumerate(sim.decode_ops.kinds) if kind == sent]
         sent = float(sim.decode_ops.link_bytes[sends].sum()) / decode.steps
     rows = []
     for s in pipe.stages:

@@ -1,5 +1,5 @@
 """The energy part of the simulate report: from the same op totals the time figures come from
-(simulator.energy, the RNGD recipe in simulator.targets.rngd.energy), every chip counted."""
+(simulator.energy, with the recipe of the spec's target), every chip counted."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from simulator.energy import PhaseEnergy as Phase
 from simulator.energy import Work, dvfs_voltage, phase_energy, throttled_clock
 from simulator.program import Program
 from simulator.report import OpTotals
-from simulator.targets.rngd.energy import ENERGY
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
+from simulator.targets import energy_of
 from tcp_compiler.errors import OptionError
 from tcp_compiler.report.types import Energy, PhaseEnergy, UnitEnergy
 from tcp_compiler.simulate import Simulation
@@ -23,7 +23,7 @@ def mac_dtype(sim: Simulation) -> str:
 
 def op_joules(sim: Simulation, totals: OpTotals) -> np.ndarray:
     """Dynamic energy per op of one chip, summed over the programs the totals add up."""
-    joules = ENERGY.joules(sim.hardware, Work.of_totals(totals), mac_dtype(sim))
+    joules = energy_of(sim.hardware).joules(sim.hardware, Work.of_totals(totals), mac_dtype(sim))
     return np.sum(list(joules.values()), axis=0)
 
 
@@ -31,20 +31,20 @@ def phases(sim: Simulation, prefill_seconds: float, decode_seconds: float) -> tu
     """The prefill's energy and the decode steps' (all of them), every chip counted."""
     hw, clock = sim.hardware, sim.hardware.chip.clock_hz
     dtype, chips = mac_dtype(sim), sim.chips * sim.stages
-    prefill = phase_energy(ENERGY, hw, Work.of_totals(sim.prefill_ops), dtype, prefill_seconds,
+    prefill = phase_energy(energy_of(hw), hw, Work.of_totals(sim.prefill_ops), dtype, prefill_seconds,
                            sim.prefill.cycles / clock, sim.chips, chips)  # fmt: skip
     if not len(sim.decode_cycles):
         return prefill, None
-    decode = phase_energy(ENERGY, hw, Work.of_totals(sim.decode_ops), dtype, decode_seconds,
+    decode = phase_energy(energy_of(hw), hw, Work.of_totals(sim.decode_ops), dtype, decode_seconds,
                           float(sim.decode_cycles.sum()) / clock, sim.chips, chips)  # fmt: skip
     return prefill, decode
 
 
 def run_power(sim: Simulation, program: Program, cycles: float) -> float:
     """A program's average power per chip while it runs (the trace's power counter)."""
-    hw = sim.hardware
-    phase = phase_energy(ENERGY, hw, Work.of_program(program), mac_dtype(sim), cycles / hw.chip.clock_hz,
-                         cycles / hw.chip.clock_hz, sim.chips, sim.chips * sim.stages)  # fmt: skip
+    hw, seconds = sim.hardware, cycles / sim.hardware.chip.clock_hz
+    phase = phase_energy(energy_of(hw), hw, Work.of_program(program), mac_dtype(sim), seconds, seconds,
+                         sim.chips, sim.chips * sim.stages)  # fmt: skip
     return phase.average_power_w
 
 
@@ -64,7 +64,7 @@ def energy(sim: Simulation, prefill_seconds: float, decode_seconds: float) -> En
     steps = len(sim.decode_cycles)
     total = prefill.joules + (decode.joules if decode else 0.0)
     seconds = prefill.seconds + (decode.seconds if decode else 0.0)
-    point = ENERGY.point(hw)
+    point = energy_of(hw).point(hw)
     over = tuple(name for name, p in (("prefill", prefill), ("decode", decode))
                  if p is not None and p.average_power_w > point.tdp_w)  # fmt: skip
     return Energy(
@@ -80,12 +80,12 @@ def energy(sim: Simulation, prefill_seconds: float, decode_seconds: float) -> En
 
 
 
-def capped_hardware(sim: Simulation, cap_w: float) -> Hardware:
+def capped_hardware(sim: Simulation, cap_w: float) -> Spec:
     """The simulation's spec, or, when a phase draws more than `cap_w` per chip while it runs, the
     same chip at the highest clock (with its DVFS voltage) at which no phase does: the time each
     phase runs stretches with 1 / clock and its on-chip energy falls with V^2 (simulator.energy)."""
     hw, clock = sim.hardware, sim.hardware.chip.clock_hz
-    point, chips = ENERGY.point(hw), sim.chips * sim.stages
+    point, chips = energy_of(hw).point(hw), sim.chips * sim.stages
     clocks = []
     for phase in phases(sim, 0.0, 0.0):
         if phase is None or phase.running_seconds <= 0:

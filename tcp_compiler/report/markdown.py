@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from simulator.numbers import plural
 from tcp_compiler.analysis.limiter import limiter_line
 from tcp_compiler.report.text import (
     LAYER_COLUMNS,
@@ -13,6 +12,7 @@ from tcp_compiler.report.text import (
     PIPELINE_COLUMNS,
     ROLE_COLUMNS,
     attention_lines,
+    chips_text,
     energy_lines,
     layer_cells,
     layer_label,
@@ -44,7 +44,7 @@ def render_markdown(report: Report, top: int = 10) -> str:
     all), memory."""
     hw, pre, dec = report.hardware, report.prefill, report.decode
     lines = [
-        f"# {report.model} on {hw.name} ({plural(hw.chips, 'chip')})",
+        f"# {report.model} on {hw.name} ({chips_text(hw)})",
         "",
         f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}.",
         "",

@@ -26,7 +26,8 @@ simulation report's (`tcpc serve --json`, below).
 
 `tcpc simulate MODEL ... --json FILE` writes one JSON object. This page lists every key; the
 version is in `schema` (`{SCHEMA}`). Times are seconds, sizes bytes, work FLOPs. Seconds are
-simulated cycles at the spec's clock plus one kernel launch per program (`system.kernel_launch_s`).
+simulated cycles at the spec's clock plus the host's work around each program: one kernel launch
+(`system.kernel_launch_s`), scheduling, input preparation and sampling (the spec's [host] table).
 A key marked "or absent" is left out where it does not apply. Each section names the
 key paths it describes: `a.b` is key `b` of object `a`, `a[]` an entry of list `a`.
 """
@@ -76,7 +77,7 @@ def _type(hint: Any, path: str, nulls: bool) -> str:
     if get_origin(inner) is Literal:
         kind = "string: " + ", ".join(f"`{a}`" for a in get_args(inner))
     else:
-        kind = {str: "string", int: "int", float: "number"}[inner]
+        kind = {str: "string", int: "int", float: "number", bool: "boolean"}[inner]
     return f"{'list of ' + kind + 's' if suffix else kind}{absent}"
 
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from simulator.targets.rngd.energy import ENERGY
+from simulator.targets import energy_of
 from tcp_compiler.report.serve_types import (
     CostCache,
     CostGrids,
@@ -20,10 +20,12 @@ from tcp_compiler.report.serve_types import (
     ServeEnergy,
     ServeReport,
     ServeRun,
+    ServeTime,
 )
-from tcp_compiler.serve.metrics import duration, latencies, model_bound_cycles
+from tcp_compiler.serve.metrics import duration, iteration_energy, latencies, model_bound_cycles
 from tcp_compiler.serve.server import ServeResult
 
+TIME_PARTS = ("device_s", "padding_s", "schedule_s", "prepare_s", "launch_s", "sample_s")  # sum: busy
 MAX_SERIES = 2000  # points kept of a time series in the JSON (every iteration is in `per_iteration`)
 
 
@@ -75,6 +77,7 @@ def serve_report(
         iterations=len(it),
         mixed_iterations=result.mixed_iterations,
         busy_fraction=float(it.array("duration_s").sum() / span) if span > 0 else 0.0,
+        time=_time(result),
         model_bound_ratio=float(cycles.sum() / bound.sum()) if len(it) else 0.0,
         kv_cache=_kv_cache(result),
         kv_blocks_over_time=series(it.array("start_s"), it.array("kv_blocks_used")),
@@ -92,21 +95,25 @@ def serve_report(
     )
 
 
-def iteration_energy(result: ServeResult) -> tuple[np.ndarray, np.ndarray]:
-    """Per iteration: its energy on every chip (its work's actions on each tensor-parallel chip,
-    running power on every chip) and its average power per chip."""
-    point, it, chips = ENERGY.point(result.hardware), result.iterations, result.chips
-    seconds = it.array("duration_s")
-    joules = it.array("dynamic_joules") * (chips // result.pp) + chips * point.running_power_w * seconds
-    power = np.divide(joules, seconds * chips, out=np.zeros_like(joules), where=seconds > 0)
-    return joules, power
+def _time(result: ServeResult) -> ServeTime:
+    """The iterations' time by part (their columns summed) and the padding and descriptors."""
+    it = result.iterations
+    total = {name: float(it.array(name).sum()) for name in TIME_PARTS}
+    decoding = it.array("decodes") > 0
+    descriptors = it.array("kv_descriptors")[decoding]
+    return ServeTime(
+        busy_s=float(it.array("duration_s").sum()), **total, host_overlap=result.options.host_overlap,
+        padded_tokens=int(it.array("padded_tokens").sum()),
+        padded_kv_tokens=int(it.array("padded_kv_tokens").sum()),
+        kv_descriptors_per_decode=float(descriptors.mean()) if len(descriptors) else 0.0,
+    )  # fmt: skip
 
 
 def _energy(
     result: ServeResult, joules: np.ndarray, power: np.ndarray, span: float, out_tokens: int
 ) -> ServeEnergy:
     """The run's energy: its iterations', plus idle power on every chip while none runs."""
-    point, chips = ENERGY.point(result.hardware), result.chips
+    point, chips = energy_of(result.hardware).point(result.hardware), result.chips
     busy = min(float(result.iterations.array("duration_s").sum()), span)
     total = float(joules.sum()) + chips * point.idle_power_w * max(span - busy, 0.0)
     return ServeEnergy(

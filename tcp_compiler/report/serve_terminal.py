@@ -44,6 +44,18 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
         f"beside {kv.weight_bytes / 1e9:.1f} GB of weights); peak {kv.peak_blocks_used:,} used, "
         f"mean {kv.mean_blocks_used:,.0f}; {f.preemptions:,} preemptions (recompute)"
     )
+    t = f.time
+    parts = (
+        ("device", t.device_s), ("shape padding", t.padding_s), ("host scheduling", t.schedule_s),
+        ("input preparation", t.prepare_s), ("kernel launch", t.launch_s), ("sampling", t.sample_s),
+    )  # fmt: skip
+    shares = ", ".join(f"{name} {seconds / t.busy_s:.0%}" for name, seconds in parts if t.busy_s > 0)
+    out.print(
+        f"where the time goes ({duration(t.busy_s, 2)} of iterations"
+        f"{', host overlapping the device' if t.host_overlap else ''}): {shares}; "
+        f"{t.padded_tokens:,} padded tokens, {t.padded_kv_tokens:,} padded KV positions read, "
+        f"{t.kv_descriptors_per_decode:,.0f} KV descriptors per decode step"
+    )
     c = f.cost_cache
     out.print(
         f"{f.iterations:,} iterations ({f.mixed_iterations:,} mixed prefill + decode), "

@@ -26,6 +26,12 @@ class ServeRun(Record):
     max_batch_tokens: int = doc("tokens per iteration (`--max-batch-tokens`)", "tokens")
     max_seqs: int = doc("sequences running at once (`--max-seqs`)", "sequences")
     attention: str = doc("decode attention over each sequence's length (`paged`) or the longest (`padded`)")
+    shapes: str = doc("static-shape buckets: batch, prefill and context ladders (`--batch-shapes` ...)",
+                      default="")  # fmt: skip
+    prefix_cache: bool = doc("the shared prefix's KV reused (`--prefix-cache`)", default=False)
+    shared_prefix: int = doc(
+        "tokens every prompt shares at its start (`--shared-prefix`)", "tokens", default=0
+    )
     arrivals: str = doc("`poisson`, `at once`, `closed loop` or `trace`")
     rate_per_s: float | None = doc("Poisson arrival rate; null otherwise", "requests/s")
     concurrency: int | None = doc("closed-loop clients; null otherwise", "clients")
@@ -124,7 +130,17 @@ class Iterations(Record):
 
     start_s: tuple[float, ...] = doc("start", "s")
     duration_s: tuple[float, ...] = doc("time it took", "s")
-    cycles: tuple[float, ...] = doc("its programs' cycles", "cycles")
+    cycles: tuple[float, ...] = doc("its programs' cycles, at the padded shapes", "cycles")
+    device_s: tuple[float, ...] = doc("device time, the padding's left out (`padding_s`)", "s")
+    padding_s: tuple[float, ...] = doc("device time the static shapes' padding costs", "s")
+    schedule_s: tuple[float, ...] = doc("host scheduling on the critical path", "s")
+    prepare_s: tuple[float, ...] = doc("host input preparation on the critical path", "s")
+    launch_s: tuple[float, ...] = doc("kernel launches (`system.kernel_launch_s` per program)", "s")
+    sample_s: tuple[float, ...] = doc("host sampling and output processing", "s")
+    padded_tokens: tuple[int, ...] = doc("prefill tokens and decode batch slots added by padding", "tokens")
+    padded_kv_tokens: tuple[int, ...] = doc("KV positions its decode read past the caches (context padding)",
+                                            "tokens")  # fmt: skip
+    kv_descriptors: tuple[int, ...] = doc("paged-KV DMA descriptors its decode read, one chip", "descriptors")
     flops: tuple[float, ...] = doc("its work", "FLOP")
     hbm_bytes: tuple[float, ...] = doc("its HBM traffic", "B")
     joules: tuple[float, ...] = doc("its energy, every chip: the actions of its work plus running power", "J")
@@ -134,6 +150,28 @@ class Iterations(Record):
     prefill_sequences: tuple[int, ...] = doc("sequences prefilling", "sequences")
     kv_blocks_used: tuple[int, ...] = doc("KV blocks in use", "blocks")
     preemptions: tuple[int, ...] = doc("preemptions made while planning it")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeTime(Record):
+    """Where the time goes: the iterations' time split into device work, the device time the static
+    shapes' padding costs, and the host's parts on the critical path (tcp_compiler.serve.host); the
+    parts sum to `busy_s`."""
+
+    busy_s: float = doc("every iteration's time, summed", "s")
+    device_s: float = doc("programs at the sequences' own shapes (with pipeline stages, waits included)", "s")
+    padding_s: float = doc("what padding up to the static shapes adds", "s")
+    schedule_s: float = doc("host scheduling (`host.schedule_s` + per sequence)", "s")
+    prepare_s: float = doc("host input preparation (`host.prepare_s` + per token)", "s")
+    launch_s: float = doc("kernel launches (`system.kernel_launch_s` per program)", "s")
+    sample_s: float = doc("host sampling (`host.sample_s` + per sampled sequence)", "s")
+    host_overlap: bool = doc("scheduling and preparation overlap the device run before (`--host-overlap`)")
+    padded_tokens: int = doc("prefill tokens and decode batch slots added by padding, in all", "tokens")
+    padded_kv_tokens: int = doc("KV positions decodes read past their caches, padded to the context bucket",
+                                "tokens")  # fmt: skip
+    kv_descriptors_per_decode: float = doc(
+        "paged-KV DMA descriptors a decode iteration reads on one chip, mean", "descriptors"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,6 +213,7 @@ class ServeReport(Record):
     iterations: int = doc("iterations run")
     mixed_iterations: int = doc("iterations running both prefill and decode programs")
     busy_fraction: float = doc("time iterations ran over `duration_s`", "0..1")
+    time: ServeTime = doc("where the iterations' time goes: device, padding and host work")
     model_bound_ratio: float = doc(
         "sum of iteration times over the sum of an independent bound per iteration: the larger of the "
         "weights read once at sustained HBM bandwidth and 2 x active parameters x tokens at peak compute "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from simulator.numbers import plural, si
+from simulator.numbers import duration, si
 from tcp_compiler.analysis.limiter import limiter_line
 from tcp_compiler.report.tables import line_table
 from tcp_compiler.report.text import (
@@ -19,9 +19,9 @@ from tcp_compiler.report.text import (
     PIPELINE_COLUMNS,
     ROLE_COLUMNS,
     attention_lines,
+    chips_text,
     energy_lines,
     layer_groups,
-    ms,
     pipeline_caption,
     pipeline_cells,
     pipeline_title,
@@ -39,7 +39,7 @@ def print_report(report: Report, console: Console, top: int = 10) -> None:
     """Prints the report; `top` op roles per phase (0: all)."""
     hw = report.hardware
     console.print(
-        f"[bold]{report.model}[/bold] on [bold]{hw.name}[/bold] ({plural(hw.chips, 'chip')}), "
+        f"[bold]{report.model}[/bold] on [bold]{hw.name}[/bold] ({chips_text(hw)}), "
         f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}"
     )
     _summary(report, console)
@@ -60,12 +60,13 @@ def print_report(report: Report, console: Console, top: int = 10) -> None:
 def _summary(report: Report, console: Console) -> None:
     pre, dec = report.prefill, report.decode
     rows = [[
-        "prefill", ms(pre.seconds), ms(pre.roofline_seconds), f"{pre.seconds / pre.roofline_seconds:.2f}",
+        "prefill", duration(pre.seconds), duration(pre.roofline_seconds),
+        f"{pre.seconds / pre.roofline_seconds:.2f}",
         f"{pre.seconds / pre.config_bound_seconds:.2f}", pre.bound, si(pre.flops), si(pre.hbm_bytes, "B"),
     ]]  # fmt: skip
     if dec.steps:
         rows.append([
-            "decode", ms(dec.tpot_seconds_mean), ms(dec.roofline_seconds_mean),
+            "decode", duration(dec.tpot_seconds_mean), duration(dec.roofline_seconds_mean),
             f"{dec.tpot_seconds_mean / dec.roofline_seconds_mean:.2f}",
             f"{dec.tpot_seconds_mean / dec.config_bound_seconds_mean:.2f}", dec.bound,
             si(dec.flops_per_step_mean), si(dec.hbm_bytes_per_step_mean, "B"),
@@ -76,7 +77,7 @@ def _summary(report: Report, console: Console) -> None:
                              left=_LEFT))  # fmt: skip
     if dec.steps:
         console.print(
-            f"TPOT first {ms(dec.tpot_seconds_first)}, last {ms(dec.tpot_seconds_last)}; "
+            f"TPOT first {duration(dec.tpot_seconds_first)}, last {duration(dec.tpot_seconds_last)}; "
             f"decode {report.decode_tokens_per_s:.1f} tokens/s, end to end "
             f"{report.throughput_tokens_per_s:.1f} tokens/s"
         )

@@ -8,16 +8,10 @@ from dataclasses import dataclass
 
 from simulator.numbers import duration, plural, si
 from tcp_compiler.analysis.op_roles import OpRoleRow
-from tcp_compiler.report.types import AttentionNote, LayerRow, Pipeline, Report, StageRow
+from tcp_compiler.report.types import AttentionNote, HardwareSummary, LayerRow, Pipeline, Report, StageRow
 
-ROLE_COLUMNS = ("op role", "n", "total ms", "ms/layer", "share", "FLOPs", "HBM", "FLOP/HBM B", "bound")
-LAYER_COLUMNS = ("ms", "share", "FLOPs", "HBM", "FLOP/HBM B", "x roof", "bound", "attention")
-
-
-def ms(seconds: float, unit: bool = True) -> str:
-    """A time with its unit (simulator.numbers.duration); table cells under a "ms" header are
-    milliseconds to the microsecond without it."""
-    return duration(seconds) if unit else f"{seconds * 1e3:.3f}"
+ROLE_COLUMNS = ("op role", "n", "total", "per layer", "share", "FLOPs", "HBM", "FLOP/HBM B", "bound")
+LAYER_COLUMNS = ("time", "share", "FLOPs", "HBM", "FLOP/HBM B", "x roof", "bound", "attention")
 
 
 def percent(share: float) -> str:
@@ -48,7 +42,7 @@ def attention_lines(report: Report) -> list[str]:
 def role_cells(role: OpRoleRow) -> list[str]:
     """A role's row of ROLE_COLUMNS."""
     return [
-        role.role, str(role.count), ms(role.seconds, False), ms(role.seconds_per_layer, False),
+        role.role, str(role.count), duration(role.seconds), duration(role.seconds_per_layer),
         percent(role.share),
         si(role.flops), si(role.hbm_bytes, "B"), intensity(role.hbm_intensity, role.hbm_bytes), role.bound,
     ]  # fmt: skip
@@ -61,7 +55,7 @@ def top_roles(roles: Sequence[OpRoleRow], top: int) -> tuple[Sequence[OpRoleRow]
     if not rest:
         return shown, ""
     seconds = sum(r.seconds for r in rest)
-    return shown, f"... {len(rest)} more op roles, {ms(seconds)} in all (--top all lists every role)"
+    return shown, f"... {len(rest)} more op roles, {duration(seconds)} in all (--top all lists every role)"
 
 
 OTHER = "other"  # layer -1: the embedding, final norm and LM head
@@ -77,7 +71,7 @@ def layer_cells(row: LayerRow, phase_seconds: float) -> list[str]:
     share = row.seconds / phase_seconds if phase_seconds else 0.0
     ratio = row.seconds / row.roofline_seconds if row.roofline_seconds else 0.0
     return [
-        ms(row.seconds, False), percent(share), si(row.flops), si(row.hbm_bytes, "B"),
+        duration(row.seconds), percent(share), si(row.flops), si(row.hbm_bytes, "B"),
         intensity(row.hbm_intensity, row.hbm_bytes), f"{ratio:.2f}", row.bound, row.attention or "-",
     ]  # fmt: skip
 
@@ -121,6 +115,13 @@ def ranges(values: Sequence[int]) -> str:
 PIPELINE_COLUMNS = ("stage", "layers", "weights", "prefill/mb", "busy", "decode step", "busy")
 
 
+def chips_text(hw: HardwareSummary) -> str:
+    """'8 chips', or '2 cards x 8 PE ranks' when each card runs as several tensor-parallel ranks."""
+    if hw.ranks_per_card == 1:
+        return plural(hw.chips, "chip")
+    return f"{plural(hw.chips // hw.ranks_per_card, 'card')} x {hw.ranks_per_card} PE ranks"
+
+
 def pipeline_title(pipe: Pipeline) -> str:
     batches = f"{pipe.micro_batches} micro-batch" + ("es" if pipe.micro_batches > 1 else "")
     return f"pipeline: {pipe.pp} stages x {plural(pipe.tp, 'chip')}, prefill in {batches}"
@@ -135,8 +136,9 @@ def pipeline_caption(pipe: Pipeline) -> str:
 
 def pipeline_cells(s: StageRow) -> list[str]:
     return [
-        str(s.stage), f"{s.first_layer}-{s.last_layer}", si(s.weights_bytes, "B"), ms(s.prefill_seconds),
-        f"{100 * s.prefill_busy_share:.0f}%", ms(s.decode_seconds), f"{100 * s.decode_busy_share:.0f}%",
+        str(s.stage), f"{s.first_layer}-{s.last_layer}", si(s.weights_bytes, "B"),
+        duration(s.prefill_seconds), f"{100 * s.prefill_busy_share:.0f}%", duration(s.decode_seconds),
+        f"{100 * s.decode_busy_share:.0f}%",
     ]  # fmt: skip
 
 

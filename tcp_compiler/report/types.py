@@ -24,6 +24,11 @@ class HardwareSummary(Record):
         "chips in all: tensor-parallel chips x pipeline stages; the figures describe one chip of each "
         "tensor-parallel group, summed over the stages (`pipeline`)"
     )
+    ranks_per_card: int = doc(
+        "tensor-parallel ranks each card is split into (`system.pe_partitions`); above 1, `chips` counts "
+        "ranks and every per-chip figure is one rank's (its share of the card)",
+        default=1,
+    )
     clock_hz: float = doc("chip clock", "Hz")
     peak_flops_per_s: float = doc(
         "contraction-engine peak per chip for this precision's operand dtype (int weights are "
@@ -40,8 +45,11 @@ class PrefillPhase(Record):
     """The prompt phase: one program over the whole prompt."""
 
     cycles: int = doc("simulated cycles of the prefill program", "cycles")
-    seconds: float = doc("`cycles / clock_hz + launch_seconds`", "s")
+    seconds: float = doc("`cycles / clock_hz + launch_seconds + host_seconds`", "s")
     launch_seconds: float = doc("the kernel launch overhead included (`system.kernel_launch_s`)", "s")
+    host_seconds: float = doc(
+        "the host's scheduling, input preparation and sampling included (the spec's [host] table)", "s"
+    )
     flops: int = doc(
         "work the program executes (online softmax adds its rescaling and skips the key blocks its "
         "mask hides)",
@@ -71,6 +79,12 @@ class PrefillPhase(Record):
         "s",
         default=0.0,
     )
+    chunks: int | None = doc(
+        "with `--prefill-chunk`: the prefill programs run in turn, each over whole prompts of its "
+        "share of the batch (each reads the weights again; the figures above are all of them)",
+        "programs",
+        default=None,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +97,10 @@ class DecodePhase(Record):
         "time per output token of the first step (KV length `prompt_len + 1`)", "s", default=None
     )
     tpot_seconds_last: float | None = doc("time per output token of the last step", "s", default=None)
+    host_seconds: float | None = doc(
+        "per step: the host's scheduling, input preparation and sampling included (the spec's [host] "
+        "table; the kernel launch besides)", "s", default=None,
+    )
     seconds_total: float | None = doc("all decode steps", "s", default=None)
     flops_per_step_mean: float | None = doc("mean work of a step", "FLOP", default=None)
     hbm_bytes_per_step_mean: float | None = doc("mean HBM traffic of a step", "B", default=None)
@@ -102,7 +120,7 @@ class UnitRow(Record):
 
     unit: str = doc(
         "`tensor_dma`, `contraction`, `reducer`, `vector`, `fetch`, `switch`, `commit`, `trf_load`, "
-        "`chip_link`"
+        "`chip_link`, `pe_path` (reductions between the ranks of a card split into PEs)"
     )
     busy_cycles: float = doc(
         "cycles the unit is busy; for `tensor_dma`, the bytes its moves carry over the engines' full rate",

@@ -13,7 +13,7 @@ from functools import cache
 from ir.errors import TirError
 from simulator.errors import SimulatorError
 from simulator.hardware import load_hardware
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler import __version__
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.model import load_model
@@ -43,7 +43,7 @@ class DesignPoint:
     workload: Workload
     settings: Settings  # the fixed settings, then the trial's sampled values, by address
 
-    def spec(self) -> Hardware:
+    def spec(self) -> Spec:
         return _base(self.workload.hw, self.workload.chips).with_values(dict(self.settings))
 
     def hash(self) -> str:
@@ -68,7 +68,7 @@ class DesignPoint:
 
 
 @cache
-def _base(hw: str, chips: int | None) -> Hardware:
+def _base(hw: str, chips: int | None) -> Spec:
     return load_hardware(hw, chips)
 
 

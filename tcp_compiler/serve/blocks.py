@@ -16,7 +16,7 @@ class KvBudget:
     """Where the block count comes from, per chip, so reports can show the arithmetic."""
 
     hbm_bytes: int  # the chip's HBM
-    weight_bytes: int  # the compiled weights on one chip (tcp_compiler.mapping.capacity)
+    weight_bytes: int  # the compiled weights on one chip (the target's recipes: capacity)
     activation_bytes: int  # the largest spill of the programs the run may execute
     kv_bytes_per_token: int  # every layer's K and V of one token, on one chip
     block_size: int

@@ -3,7 +3,7 @@
 An iteration runs decodes (one token per sequence, each at its own KV length) and prefill chunks
 (C new tokens after P cached ones). Each piece is a compiled Program timed by the engine:
 
-- decodes: the decode graph at batch B (a template per B, tcp_compiler.mapping.steps patches it
+- decodes: the decode graph at batch B (a template per B, the target's DecodeSteps patches it
   per KV length). The graph has one KV length for the batch. `paged` (default) gives it the
   batch's mean length, so the KV bytes and attention FLOPs are the sum of the sequences' own
   lengths, as a paged-attention kernel reads them; `padded` gives it the longest, as a kernel over
@@ -21,8 +21,16 @@ An iteration runs decodes (one token per sequence, each at its own KV length) an
 The pieces of a mixed iteration run back to back (their cycles add): conservative by one read of
 the weights per extra piece, which the report counts (`mixed_iterations`). With pipeline stages,
 each piece is the stages' programs joined as `tcpc simulate --pp` joins a decode step's
-(tcp_compiler.mapping.stage_chain), timed by the engine in one run: the cost keeps when each
+(the target's recipes: chain), timed by the engine in one run: the cost keeps when each
 stage hands the piece on, which the server needs to overlap the iterations of its engines.
+
+The runtime's static shapes (Shapes) pad an iteration up to the buckets its graphs were compiled
+for: the decode batch and context length, the prefill's tokens; the padded work is what runs, and
+`Piece.padding_cycles` is how much of it the padding costs. A decode step reads each sequence's
+paged KV as one DMA descriptor per block (block_size tokens, all of a chip's KV heads of a layer,
+K and V apart), each paying the DMA start-up (`dma.startup_cycles`) on one of the `dma.engines`
+engines: the compiled decode graph reads the cache as one command per tensor, so the descriptors'
+start-ups are added to its cost (kv_descriptors).
 
 Costs are cached by shape. Shapes may be put on grids (Buckets: powers of two up to a step, then
 multiples of it) for batch, KV length and prefill tokens: between grid points the cost is
@@ -38,23 +46,22 @@ from dataclasses import dataclass, replace
 
 from simulator.energy import Work
 from simulator.program import Program
-from simulator.targets.rngd.energy import ENERGY
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
+from simulator.targets import energy_of
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.generation.plan import lower_decode, stage_options
-from tcp_compiler.mapping.stage_chain import chain, handoffs, in_turn
-from tcp_compiler.mapping.steps import DecodeSteps
 from tcp_compiler.pipeline import CompileOptions, compile_phase
 from tcp_compiler.pipeline import run as run_program
-from tcp_compiler.serve.options import ATTENTION_MODES, Buckets
+from tcp_compiler.recipes import Steps, recipes
+from tcp_compiler.serve.options import ATTENTION_MODES, BLOCK_SIZE, Buckets, Shapes, pad
 
 
 @dataclass(frozen=True)
 class Cost:
     """An iteration piece timed by the engine: `handoffs[k]`, when pipeline stage k has done its
-    part, in cycles from the start (the stages' programs joined, tcp_compiler.mapping.stage_chain;
+    part, in cycles from the start (the stages' programs joined by the target's `chain`;
     the last is the piece's cycles, and one stage has just that), and the work timed: FLOPs and
     HBM bytes of one chip per stage. Pieces add stage by stage: each stage runs both parts before
     it hands the iteration on. `joules`: the dynamic energy of that work (simulator.energy), from
@@ -79,10 +86,42 @@ class Cost:
         """The point a fraction `w` of the way from self to other."""
         return self._combine(other, lambda a, b: a + (b - a) * w)
 
+    def delayed(self, cycles: list[float]) -> Cost:
+        """The piece with `cycles[k]` more in stage k (each later hand-off moves by all before it)."""
+        handoffs, added = [], 0.0
+        for h, extra in zip(self.handoffs, cycles, strict=True):
+            added += extra
+            handoffs.append(h + added)
+        return Cost(tuple(handoffs), self.flops, self.hbm_bytes, self.joules)
+
     def _combine(self, other: Cost, f: Callable[[float, float], float]) -> Cost:
         handoffs = tuple(f(a, b) for a, b in zip(self.handoffs, other.handoffs, strict=True))
         return Cost(handoffs, f(self.flops, other.flops), f(self.hbm_bytes, other.hbm_bytes),
                     f(self.joules, other.joules))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Piece:
+    """An iteration (or a piece of it) as the runtime runs it: its cost at the padded shapes, the
+    cycles of that the padding accounts for, the padded tokens (prefill tokens and decode batch
+    slots), the KV positions its decode reads past the caches, and its paged-KV descriptors."""
+
+    cost: Cost
+    padding_cycles: float = 0.0
+    padded_tokens: int = 0
+    padded_kv: int = 0
+    descriptors: int = 0
+
+    def __add__(self, other: Piece) -> Piece:
+        return Piece(self.cost + other.cost, self.padding_cycles + other.padding_cycles,
+                     self.padded_tokens + other.padded_tokens, self.padded_kv + other.padded_kv,
+                     self.descriptors + other.descriptors)  # fmt: skip
+
+
+def kv_descriptors(lengths: list[int], block_size: int, layers: int) -> int:
+    """DMA descriptors a decode step's attention reads on one chip: one per KV block (all the chip's
+    KV heads of a layer sit in one block) per sequence, for K and for V, in each of `layers`."""
+    return 2 * layers * sum(-(-n // block_size) for n in lengths)
 
 
 @dataclass
@@ -121,21 +160,26 @@ class IterationCosts:
     def __init__(
         self,
         config: ModelConfig,
-        hw: Hardware,
+        hw: Spec,
         precision: Precision,
         options: CompileOptions,
         buckets: Buckets = Buckets(),
         attention: str = "paged",
         pp: int = 1,
+        shapes: Shapes | None = None,
+        block_size: int = BLOCK_SIZE,
     ) -> None:
         if attention not in ATTENTION_MODES:
             raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
         self.config, self.hw, self.precision, self.options = config, hw, precision, options
-        self.buckets, self.attention = buckets, attention
+        self.buckets, self.attention, self.block_size = buckets, attention, block_size
+        self.shapes = shapes or Shapes.exact()  # none given: every shape compiled, nothing padded
+        self.book, self.energy = recipes(hw), energy_of(hw)  # the target's recipe book and energy recipe
         self.stats = CostStats()
         self.stages = stage_options(config, CompileOptions(chips=options.chips, policy=options.policy), pp)
         self.zero = Cost((0.0,) * pp, 0.0, 0.0, 0.0)
-        self._templates: dict[int, list[DecodeSteps]] = {}
+        self.layers = [len(o.stage.layers) if o.stage else len(config.layers) for o in self.stages]
+        self._templates: dict[int, list[Steps]] = {}
         self._decodes: dict[tuple[int, int], Cost] = {}
         self._prefills: dict[tuple[int, int, int], Cost] = {}
 
@@ -146,10 +190,32 @@ class IterationCosts:
             return max(lengths)
         return -(-sum(lengths) // len(lengths))
 
-    def decode(self, lengths: list[int]) -> Cost:
-        """A decode step of len(lengths) sequences whose caches hold `lengths` positions after it."""
+    def decode(self, lengths: list[int]) -> Piece:
+        """A decode step of len(lengths) sequences whose caches hold `lengths` positions after it,
+        at the runtime's shapes: the batch and the context padded up (the context to the longest's
+        bucket, every sequence's block table that long), with its paged-KV descriptors."""
         self.stats.lookups += 1
-        return self.decode_at(len(lengths), self.kv_length(lengths))
+        own = self.paged_decode(len(lengths), self.kv_length(lengths), lengths)
+        if self.shapes.batch == "none" and self.shapes.context == "none":
+            return own
+        return self.padded_decode(len(lengths), max(lengths), own, sum(lengths))
+
+    def padded_decode(self, batch: int, longest: int, own: Piece | None = None, read: int = 0) -> Piece:
+        """`batch` sequences padded to the batch and context buckets (`longest`: the longest cache);
+        `own`: the step at its own shapes, whose cost the padding is measured against, and `read`
+        the KV positions it reads (default: `longest` each, a static batch's)."""
+        context = pad(self.shapes.context, longest)
+        padded = self.paged_decode(pad(self.shapes.batch, batch), context, [context] * batch)
+        own = own or self.paged_decode(batch, longest, [longest] * batch)
+        return Piece(padded.cost, padded.cost.cycles - own.cost.cycles, pad(self.shapes.batch, batch) - batch,
+                     context * batch - (read or longest * batch), padded.descriptors)  # fmt: skip
+
+    def paged_decode(self, batch: int, length: int, lengths: list[int]) -> Piece:
+        """The compiled step at (batch, length) plus the start-ups of its sequences' KV descriptors."""
+        startup = self.hw.dma.startup_cycles / self.hw.dma.engines
+        per_stage = [kv_descriptors(lengths, self.block_size, n) for n in self.layers]
+        cost = self.decode_at(batch, length).delayed([d * startup for d in per_stage])
+        return Piece(cost, descriptors=sum(per_stage))
 
     def decode_at(self, batch: int, length: int) -> Cost:
         """Batch `batch` at KV length `length`, interpolated on the grids (bilinear)."""
@@ -169,7 +235,7 @@ class IterationCosts:
             found = self._decodes[key] = self._time([t.at(length) for t in templates], received)
         return found
 
-    def _template(self, batch: int, length: int) -> list[DecodeSteps]:
+    def _template(self, batch: int, length: int) -> list[Steps]:
         """Each stage's decode template at `batch`, compiled at the first length asked for."""
         templates = self._templates.get(batch)
         if templates is None:
@@ -178,18 +244,30 @@ class IterationCosts:
             for options in self.stages:
                 options = replace(options, batch=batch)
                 decode = lower_decode(self.config, self.hw, self.precision, options, max(length - 1, 1))
-                templates.append(DecodeSteps(decode.graph, self.hw, options.policy))
+                templates.append(self.book.DecodeSteps(decode.graph, self.hw, options.policy_on(self.hw)))
                 self.stats.decode_templates += 1
         return templates
 
     # -- prefills ------------------------------------------------------------------------------
-    def prefill(self, parts: list[tuple[int, int]], alone: bool = False) -> Cost:
+    def prefill(self, parts: list[tuple[int, int]], alone: bool = False) -> Piece:
+        """Prefill chunks (C new tokens after P cached ones) of one iteration at the runtime's
+        shapes: the fresh chunks' row and each continued chunk padded up to the prefill buckets."""
+        self.stats.lookups += 1
+        own = self.unpadded_prefill(parts, alone)
+        if self.shapes.prefill == "none":
+            return Piece(own)
+        fresh = sum(c for c, p in parts if p == 0)
+        padded = [(pad(self.shapes.prefill, fresh), 0)] if fresh else []
+        padded += [(pad(self.shapes.prefill, c), p) for c, p in parts if p > 0]
+        cost = self.unpadded_prefill(padded, alone)
+        return Piece(cost, cost.cycles - own.cycles, sum(c for c, _ in padded) - sum(c for c, _ in parts))
+
+    def unpadded_prefill(self, parts: list[tuple[int, int]], alone: bool = False) -> Cost:
         """Prefill chunks (C new tokens after P cached ones) of one iteration, back to back.
         Fresh chunks (P = 0) run as one row of their tokens (flattened, as vLLM runs them);
         continued ones by difference (module docstring). `alone`: nothing else runs in the
         iteration; continued chunks, whose difference leaves out the weights' read, then cost at
         least the prefill of their tokens on its own."""
-        self.stats.lookups += 1
         fresh = sum(c for c, p in parts if p == 0)
         total = self.prefill_at(fresh) if fresh else self.zero
         for c, p in parts:
@@ -199,6 +277,14 @@ class IterationCosts:
             own = self.prefill_at(sum(c for c, _ in parts))
             total = own if own.cycles > total.cycles else total
         return total
+
+    def static_prefill(self, batch: int, seq: int) -> Piece:
+        """A static batch's prefill (batch x its longest prompt) padded up to the shapes: the batch
+        to the batch buckets, the prompt to the prefill ones."""
+        own = self.exact_prefill(batch, seq)
+        padded_batch, padded_seq = pad(self.shapes.batch, batch), pad(self.shapes.prefill, seq)
+        cost = self.exact_prefill(padded_batch, padded_seq)
+        return Piece(cost, cost.cycles - own.cycles, padded_batch * padded_seq - batch * seq)
 
     def continued_chunk(self, chunk: int, past: int) -> Cost:
         """C tokens after P cached ones: prefill(P + C) - prefill(P) (see the module docstring)."""
@@ -227,12 +313,12 @@ class IterationCosts:
         """The stages' programs joined (`received`: the input each receives), the batch through
         them in turn, timed by the engine."""
         self.stats.engine_runs += 1
-        program = chain(stages, in_turn(len(stages)), received)
+        program = self.book.chain(stages, self.book.in_turn(len(stages)), received)
         timeline = run_program(program, self.hw)
         dtype = self.hw.dtype_key(self.precision.operand)
-        return Cost(tuple(float(h) for h in handoffs(program, timeline, len(stages))),
+        return Cost(tuple(float(h) for h in self.book.handoffs(program, timeline, len(stages))),
                     float(program.flops.sum()), float(program.hbm_bytes.sum()),
-                    ENERGY.dynamic_joules(self.hw, Work.of_program(program), dtype))  # fmt: skip
+                    self.energy.dynamic_joules(self.hw, Work.of_program(program), dtype))  # fmt: skip
 
     def seconds(self, cost: Cost) -> float:
         return self.hw.seconds(cost.cycles)

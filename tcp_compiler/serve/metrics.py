@@ -5,6 +5,7 @@ report that carries them is built by tcp_compiler.report.serve_build.
   requests of more than one output token; e2e: last token time - arrival.
 - Throughput: tokens over the run's duration, from the first arrival to the last completion.
 - Goodput: requests per second that met every SLO given (DistServe's definition).
+- Power: each iteration's energy over its time, per chip (the simulator's energy model).
 - Bound: each iteration's time beside an independent floor from the model alone, the roofline
   (tcp_compiler.analysis.roofline) of every weight read once and 2 x parameters x tokens FLOPs:
   their ratio shows how far the compiled programs are from the machine's limits.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.targets import energy_of
 from tcp_compiler.analysis.config_floor import matmul_weights
 from tcp_compiler.analysis.roofline import Roofline
 from tcp_compiler.serve.server import ServeResult
@@ -48,3 +50,13 @@ def model_bound_cycles(result: ServeResult) -> np.ndarray:
     roofline = Roofline.of(hw, result.precision.operand, result.precision.act)
     compute, memory, _ = roofline.terms(2.0 * params * tokens, result.budget.weight_bytes, 0.0)
     return np.maximum(compute, memory) * hw.chip.clock_hz
+
+
+def iteration_energy(result: ServeResult) -> tuple[np.ndarray, np.ndarray]:
+    """Per iteration: its energy on every chip (its work's actions on each tensor-parallel chip,
+    running power on every chip) and its average power per chip."""
+    point, it, chips = energy_of(result.hardware).point(result.hardware), result.iterations, result.chips
+    seconds = it.array("duration_s")
+    joules = it.array("dynamic_joules") * (chips // result.pp) + chips * point.running_power_w * seconds
+    power = np.divide(joules, seconds * chips, out=np.zeros_like(joules), where=seconds > 0)
+    return joules, power

@@ -14,9 +14,8 @@ from matplotlib.figure import Figure
 
 from simulator.errors import OutputError
 from simulator.files import atomic_output
-from simulator.targets.rngd.energy import ENERGY
-from tcp_compiler.report.serve_build import iteration_energy
-from tcp_compiler.serve.metrics import latencies
+from simulator.targets import energy_of
+from tcp_compiler.serve.metrics import iteration_energy, latencies
 from tcp_compiler.serve.server import ServeResult
 
 BINS = 100  # time bins of the throughput plot
@@ -134,7 +133,7 @@ def power_figure(result: ServeResult, title: str) -> Figure:
     it = result.iterations
     _, power = iteration_energy(result)
     start, end = it.array("start_s"), it.array("start_s") + it.array("duration_s")
-    idle = ENERGY.point(result.hardware).idle_power_w
+    idle = energy_of(result.hardware).point(result.hardware).idle_power_w
     times = np.ravel(np.column_stack([start, end]))
     watts = np.ravel(np.column_stack([power, np.full(len(power), idle)]))
     fig, axes = _figure()

@@ -61,8 +61,9 @@ class Static(Scheduler):
             self.batch.append(seq)
         if not self.batch:
             return Plan()
-        longest = max(s.target for s in self.batch)
-        return Plan(chunks=[(s, s.target) for s in self.batch], static_prefill=(len(self.batch), longest))
+        longest = max(s.target - s.cached for s in self.batch)
+        return Plan(chunks=[(s, s.target - s.cached) for s in self.batch],
+                    static_prefill=(len(self.batch), longest))  # fmt: skip
 
 
 @register
@@ -79,12 +80,12 @@ class Continuous(Scheduler):
         while st.waiting and len(st.running) < st.max_seqs:
             seq = st.waiting[0]
             # The first prompt always fits the budget, so a prompt longer than it still runs.
-            if (chunks and seq.target > budget) or not st.admissible(seq, seq.target):
+            if (chunks and seq.target - seq.cached > budget) or not st.admissible(seq, seq.target):
                 break
             st.blocks.grow(seq, seq.target)
             st.admit(seq)
-            chunks.append((seq, seq.target))
-            budget -= seq.target
+            chunks.append((seq, seq.target - seq.cached))
+            budget -= seq.target - seq.cached
         if chunks:
             return Plan(chunks=chunks)
         return Plan(decodes=st.decode_slots(len(st.running)))
@@ -114,10 +115,10 @@ class Chunked(Scheduler):
                     budget -= take
         while st.waiting and budget > 0 and len(st.running) < st.max_seqs:
             seq = st.waiting[0]
-            take = min(seq.target, budget)
-            if not st.admissible(seq, take):
+            take = min(seq.target - seq.cached, budget)  # past a cached prefix, if any
+            if not st.admissible(seq, seq.cached + take):
                 break
-            st.blocks.grow(seq, take)
+            st.blocks.grow(seq, seq.cached + take)
             st.admit(seq)
             chunks.append((seq, take))
             budget -= take

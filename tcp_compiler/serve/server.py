@@ -1,7 +1,8 @@
 """The serving loop: requests arrive, a scheduler picks each iteration, tcpc's compiler and engine
 time it (tcp_compiler.serve.costs), and the clock advances by exactly that time.
 
-Nothing here computes a time of its own: an iteration takes the cycles of its compiled programs.
+Nothing here computes a device time of its own: an iteration takes the cycles of its compiled
+programs at the runtime's padded shapes, plus the host's work around them (tcp_compiler.serve.host).
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.targets.rngd.spec import Hardware
+from simulator.spec import Spec
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
-from tcp_compiler.generation.plan import decode_capacity, lower_decode, stage_options
+from tcp_compiler.generation.plan import decode_capacity, footprint, lower_decode, stage_options
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import CompileOptions, lower
 from tcp_compiler.serve.blocks import BlockManager, KvBudget
-from tcp_compiler.serve.costs import Cost, CostStats, IterationCosts
+from tcp_compiler.serve.costs import Cost, CostStats, IterationCosts, Piece
+from tcp_compiler.serve.host import HostWork, host_work
 from tcp_compiler.serve.options import ServeOptions
 from tcp_compiler.serve.schedulers import SCHEDULERS, Scheduler, scheduler
 from tcp_compiler.serve.state import Plan, Sequence, ServerState
@@ -33,6 +35,15 @@ COLUMNS = (
     "start_s",
     "duration_s",
     "cycles",
+    "device_s",
+    "padding_s",
+    "schedule_s",
+    "prepare_s",
+    "launch_s",
+    "sample_s",
+    "padded_tokens",
+    "padded_kv_tokens",
+    "kv_descriptors",
     "flops",
     "hbm_bytes",
     "dynamic_joules",
@@ -64,7 +75,7 @@ class Iterations:
 @dataclass
 class ServeResult:
     config: ModelConfig
-    hardware: Hardware
+    hardware: Spec
     precision: Precision
     chips: int  # in all: tensor-parallel chips x pipeline stages
     pp: int  # pipeline stages (an iteration's figures are one chip per stage)
@@ -79,7 +90,7 @@ class ServeResult:
 
 def kv_budget(
     config: ModelConfig,
-    hw: Hardware,
+    hw: Spec,
     precision: Precision,
     options: CompileOptions,
     serve: ServeOptions,
@@ -87,23 +98,26 @@ def kv_budget(
     longest_prefill: int,
     pp: int = 1,
 ) -> KvBudget:
-    """Blocks that fit one chip: HBM minus the weights (capacity's figure, with the position tables
-    at the longest sequence) minus the largest prefill's spilled activations. With pipeline stages,
-    every stage holds every sequence's cache for its layers: the stage with the fewest blocks sets
-    the count. A request that cannot fit even beside the weights alone is refused as soon as the
-    decode plan gives the cache's size, before the (long) prefill is lowered."""
+    """Blocks that fit one chip: HBM minus the weights and the largest prefill's spilled
+    activations, as simulate counts them (generation.plan.footprint; the position tables at the
+    longest sequence). With pipeline stages, every stage holds every sequence's cache for its
+    layers: the stage with the fewest blocks sets the count. A request that cannot fit even beside
+    the weights alone is refused as soon as the decode plan gives the cache's size, before the
+    (long) prefill is lowered."""
     check_positions(config, longest)
     decodes = []
     for opts in stage_options(config, CompileOptions(chips=options.chips), pp):
         decode = lower_decode(config, hw, precision, opts, max(longest - 1, 1))
         per_token = [decode_capacity(decode, n, hw).kv_cache for n in (1, 2)]
-        decodes.append((opts, KvBudget(hw.hbm.capacity_bytes, decode.capacity.weights, 0,
-                                       per_token[1] - per_token[0], serve.block_size)))  # fmt: skip
-    check_fits(min((b for _, b in decodes), key=lambda b: b.blocks), longest, hw, pp)
+        decodes.append((opts, decode, KvBudget(hw.hbm.capacity_bytes, decode.capacity.weights, 0,
+                                               per_token[1] - per_token[0], serve.block_size)))  # fmt: skip
+    check_fits(min((b for _, _, b in decodes), key=lambda b: b.blocks), longest, hw, pp)
     budgets = []
-    for opts, budget in decodes:
+    for opts, decode, budget in decodes:  # the generation's footprint, its KV cache left to the blocks
         prefill = lower(config, hw, precision, "prefill", longest_prefill, opts)
-        budgets.append(dataclasses.replace(budget, activation_bytes=prefill.capacity.activations))
+        use = footprint(decode_capacity(decode, longest, hw), prefill.capacity)
+        budgets.append(dataclasses.replace(budget, weight_bytes=use.weights,
+                                           activation_bytes=use.activations))  # fmt: skip
     return min(budgets, key=lambda b: b.blocks)
 
 
@@ -119,7 +133,7 @@ def check_request_positions(config: ModelConfig, requests: list[Request]) -> Non
         )
 
 
-def check_fits(budget: KvBudget, longest: int, hw: Hardware, pp: int) -> None:
+def check_fits(budget: KvBudget, longest: int, hw: Spec, pp: int) -> None:
     """A TcpcError when a request of `longest` tokens needs more KV blocks than one (virtual)
     engine's share of `budget` holds."""
     blocks, total = -(-longest // budget.block_size), budget.blocks // pp
@@ -134,7 +148,7 @@ def check_fits(budget: KvBudget, longest: int, hw: Hardware, pp: int) -> None:
 
 def serve(
     config: ModelConfig,
-    hw: Hardware,
+    hw: Spec,
     precision: Precision,
     requests: list[Request],
     options: ServeOptions = ServeOptions(),
@@ -169,7 +183,8 @@ def serve(
     ]  # fmt: skip
     check_fits(budget, longest, hw, pp)
     if costs is None:
-        costs = IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp)
+        costs = IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp,
+                               options.shapes, options.block_size)  # fmt: skip
     if len(costs.stages) != pp:
         raise ValueError(f"the iteration costs are of {len(costs.stages)} stages, the server's of {pp}")
     closed = options.concurrency is not None
@@ -203,13 +218,27 @@ def serve(
         plan = engine.policy.plan(st)
         if plan.empty:  # work it can never start: nothing runs to free its blocks
             raise TcpcError("the scheduler cannot run any waiting request (KV cache too small?)")
-        cost = iteration_cost(plan, costs)
+        piece = iteration_cost(plan, costs)
+        cost = piece.cost
         mixed += bool(plan.decodes and plan.chunks)
-        end = _through_stages(cost, now, stage_free, hw)
+        host = iteration_host_work(plan, st, hw)
+        host = host.exposed(engine.last_device if options.host_overlap else 0.0)
+        device_start = now + host.schedule + host.prepare + host.launch
+        end = _through_stages(cost, device_start, stage_free, hw) + host.sample
+        engine.last_device = hw.seconds(cost.cycles)
         iterations.add(
             start_s=now,
             duration_s=end - now,
             cycles=cost.cycles,
+            device_s=end - now - host.total - hw.seconds(piece.padding_cycles),
+            padding_s=hw.seconds(piece.padding_cycles),
+            schedule_s=host.schedule,
+            prepare_s=host.prepare,
+            launch_s=host.launch,
+            sample_s=host.sample,
+            padded_tokens=piece.padded_tokens,
+            padded_kv_tokens=piece.padded_kv,
+            kv_descriptors=piece.descriptors,
             flops=cost.flops,
             hbm_bytes=cost.hbm_bytes,
             dynamic_joules=cost.joules,
@@ -220,7 +249,10 @@ def serve(
             preemptions=st.preemptions - preempted,
         )
         engine.ready = end
-        for seq in _advance(plan, end):
+        finishing = _advance(plan, end)
+        if options.prefix_cache:  # kept once a prefill has passed it (it then stays cached)
+            engine.prefix_cached |= any(0 < s.request.shared_prefix <= s.cached for s, _ in plan.chunks)
+        for seq in finishing:
             seq.finish_s = end
             st.running.remove(seq)
             st.blocks.release(seq)
@@ -253,6 +285,8 @@ class _Engine:
     state: ServerState
     policy: Scheduler
     ready: float = 0.0
+    last_device: float = 0.0  # seconds its last iteration ran on the device (host overlap hides under it)
+    prefix_cached: bool = False  # with --prefix-cache: a prompt's shared prefix is in the cache
 
     @property
     def has_work(self) -> bool:
@@ -265,16 +299,19 @@ class _Engine:
 
 def _admit(arrivals: list[tuple[float, int, Request]], engines: list[_Engine], now: float) -> None:
     """Requests that have arrived by `now` join the engine with the fewest unfinished ones (an idle
-    engine wakes at the arrival)."""
+    engine wakes at the arrival); with the shared prefix in its cache, a request starts past it."""
     while arrivals and arrivals[0][0] <= now:
         at, _, request = heapq.heappop(arrivals)
         engine = min(engines, key=lambda e: e.unfinished)
         if not engine.has_work:
             engine.ready = max(engine.ready, at)
-        engine.state.waiting.append(Sequence(request, at, request.prompt_len))
+        seq = Sequence(request, at, request.prompt_len)
+        if engine.prefix_cached:  # the prefix's KV is reused; the last prompt token is always computed
+            seq.cached = min(request.shared_prefix, request.prompt_len - 1)
+        engine.state.waiting.append(seq)
 
 
-def _through_stages(cost: Cost, start: float, stage_free: list[float], hw: Hardware) -> float:
+def _through_stages(cost: Cost, start: float, stage_free: list[float], hw: Spec) -> float:
     """When an iteration that may start at `start` is out of the last stage. Each stage holds it
     from one hand-off of its joined program's timeline to the next (all of it, with one stage),
     starting once the stage is done with the iteration before it, of any engine; `stage_free`
@@ -286,18 +323,29 @@ def _through_stages(cost: Cost, start: float, stage_free: list[float], hw: Hardw
     return end
 
 
-def iteration_cost(plan: Plan, costs: IterationCosts) -> Cost:
-    """The iteration's programs back to back: its prefill (chunks) then its decode step."""
-    total = costs.zero
+def iteration_cost(plan: Plan, costs: IterationCosts) -> Piece:
+    """The iteration's programs back to back, at the runtime's shapes: its prefill (chunks) then
+    its decode step."""
+    total = Piece(costs.zero)
     if plan.static_prefill is not None:
-        total = costs.exact_prefill(*plan.static_prefill)
+        total = costs.static_prefill(*plan.static_prefill)
     elif plan.chunks:
         total = costs.prefill([(c, s.cached) for s, c in plan.chunks], alone=not plan.decodes)
     if plan.static_decode is not None:
-        total = total + costs.decode_at(*plan.static_decode)
+        total = total + costs.padded_decode(*plan.static_decode)
     elif plan.decodes:
         total = total + costs.decode([s.cached + 1 for s in plan.decodes])
     return total
+
+
+def iteration_host_work(plan: Plan, st: ServerState, hw: Spec) -> HostWork:
+    """The host's work for a planned iteration: scheduling every running sequence, preparing its
+    tokens, launching its programs (a prefill and a decode one) and sampling a token for each
+    decode and each chunk that ends a prompt (its cache then holds the whole target)."""
+    sampled = len(plan.decodes) + sum(1 for s, c in plan.chunks if s.cached + c >= s.target)
+    tokens = len(plan.decodes) + sum(c for _, c in plan.chunks)
+    programs = int(bool(plan.chunks)) + int(bool(plan.decodes))
+    return host_work(hw, len(st.running), tokens, sampled, programs)
 
 
 def _advance(plan: Plan, now: float) -> list[Sequence]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +32,14 @@ MAX_ARRIVAL_S = 1e6  # about 11.6 days: longer than any trace, so a later arriva
 
 @dataclass(frozen=True)
 class Request:
-    """One request: when it arrives (None: when a closed-loop client frees up) and its lengths."""
+    """One request: when it arrives (None: when a closed-loop client frees up) and its lengths;
+    `shared_prefix`: its prompt's first tokens, the same in every request (a system prompt)."""
 
     id: int
     arrival_s: float | None
     prompt_len: int
     output_len: int
+    shared_prefix: int = 0
 
 
 @dataclass(frozen=True)
@@ -267,8 +269,16 @@ class Workload:
     trace_file: str | None = option(
         None, "requests from a .jsonl or .csv file (arrival_s, prompt_len, output_len)", "FILE"
     )
+    shared_prefix: int = option(
+        0, "the first N tokens of every prompt are the same (a system prompt; at most the prompt)", "N",
+        bounds=(0, MAX_TOKENS),
+    )
 
     def load(self) -> list[Request]:
+        """The requests (`drawn`), each with the shared prefix its prompt holds."""
+        return [replace(r, shared_prefix=min(self.shared_prefix, r.prompt_len)) for r in self.drawn()]
+
+    def drawn(self) -> list[Request]:
         """The requests: read from the trace file, or drawn (at DEFAULT_RATE when neither a rate
         nor a concurrency is given; a rate of inf: all at once)."""
         if self.trace_file:

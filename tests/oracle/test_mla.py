@@ -12,6 +12,8 @@ import pytest
 
 import ir
 from simulator.hardware import load_hardware
+from simulator.targets.rngd.mapping.capacity import capacity
+from simulator.targets.rngd.mapping.steps import resize_graph
 from tcp_compiler.analysis.config_floor import kv_elements_per_token
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
@@ -19,8 +21,6 @@ from tcp_compiler.frontend.config import RawConfig
 from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
-from tcp_compiler.mapping.capacity import capacity
-from tcp_compiler.mapping.steps import resize_graph
 from tcp_compiler.passes.online_softmax import find_attention, online_softmax
 from tests.oracle.tiny_models import DEEPSEEK
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from simulator.target import AreaModel
+
 if TYPE_CHECKING:
     from simulator.targets.rngd.spec import Hardware
 
@@ -66,3 +68,19 @@ def area_parts(hw: Hardware) -> dict[str, float]:
 def _whole(units: float) -> int:
     """Whole units covering a need, without a float's last bit adding one (2.0000000001 -> 2)."""
     return math.ceil(units - 1e-9)
+
+
+def sized_by(hw: Hardware) -> dict[str, str]:
+    """What sizes each part of `area_parts`, in words `tcpc hw show` prints beside its mm^2."""
+    slices = physical_slices(hw)
+    return {
+        "sram": f"{slices:,} slices x (DM + TRF + VRF) + {hw.area.other_sram_mib:g} MiB other",
+        "mac_arrays": f"{slices:,} slices x {hw.chip.lanes_per_slice} lanes x MACs per lane",
+        "slice_logic": f"{slices:,} slices (incl. {hw.area.spare_slices_per_pe} spare per PE)",
+        "hbm_phys": f"{hbm_stacks(hw)} HBM stacks (sustained bandwidth, capacity)",
+        "chip_links": f"{link_ports(hw)} link ports (link bandwidth)",
+        "fixed": "area.fixed_mm2",
+    }
+
+
+AREA = AreaModel(area_parts, sized_by, PUBLISHED_DIE_MM2, "RNGD's published die")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.energy import Action, EnergyModel, OperatingPoint, Work
-from simulator.targets.rngd import SITES
+from simulator.targets.rngd.sites import SITES
 from simulator.targets.rngd.spec import Hardware
 from simulator.targets.rngd.units import (
     CHIP_LINK,

@@ -10,10 +10,10 @@ figure into infinity. Relations between values (a chip that cannot exist) are in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from simulator.errors import HardwareError
-from simulator.spec import EngineRates, Spec, Table, suggest, value
+from simulator.spec import DTypeName, EngineRates, Spec, Table, suggest, value
 from simulator.targets.rngd.area import area_parts
 
 # Operand dtypes the contraction engine tables are keyed by, and IR dtype names that map onto them.
@@ -23,15 +23,6 @@ _DTYPE_ALIASES = {"fp8e4m3": "fp8", "fp8e5m2": "fp8", "f8e4m3": "fp8", "f8e5m2":
 _COUNT, _BYTES, _CYCLES, _RATE = (1, 1 << 16), (1, 1 << 40), (1, 10**9), (1e-3, 1e9)
 
 
-class NamedDType(Protocol):
-    """An IR dtype (ir.DType) as the spec sees it: by name, so simulator/ does not import ir/."""
-
-    name: str
-
-
-DTypeName = str | NamedDType
-
-
 @dataclass(frozen=True)
 class System(Table):
     chips: int = value("", 1, 1024)
@@ -39,6 +30,25 @@ class System(Table):
     link_latency_s: float = value("s", 1e-12, 1.0)
     kernel_launch_s: float = value("s", 1e-12, 1.0)
     host_pcie_bytes_per_cycle: float = value("B/cycle", *_RATE)
+    # The card split into tensor-parallel ranks of fused PEs, as the serving runtime runs it
+    # (Hardware.partitioned); a rank's spec has pe_partitions 1 and ranks_per_card the split.
+    pe_partitions: int = value("", 1, 1024)
+    ranks_per_card: int = value("", 1, 1024)
+    pe_link_bytes_per_cycle: float = value("B/cycle/PE", *_RATE)
+    pe_link_latency_cycles: int = value("cycles", *_CYCLES)
+
+
+@dataclass(frozen=True)
+class Host(Table):
+    """The serving runtime's host work per iteration (tcp_compiler.serve.host): a fixed part and a
+    part per sequence or token, for scheduling, input preparation and sampling."""
+
+    schedule_s: float = value("s", 0.0, 1.0)
+    schedule_per_sequence_s: float = value("s/sequence", 0.0, 1.0)
+    prepare_s: float = value("s", 0.0, 1.0)
+    prepare_per_token_s: float = value("s/token", 0.0, 1.0)
+    sample_s: float = value("s", 0.0, 1.0)
+    sample_per_sequence_s: float = value("s/sequence", 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -183,6 +193,7 @@ class Hardware(Spec):
     `system.chips` says how many the system has."""
 
     system: System
+    host: Host
     chip: Chip
     contraction: Contraction
     vector: Vector
@@ -287,6 +298,11 @@ class Hardware(Spec):
         return self.system.link_bytes_per_s / self.chip.clock_hz
 
     @property
+    def pe_link_bytes_per_cycle(self) -> float:
+        """What one rank of a card sends to the next PE to PE: its PEs' TensorDMA engines (one each)."""
+        return self.pes * self.system.pe_link_bytes_per_cycle
+
+    @property
     def rates(self) -> EngineRates:
         """The engine shares the sustained HBM rate and the TensorDMA engines' aggregate rate."""
         return EngineRates(self.chip.clock_hz, self.hbm.sustained_bytes_per_cycle, self.dma_bytes_per_cycle,
@@ -337,7 +353,47 @@ class Hardware(Spec):
                 f"{self.switch.ring_slices} exceeds the {self.slices_per_cluster} slices of a cluster "
                 "(chip.pes_per_cluster x chip.slices_per_pe)"
             )
+        p = self.system.pe_partitions
+        for key, count in (("PEs of the chip", self.pes), ("dma.engines", self.dma.engines)):
+            if count % p:
+                return "system.pe_partitions", f"{p} does not split the {count} {key} into equal ranks"
         return None
+
+    def partitioned(self) -> Hardware:
+        """One rank of each card split into `system.pe_partitions` tensor-parallel ranks of fused
+        PEs, as the serving runtime runs a card: the rank's share of the PEs (whole clusters first),
+        so of the slices and DM, and of HBM (bandwidth and capacity), the TensorDMA engines, the chip
+        link and the power; `system.chips` then counts ranks and `system.ranks_per_card` says how
+        many share a card. A spec of one rank per card is returned as it is."""
+        p = self.system.pe_partitions
+        if p == 1:
+            return self
+        chip = self.chip
+        whole_clusters = chip.clusters % p == 0
+        per_cluster = chip.pes_per_cluster if whole_clusters else self.pes // p
+        values = {
+            "system.chips": self.system.chips * p,
+            "system.pe_partitions": 1,
+            "system.ranks_per_card": p,
+            "system.link_bytes_per_s": self.system.link_bytes_per_s / p,
+            "chip.clusters": chip.clusters // p if whole_clusters else 1,
+            "chip.pes_per_cluster": per_cluster,
+            "chip.tdp_w": chip.tdp_w / p,
+            "switch.ring_slices": min(self.switch.ring_slices, per_cluster * chip.slices_per_pe),
+            "hbm.capacity_bytes": self.hbm.capacity_bytes // p,
+            "hbm.peak_bytes_per_cycle": self.hbm.peak_bytes_per_cycle / p,
+            "hbm.sustained_bytes_per_cycle": self.hbm.sustained_bytes_per_cycle / p,
+            "dma.engines": self.dma.engines // p,
+            "dma.dm_side_bytes_per_cycle": self.dma.dm_side_bytes_per_cycle / p,
+            "power.idle_w": self.power.idle_w / p,
+            "power.active_baseline_w": self.power.active_baseline_w / p,
+            "power.leakage_w": self.power.leakage_w / p,
+        }
+        return self.with_values(values, f"derived: one of the {p} ranks of a card (system.pe_partitions)")
+
+    def ranks(self, chips: int) -> tuple[Hardware, int]:
+        """One rank's spec (`partitioned`) and the tensor-parallel ranks `chips` cards make."""
+        return self.partitioned(), chips * self.system.pe_partitions
 
     # --- output -------------------------------------------------------------------------------
 

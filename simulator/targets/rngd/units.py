@@ -21,7 +21,8 @@ MAIN = Context("main", ordered=True, doc="the Tensor Unit's main pipeline")
 SUB = Context("sub", ordered=True, doc="the Tensor Unit's sub pipeline")
 DMA = Context("dma", ordered=False, doc="TensorDMA descriptors, sharing the engines and HBM")
 LINK = Context("link", ordered=True, collective=True, doc="chip-to-chip links")
-CONTEXTS = (MAIN, SUB, DMA, LINK)
+PE_LINK = Context("pe_link", ordered=True, collective=True, doc="PE to PE within a card, between its ranks")
+CONTEXTS = (MAIN, SUB, DMA, LINK, PE_LINK)
 
 TENSOR_DMA = Unit(
     "tensor_dma",
@@ -93,7 +94,14 @@ CHIP_LINK = Unit(
     doc="chip-to-chip links: collectives",
     bandwidth=lambda hw: hw.link_bytes_per_cycle,
 )
-UNITS = (TENSOR_DMA, CONTRACTION, REDUCER, VECTOR, FETCH, SWITCH, COMMIT, TRF_LOAD, CHIP_LINK)
+PE_PATH = Unit(
+    "pe_path",
+    PE_LINK.name,
+    ("system.pe_link_bytes_per_cycle", "system.pe_link_latency_cycles"),
+    moves=None,
+    doc="PE to PE transfers within a card (TensorDMA, DM to DM): collectives between its ranks",
+)
+UNITS = (TENSOR_DMA, CONTRACTION, REDUCER, VECTOR, FETCH, SWITCH, COMMIT, TRF_LOAD, CHIP_LINK, PE_PATH)
 
 
 def ceil_div(a, b):
@@ -126,6 +134,16 @@ def link_cycles(hw: Hardware, nbytes: int, steps: int = 1) -> int:
 def link_transfer_cycles(hw: Hardware, nbytes: int) -> int:
     """`nbytes` at the per-direction link bandwidth, no latency."""
     return math.ceil(nbytes / hw.link_bytes_per_cycle)
+
+
+# --- pe_path ------------------------------------------------------------------------------------
+
+
+def pe_link_cycles(hw: Hardware, nbytes: int, steps: int) -> int:
+    """A collective's `steps` sequential PE-to-PE transfers within a card (a ring over its ranks):
+    each step pays one DMA command's start-up, and the `nbytes` a rank sends in all go at its PEs'
+    TensorDMA rate."""
+    return max(steps, 1) * hw.system.pe_link_latency_cycles + math.ceil(nbytes / hw.pe_link_bytes_per_cycle)
 
 
 # --- vector -------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ir.ops import REGISTRY
 from ir.ops.elementwise import BINARY, UNARY
-from simulator.targets.rngd import SITES
+from simulator.targets.rngd.sites import SITES
 
 # Pipeline stages of a Tensor Unit pass, in the order data flows through them (the target's).
 STAGES = SITES.stages

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ir import Axis, TensorType
-from tcp_compiler.mapping.schedule import NodeView, OpView
+from simulator.targets.rngd.mapping.schedule import NodeView, OpView
 
 
 def resize_type(t: TensorType, sizes: dict[str, int]) -> TensorType:

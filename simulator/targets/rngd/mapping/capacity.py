@@ -6,14 +6,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ir import Graph
+from simulator.targets.rngd.mapping.fusion import on_the_fly, view_roots
+from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from simulator.targets.rngd.mapping.residency import HBM, residency
+from simulator.targets.rngd.mapping.traits import traits
 from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.errors import TcpcError
-from tcp_compiler.mapping.fusion import on_the_fly, view_roots
-from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.residency import HBM, residency
-from tcp_compiler.mapping.traits import traits
-
-CHIP_COUNTS = (1, 2, 4, 8)  # the multi-chip topologies RNGD supports
+from tcp_compiler.errors import CapacityError
 
 
 @dataclass(frozen=True)
@@ -31,10 +29,9 @@ class Capacity:
     def free(self) -> int:
         return self.available - self.needed
 
-    def chips_needed(self, chips_now: int) -> int | None:
-        """The smallest supported chip count that fits, if sharding splits everything evenly."""
-        total = self.needed * chips_now
-        return next((n for n in CHIP_COUNTS if total / n <= self.available), None)
+    @property
+    def fits(self) -> bool:
+        return self.needed <= self.available
 
 
 def capacity(
@@ -94,15 +91,20 @@ def peak_spill(
     return peak
 
 
-def check_capacity(cap: Capacity, what: str, hw: Hardware, chips: int, at_least: bool = False) -> None:
-    """Raises with the figures and the chip count that would fit; `at_least`: `cap` is a lower
-    bound (checked before a rewrite that can only add to it), and the message says so."""
-    if cap.needed <= cap.available:
-        return
-    fits = cap.chips_needed(chips)
-    advice = f"it would fit on {fits} chips" if fits else f"it does not fit even on {CHIP_COUNTS[-1]} chips"
-    needs = "needs at least" if at_least else "needs"
-    raise TcpcError(
-        f"{what} {needs} {cap.needed:,} bytes of HBM per chip ({cap.weights:,} weights, {cap.kv_cache:,} "
-        f"KV cache, {cap.activations:,} activations) but '{hw.name}' has {cap.available:,}; {advice}"
-    )
+def check_capacity(cap: Capacity, what: str, hw: Hardware, at_least: bool = False) -> None:
+    """Raises a CapacityError with the figures; `at_least`: `cap` is a lower bound (checked before
+    a rewrite that can only add to it), and the message says so."""
+    if not cap.fits:
+        raise capacity_error(cap, what, hw.name, at_least)
+
+
+def capacity_error(cap: Capacity, what: str, hw: str, at_least: bool = False, advice: str = "",
+                   **fits: object) -> CapacityError:  # fmt: skip
+    """The error of `cap` not fitting, `advice` a template (naming options, filled by `fits`)."""
+    return CapacityError(
+        "{what} {needs} {needed:,} bytes of HBM per chip ({weights:,} weights, {kv_cache:,} KV cache, "
+        "{activations:,} activations) but '{hw}' has {available:,}" + advice,
+        what=what, needs="needs at least" if at_least else "needs", hw=hw, needed=cap.needed,
+        weights=cap.weights, kv_cache=cap.kv_cache, activations=cap.activations, available=cap.available,
+        **fits,
+    )  # fmt: skip

@@ -16,7 +16,7 @@ from tcp_compiler.report.figures import figures
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve.options import ServeOptions
 from tcp_compiler.serve.server import serve
-from tcp_compiler.serve.workload import Workload, lengths
+from tcp_compiler.serve.workload import Lengths, Workload, lengths
 from tcp_compiler.spec_settings import Setting
 from tcp_compiler.sweep import USER_ERRORS, base_row, chip_counts, hardware, option_columns, spec_grid
 
@@ -32,24 +32,24 @@ class ServePoint:
     pp: int = 1  # pipeline stages, each of `chips` tensor-parallel chips
     dtype: str
     requests: int
-    prompt_len: int
-    gen_len: int
-    rate: float | None  # requests per second (Poisson), or None with a concurrency
+    prompt_len: str  # a length distribution as `tcpc serve --prompt-len` takes it (Lengths' text)
+    gen_len: str
+    rate: float | None  # requests per second (Poisson; inf: all at once), or None with a concurrency
     concurrency: int | None  # closed-loop clients, or None with a rate
     seed: int = field(default=0, metadata={"column": False})
     spec: tuple[Setting, ...] = field(default=(), metadata={"column": False})  # as a Point's
 
 
 def serve_grid(models: Sequence[str], hws: Sequence[str], chips: Sequence[int] | None, dtypes: Sequence[str],
-               requests: int, prompt_len: Sequence[int], gen_len: Sequence[int], rates: Sequence[float],
-               concurrency: Sequence[int], pp: Sequence[int] = (1,),
+               requests: int, prompt_len: Sequence[Lengths], gen_len: Sequence[Lengths],
+               rates: Sequence[float], concurrency: Sequence[int], pp: Sequence[int] = (1,),
                settings: Sequence[tuple[str, Sequence[int | float]]] = ()) -> list[ServePoint]:  # fmt: skip
     """Every combination, loads last (rates, then concurrencies), in the order given; `chips` None:
     each spec's own count."""
     loads = [(r, None) for r in rates] + [(None, c) for c in concurrency]
     return [
-        ServePoint(model=m, hw=hw, chips=c, pp=stages, dtype=d, requests=requests, prompt_len=p,
-                   gen_len=g, rate=rate, concurrency=clients, spec=values)  # fmt: skip
+        ServePoint(model=m, hw=hw, chips=c, pp=stages, dtype=d, requests=requests, prompt_len=str(p),
+                   gen_len=str(g), rate=rate, concurrency=clients, spec=values)  # fmt: skip
         for m, hw in itertools.product(models, hws)
         for values, c, stages, d, p, g, (rate, clients) in itertools.product(
             spec_grid(settings), chip_counts(hw, chips), pp, dtypes, prompt_len, gen_len, loads
@@ -70,11 +70,11 @@ def run_serve_point(point: ServePoint, describe: Callable[[Exception], str] = st
     row = {k: _blank(v) for k, v in base_row(point).items()}
     try:
         config = load_model(point.model).config
-        hw = hardware(point)
-        requests = Workload(requests=point.requests, prompt_len=lengths(str(point.prompt_len)),
-                            gen_len=lengths(str(point.gen_len)), seed=point.seed, rate=point.rate,
+        hw, tp = hardware(point).ranks(point.chips)  # a card split into PE ranks: one rank, tp x ranks
+        requests = Workload(requests=point.requests, prompt_len=lengths(point.prompt_len),
+                            gen_len=lengths(point.gen_len), seed=point.seed, rate=point.rate,
                             concurrency=point.concurrency).load()  # fmt: skip
-        options, chips = ServeOptions(concurrency=point.concurrency), CompileOptions(chips=point.chips)
+        options, chips = ServeOptions(concurrency=point.concurrency), CompileOptions(chips=tp)
         result = serve(config, hw, precision(point.dtype), requests, options, chips, pp=point.pp)
     except USER_ERRORS as e:
         return {**row, "status": "failed", "error": describe(e), **dict.fromkeys(SERVE_FIGURES, "")}

@@ -26,9 +26,9 @@ from ir import Axis, TensorType
 from ir.ops import OpCall
 from ir.ops.einsum import format_equation, parse_equation
 from ir.ops.moe import grouped_axes
+from simulator.targets.rngd.mapping.placement import EinsumShape, Placement, place
+from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.mapping.placement import EinsumShape, Placement, place
-from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
 
 
 def expected_experts_hit(experts: int, top_k: int, tokens: int) -> float:

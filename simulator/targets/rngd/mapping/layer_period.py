@@ -8,7 +8,7 @@ or constant first needed there). Two segments are alike when their nodes match o
 kind, attributes and types, and each operand is the same local position, the same position in
 the segment before, or the very same value elsewhere (a shared table). Layers alike with a period
 p (1 for a uniform stack; 6 for 5 sliding-window layers and 1 global one) can be compiled once per
-phase of the period and copied (tcp_compiler.mapping.replicate).
+phase of the period and copied (simulator.targets.rngd.mapping.replicate).
 
 The stand-in graph keeps the prefix, the first segments (the ones that differ, then two periods)
 and the last segment and suffix as they are; the segments in between are left out and the last

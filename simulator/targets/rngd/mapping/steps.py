@@ -16,14 +16,12 @@ import numpy as np
 
 from ir import Graph, Node, TensorType
 from simulator.program import VARYING, Program, ProgramBlock, command_timing
-from simulator.targets.rngd import SITES
-from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.mapping.fusion import fuse
-from tcp_compiler.mapping.lanes import Diverged, Lanes, lane_values
-from tcp_compiler.mapping.placement import EinsumShape, is_placed, place_ahead
-from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.residency import DM, DM_STORED, placed, residency
-from tcp_compiler.mapping.schedule import (
+from simulator.targets.rngd.mapping.fusion import fuse
+from simulator.targets.rngd.mapping.lanes import Diverged, Lanes, lane_values
+from simulator.targets.rngd.mapping.placement import EinsumShape, is_placed, place_ahead
+from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from simulator.targets.rngd.mapping.residency import DM, DM_STORED, placed, residency
+from simulator.targets.rngd.mapping.schedule import (
     OpView,
     Step,
     Wiring,
@@ -32,8 +30,10 @@ from tcp_compiler.mapping.schedule import (
     recipe,
     view_of,
 )
-from tcp_compiler.mapping.traits import traits
-from tcp_compiler.mapping.view_resize import ResizePlan, resize_type
+from simulator.targets.rngd.mapping.traits import traits
+from simulator.targets.rngd.mapping.view_resize import ResizePlan, resize_type
+from simulator.targets.rngd.sites import SITES
+from simulator.targets.rngd.spec import Hardware
 
 AHEAD = 64  # decode lengths whose einsums are placed together
 BLOCK = 256  # decode lengths costed together as lanes
@@ -120,7 +120,7 @@ class DecodeSteps:
 
     def blocks(self, lengths: range) -> Iterator[ProgramBlock]:
         """The programs at consecutive lengths, in order, as blocks of one structure: BLOCK
-        lengths are costed at once (tcp_compiler.mapping.lanes); a block whose lengths need
+        lengths are costed at once (simulator.targets.rngd.mapping.lanes); a block whose lengths need
         different control flow or a new structure splits, down to single lengths costed by `at`."""
         for first in range(0, len(lengths), BLOCK):
             yield from self._block(lengths[first : first + BLOCK])
@@ -183,7 +183,7 @@ class DecodeSteps:
 
 def _where(t: TensorType, was: str, fixed: bool, hw: Hardware, policy: MappingPolicy) -> str:
     """Residency of a resized value: inputs, params and outputs stay put; intermediates follow
-    tcp_compiler.mapping.residency's rule (one an output views is still written through)."""
+    simulator.targets.rngd.mapping.residency's rule (one an output views is still written through)."""
     if fixed:
         return was
     where = placed(t.nbytes, hw, policy)

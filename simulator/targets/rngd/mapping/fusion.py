@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ir import Graph, Node
-from tcp_compiler.mapping.traits import CONTRACTION_STAGE, STAGES, traits
+from simulator.targets.rngd.mapping.traits import CONTRACTION_STAGE, STAGES, traits
 
 
 @dataclass

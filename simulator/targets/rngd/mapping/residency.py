@@ -10,9 +10,9 @@ it to HBM and its other readers still find it in DM (DM_STORED).
 from __future__ import annotations
 
 from ir import Graph
+from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from simulator.targets.rngd.mapping.traits import traits
 from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.traits import traits
 
 HBM, DM, DM_STORED = "hbm", "dm", "dm+hbm"
 

@@ -1,4 +1,4 @@
-"""A whole model's Program from the Program of its stand-in graph (tcp_compiler.mapping.layer_period):
+"""A whole model's Program from the Program of its stand-in graph (layer_period.py):
 the left-out layers' commands are copies of a kept layer of the same phase.
 
 The stand-in's program is: prefix ops, one block of ops per kept layer (from the first op of the
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from simulator.program import COLUMNS, OpInfo, Program
-from tcp_compiler.mapping.layer_period import LayerPeriod
+from simulator.targets.rngd.mapping.layer_period import LayerPeriod
 
 _COPIED = tuple(name for name, _ in COLUMNS if name != "op")
 
@@ -156,8 +156,10 @@ def _rebound(
     renamed = {name: name if at is None else names[at[0]] + at[1] for name, at in split.items()}
     get = renamed.__getitem__
     src, dst = (period.base + source, period.base + layer) if source >= 0 else (None, None)
-    return [
-        _with(
+    copies: dict[int, OpInfo] = {}  # an op listed again (a block of a token run) stays one object
+
+    def copy(op: OpInfo) -> OpInfo:
+        return _with(
             op,
             name=get(op.name),
             nodes=tuple(map(get, op.nodes)),
@@ -165,8 +167,8 @@ def _rebound(
             layer=dst if op.layer == src else op.layer,
             role=get(op.role) if op.role == op.name else op.role,  # a value of no layer is its own role
         )
-        for op in ops
-    ]
+
+    return [copies[id(op)] if id(op) in copies else copies.setdefault(id(op), copy(op)) for op in ops]
 
 
 def _split(

@@ -4,6 +4,7 @@ with a red x at the foot of its axes, at its x, so a gap in a line is never sile
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,15 +25,16 @@ def _varying(rows: Sequence[dict], keys: Sequence[str]) -> tuple[str, ...]:
     return tuple(k for k in keys if len({str(r.get(k)) for r in rows}) > 1)
 
 
-def _plot(ax: Axes, rows: Sequence[dict], x: str, y: str, keys: Sequence[str], scale: float = 1.0) -> None:
-    """A line of (x, y) per combination of `keys`; failed points as red x marks at the foot."""
+def _plot(ax: Axes, rows: Sequence[dict], x: str, y: str, keys: Sequence[str], scale: float = 1.0) -> int:
+    """A line of (x, y) per combination of `keys`; failed points as red x marks at the foot. Returns
+    how many points failed."""
     lines: dict[str, list[tuple[float, float]]] = defaultdict(list)
     failed: list[float] = []
     for r in rows:
-        if r["status"] == "ok" and r[y] != "":
-            lines[_label(r, keys)].append((float(r[x]), float(r[y]) * scale))
-        elif r[x] != "":
+        if r["status"] != "ok" and r[x] != "":
             failed.append(float(r[x]))
+        elif r["status"] == "ok" and r[y] != "":  # a figure the run has not (TPOT of one token)
+            lines[_label(r, keys)].append((float(r[x]), float(r[y]) * scale))
     for label, points in lines.items():
         ax.plot(*zip(*sorted(points), strict=True), marker="o", label=label or None)
     if failed:  # x in data units, y in axes units: on the axis, whatever the data's range
@@ -41,6 +43,7 @@ def _plot(ax: Axes, rows: Sequence[dict], x: str, y: str, keys: Sequence[str], s
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
+    return len(failed)
 
 
 def _ticks(ax: Axes, rows: Sequence[dict], x: str) -> None:
@@ -50,6 +53,13 @@ def _ticks(ax: Axes, rows: Sequence[dict], x: str) -> None:
     ax.minorticks_off()
 
 
+def _note(fig: Figure, rows: Sequence[dict], failed: int) -> None:
+    """Under the plots: how many points failed (their x marks) and where their errors are."""
+    if failed:
+        text = f"{failed} of {len(rows)} points failed (red x at the foot of the axes): errors in their rows"
+        fig.supxlabel(text, fontsize="small", color="tab:red")
+
+
 def _save(fig: Figure, path: Path) -> Path:
     FigureCanvasAgg(fig)
     with atomic_output(path) as tmp:
@@ -57,36 +67,46 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def sweep_plots(rows: Sequence[dict], directory: str | Path, title: str) -> list[Path]:
-    out = Path(directory)
+def save_all(figures: dict[str, Figure], directory: str | Path) -> list[Path]:
+    """Writes each figure as DIRECTORY/NAME (PNG), atomically; the paths written."""
+    return [_save(fig, Path(directory) / name) for name, fig in figures.items()]
+
+
+def sweep_figures(rows: Sequence[dict], title: str) -> dict[str, Figure]:
+    """A simulation sweep's plots by file name: throughput against batch, TTFT and TPOT against
+    prompt length."""
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
     keys = _varying(rows, ("prompt_len", "chips", "pp", "dtype"))
-    _plot(ax, rows, "batch", "throughput_tokens_per_s", keys)
+    failed = _plot(ax, rows, "batch", "throughput_tokens_per_s", keys)
     ax.set(xscale="log", xlabel="batch", ylabel="tokens / s (end to end)")
     ax.set_title(f"{title}: throughput vs batch")
     _ticks(ax, rows, "batch")
-    paths = [_save(fig, out / "throughput_vs_batch.png")]
+    _note(fig, rows, failed)
+    figures = {"throughput_vs_batch.png": fig}
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     for i, (metric, name) in enumerate((("ttft_seconds", "TTFT"), ("tpot_seconds_mean", "TPOT (mean)"))):
         ax = fig.add_subplot(1, 2, i + 1)
-        _plot(ax, rows, "prompt_len", metric, _varying(rows, ("batch", "chips", "pp", "dtype")), scale=1e3)
+        failed = _plot(ax, rows, "prompt_len", metric, _varying(rows, ("batch", "chips", "pp", "dtype")), 1e3)
         ax.set(xscale="log", xlabel="prompt length", ylabel=f"{name} (ms)", title=f"{name} vs prompt length")
         _ticks(ax, rows, "prompt_len")
     fig.suptitle(title)
-    paths.append(_save(fig, out / "latency_vs_prompt.png"))
-    return paths
+    _note(fig, rows, failed)
+    figures["latency_vs_prompt.png"] = fig
+    return figures
 
 
 SERVE_LINES = ("chips", "pp", "dtype", "prompt_len", "gen_len")  # what tells a serving sweep's lines apart
 
 
-def serve_sweep_plots(rows: Sequence[dict], directory: str | Path, title: str) -> list[Path]:
-    """Per load kind swept (Poisson rate, closed-loop clients): output throughput, and TTFT and
-    TPOT percentiles, against the load."""
-    paths = []
+def serve_sweep_figures(rows: Sequence[dict], title: str) -> dict[str, Figure]:
+    """A serving sweep's plots by file name, per load kind swept (Poisson rate, closed-loop
+    clients): output throughput, and TTFT and TPOT p50, against the load. Runs at rate inf (all at
+    once) have no place on a rate axis: the note under the plots counts them."""
+    figures = {}
     for load, name in (("rate", "arrival rate (requests / s)"), ("concurrency", "clients (closed loop)")):
-        chosen = [r for r in rows if r[load] != ""]
+        chosen = [r for r in rows if r[load] != "" and math.isfinite(float(r[load]))]
+        at_once = sum(r[load] != "" and not math.isfinite(float(r[load])) for r in rows)
         if not chosen:
             continue
         keys = _varying(chosen, SERVE_LINES)
@@ -95,9 +115,11 @@ def serve_sweep_plots(rows: Sequence[dict], directory: str | Path, title: str) -
                   ("ttft_p50_s", "TTFT p50 (ms)", 1e3), ("tpot_p50_s", "TPOT p50 (ms)", 1e3))  # fmt: skip
         for i, (metric, ylabel, scale) in enumerate(panels):
             ax = fig.add_subplot(1, 3, i + 1)
-            _plot(ax, chosen, load, metric, keys, scale)
+            failed = _plot(ax, chosen, load, metric, keys, scale)
             ax.set(xlabel=name, ylabel=ylabel, title=f"{ylabel.split(' (')[0]} vs load")
             _ticks(ax, chosen, load)
-        fig.suptitle(f"{title}: serving, {len(chosen)} runs")
-        paths.append(_save(fig, Path(directory) / f"serve_vs_{load}.png"))
-    return paths
+        shown = f"{title}: serving, {len(chosen)} runs"
+        fig.suptitle(shown + (f" ({at_once} at rate inf, all at once, not on this axis)" if at_once else ""))
+        _note(fig, chosen, failed)
+        figures[f"serve_vs_{load}.png"] = fig
+    return figures

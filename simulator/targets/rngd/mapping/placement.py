@@ -25,9 +25,7 @@ import numpy as np
 from ir import DType, TensorType
 from ir.ops.einsum import parse_equation
 from simulator.targets.rngd import units
-from simulator.targets.rngd.spec import Hardware
-from simulator.targets.rngd.units import COMMIT, CONTRACTION, ceil_div
-from tcp_compiler.mapping.lanes import (
+from simulator.targets.rngd.mapping.lanes import (
     Diverged,
     Lanes,
     any_lane,
@@ -37,7 +35,9 @@ from tcp_compiler.mapping.lanes import (
     maximum,
     minimum,
 )
-from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from simulator.targets.rngd.spec import Hardware
+from simulator.targets.rngd.units import COMMIT, CONTRACTION, ceil_div
 
 
 @dataclass(frozen=True)
@@ -264,7 +264,7 @@ def _place_batch(shapes: list[EinsumShape], hw: Hardware, policy: MappingPolicy)
 
 def _place_lanes(shape: EinsumShape, hw: Hardware, policy: MappingPolicy) -> Placement:
     """The placement of a block of shapes whose sizes are Lanes, as one Placement with Lanes
-    fields where the lanes differ, their slice splits included (tcp_compiler.mapping.lanes);
+    fields where the lanes differ, their slice splits included (simulator.targets.rngd.mapping.lanes);
     Diverged when the lanes' candidate grids or stationary operands differ."""
     count = next(len(size) for _, size in shape.sizes if isinstance(size, Lanes))
     axis = {name: lane_values(size, count) for name, size in shape.sizes}

@@ -20,7 +20,16 @@ from dataclasses import dataclass, field, replace
 from ir import Graph, TensorType
 from ir.ops import REGISTRY, OpCall
 from simulator.program import OpInfo, Program, ProgramBuilder
-from simulator.targets.rngd import SITES, units
+from simulator.targets.rngd import units
+from simulator.targets.rngd.mapping.experts import GroupedCost, grouped_cost
+from simulator.targets.rngd.mapping.fusion import FusedOp, fuse
+from simulator.targets.rngd.mapping.lanes import maximum
+from simulator.targets.rngd.mapping.placement import EinsumShape, place
+from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from simulator.targets.rngd.mapping.residency import HBM, residency, writes_hbm
+from simulator.targets.rngd.mapping.token_chunks import best_chunks, candidates, chunked, token_run
+from simulator.targets.rngd.mapping.traits import CONTRACTION_STAGE, traits
+from simulator.targets.rngd.sites import SITES
 from simulator.targets.rngd.spec import Hardware
 from simulator.targets.rngd.units import (
     CHIP_LINK,
@@ -30,6 +39,8 @@ from simulator.targets.rngd.units import (
     FETCH,
     LINK,
     MAIN,
+    PE_LINK,
+    PE_PATH,
     REDUCER,
     SWITCH,
     TENSOR_DMA,
@@ -37,13 +48,6 @@ from simulator.targets.rngd.units import (
     VECTOR,
 )
 from tcp_compiler.errors import TcpcError
-from tcp_compiler.mapping.experts import GroupedCost, grouped_cost
-from tcp_compiler.mapping.fusion import FusedOp, fuse
-from tcp_compiler.mapping.lanes import maximum
-from tcp_compiler.mapping.placement import EinsumShape, place
-from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.residency import HBM, residency, writes_hbm
-from tcp_compiler.mapping.traits import CONTRACTION_STAGE, traits
 
 
 @dataclass(frozen=True)
@@ -151,9 +155,9 @@ def view_of(graph: Graph, op: FusedOp, where: Mapping[str, str], wiring: Wiring,
     tiles = len(wiring.tiles.get(op.inputs[0], ())) if view.kind == "collective" and op.inputs else 0
     if tiles < 2:
         return view
-    cost = view.nodes[0].cost()
-    transfer = units.link_transfer_cycles(hw, cost.link_bytes)
-    latency = max(cost.link_steps, 1) * hw.link_latency_cycles
+    paths = collective_paths(view.nodes[0], hw)
+    transfer = sum(p.transfer_cycles(hw) for p in paths)
+    latency = sum(p.latency_cycles(hw) for p in paths)
     chunks = min(tiles, max(1, transfer // max(latency, 1)))
     return replace(view, chunks=chunks) if chunks > 1 else view
 
@@ -162,16 +166,96 @@ def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY,
     """The Program of one chip running `graph` (an SPMD graph's collectives use the links)."""
     where = residency(graph, hw, policy)
     wiring = Wiring()
-    for op in fuse(graph):
-        emit(wiring, op, recipe(view_of(graph, op, where, wiring, hw), hw, policy), where, chip)
+    ops = fuse(graph)
+    i = 0
+    while i < len(ops):
+        run = token_run(graph, ops, i, where)
+        if run and candidates(run):
+            views = [op_view(graph, op, where) for op in run]
+            options = {c: _run_cycles(views, c, hw, policy) for c in (1, *candidates(run))}
+            chunks = best_chunks(options)
+            if chunks > 1:
+                _emit_run(wiring, run, [recipe(chunk_view(v, chunks), hw, policy) for v in views], chunks,
+                          where, chip)  # fmt: skip
+                i += len(run)
+                continue
+        emit(wiring, ops[i], recipe(view_of(graph, ops[i], where, wiring, hw), hw, policy), where, chip)
+        i += 1
     return wiring.builder.build()
 
 
-def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip: int) -> None:
-    """Appends one op's recipe to the program, wired to its producers."""
+def chunk_view(view: OpView, chunks: int) -> OpView:
+    """The view of one block of `chunks` along the tokens (simulator.targets.rngd.mapping.token_chunks)."""
+    if chunks == 1:
+        return view
+    nodes = tuple(
+        replace(n, type=chunked(n.type, chunks), operands=tuple(chunked(t, chunks) for t in n.operands))
+        for n in view.nodes
+    )
+    inputs = tuple((chunked(t, chunks), w, kind) for t, w, kind in view.inputs)
+    outputs = tuple((chunked(t, chunks), w) for t, w in view.outputs)
+    return replace(view, nodes=nodes, inputs=inputs, outputs=outputs)
+
+
+def _run_cycles(views: list[OpView], chunks: int, hw: Hardware, policy: MappingPolicy) -> tuple[int, int]:
+    """(link cycles, Tensor Unit cycles) of a token run cut into `chunks` blocks, all blocks: the
+    collectives' transfers, and per pass the longer of its compute and its weight loads."""
+    link = work = 0
+    for view in views:
+        steps = recipe(chunk_view(view, chunks), hw, policy).steps
+        link += sum(s.cycles for s in steps if s.context in (LINK.name, PE_LINK.name))
+        main = sum(s.cycles for s in steps if s.context == MAIN.name)
+        work += max(main, sum(s.cycles for s in steps if s.role == "load"))
+    return link * chunks, work * chunks
+
+
+def _emit_run(wiring: Wiring, run: list[FusedOp], recipes: list[Recipe], chunks: int,
+              where: Mapping[str, str], chip: int) -> None:  # fmt: skip
+    """A token run, block by block and skewed as a software pipeline. Its all-reduces cut it into
+    segments (up to one's transfer, from its combining step to the next one's transfer, ...);
+    block c of segment j is emitted in slot c + j, after block c + 1 of segment j - 1, so the
+    Tensor Unit computes the next block while the links carry this one (both queues run in order:
+    a step that waits for a transfer holds back everything behind it)."""
+    segments: list[list[tuple[int, FusedOp, Recipe]]] = [[]]
+    for k, op in enumerate(run):
+        if op.kind == "collective":
+            sent, *rest = _halves(op, recipes[k])
+            segments[-1].append((k, op, sent))
+            segments.append([(k, *rest)] if rest else [])
+        else:
+            segments[-1].append((k, op, recipes[k]))
+    infos: dict[int, OpInfo] = {}
+    done: list[dict[str, int]] = [{} for _ in range(chunks)]  # per block: its values' last commands
+    for slot in range(chunks + len(segments) - 1):
+        for j, segment in enumerate(segments):
+            c = slot - j
+            if not 0 <= c < chunks:
+                continue
+            for k, op, r in segment:
+                wiring.done.update(done[c])
+                infos[k] = emit(wiring, op, r, where, chip, infos.get(k))
+                done[c].update({v: wiring.done[v] for v in op.outputs})
+    wiring.done.update(done[-1])  # the last block's: the queues it ran on are in order
+
+
+def _halves(op: FusedOp, r: Recipe) -> tuple[Recipe, ...]:
+    """A collective's recipe as (its transfers, then, if it combines, the op that reads what
+    arrived and its combining step)."""
+    sent = replace(r, steps=tuple(s for s in r.steps if s.context != MAIN.name))
+    combining = tuple(replace(s, role="main") for s in r.steps if s.context == MAIN.name)
+    if not combining:
+        return (sent,)
+    return sent, replace(op, inputs=list(op.outputs)), replace(r, steps=combining)
+
+
+def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip: int,
+         info: OpInfo | None = None) -> OpInfo:  # fmt: skip
+    """Appends one op's recipe to the program, wired to its producers; `info`: the op's OpInfo when
+    it is emitted again (a block of a token run), so the report folds the blocks into one row."""
     b = wiring.builder
     nodes = tuple(n.name for n in op.nodes)
-    index = b.op(OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs), op.role, r.operand))
+    info = info or OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs), op.role, r.operand)
+    index = b.op(info)
     producers = [wiring.done[v] for v in op.inputs if v in wiring.done]
     from_hbm = [wiring.done[v] for v in op.inputs if v in wiring.done and where.get(v, HBM) == HBM]
     load = main = last = None
@@ -213,11 +297,12 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
     for v in op.outputs:
         wiring.done[v] = last
         wiring.tiles[v] = mains
+    return info
 
 
 def _split(total: int, parts: int) -> list[int]:
     """`total` in `parts` near-equal ints, the larger first (a comparison, not a branch: the
-    total may be lanes of a block of decode lengths, tcp_compiler.mapping.lanes)."""
+    total may be lanes of a block of decode lengths, simulator.targets.rngd.mapping.lanes)."""
     base, extra = divmod(total, parts)
     return [base + (i < extra) for i in range(parts)]
 
@@ -369,10 +454,12 @@ def _collective(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
         )
     cost = node.cost()
     steps = []
-    for part in _split(cost.link_bytes, view.chunks):  # each chunk is a whole ring of its share
-        link = units.link_cycles(hw, part, cost.link_steps)
-        role = "chunk" if view.chunks > 1 else "link"
-        steps.append(Step(role, LINK.name, link, link_bytes=part, busy=((CHIP_LINK.name, link),)))
+    paths = collective_paths(node, hw)
+    shares = [_split(path.nbytes, view.chunks) for path in paths]
+    for chunk in range(view.chunks):  # each chunk is a whole collective of its share
+        for k, path in enumerate(paths):
+            role = "after" if k else "chunk" if view.chunks > 1 else "link"
+            steps.append(path.step(role, shares[k][chunk], hw))
     if cost.flops:
         vector, _ = units.vector_cycles(hw, node.type.numel, True, 0, False, hw.slices)
         steps.append(
@@ -380,3 +467,63 @@ def _collective(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
                  busy=((VECTOR.name, vector),))  # fmt: skip
         )
     return Recipe(node.kind, "", tuple(steps))
+
+
+@dataclass(frozen=True)
+class CollectivePath:
+    """One phase of a collective as one rank runs it: `steps` sequential transfers that send
+    `nbytes` in all, over the chip links or PE to PE within a card."""
+
+    context: str  # LINK or PE_LINK
+    nbytes: int
+    steps: int
+
+    def latency_cycles(self, hw: Hardware) -> int:
+        if self.context == LINK.name:
+            return max(self.steps, 1) * hw.link_latency_cycles
+        return max(self.steps, 1) * hw.system.pe_link_latency_cycles
+
+    def transfer_cycles(self, hw: Hardware) -> int:
+        if self.context == LINK.name:
+            return units.link_transfer_cycles(hw, self.nbytes)
+        return units.pe_link_cycles(hw, self.nbytes, self.steps) - self.latency_cycles(hw)
+
+    def step(self, role: str, nbytes: int, hw: Hardware) -> Step:
+        """The command of this phase for `nbytes` of it (a chunk's share)."""
+        if self.context == LINK.name:
+            cycles = units.link_cycles(hw, nbytes, self.steps)
+            return Step(role, LINK.name, cycles, link_bytes=nbytes, busy=((CHIP_LINK.name, cycles),))
+        cycles = units.pe_link_cycles(hw, nbytes, self.steps)
+        # DM to DM: read on one PE, written on the next
+        return Step(role, PE_LINK.name, cycles, dm_bytes=2 * nbytes, busy=((PE_PATH.name, cycles),))
+
+
+def collective_paths(node: NodeView, hw: Hardware) -> list[CollectivePath]:
+    """How one rank runs a collective over the ranks of `hw` (Hardware.partitioned): on whole
+    cards, the ring of its cost over the chip links; on cards split into P ranks, hierarchically,
+    the ranks of a card PE to PE and the cards over their links, each rank with its share:
+    all_reduce = reduce-scatter in the card, all-reduce of the rank's 1/P across the cards,
+    all-gather in the card; all_gather = across the cards, then in the card; reduce_scatter = in
+    the card, then across; a send = the rank's 1/P over the link, gathered in the next card."""
+    cost = node.cost()
+    per_card = hw.system.ranks_per_card
+    ranks = dict(node.attrs).get("chips", per_card)  # a send: one rank to its peer
+    if per_card == 1:
+        return [CollectivePath(LINK.name, cost.link_bytes, cost.link_steps)]
+    if ranks % per_card:
+        raise TcpcError(
+            f"the {node.kind} spans {ranks} ranks, not whole cards of {per_card} (system.ranks_per_card)"
+        )
+    p, n = per_card, ranks // per_card
+    x = node.operands[0].nbytes
+    in_card = x * (p - 1) // p
+    if node.kind == "all_reduce":
+        paths = [(PE_LINK.name, in_card, p - 1), (LINK.name, 2 * (n - 1) * (x // p) // n, 2 * (n - 1)),
+                 (PE_LINK.name, in_card, p - 1)]  # fmt: skip
+    elif node.kind == "all_gather":
+        paths = [(LINK.name, (n - 1) * x, n - 1), (PE_LINK.name, (p - 1) * n * x, p - 1)]
+    elif node.kind == "reduce_scatter":
+        paths = [(PE_LINK.name, in_card, p - 1), (LINK.name, (n - 1) * (x // p) // n, n - 1)]
+    else:  # send
+        paths = [(LINK.name, x // p, 1), (PE_LINK.name, in_card, p - 1)]
+    return [CollectivePath(c, b, s) for c, b, s in paths if s > 0]

@@ -142,8 +142,9 @@ def run_point(point: Point, describe: Callable[[Exception], str] = str) -> dict:
     row = base_row(point)
     try:
         config = load_model(point.model).config
-        sim = simulate_generation(config, hardware(point), precision(point.dtype), point.batch,
-                                  point.prompt_len, point.gen_len, point.chips, pp=point.pp)  # fmt: skip
+        hw, tp = hardware(point).ranks(point.chips)  # a card split into PE ranks: one rank, tp x ranks
+        sim = simulate_generation(config, hw, precision(point.dtype), point.batch, point.prompt_len,
+                                  point.gen_len, tp, pp=point.pp)  # fmt: skip
         report = build_report(sim, top=1)
     except USER_ERRORS as e:
         return {**row, "status": "failed", "error": describe(e), **dict.fromkeys(FIGURES, "")}
@@ -175,7 +176,7 @@ def run_sweep(
     finished: Callable[[dict], None] | None = None,
 ) -> list[dict]:
     """Rows in the grid's order, whatever order the workers finish in; `run` makes one point's row
-    (a simulation by default, tcp_compiler.serve.sweep.run_serve_point for serving sweeps),
+    (a simulation by default, tcp_compiler.sweep.serve.run_serve_point for serving sweeps),
     `finished` sees each row as it completes (a store saves it there) and `observer` hears the
     points done."""
     rows: list[dict | None] = [None] * len(points)

@@ -5,9 +5,9 @@ query rows' accumulator, do."""
 from __future__ import annotations
 
 from ir import Graph
+from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from simulator.targets.rngd.mapping.residency import dm_budget
 from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from tcp_compiler.mapping.residency import dm_budget
 from tcp_compiler.passes.online_softmax import Attention, find_attention, online_softmax
 
 
@@ -27,7 +27,7 @@ def plan_attention(
     graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
 ) -> tuple[list[dict], Tiling]:
     """One note per attention (its form and why), and the attentions to rewrite grouped by tiling."""
-    budget = dm_budget(hw, policy)  # scores above it would spill (tcp_compiler.mapping.residency)
+    budget = dm_budget(hw, policy)  # scores above it would spill (simulator.targets.rngd.mapping.residency)
     notes, tiles = [], {}
     for m in find_attention(graph):
         scores = graph[m.maximum.operands[0]].type

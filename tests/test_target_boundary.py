@@ -1,0 +1,101 @@
+"""Generic code reaches RNGD only through the Target seam: no generic module imports a module of
+the RNGD package (spec, units, sites, energy, area, its recipe book), at module level or inside a
+function; it asks `simulator.targets.target_of(spec)` or `tcp_compiler.recipes.recipes(spec)`.
+And a target's package imports, of the compiler, only the layer below every target (errors,
+observer, passes), so the import rule stays acyclic (docs/architecture.md, "Import direction")."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import networkx as nx
+import pytest
+
+from simulator.hardware import load_hardware
+from simulator.targets import target_of
+from simulator.targets.rngd import RNGD
+from tcp_compiler.recipes import Recipes, recipes
+from tests.test_import_cycles import import_graph
+
+# Everything RNGD-specific: the target's package, and its recipe book's package (the module the
+# Target names, less its last part).
+RNGD_PACKAGES = ("simulator.targets.rngd", RNGD.recipes.rsplit(".", 1)[0])
+REGISTRY = "simulator.targets"  # lists the targets of this build: the one generic module that names one
+# The generic packages (and top-level modules), each of which must reach RNGD through the seam.
+GENERIC = (
+    "ir", "simulator", "tcp_compiler.pipeline", "tcp_compiler.simulate", "tcp_compiler.generation",
+    "tcp_compiler.serve", "tcp_compiler.report", "tcp_compiler.analysis", "tcp_compiler.search",
+    "tcp_compiler.cli", "tcp_compiler.frontend", "tcp_compiler.passes", "tcp_compiler.runtime",
+    "tcp_compiler.sweep", "tcp_compiler.executors", "tcp_compiler.store",
+    "tcp_compiler.spec_settings", "tcp_compiler.option_fields", "tcp_compiler.records",
+    "tcp_compiler.provenance", "tcp_compiler.observer", "tcp_compiler.errors", "tcp_compiler.recipes",
+    "tcp_compiler.__main__",
+)  # fmt: skip
+# What a target's package may import of tcp_compiler (beside its package's __init__): modules that
+# never import a target.
+COMPILER_CORE = ("tcp_compiler.errors", "tcp_compiler.observer", "tcp_compiler.passes")
+
+
+@cache
+def graph_of_imports() -> nx.DiGraph:
+    return import_graph()
+
+
+def core(module: str) -> bool:
+    return module == "tcp_compiler" or inside(module, COMPILER_CORE)
+
+
+def inside(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(f"{p}.") for p in packages)
+
+
+def rngd_specific(module: str) -> bool:
+    return inside(module, RNGD_PACKAGES)
+
+
+def generic_modules(package: str) -> list[str]:
+    return [m for m in graph_of_imports() if inside(m, (package,)) and not rngd_specific(m) and m != REGISTRY]
+
+
+def test_every_module_is_generic_rngd_specific_or_the_registry() -> None:
+    known = ("tcp_compiler", REGISTRY)  # tcp_compiler's __init__ (its version) and the registry
+    stray = [m for m in graph_of_imports() if not (rngd_specific(m) or m in known or inside(m, GENERIC))]
+    assert not stray, f"modules in no package of GENERIC nor RNGD's: {stray}"
+
+
+@pytest.mark.parametrize("package", GENERIC)
+def test_generic_package_imports_no_rngd_module(package: str) -> None:
+    graph = graph_of_imports()
+    modules = generic_modules(package)
+    assert modules, package
+    direct = sorted(f"{m} -> {t}" for m in modules for t in graph.successors(m) if rngd_specific(t))
+    assert not direct, f"{package} imports RNGD-specific modules: {direct}"
+
+
+def test_a_direct_import_is_caught() -> None:
+    graph = graph_of_imports().copy()
+    graph.add_edge("tcp_compiler.pipeline", f"{RNGD_PACKAGES[1]}.schedule")
+    assert any(rngd_specific(t) for t in graph.successors("tcp_compiler.pipeline"))
+
+
+def test_targets_import_only_the_compiler_core() -> None:
+    graph = graph_of_imports()
+    wrong = sorted(
+        f"{m} -> {t}" for m in graph if rngd_specific(m) for t in graph.successors(m)
+        if inside(t, ("tcp_compiler",)) and not rngd_specific(t) and not core(t)
+    )  # fmt: skip
+    assert not wrong, wrong
+    forbidden = ("simulator.targets", "tcp_compiler")  # any target, the compiler above the core
+    above = sorted(f"{m} -> {t}" for m in graph if core(m) for t in graph.successors(m)
+                   if inside(t, forbidden) and not core(t))  # fmt: skip
+    assert not above, f"the compiler core imports what imports a target: {above}"
+
+
+def test_the_recipe_book_offers_every_entry_of_the_seam() -> None:
+    hw = load_hardware("rngd")
+    book = recipes(hw)
+    assert target_of(hw) is RNGD
+    entries = {n for n in (*Recipes.__dict__, *Recipes.__annotations__) if not n.startswith("_")}
+    assert {"schedule", "DecodeSteps", "chain", "SENT"} <= entries
+    missing = sorted(n for n in entries if not hasattr(book, n))
+    assert not missing, f"{RNGD.recipes} lacks {missing}"
