@@ -161,10 +161,10 @@ NAME_PARSING = re.compile(
 
 
 def test_analysis_and_mapping_parse_no_names() -> None:
-    root = Path(__file__).parents[1] / "tcp_compiler"
+    root = Path(__file__).parents[1]
     found = [
         f"{path.relative_to(root)}:{number}: {line.strip()}"
-        for folder in ("analysis", "mapping")
+        for folder in ("tcp_compiler/analysis", "simulator/targets/rngd/mapping")
         for path in sorted((root / folder).glob("*.py"))
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if NAME_PARSING.search(line)
