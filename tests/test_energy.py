@@ -5,6 +5,7 @@ recovered from simulated runs' power (simulator.energy, simulator.energy_fit).""
 from __future__ import annotations
 
 import dataclasses
+import json
 from functools import cache
 
 import numpy as np
@@ -16,10 +17,11 @@ from simulator.errors import HardwareError
 from simulator.hardware import load_hardware
 from simulator.targets.rngd.energy import ENERGY, peak_rates
 from simulator.targets.rngd.sites import SITES
+from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.report.build import build_report
-from tcp_compiler.report.energy import capped_hardware, mac_dtype, op_joules, phases
+from tcp_compiler.report.energy import POWER_WINDOWS, capped_hardware, mac_dtype, op_joules, phases, run_power
 from tcp_compiler.simulate import Simulation, simulate_generation
 
 HW = load_hardware("rngd")
@@ -181,3 +183,32 @@ def test_calibration_refuses_values_the_runs_cannot_tell_apart() -> None:
         fit_energy(ENERGY, HW, ["energy.hbm_pj_per_byte", "power.idle_w"], runs[:1])
     with pytest.raises(HardwareError, match="cannot tell"):  # one chip: no run moves link bytes
         fit_energy(ENERGY, HW, ["power.idle_w", "energy.link_pj_per_byte"], runs)
+
+
+def test_the_power_track_is_a_value_per_window_adding_up_to_the_run_s_energy() -> None:
+    sim = _sim()
+    run = sim.prefill
+    track = run_power(sim, run.program, run.timeline)
+    (watts,) = track.watts.values()  # one chip
+    assert len(watts) == POWER_WINDOWS and len(track.edges) == POWER_WINDOWS + 1
+    assert len(set(np.round(watts, 6))) > 1 and watts.max() > watts.mean()  # over time, not one value
+    assert abs(track.edges[-1] - run.cycles) <= 1  # the timeline's end (the run's cycles: whole ones)
+    seconds = track.edges[-1] / HW.chip.clock_hz
+    whole = phase_energy(ENERGY, HW, Work.of_program(run.program), mac_dtype(sim), seconds, seconds, 1, 1)
+    window_seconds = np.diff(track.edges) / HW.chip.clock_hz
+    assert float(watts @ window_seconds) == pytest.approx(whole.joules, rel=1e-9)
+    assert watts.min() >= ENERGY.point(HW).running_power_w
+
+
+def test_serve_power_cap_keeps_every_iteration_within_it_and_takes_longer(tmp_path) -> None:
+    base = ["serve", "llama-3.2-1b", "--requests", "8", "--concurrency", "4", "--json"]
+    assert main([*base, str(tmp_path / "free.json")]) == 0
+    free = json.loads((tmp_path / "free.json").read_text())
+    cap = free["energy"]["peak_power_w"] - 20
+    assert main([*base, str(tmp_path / "capped.json"), "--power-cap", repr(cap)]) == 0
+    capped = json.loads((tmp_path / "capped.json").read_text())
+    assert max(capped["per_iteration"]["power_w"]) <= cap * (1 + 1e-9)
+    assert capped["energy"]["power_cap_w"] == pytest.approx(cap)
+    assert capped["energy"]["clock_hz"] < HW.chip.clock_hz and "clock_hz" not in free["energy"]
+    assert capped["duration_s"] > free["duration_s"]
+    assert capped["per_iteration"]["cycles"] == free["per_iteration"]["cycles"]  # the same work, slower
