@@ -285,7 +285,7 @@ def compile_phase(
     observer.step("schedule")
     program = book.schedule(lowered.graph, hw, options.policy_on(hw))
     if lowered.period is not None:
-        full = book.replicate(program, lowered.period)
+        full = book.replicate(program, lowered.period, lowered.graph.meta.origins)
         if full is None:  # the stand-in's layers do not repeat as the graph's do: compile them all
             return compile_phase(config, hw, precision, phase, length, options, fits_with, False, observer)
         program = full
