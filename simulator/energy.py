@@ -4,7 +4,8 @@ The engine's per-op counts, the FLOPs, bytes and unit busy cycles the reports al
 are turned into actions by the target's energy recipe (on RNGD: simulator/targets/rngd/energy.py),
 each action costing the spec's energy per action. Static power is the spec's power states: idle (the
 model resident, leakage included) at every instant, plus the active baseline while the device runs.
-Nothing here is counted per command in Python: every figure is a product of totals already summed.
+Nothing here is counted per command in Python: every figure is a product of totals already summed
+(a power track spreads each op's energy over its commands' times with array operations).
 
 DVFS (the operating point): on-chip dynamic energy per action scales with (V / V_nominal)^2, the
 active baseline power with (V / V_nominal)^2 x (f / f_nominal), leakage with V / V_nominal; off-chip
@@ -121,6 +122,11 @@ class EnergyModel:
         """The total dynamic energy of `work` (summed over actions and ops)."""
         return float(sum(np.sum(v) for v in self.joules(spec, work, dtype).values()))
 
+    def on_chip_joules(self, spec: Any, work: Work, dtype: str) -> float:
+        """The part of dynamic_joules spent on the chip: what DVFS scales with V^2."""
+        joules = self.joules(spec, work, dtype)
+        return float(sum(np.sum(joules[a.name]) for a in self.actions if a.on_chip))
+
     def by_home(self, joules: dict[str, Any]) -> dict[str, float]:
         """Energy per unit or memory, summed over actions and ops, in the actions' order."""
         out: dict[str, float] = {}
@@ -165,6 +171,48 @@ def phase_energy(
     idle = max(seconds - running_seconds, 0.0)
     static = chips * (point.running_power_w * running_seconds + point.idle_power_w * idle)
     return PhaseEnergy(seconds, running_seconds, chips, sum(homes.values()), on_chip, static, homes)
+
+
+@dataclass(frozen=True)
+class PowerTrack:
+    """A run's power over time, per chip: `watts[chip][k]` is the average power of the chip in the
+    window from `edges[k]` to `edges[k + 1]` (cycles from the run's start)."""
+
+    edges: np.ndarray
+    watts: dict[int, np.ndarray]
+
+
+_CHUNK = 16_384  # commands spread at once (bounds the [commands, windows] scratch array)
+
+
+def power_track(model: EnergyModel, spec: Any, program: Program, start: np.ndarray, end: np.ndarray,
+                dtype: str, windows: int) -> PowerTrack:  # fmt: skip
+    """Each chip's power in `windows` equal windows of a run (`start`, `end`: its commands' cycles):
+    every op's dynamic energy spread over the time its commands run, in proportion to how long each
+    runs, plus the running static power. The windows' energy adds up to the run's."""
+    point = model.point(spec)
+    per_op = np.sum(list(model.joules(spec, Work.of_program(program), dtype).values()), axis=0)
+    starts = op_starts(program)
+    group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(program))))
+    length = (end - start).astype(np.float64)
+    op_time = np.bincount(group, weights=length, minlength=len(starts))[group]
+    alone = 1.0 / np.bincount(group, minlength=len(starts))[group]  # an op whose commands take no time
+    share = np.divide(length, op_time, out=alone, where=op_time > 0)
+    length = np.maximum(length, 1.0)  # a command taking no time spends its share in its first cycle
+    rate = per_op[group] * share / length  # J per cycle while the command runs
+    total = float((start + length).max()) if len(start) else 0.0
+    edges = np.linspace(0.0, total, windows + 1)
+    seconds = np.diff(edges) / point.clock_hz
+    watts = {}
+    for chip in np.unique(program.chip).tolist():
+        mine = np.flatnonzero(program.chip == chip)
+        done = np.zeros(len(edges))  # energy spent before each edge
+        for lo in range(0, len(mine), _CHUNK):
+            part = mine[lo : lo + _CHUNK]
+            runs = np.clip(edges[None, :] - start[part, None], 0.0, length[part, None])
+            done += rate[part] @ runs
+        watts[chip] = np.diff(done) / np.where(seconds > 0, seconds, 1.0) + point.running_power_w
+    return PowerTrack(edges, watts)
 
 
 def peak_watts(model: EnergyModel, spec: Any, dtype: str, rates: Work) -> dict[str, float]:

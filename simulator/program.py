@@ -41,6 +41,7 @@ class OpInfo:
     placement: str = ""
     inputs: tuple[str, ...] = ()  # the values it reads from memory
     role: str = ""  # what it does in its layer, the same in every layer (the report groups by it)
+    operand: str = ""  # the dtype its contraction multiplies in ("" without one): its compute roof
 
 
 @dataclass
@@ -63,6 +64,15 @@ class Program:
 
     def __len__(self) -> int:
         return len(self.cycles)
+
+    def refilled(self, rows: list[PreparedCommand]) -> Program:
+        """The same commands, dependencies and ops with each command's values (cycles, bytes,
+        busy cycles) from `rows`, in command order (their contexts must be this program's)."""
+        values = np.array([r.values for r in rows], np.int64).reshape(len(rows), len(_PREPARED))
+        assert np.array_equal(values[:, 0], self.context), "a refill changes what runs where"
+        columns = {name: values[:, k].astype(dict(COLUMNS)[name]) for k, name in enumerate(_PREPARED) if k}
+        busy = np.array([r.busy for r in rows], np.int64).reshape(self.busy.shape)
+        return replace(self, **columns, busy=busy)
 
     def deps(self, i: int) -> np.ndarray:
         return self.dep_idx[self.dep_ptr[i] : self.dep_ptr[i + 1]]
@@ -128,6 +138,18 @@ def command_timing(cycles: int, latency: int | None) -> tuple[int, int]:
     return cycles, cycles if latency is None else latency
 
 
+# The columns a PreparedCommand holds, in its order (the chip and op are the builder's).
+_PREPARED = ("context", "cycles", "latency", "moved", "flops", "hbm_bytes", "dm_bytes", "link_bytes")
+
+
+@dataclass(frozen=True)
+class PreparedCommand:
+    """A command's row without its chip and op (COLUMNS' order), and its busy cycles per unit."""
+
+    values: tuple[int, ...]
+    busy: tuple[int, ...]
+
+
 class ProgramBuilder:
     """Appends commands on a target's sites; turns them into the Program's flat arrays at the end."""
 
@@ -136,7 +158,7 @@ class ProgramBuilder:
         self._context = {name: i for i, name in enumerate(sites.context_names)}
         self._unit = {name: i for i, name in enumerate(sites.unit_names)}
         self.rows: list[tuple] = []
-        self.busy: list[np.ndarray] = []
+        self.busy: list[tuple[int, ...]] = []
         self.deps: list[list[int]] = []
         self.ops: list[OpInfo] = []
 
@@ -160,31 +182,39 @@ class ProgramBuilder:
         link_bytes: int = 0,
         busy: dict[str, int] | None = None,
     ) -> int:
+        row = self.prepare(context, cycles, latency=latency, moved=moved, flops=flops, hbm_bytes=hbm_bytes,
+                           dm_bytes=dm_bytes, link_bytes=link_bytes, busy=busy)  # fmt: skip
+        return self.add(row, op, deps, chip)
+
+    def prepare(
+        self,
+        context: str,
+        cycles: int,
+        *,
+        latency: int | None = None,
+        moved: int = 0,
+        flops: int = 0,
+        hbm_bytes: int = 0,
+        dm_bytes: int = 0,
+        link_bytes: int = 0,
+        busy: dict[str, int] | None = None,
+    ) -> PreparedCommand:
+        """A command's values as its row will hold them, so a command repeated (every layer's copy
+        of an op) is converted once and added many times."""
         cycles, latency = command_timing(cycles, latency)
-        self.rows.append(
-            (
-                self._context[context],
-                chip,
-                cycles,
-                latency,
-                moved,
-                flops,
-                hbm_bytes,
-                dm_bytes,
-                link_bytes,
-                op,
-            )
-        )
-        self.busy.append(self._busy_row(busy))
+        units = [0] * len(self._unit)
+        for unit, value in (busy or {}).items():
+            units[self._unit[unit]] = value
+        values = (self._context[context], cycles, latency, moved, flops, hbm_bytes, dm_bytes, link_bytes)
+        return PreparedCommand(values, tuple(units))
+
+    def add(self, row: PreparedCommand, op: int, deps=(), chip: int = 0) -> int:
+        """Appends a prepared command of op `op` on `chip`, after `deps` (None entries skipped)."""
+        context, *values = row.values
+        self.rows.append((context, chip, *values, op))
+        self.busy.append(row.busy)
         self.deps.append(sorted({d for d in deps if d is not None}))
         return len(self.rows) - 1
-
-    def _busy_row(self, busy: dict[str, int] | None) -> np.ndarray:
-        """Busy cycles per unit as one row of Program.busy."""
-        row = np.zeros(len(self._unit), np.int64)
-        for unit, value in (busy or {}).items():
-            row[self._unit[unit]] = value
-        return row
 
     def build(self) -> Program:
         cols = list(zip(*self.rows, strict=True)) if self.rows else [()] * len(COLUMNS)

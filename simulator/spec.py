@@ -15,7 +15,7 @@ import re
 import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields, is_dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -201,6 +201,11 @@ class Spec(ABC):
         got = getattr(getattr(self, param.table), param.key)
         return got[entry] if entry else got
 
+    def values_except(self, prefixes: tuple[str, ...]) -> tuple:
+        """Every value whose address does not start with one of `prefixes`, in declaration order:
+        the cache key of work that reads none of those, so a sweep over them reuses it."""
+        return _values_except(self, prefixes)
+
     def with_value(self, dotted: str, new: Any, source: str = "assumed: set by its address") -> Spec:
         """A copy with the value at `dotted` replaced, checked against its declared type and range
         and the target's relations between values; errors are one line naming the key."""
@@ -322,3 +327,8 @@ def describe(item: Any) -> str:
 def suggest(word: str, choices: Any) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+@lru_cache(maxsize=64)
+def _values_except(spec: Spec, prefixes: tuple[str, ...]) -> tuple:
+    return tuple(spec.value(k) for k in spec.leaf_keys() if not k.startswith(prefixes))

@@ -200,8 +200,8 @@ class AreaModel:
 
     parts: Callable[[Any], dict[str, float]]  # spec -> mm^2 per part
     sized_by: Callable[[Any], dict[str, str]]  # spec -> part -> what sizes it
-    published_mm2: float
-    published: str  # whose die that is
+    published_mm2: Callable[[Any], float]  # spec -> the real die's area (a spec value with its source)
+    published: str  # whose die that is, and the spec value that holds it
 
 
 @dataclass(frozen=True)

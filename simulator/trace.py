@@ -4,12 +4,13 @@ Each chip is a process and each execution context a thread: the ordered contexts
 target (RNGD: main, sub and link) carry their commands as they ran; the DMA engines are one thread
 each (as many as the spec has), with the pooled context's moves laid out on them as the engine model
 shares the pool (simulator.dma_layout), and a "dma descriptors" counter shows how many moves were
-starting up or moving; a "power (W)" counter per chip holds each run's average power when the runs
-carry it. A tensor-parallel program is compiled for
-one chip and every chip runs it symmetrically, so chips 1..n-1 mirror chip 0 (the trace's metadata
-says so). The file stays bounded whatever the chip count: when full mirrors would pass MAX_EVENTS,
-mirrored chips drop their DMA tracks, and then their other ordered tracks, keeping the collective
-tracks (RNGD: link) on every chip; process labels and metadata say what was left out.
+starting up or moving; a "power (W)" counter per chip follows each run's power over time (a value
+per window of the run, simulator.energy.power_track) when the runs carry it. A tensor-parallel
+program is compiled for one chip and every chip runs it symmetrically, so chips 1..n-1 mirror chip 0
+(the trace's metadata says so). The file stays bounded whatever the chip count: when full mirrors
+would pass MAX_EVENTS, mirrored chips drop their DMA tracks, and then their other ordered tracks,
+keeping the collective tracks (RNGD: link) on every chip; process labels and metadata say what was
+left out.
 
 Timestamps are quantised to whole nanoseconds before they are written: Perfetto stores integer
 nanoseconds (it rounds ts * 1000), so quantising here guarantees that what it reads nests exactly as
@@ -29,6 +30,7 @@ import numpy as np
 
 from simulator.dma_layout import EngineSlices, engine_slices
 from simulator.dma_shares import dma_shares, moving_rate
+from simulator.energy import PowerTrack
 from simulator.files import atomic_output
 from simulator.program import Program
 from simulator.spec import Spec
@@ -41,7 +43,7 @@ PHASES_TID = 1
 FIRST_CONTEXT_TID = 2
 MAX_EVENTS = 300_000  # events (about 150 B each) past which mirrored chips drop tracks
 DESCRIPTORS = "dma descriptors"  # the counter of DMA moves starting up / moving, per chip
-POWER = "power (W)"  # the counter of each run's average power, per chip
+POWER = "power (W)"  # the counter of a chip's power over time
 _CHUNK = 50_000  # events per json.dumps call when streaming to a file
 
 
@@ -54,7 +56,7 @@ class TraceRun:
     timeline: Timeline
     offset: float  # cycles: where this run starts on the global time axis
     step: int | None = None  # which step of its phase (a decode step's index), if it has several
-    power_w: float | None = None  # its average power per chip (simulator.energy), for the POWER counter
+    power: PowerTrack | None = None  # its power per chip over time, for the POWER counter
 
     @property
     def name(self) -> str:
@@ -312,14 +314,15 @@ class _Plan:
                 ]
 
     def _power_events(self, run: TraceRun) -> list[dict]:
-        """The run's average power on every chip, from its start (none when the run has no figure)."""
-        if run.power_w is None:
+        """The run's power on every chip, a value from the start of each of its windows (mirrors
+        follow chip 0); none when the run has no track."""
+        if run.power is None:
             return []
-        ts = float(np.rint(run.offset * self.ns_per_cycle)) / 1000.0
+        times = (self._ns(run, run.power.edges[:-1]) / 1000.0).tolist()
         return [
-            {"name": POWER, "ph": "C", "ts": ts, "pid": chip_pid(chip), "tid": PHASES_TID,
-             "args": {"W": run.power_w}}
+            {"name": POWER, "ph": "C", "ts": ts, "pid": chip_pid(chip), "tid": PHASES_TID, "args": {"W": w}}
             for chip in self.chips
+            for ts, w in zip(times, run.power.watts.get(chip, run.power.watts[0]).tolist(), strict=True)
         ]  # fmt: skip
 
     def _thread_names(self) -> list[dict]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from typing import Any
 
 Outcome = dict | Exception
@@ -35,18 +36,31 @@ def local_executor(points: Sequence, jobs: int, run: Callable[[Any], dict]) -> I
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+@contextmanager
+def ray_session(address: str | None, jobs: int) -> Iterator[None]:
+    """Ray for what runs inside: the cluster at `address`, or a local Ray with `jobs` CPUs, shut
+    down on leaving; a Ray already initialised in this process is used as it is, and left running.
+    A search holds one session across its generations, so its workers keep their caches."""
+    import ray  # the `cluster` extra: pip install -e '.[cluster]'
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, num_cpus=None if address else jobs, include_dashboard=False,
+                 log_to_driver=False)  # fmt: skip
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def ray_executor(address: str | None = None) -> Executor:
-    """Ray tasks on the cluster at `address`, or on a local Ray started for the sweep (with `jobs`
-    CPUs) and shut down after it; a Ray already initialised in this process is used as it is."""
+    """Ray tasks in a ray_session (the caller's, or one for these points)."""
 
     def run_on_ray(points: Sequence, jobs: int, run: Callable[[Any], dict]) -> Iterator[tuple[int, Outcome]]:
-        import ray  # the `cluster` extra: pip install -e '.[cluster]'
+        import ray
 
-        started = not ray.is_initialized()
-        if started:
-            ray.init(address=address, num_cpus=None if address else jobs, include_dashboard=False,
-                     log_to_driver=False)  # fmt: skip
-        try:
+        with ray_session(address, jobs):
             task, shared_run = ray.remote(_outcome), ray.put(run)
             pending = {task.remote(shared_run, p): i for i, p in enumerate(points)}
             while pending:
@@ -56,9 +70,6 @@ def ray_executor(address: str | None = None) -> Executor:
                     yield index, ray.get(ready)
                 except ray.exceptions.RayError as e:  # the worker died, or the task could not run
                     yield index, e
-        finally:
-            if started:
-                ray.shutdown()
 
     return run_on_ray
 

@@ -112,12 +112,12 @@ def test_emit_ir_final_prints_the_graph_after_passes_and_attention_choice(capsys
 
 def test_a_prefill_too_big_for_hbm_is_refused_before_the_attention_rewrite(capsys, monkeypatch) -> None:
     """Batch 64 x 2048 tokens spills 32 GB besides attention: refused without building the tiles."""
-    import tcp_compiler.pipeline as pipeline
+    import simulator.targets.rngd.mapping.book as book  # the recipe book the pipeline reaches
 
     def never(*args, **kwargs):
         raise AssertionError("the attention rewrite ran for a graph that cannot fit")
 
-    monkeypatch.setattr(pipeline, "rewrite_attention", never)
+    monkeypatch.setattr(book, "rewrite_attention", never)
     assert main(["compile", "llama-3.1-8b", "--batch", "64", "--seq", "2048", "--emit", "program"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs at least" in err and "--tp 2" in err and "--batch 41" in err

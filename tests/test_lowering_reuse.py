@@ -25,6 +25,7 @@ def _costed(hw):
 def _cold(hw):
     pipeline._FRONTS.clear()
     schedule._RECIPES.clear()
+    schedule._PLANS.clear()
     return _costed(hw)
 
 
@@ -33,6 +34,7 @@ CHANGES = {
     "clock": ("chip.clock_hz", 1.3e9),
     "latency": ("dma.startup_cycles", 900),
     "dm size": ("memory.dm_bytes_per_slice", 65536),
+    "switch hop": ("switch.hop_cycles", 9),  # a latency the pass plans read (placement)
 }
 
 
@@ -55,3 +57,12 @@ def test_a_smaller_dm_changes_what_the_spec_dependent_steps_decide() -> None:
     small = BASE.with_value(*CHANGES["dm size"])
     forms = {n["form"] for n in _cold(BASE)[0].attention}, {n["form"] for n in _costed(small)[0].attention}
     assert forms == ({"plain"}, {"online"})
+
+
+@pytest.mark.parametrize("change", ["hbm bandwidth", "clock", "latency"])
+def test_a_rate_change_reuses_every_pass_plan(change: str) -> None:
+    """Bandwidths, clocks and DMA latencies re-time the moves; placement and tiling are kept."""
+    _cold(BASE)
+    plans = set(schedule._PLANS)
+    _costed(BASE.with_value(*CHANGES[change]))
+    assert set(schedule._PLANS) == plans

@@ -1,8 +1,11 @@
-"""`tcpc sweep --executor ray`, for real: one local Ray with 2 CPUs for the module, the same rows
-as the process pool, a failed point kept as a row. Ray is the `cluster` extra, which CI installs."""
+"""`tcpc sweep --executor ray` and `tcpc search --executor ray`, for real: one local Ray with 2 CPUs
+for the module, the same rows (and search trials) as the process pool, a failed point kept as a
+row. Ray is the `cluster` extra, which CI installs. The Ray tests share this module (one Ray start,
+and no test module before it runs with a Ray behind it: test_sweep's process pools broke after one)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,8 +13,10 @@ import ray
 
 from tcp_compiler.cli import main
 from tcp_compiler.executors import local_executor, ray_executor
+from tcp_compiler.search.study import run_search
 from tcp_compiler.store import read_rows
 from tcp_compiler.sweep import Point, grid, run_sweep
+from tests.test_search import _search, _trials
 
 POINTS = grid(["llama-3.2-1b"], ["rngd"], [1, 3], [1, 2], [32], [2], ["bf16"],
               settings=[("hbm.sustained_bytes_per_cycle", (720, 1440))])  # fmt: skip
@@ -48,3 +53,33 @@ def test_the_cli_sweeps_on_ray_into_a_store(tmp_path: Path) -> None:
             "--executor", "ray", "--store", str(store)]  # fmt: skip
     assert main(args) == 0
     assert sorted(r["batch"] for r in read_rows(store)) == [1, 2]
+
+
+def test_trials_on_ray_equal_the_local_ones(tmp_path: Path) -> None:
+    ran, on_ray_executor = [], ray_executor()
+
+    def recorded(points, jobs, run):  # every trial goes through the Ray executor
+        for index, outcome in on_ray_executor(points, jobs, run):
+            ran.append(index)
+            yield index, outcome
+
+    on_ray = run_search(_search(), tmp_path / "ray", 4, 2, executor=recorded)
+    local = run_search(_search(), tmp_path / "local", 4, 2, executor=local_executor)
+    assert on_ray.added == 4 and not on_ray.failed and sorted(ran) == [0, 1, 2, 3]
+    assert _trials(on_ray.study) == _trials(local.study)
+    assert ray.is_initialized()  # a Ray the caller started is left running
+
+
+def test_the_cli_searches_on_ray(tmp_path: Path) -> None:
+    args = ["search", "llama-3.2-1b", "--prompt-len", "64", "--gen-len", "2", "--trials", "2",
+            "--population", "2", "--dir", str(tmp_path / "s"), "--range", "chip.clock_hz=0.8e9:1.2e9",
+            "--executor", "ray", "--json", str(tmp_path / "front.json")]  # fmt: skip
+    assert main(args) == 0
+    assert json.loads((tmp_path / "front.json").read_text())["front"]
+
+
+def test_ray_address_needs_the_ray_executor(tmp_path: Path, capsys) -> None:
+    args = ["search", "llama-3.2-1b", "--range", "chip.clock_hz=0.8e9:1.2e9", "--dir", str(tmp_path),
+            "--ray-address", "auto"]  # fmt: skip
+    assert main(args) == 2
+    assert "--ray-address applies to --executor ray" in capsys.readouterr().err

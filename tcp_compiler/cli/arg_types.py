@@ -123,3 +123,30 @@ def add_dtype(parser: argparse.ArgumentParser, default: str | None, help: str) -
     names = sorted(PRECISIONS)
     parser.add_argument("--dtype", default=default, choices=names, metavar="DTYPE",
                         help=f"{help}: {', '.join(names)}")  # fmt: skip
+
+
+def power_cap(text: str) -> float | str:
+    """`tdp` or a power in watts, above zero."""
+    if text == "tdp":
+        return text
+    try:
+        watts = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected watts or 'tdp', got {text!r}") from None
+    if not watts > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0 W, got {text}")
+    return watts
+
+
+def add_power_cap(parser: argparse.ArgumentParser, what: str, done: str) -> None:
+    """`--power-cap W|tdp`; `what` must stay within it, the run `done` again at the lower clock."""
+    parser.add_argument(
+        "--power-cap", type=power_cap, metavar="W|tdp",
+        help=f"lower the clock and its voltage (DVFS) until {what} draws at most W per chip "
+        f"(tdp: the spec's chip.tdp_w); the run is {done} again at that clock",
+    )  # fmt: skip
+
+
+def watts(cap: float | str, hw) -> float:
+    """The cap `power_cap` parsed, in watts (`tdp`: the spec's chip.tdp_w)."""
+    return hw.chip.tdp_w if cap == "tdp" else cap

@@ -194,7 +194,7 @@ def _print_area(console: Console, hw: Spec, area: AreaModel) -> None:
     for part, mm2 in area.parts(hw).items():
         table.add_row(part, f"{mm2:,.1f}", sized_by[part])
     table.add_row(Text("total", style="bold"), Text(f"{hw.area_mm2:,.1f}", style="bold"),
-                  f"{area.published}: {area.published_mm2:g} mm^2")  # fmt: skip
+                  f"{area.published}: {area.published_mm2(hw):g} mm^2")  # fmt: skip
     console.print(table)
 
 

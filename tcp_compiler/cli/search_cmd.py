@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.console import console
+from tcp_compiler.cli.executor_flags import add_executor_flags, executor_of, executor_session
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -105,6 +106,7 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--seed", type=arg_types.integer(0, 2**31 - 1), default=0, metavar="S")
     p.add_argument("--jobs", type=arg_types.jobs, metavar="N", help="worker processes (default: CPUs)")
+    add_executor_flags(p, "trials")
     p.add_argument(
         "--dir",
         default="tcpc-search",
@@ -144,12 +146,15 @@ def search_of(args: argparse.Namespace) -> Search:
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--plot": args.plot, "--json": args.json})
     search = search_of(args)
+    executor = executor_of(args)
     jobs = args.jobs or min(search.population, os.cpu_count() or 1)
-    with Progress(TextColumn("search"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=console(stderr=True), transient=True) as bar:  # fmt: skip
+    with executor_session(args, jobs), Progress(
+        TextColumn("search"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=console(stderr=True), transient=True,
+    ) as bar:  # fmt: skip
         task = bar.add_task("trials", total=args.trials)
         outcome = run_search(search, Path(args.dir), args.trials, jobs,
-                             lambda done, total: bar.update(task, completed=done))  # fmt: skip
+                             lambda done, total: bar.update(task, completed=done), executor)  # fmt: skip
     study = outcome.study
     ok = feasible(study)
     front = pareto_front(search, ok)

@@ -6,28 +6,34 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from simulator.spec import Spec
 from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
 from tcp_compiler.cli.flags import add_flags, flag_type, from_args
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
+from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.observer import Observer
 from tcp_compiler.option_fields import positive_number
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.provenance import provenance
-from tcp_compiler.report.serve_build import serve_report
+from tcp_compiler.report.energy import at_clock
+from tcp_compiler.report.serve_build import capped_clock, serve_report
 from tcp_compiler.report.serve_terminal import print_serve_report
 from tcp_compiler.report.serve_types import ServeRun
+from tcp_compiler.report.vllm_result import vllm_result
 from tcp_compiler.serve import ServeOptions, ServeResult, serve
 from tcp_compiler.serve.options import Buckets, Shapes
 from tcp_compiler.serve.workload import DEFAULT_RATE, Workload
 
 DEFAULT_MODEL = "llama-3.1-8b"
+RESULT_FORMATS = ("tcpc", "vllm")
 MAX_SECONDS = 1e6  # an SLO
 _seconds = flag_type(positive_number(MAX_SECONDS))
 
@@ -58,10 +64,19 @@ def add_parser(subparsers) -> None:
     add_flags(grids, Buckets, suffix="_bucket")
     shapes = p.add_argument_group("static shapes the runtime compiled (inputs padded up to them)")
     add_flags(shapes, Shapes, suffix="_shapes")
+    arg_types.add_power_cap(p, "every iteration", "served")
     out = p.add_argument_group("outputs")
     out.add_argument("--slo-ttft", type=_seconds, metavar="S", help="TTFT SLO in seconds, for goodput")
     out.add_argument("--slo-tpot", type=_seconds, metavar="S", help="TPOT SLO in seconds, for goodput")
     out.add_argument("--json", metavar="FILE", help="write the figures, every request and every iteration")
+    out.add_argument(
+        "--result-format",
+        choices=RESULT_FORMATS,
+        default="tcpc",
+        help="tcpc: the serving report; vllm: it and the keys vLLM `bench serve --save-result "
+        "--save-detailed` writes (input_lens, ttfts, itls, mean_tpot_ms, ...), for `tcpc validate` and "
+        "vLLM's tools (default tcpc; needs --json)",
+    )
     out.add_argument(
         "--plot", metavar="DIR", help="write latency CDFs, throughput, KV occupancy and power plots"
     )
@@ -70,23 +85,33 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--json": args.json}, {"--plot": args.plot})
+    vllm = args.result_format == "vllm"
+    if vllm and not args.json:
+        raise CliError("--result-format vllm writes the vLLM keys into the --json FILE: give --json")
     model = load_model(args.model)
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, kv_dtype=args.kv_dtype)
     requests = from_args(Workload, args).load()
     options = from_args(ServeOptions, args, buckets=from_args(Buckets, args, "_bucket"),
                         shapes=from_args(Shapes, args, "_shapes"), concurrency=args.concurrency)  # fmt: skip
-    bar = _Bar()
-    try:
-        result = serve(
-            model.config, hw, prec, requests, options, CompileOptions(chips=tp), pp=args.pp, observer=bar
-        )
-    finally:
-        bar.stop()
-    report = serve_report(result, args.slo_ttft, args.slo_tpot, _run_info(result, args))
+
+    def served(spec: Spec) -> ServeResult:
+        bar = _Bar()
+        try:
+            return serve(model.config, spec, prec, requests, options, CompileOptions(chips=tp), pp=args.pp,
+                         observer=bar, token_gaps=vllm)  # fmt: skip
+        finally:
+            bar.stop()
+
+    result = served(hw)
+    cap = None if args.power_cap is None else arg_types.watts(args.power_cap, hw)
+    if cap is not None:
+        result = _within_cap(result, cap, served)
+    report = serve_report(result, args.slo_ttft, args.slo_tpot, _run_info(result, args), cap)
     print_serve_report(report, console())
     if args.json:
-        document = {**report.to_dict(), "provenance": provenance(args.argv)}
+        document = {**report.to_dict(), **(vllm_result(result, report) if vllm else {}),
+                    "provenance": provenance(args.argv)}  # fmt: skip
         write_atomically(args.json, json.dumps(document, indent=1) + "\n")
         announce(args.json, "serving report, docs/serving.md")
     if args.plot:
@@ -95,6 +120,23 @@ def run(args: argparse.Namespace) -> int:
         names = write_plots(result, args.plot)
         announce(args.plot, ", ".join(names))
     return 0
+
+
+CAP_ROUNDS = 8  # serving again at a lower clock settles in one or two rounds
+
+
+def _within_cap(result: ServeResult, cap_w: float, served: Callable[[Spec], ServeResult]) -> ServeResult:
+    """Served again at a lower clock (and its DVFS voltage) until no iteration draws more than
+    `cap_w` per chip: each round takes the clock at which the last run's iterations would stay
+    within it; a slower server forms other batches, so the new run is checked in turn (each round
+    only lowers the clock)."""
+    base = result.hardware
+    for _ in range(CAP_ROUNDS):
+        clock = capped_clock(result, cap_w)
+        if clock >= result.hardware.chip.clock_hz:
+            break
+        result = served(at_clock(base, clock, cap_w))
+    return result
 
 
 def _run_info(result: ServeResult, args: argparse.Namespace) -> ServeRun:
@@ -123,10 +165,10 @@ def _run_info(result: ServeResult, args: argparse.Namespace) -> ServeRun:
 
 
 def _arrivals(args: argparse.Namespace) -> str:
+    if args.concurrency:  # with a trace file: a closed loop over its lengths
+        return "closed loop"
     if args.trace_file:
         return "trace"
-    if args.concurrency:
-        return "closed loop"
     return "at once" if args.rate == math.inf else "poisson"
 
 

@@ -80,11 +80,7 @@ def add_parser(subparsers) -> None:
         help="decode steps in the trace (default 2)",
     )
     p.add_argument("--plot", metavar="DIR", help="write roofline.png, timeline.png and energy.png into DIR")
-    p.add_argument(
-        "--power-cap", type=power_cap, metavar="W|tdp",
-        help="lower the clock and its voltage (DVFS) until every phase draws at most W per chip "
-        "(tdp: the spec's chip.tdp_w); the run is simulated again at that clock",
-    )  # fmt: skip
+    arg_types.add_power_cap(p, "every phase", "simulated")
     p.set_defaults(run=run)
 
 
@@ -120,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
     sim = simulate(hw)
     if args.power_cap is not None:
-        cap = hw.chip.tdp_w if args.power_cap == "tdp" else args.power_cap
+        cap = arg_types.watts(args.power_cap, hw)
         capped = capped_hardware(sim, cap)
         if capped is not hw:
             sim = simulate(capped)
@@ -141,19 +137,6 @@ def run(args: argparse.Namespace) -> int:
         _plots(sim, report, args.plot, args.top)
         announce(args.plot, "roofline.png, timeline.png, energy.png")
     return 0
-
-
-def power_cap(text: str) -> float | str:
-    """`tdp` or a power in watts, above zero."""
-    if text == "tdp":
-        return text
-    try:
-        watts = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected watts or 'tdp', got {text!r}") from None
-    if not watts > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0 W, got {text}")
-    return watts
 
 
 def top_count(text: str) -> int:
@@ -233,7 +216,7 @@ def _trace(sim: Simulation, path: str) -> None:
 
     runs, offset = [], 0.0
     for run in [sim.prefill, *sim.traced_steps]:
-        power = run_power(sim, run.program, run.cycles)
+        power = run_power(sim, run.program, run.timeline)
         runs.append(TraceRun(run.phase, run.program, run.timeline, offset, run.step, power))
         offset += run.cycles
     # A pipelined program already places each stage on its own chip: no mirrors of chip 0 then.

@@ -16,11 +16,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from simulator.hardware import load_hardware
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.console import console
+from tcp_compiler.cli.executor_flags import add_executor_flags, executor_of
 from tcp_compiler.cli.flags import add_flags, describe, from_args
 from tcp_compiler.cli.output import announce, check_outputs, plural, write_atomically
 from tcp_compiler.cli.study import SweepGrid, read_study
 from tcp_compiler.errors import CliError
-from tcp_compiler.executors import EXECUTORS
 from tcp_compiler.observer import Observer
 from tcp_compiler.provenance import provenance
 from tcp_compiler.report.tables import line_table
@@ -67,10 +67,7 @@ def add_parser(subparsers) -> None:
     add_flags(p, SweepGrid)
     p.add_argument("--study", metavar="FILE.toml", help="read the grid (and store) from a study file")
     p.add_argument("--show", metavar="STORE", help="summarise a result store and exit")
-    p.add_argument("--executor", choices=EXECUTORS, default="local",
-                   help="where points run: local worker processes (default) or Ray tasks")  # fmt: skip
-    p.add_argument("--ray-address", metavar="ADDR",
-                   help="with --executor ray: the cluster (default: a local Ray, started, then stopped)")
+    add_executor_flags(p, "points")
     p.add_argument("--jobs", type=arg_types.jobs, metavar="N", help="worker processes (default: CPUs)")
     p.add_argument("--csv", metavar="FILE", help="write the rows as CSV")
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
@@ -91,15 +88,13 @@ def grid_of(args: argparse.Namespace) -> SweepGrid:
 def run(args: argparse.Namespace) -> int:
     # The sweep's modules (process pools, the serving model) are imported here: every tcpc command
     # builds this parser, few run it.
-    from tcp_compiler.executors import local_executor, ray_executor
     from tcp_compiler.store import Store
     from tcp_compiler.sweep import FIGURES, columns, csv_text, grid, point_hash, run_point, run_sweep
     from tcp_compiler.sweep.serve import SERVE_FIGURES, run_serve_point, serve_grid
 
     if args.show:
         return show(args.show, console())
-    if args.ray_address and args.executor != "ray":
-        raise CliError("--ray-address applies to --executor ray")
+    executor = executor_of(args)
     g = grid_of(args)
     check_grid(g)
     check_outputs({"--csv": args.csv, "--json": args.json, "--store": g.store}, {"--plot": args.plot})
@@ -116,7 +111,6 @@ def run(args: argparse.Namespace) -> int:
         run_row, figures, shown = run_point, FIGURES, SHOWN
     header = columns(points, figures)
     run_row = partial(run_row, describe=describe)  # a failed point's error names flags, as tcpc does
-    executor = ray_executor(args.ray_address) if args.executor == "ray" else local_executor
     store = Store(g.store) if g.store else None
     hashes = [point_hash(p) for p in points]
     stored = store.rows_of(set(hashes) & store.hashes()) if store else {}

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from ir import Graph, Node, TensorType
 from ir.errors import VerifyError
+from ir.memo import per_graph
 from ir.ops.elementwise import UNARY
 from ir.types import Axis
 from tcp_compiler.passes.mask_bounds import all_masked
@@ -76,8 +77,10 @@ class Attention:
         return {n.name for n in parts if n is not None} | (self.sink.nodes if self.sink else set())
 
 
+@per_graph
 def find_attention(graph: Graph) -> list[Attention]:
-    """Every einsum over a softmax over a key axis, in the decomposed form the frontend builds."""
+    """Every einsum over a softmax over a key axis, in the decomposed form the frontend builds
+    (kept per graph, ir.memo)."""
     users: dict[str, list[Node]] = {n.name: [] for n in graph.nodes}
     for n in graph.nodes:
         for o in n.operands:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.energy import PhaseEnergy as Phase
-from simulator.energy import Work, dvfs_voltage, phase_energy, throttled_clock
+from simulator.energy import PowerTrack, Work, dvfs_voltage, phase_energy, power_track, throttled_clock
 from simulator.program import Program
 from simulator.report import OpTotals
 from simulator.spec import Spec
 from simulator.targets import energy_of
+from simulator.timeline import Timeline
 from tcp_compiler.errors import OptionError
 from tcp_compiler.report.types import Energy, PhaseEnergy, UnitEnergy
 from tcp_compiler.simulate import Simulation
@@ -40,12 +41,13 @@ def phases(sim: Simulation, prefill_seconds: float, decode_seconds: float) -> tu
     return prefill, decode
 
 
-def run_power(sim: Simulation, program: Program, cycles: float) -> float:
-    """A program's average power per chip while it runs (the trace's power counter)."""
-    hw, seconds = sim.hardware, cycles / sim.hardware.chip.clock_hz
-    phase = phase_energy(energy_of(hw), hw, Work.of_program(program), mac_dtype(sim), seconds, seconds,
-                         sim.chips, sim.chips * sim.stages)  # fmt: skip
-    return phase.average_power_w
+POWER_WINDOWS = 32  # a run's power counter in the trace: a value per this many equal windows
+
+
+def run_power(sim: Simulation, program: Program, timeline: Timeline) -> PowerTrack:
+    """A program's power per chip over its run (the trace's power counter track)."""
+    hw, start, end = sim.hardware, timeline.start, timeline.end
+    return power_track(energy_of(hw), hw, program, start, end, mac_dtype(sim), POWER_WINDOWS)
 
 
 def _row(phase: Phase, steps: int, tokens: int) -> PhaseEnergy:
@@ -94,13 +96,22 @@ def capped_hardware(sim: Simulation, cap_w: float) -> Spec:
         found = throttled_clock(point, phase.on_chip_joules, off_chip, phase.running_seconds * clock, cap_w,
                                 chips)  # fmt: skip
         if found is None:
-            raise OptionError("{power_cap} {cap:g} W: no clock keeps this run within it (idle power "
-                              "{idle:.0f} W per chip)", cap=cap_w, idle=point.idle_power_w)  # fmt: skip
+            raise no_clock_within(cap_w, hw)
         clocks.append(found)
     lowest = min(clocks, default=clock)
-    if lowest >= clock:
-        return hw
+    return hw if lowest >= clock else at_clock(hw, lowest, cap_w)
+
+
+def at_clock(hw: Spec, clock_hz: float, cap_w: float) -> Spec:
+    """The same chip at `clock_hz` and the voltage DVFS gives it (the clock --power-cap chose)."""
     source = f"derived: --power-cap {cap_w:g} W (DVFS, docs/energy.md)"
-    return hw.with_value("chip.clock_hz", lowest, source).with_value(
-        "operating_point.voltage_v", dvfs_voltage(point, lowest), source
+    return hw.with_value("chip.clock_hz", clock_hz, source).with_value(
+        "operating_point.voltage_v", dvfs_voltage(energy_of(hw).point(hw), clock_hz), source
     )
+
+
+def no_clock_within(cap_w: float, hw: Spec) -> OptionError:
+    """The error when even the lowest clock draws more than the cap (static power alone may)."""
+    idle = energy_of(hw).point(hw).idle_power_w
+    return OptionError("{power_cap} {cap:g} W: no clock keeps this run within it (idle power "
+                       "{idle:.0f} W per chip)", cap=cap_w, idle=idle)  # fmt: skip

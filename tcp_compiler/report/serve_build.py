@@ -7,7 +7,9 @@ import math
 
 import numpy as np
 
+from simulator.energy import throttled_clock
 from simulator.targets import energy_of
+from tcp_compiler.report.energy import no_clock_within
 from tcp_compiler.report.serve_types import (
     CostCache,
     CostGrids,
@@ -34,8 +36,10 @@ def serve_report(
     slo_ttft: float | None = None,
     slo_tpot: float | None = None,
     run: ServeRun | None = None,
+    power_cap_w: float | None = None,
 ) -> ServeReport:
-    """The report of a serving run; `run` describes its options (the command line's)."""
+    """The report of a serving run; `run` describes its options (the command line's);
+    `power_cap_w`: the cap the run's clock was chosen under (`--power-cap`), if any."""
     lat = latencies(result)
     seqs = result.sequences
     span = duration(result)
@@ -50,7 +54,8 @@ def serve_report(
     cycles = it.array("cycles")
     bound = model_bound_cycles(result)
     joules, power = iteration_energy(result)
-    columns = {name: tuple(values) for name, values in it.columns.items() if name != "dynamic_joules"}
+    columns = {name: tuple(values) for name, values in it.columns.items()
+               if name not in ("dynamic_joules", "on_chip_joules")}  # fmt: skip
     return ServeReport(
         run=run,
         requests_completed=len(seqs),
@@ -91,7 +96,7 @@ def serve_report(
             for s in seqs
         ),  # fmt: skip
         per_iteration=Iterations(**columns, joules=tuple(joules.tolist()), power_w=tuple(power.tolist())),
-        energy=_energy(result, joules, power, span, out_tokens),
+        energy=_energy(result, joules, power, span, out_tokens, power_cap_w),
     )
 
 
@@ -109,9 +114,30 @@ def _time(result: ServeResult) -> ServeTime:
     )  # fmt: skip
 
 
+def capped_clock(result: ServeResult, cap_w: float) -> float:
+    """The highest clock (at its DVFS voltage) at which no iteration of `result` draws more than
+    `cap_w` per chip while it runs, taking each iteration's cycles as fixed: its time stretches
+    with 1 / clock and its on-chip energy falls with V^2 (simulator.energy.throttled_clock). The
+    batches a slower server forms differ, so the caller serves again and checks."""
+    hw, it = result.hardware, result.iterations
+    point, clock, chips = energy_of(hw).point(hw), hw.chip.clock_hz, result.chips
+    mirrored = chips // result.pp  # each iteration's work runs on every tensor-parallel chip
+    _, power = iteration_energy(result)
+    lowest = clock
+    over = np.flatnonzero(power > cap_w)
+    columns = [it.array(c)[over].tolist() for c in ("dynamic_joules", "on_chip_joules", "duration_s")]
+    for dyn, on, s in zip(*columns, strict=True):
+        found = throttled_clock(point, on * mirrored, (dyn - on) * mirrored, s * clock, cap_w, chips)
+        if found is None:
+            raise no_clock_within(cap_w, hw)
+        lowest = min(lowest, found)
+    return lowest
+
+
 def _energy(
-    result: ServeResult, joules: np.ndarray, power: np.ndarray, span: float, out_tokens: int
-) -> ServeEnergy:
+    result: ServeResult, joules: np.ndarray, power: np.ndarray, span: float, out_tokens: int,
+    power_cap_w: float | None,
+) -> ServeEnergy:  # fmt: skip
     """The run's energy: its iterations', plus idle power on every chip while none runs."""
     point, chips = energy_of(result.hardware).point(result.hardware), result.chips
     busy = min(float(result.iterations.array("duration_s").sum()), span)
@@ -121,7 +147,8 @@ def _energy(
         peak_power_w=float(power.max()) if len(power) else 0.0, idle_power_w=point.idle_power_w,
         joules_per_request=total / len(result.sequences) if result.sequences else 0.0,
         output_tokens_per_joule=out_tokens / total if total > 0 else 0.0, tdp_w=point.tdp_w,
-        over_tdp_iterations=int((power > point.tdp_w).sum()),
+        over_tdp_iterations=int((power > point.tdp_w).sum()), power_cap_w=power_cap_w,
+        clock_hz=point.clock_hz if power_cap_w is not None else None,
     )  # fmt: skip
 
 

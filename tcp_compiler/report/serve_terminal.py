@@ -69,6 +69,8 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
         f"{e.peak_power_w:.0f} W (idle {e.idle_power_w:.0f} W); {e.joules_per_request:.3g} J/request, "
         f"{e.output_tokens_per_joule:.3g} output tokens/J"
     )
+    if e.power_cap_w is not None:
+        out.print(f"--power-cap {e.power_cap_w:g} W per chip: clock {e.clock_hz / 1e9:.3g} GHz (DVFS)")
     if e.over_tdp_iterations:
         out.print(
             f"{e.over_tdp_iterations:,} iterations draw above the {e.tdp_w:.0f} W TDP per chip (chip.tdp_w)"

@@ -188,6 +188,10 @@ class ServeEnergy(Record):
     output_tokens_per_joule: float = doc("output tokens per joule", "tokens/J")
     tdp_w: float = doc("a chip's thermal design power (`chip.tdp_w`)", "W")
     over_tdp_iterations: int = doc("iterations whose power per chip exceeds `tdp_w`")
+    power_cap_w: float | None = doc("`--power-cap`: the most an iteration may draw per chip (absent without)",
+                                    "W", default=None)  # fmt: skip
+    clock_hz: float | None = doc("with `--power-cap`: the clock the run used (DVFS; below the spec's when "
+                                 "the cap lowered it)", "Hz", default=None)  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tcp_compiler.errors import OptionError, SearchError
+from tcp_compiler.executors import Executor, local_executor
 from tcp_compiler.search.goals import Constraint, Objective, check_figures
 from tcp_compiler.search.space import Range
 from tcp_compiler.search.trials import DesignPoint, Settings, Workload, cost
-from tcp_compiler.sweep import run_sweep
 
 STORAGE_FILE = "search.db"
 
@@ -96,8 +96,11 @@ def finished(study) -> int:
 
 
 def run_search(search: Search, folder: Path, trials: int, jobs: int,
-               progress: Callable[[int, int], None] | None = None) -> Outcome:  # fmt: skip
-    """Trials until the study has `trials` finished ones (those of earlier runs count)."""
+               progress: Callable[[int, int], None] | None = None,
+               executor: Executor = local_executor) -> Outcome:  # fmt: skip
+    """Trials until the study has `trials` finished ones (those of earlier runs count), each
+    generation's trials costed on `executor` (as a sweep's points are); a trial whose run raised
+    (a bug, a worker that died) fails with that error."""
     import optuna
 
     study = open_study(search, folder)
@@ -106,7 +109,7 @@ def run_search(search: Search, folder: Path, trials: int, jobs: int,
     while (done := finished(study)) < trials:
         asked = [study.ask(distributions) for _ in range(min(search.population, trials - done))]
         points = [search.point(t.params) for t in asked]
-        for trial, point, result in zip(asked, points, run_sweep(points, jobs, run=cost), strict=True):
+        for trial, point, result in zip(asked, points, _costed(points, jobs, executor), strict=True):
             trial.set_user_attr("hash", point.hash())
             trial.set_user_attr("command", point.command())
             if "error" in result:
@@ -130,6 +133,15 @@ def run_search(search: Search, folder: Path, trials: int, jobs: int,
         if progress is not None:
             progress(finished(study), trials)
     return outcome
+
+
+def _costed(points: list[DesignPoint], jobs: int, executor: Executor) -> list[dict]:
+    """Each point's `cost`, in the points' order, whatever order the executor finishes them in."""
+    results: list[dict] = [{}] * len(points)
+    for index, outcome in executor(points, jobs, cost):
+        crashed = {"error": f"{type(outcome).__name__}: {outcome}"}
+        results[index] = outcome if isinstance(outcome, dict) else crashed
+    return results
 
 
 def _distribution(r: Range):

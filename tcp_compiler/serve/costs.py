@@ -65,12 +65,13 @@ class Cost:
     the last is the piece's cycles, and one stage has just that), and the work timed: FLOPs and
     HBM bytes of one chip per stage. Pieces add stage by stage: each stage runs both parts before
     it hands the iteration on. `joules`: the dynamic energy of that work (simulator.energy), from
-    the same program sums."""
+    the same program sums; `on_chip_joules` the part of it DVFS scales (a power cap's clock)."""
 
     handoffs: tuple[float, ...]
     flops: float
     hbm_bytes: float
     joules: float
+    on_chip_joules: float
 
     @property
     def cycles(self) -> float:
@@ -92,12 +93,12 @@ class Cost:
         for h, extra in zip(self.handoffs, cycles, strict=True):
             added += extra
             handoffs.append(h + added)
-        return Cost(tuple(handoffs), self.flops, self.hbm_bytes, self.joules)
+        return Cost(tuple(handoffs), self.flops, self.hbm_bytes, self.joules, self.on_chip_joules)
 
     def _combine(self, other: Cost, f: Callable[[float, float], float]) -> Cost:
         handoffs = tuple(f(a, b) for a, b in zip(self.handoffs, other.handoffs, strict=True))
         return Cost(handoffs, f(self.flops, other.flops), f(self.hbm_bytes, other.hbm_bytes),
-                    f(self.joules, other.joules))  # fmt: skip
+                    f(self.joules, other.joules), f(self.on_chip_joules, other.on_chip_joules))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ class IterationCosts:
         self.book, self.energy = recipes(hw), energy_of(hw)  # the target's recipe book and energy recipe
         self.stats = CostStats()
         self.stages = stage_options(config, CompileOptions(chips=options.chips, policy=options.policy), pp)
-        self.zero = Cost((0.0,) * pp, 0.0, 0.0, 0.0)
+        self.zero = Cost((0.0,) * pp, 0.0, 0.0, 0.0, 0.0)
         self.layers = [len(o.stage.layers) if o.stage else len(config.layers) for o in self.stages]
         self._templates: dict[int, list[Steps]] = {}
         self._decodes: dict[tuple[int, int], Cost] = {}
@@ -315,10 +316,11 @@ class IterationCosts:
         self.stats.engine_runs += 1
         program = self.book.chain(stages, self.book.in_turn(len(stages)), received)
         timeline = run_program(program, self.hw)
-        dtype = self.hw.dtype_key(self.precision.operand)
+        dtype, work = self.hw.dtype_key(self.precision.operand), Work.of_program(program)
         return Cost(tuple(float(h) for h in self.book.handoffs(program, timeline, len(stages))),
                     float(program.flops.sum()), float(program.hbm_bytes.sum()),
-                    self.energy.dynamic_joules(self.hw, Work.of_program(program), dtype))  # fmt: skip
+                    self.energy.dynamic_joules(self.hw, work, dtype),
+                    self.energy.on_chip_joules(self.hw, work, dtype))  # fmt: skip
 
     def seconds(self, cost: Cost) -> float:
         return self.hw.seconds(cost.cycles)

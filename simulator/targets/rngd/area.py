@@ -4,6 +4,7 @@ Every part is a count the spec already sizes (slices, lanes, MACs per lane per d
 bytes, HBM bandwidth and capacity, link bandwidth) times an area per unit from the spec's `area`
 table, so an architect who grows DM or adds lanes sees the area move by the mechanism, not by a
 scale factor. The only term no value sizes is `area.fixed_mm2`, itself a spec value with its source.
+The real die the sum is checked on is `area.published_die_mm2` (tests/test_area.py), not a part.
 """
 
 from __future__ import annotations
@@ -18,13 +19,6 @@ if TYPE_CHECKING:
 
 MIB = 1 << 20
 KMAC = 1024  # the area table prices MAC arrays per 1024 MACs per cycle
-
-# The published die the default spec is checked against (tests/test_area.py, docs/design-space.md):
-# RNGD is 653 mm^2 in TSMC 5 nm (Hot Chips 2024, as summarised by chipcraft.tech's RNGD field study;
-# process: FuriosaAI's RNGD overview). The model's parts are mostly assumed values, so it claims no
-# more than this relative uncertainty against it.
-PUBLISHED_DIE_MM2 = 653.0
-AREA_MODEL_UNCERTAINTY = 0.15
 
 
 def physical_slices(hw: Hardware) -> int:
@@ -83,4 +77,9 @@ def sized_by(hw: Hardware) -> dict[str, str]:
     }
 
 
-AREA = AreaModel(area_parts, sized_by, PUBLISHED_DIE_MM2, "RNGD's published die")
+def published_die(hw: Hardware) -> float:
+    """The real die the model's sum is checked on (a spec value with its source, not a part)."""
+    return hw.area.published_die_mm2
+
+
+AREA = AreaModel(area_parts, sized_by, published_die, "published die (area.published_die_mm2)")

@@ -184,6 +184,7 @@ class Area(Table):
     link_port_mm2: float = value("mm2/port", 0.0, 1e3)  # PHY and controller per chip-link port
     link_port_bytes_per_s: float = value("B/s", 1e3, 1e15)
     fixed_mm2: float = value("mm2", 0.0, 1e4)  # what no value here sizes: CPUs, NoC, I/O ring
+    published_die_mm2: float = value("mm2", 1.0, 1e5)  # the real die the sum is checked on (not a part)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ query rows' accumulator, do."""
 from __future__ import annotations
 
 from ir import Graph
+from ir.memo import per_graph
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from simulator.targets.rngd.mapping.residency import dm_budget
 from simulator.targets.rngd.spec import Hardware
@@ -55,8 +56,15 @@ def plan_attention(
 
 
 def rewrite_attention(graph: Graph, tiles: Tiling) -> Graph:
-    """The graph with the planned attentions in online-softmax tiles (those of `tiles` it has)."""
-    for (axis, rows, block), names in sorted(tiles.items()):
+    """The graph with the planned attentions in online-softmax tiles (those of `tiles` it has);
+    kept per graph and tiling (ir.memo), so specs that plan the same tiles share one rewritten
+    graph and what is kept on it (do not mutate it)."""
+    return _rewritten(graph, tuple(sorted((key, tuple(sorted(names))) for key, names in tiles.items())))
+
+
+@per_graph
+def _rewritten(graph: Graph, tiles: tuple[tuple[tuple[str, int, int], tuple[str, ...]], ...]) -> Graph:
+    for (axis, rows, block), names in tiles:
         names = {n for n in names if n in graph}
         if names:
             graph = online_softmax(graph, block, only=names, rows=(axis, rows) if axis else None)

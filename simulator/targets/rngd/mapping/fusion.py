@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ir import Graph, Node
+from ir.memo import per_graph
 from simulator.targets.rngd.mapping.traits import CONTRACTION_STAGE, STAGES, traits
 
 
@@ -40,12 +41,13 @@ class FusedOp:
         return next((n for n in self.nodes if traits(n.kind).stage == CONTRACTION_STAGE), None)
 
 
+@per_graph
 def fuse(graph: Graph) -> list[FusedOp]:
     """Groups the graph's ops into FusedOps in topological order.
 
     An op joins the pass that computed its latest operand when that pass is still open (no
     reduction yet), the op's stage does not go back up the pipeline, and it is not a second
-    einsum; otherwise it starts a pass of its own.
+    einsum; otherwise it starts a pass of its own. Kept per graph (ir.memo): do not mutate the ops.
     """
     aliases = view_roots(graph)
     fly = on_the_fly(graph, aliases)

@@ -10,6 +10,7 @@ it to HBM and its other readers still find it in DM (DM_STORED).
 from __future__ import annotations
 
 from ir import Graph
+from ir.memo import per_graph
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from simulator.targets.rngd.mapping.traits import traits
 from simulator.targets.rngd.spec import Hardware
@@ -29,10 +30,22 @@ def dm_budget(hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> int:
 
 def placed(nbytes: int, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> str:
     """Where an intermediate of `nbytes` lives: DM if it fits the budget, else HBM."""
-    return DM if nbytes <= dm_budget(hw, policy) else HBM
+    return _within(nbytes, dm_budget(hw, policy))
+
+
+def _within(nbytes: int, budget: int) -> str:
+    return DM if nbytes <= budget else HBM
 
 
 def residency(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> dict[str, str]:
+    """Where each value lives; of the spec it reads only the DM budget, so a sweep over other
+    values reuses it (kept per graph, ir.memo: do not mutate it)."""
+    return residency_at(graph, dm_budget(hw, policy))
+
+
+@per_graph
+def residency_at(graph: Graph, budget: int) -> dict[str, str]:
+    """Where each value lives when an intermediate may take `budget` bytes of DM."""
     outputs = set(graph.outputs)
     viewed = set(outputs)  # values some output views, through any chain of views
     for node in reversed(graph.nodes):
@@ -46,7 +59,7 @@ def residency(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
         elif t.view:
             where[node.name] = where[node.operands[0]]
         else:
-            where[node.name] = placed(node.type.nbytes, hw, policy)
+            where[node.name] = _within(node.type.nbytes, budget)
             if node.name in viewed and where[node.name] == DM:
                 where[node.name] = DM_STORED
     return where

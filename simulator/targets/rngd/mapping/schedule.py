@@ -14,19 +14,21 @@ decode steps; wiring them into one Program is a light walk over the ops.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ir import Graph, TensorType
+from ir.memo import per_graph
 from ir.ops import REGISTRY, OpCall
-from simulator.program import OpInfo, Program, ProgramBuilder
+from simulator.program import OpInfo, PreparedCommand, Program, ProgramBuilder
 from simulator.targets.rngd import units
 from simulator.targets.rngd.mapping.experts import GroupedCost, grouped_cost
 from simulator.targets.rngd.mapping.fusion import FusedOp, fuse
 from simulator.targets.rngd.mapping.lanes import maximum
 from simulator.targets.rngd.mapping.placement import EinsumShape, place
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from simulator.targets.rngd.mapping.residency import HBM, residency, writes_hbm
+from simulator.targets.rngd.mapping.residency import HBM, dm_budget, residency_at, writes_hbm
 from simulator.targets.rngd.mapping.token_chunks import best_chunks, candidates, chunked, token_run
 from simulator.targets.rngd.mapping.traits import CONTRACTION_STAGE, traits
 from simulator.targets.rngd.sites import SITES
@@ -76,6 +78,15 @@ class OpView:
     outputs: tuple[tuple[TensorType, str], ...]  # (type, residency) per memory output
     chunks: int = 1  # a collective sent in chunks, each as soon as one tile of its producer is done
     fetched: int = 0  # the leading nodes that transform weights as the pass fetches them (prologue)
+    # Views key the recipe caches: hashing their nested types on every lookup would dominate them.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.kind, self.nodes, self.inputs, self.outputs, self.chunks,
+                                                self.fetched)))  # fmt: skip
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True)
@@ -98,11 +109,30 @@ class Step:
 
 
 @dataclass(frozen=True)
+class PassPlan:
+    """A pass as its tiles: per tile, the HBM bytes loaded before it and stored after it, and its
+    main command; and its placement described."""
+
+    tiles: tuple[tuple[int, int, Step], ...]
+    placement: str
+    operand: str = ""  # the dtype its contraction multiplies in ("" without one)
+
+
+# What a pass's plan does not read: rates, clocks and link or HBM timing (its DMA moves are timed
+# from the spec each time), and the power, energy and area tables. A sweep over these values
+# re-times the moves and reuses the plan (placement, tiling, compute cycles).
+PLAN_FREE = ("chip.clock_hz", "chip.tdp_w", "hbm.", "dma.", "system.", "energy.", "power.",
+             "operating_point.", "area.")  # fmt: skip
+PlanFinder = Callable[["OpView", Hardware, MappingPolicy], PassPlan]
+
+
+@dataclass(frozen=True)
 class Recipe:
     kind: str
     placement: str
     steps: tuple[Step, ...]
     streams_weights: bool = False  # its loads bring weights from HBM (see emit's gate)
+    operand: str = ""  # the dtype its contraction multiplies in ("" without one)
 
 
 def op_view(graph: Graph, op: FusedOp, where: Mapping[str, str]) -> OpView:
@@ -116,21 +146,38 @@ def op_view(graph: Graph, op: FusedOp, where: Mapping[str, str]) -> OpView:
 
 
 _RECIPES: dict[tuple[OpView, Hardware, MappingPolicy], Recipe] = {}
+_PLANS: dict[tuple[OpView, tuple, MappingPolicy], PassPlan] = {}
+_KEPT = 200_000  # entries of either cache before it starts afresh
 
 
 def recipe(view: OpView, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> Recipe:
-    """The commands of one fused op (cached by view, hardware and policy)."""
+    """The commands of one fused op (cached by view, hardware and policy; a pass's plan by view,
+    policy and the spec's values outside PLAN_FREE)."""
     key = (view, hw, policy)
     if key not in _RECIPES:
-        if len(_RECIPES) > 200_000:
+        if len(_RECIPES) > _KEPT:
             _RECIPES.clear()
-        _RECIPES[key] = build_recipe(view, hw, policy)
+        _RECIPES[key] = build_recipe(view, hw, policy, _kept_plan)
     return _RECIPES[key]
 
 
-def build_recipe(view: OpView, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> Recipe:
-    """The commands of one fused op, computed (no cache)."""
-    built = {"pass": _pass, "dma": _dma, "collective": _collective}[view.kind](view, hw, policy)
+def _kept_plan(view: OpView, hw: Hardware, policy: MappingPolicy) -> PassPlan:
+    key = (view, hw.values_except(PLAN_FREE), policy)
+    if key not in _PLANS:
+        if len(_PLANS) > _KEPT:
+            _PLANS.clear()
+        _PLANS[key] = _pass_plan(view, hw, policy)
+    return _PLANS[key]
+
+
+def build_recipe(
+    view: OpView, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, plan: PlanFinder | None = None
+) -> Recipe:
+    """The commands of one fused op; `plan` finds a pass's plan (default: computes it)."""
+    if view.kind == "pass":
+        built = _pass_recipe((plan or _pass_plan)(view, hw, policy), hw)
+    else:
+        built = {"dma": _dma, "collective": _collective}[view.kind](view, hw, policy)
     weights = any(traits(kind).weight and w == HBM for _, w, kind in view.inputs)
     return replace(built, streams_weights=weights) if weights else built
 
@@ -144,15 +191,40 @@ class Wiring:
     mains: list[int] = field(default_factory=list)  # every main-context command so far, in order
     weight_mains: list[int] = field(default_factory=list)  # those of passes that stream weights
     tiles: dict[str, list[int]] = field(default_factory=dict)  # value -> its producer's main commands
+    rows: RecipeRows = field(default_factory=lambda: RecipeRows())
 
 
-def view_of(graph: Graph, op: FusedOp, where: Mapping[str, str], wiring: Wiring, hw: Hardware) -> OpView:
-    """The op's view; a collective is chunked to follow its producer's tiles (as tensor-parallel
-    kernels overlap the all-reduce with the GEMM that produces it) when each chunk's transfer
-    outlasts the ring's latencies it adds."""
-    view = op_view(graph, op, where)
-    tiles = len(wiring.tiles.get(op.inputs[0], ())) if view.kind == "collective" and op.inputs else 0
-    if tiles < 2:
+@dataclass
+class RecipeRows:
+    """Recipes' steps as a builder's rows, each recipe converted once (layers share recipes)."""
+
+    builder: ProgramBuilder = field(default_factory=lambda: ProgramBuilder(SITES))
+    kept: dict[int, tuple[Recipe, list[PreparedCommand]]] = field(default_factory=dict)  # id -> (it, rows)
+
+    def __call__(self, r: Recipe) -> list[PreparedCommand]:
+        """The recipe's rows (the recipe is kept with them, so its id stays its own)."""
+        kept = self.kept.get(id(r))
+        if kept is None:
+            rows = [self.builder.prepare(s.context, s.cycles, latency=s.latency, moved=s.moved, flops=s.flops,
+                                         hbm_bytes=s.hbm_bytes, dm_bytes=s.dm_bytes, link_bytes=s.link_bytes,
+                                         busy=dict(s.busy)) for s in r.steps]  # fmt: skip
+            kept = self.kept[id(r)] = (r, rows)
+        return kept[1]
+
+
+@per_graph
+def op_views(graph: Graph, budget: int) -> tuple[OpView, ...]:
+    """The view of each of the graph's fused ops (by index) when values live as `budget` places
+    them (residency_at): kept per graph, so a sweep over other spec values reuses them."""
+    where = residency_at(graph, budget)
+    return tuple(op_view(graph, op, where) for op in fuse(graph))
+
+
+def view_of(view: OpView, tiles: int, hw: Hardware) -> OpView:
+    """The op's view (`view`, from op_views); a collective is chunked to follow its producer's
+    `tiles` (as tensor-parallel kernels overlap the all-reduce with the GEMM that produces it) when
+    each chunk's transfer outlasts the ring's latencies it adds."""
+    if view.kind != "collective" or tiles < 2:
         return view
     paths = collective_paths(view.nodes[0], hw)
     transfer = sum(p.transfer_cycles(hw) for p in paths)
@@ -163,24 +235,89 @@ def view_of(graph: Graph, op: FusedOp, where: Mapping[str, str], wiring: Wiring,
 
 def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0) -> Program:
     """The Program of one chip running `graph` (an SPMD graph's collectives use the links)."""
-    where = residency(graph, hw, policy)
-    wiring = Wiring()
-    ops = fuse(graph)
+    where = residency_at(graph, dm_budget(hw, policy))
+    ops, views = fuse(graph), op_views(graph, dm_budget(hw, policy))
+    runs = {}  # first op -> (its token run, blocks), where cutting the run into blocks pays
     i = 0
     while i < len(ops):
         run = token_run(graph, ops, i, where)
         if run and candidates(run):
-            views = [op_view(graph, op, where) for op in run]
-            options = {c: _run_cycles(views, c, hw, policy) for c in (1, *candidates(run))}
+            run_views = [views[op.index] for op in run]
+            options = {c: _run_cycles(run_views, c, hw, policy) for c in (1, *candidates(run))}
             chunks = best_chunks(options)
             if chunks > 1:
-                _emit_run(wiring, run, [recipe(chunk_view(v, chunks), hw, policy) for v in views], chunks,
-                          where, chip)  # fmt: skip
+                runs[i] = (run, chunks)
                 i += len(run)
                 continue
-        emit(wiring, ops[i], recipe(view_of(graph, ops[i], where, wiring, hw), hw, policy), where, chip)
+        i += 1
+    if not runs:
+        return scheduled(graph, hw, policy, chip)[0]
+    wiring = Wiring()
+    i = 0
+    while i < len(ops):
+        if i in runs:
+            run, chunks = runs[i]
+            _emit_run(wiring, run, [recipe(chunk_view(views[op.index], chunks), hw, policy) for op in run],
+                      chunks, where, chip)  # fmt: skip
+            i += len(run)
+            continue
+        emit(wiring, ops[i], recipe(view_of(views[i], _tiles(wiring, ops[i]), hw), hw, policy), where, chip)
         i += 1
     return wiring.builder.build()
+
+
+def _tiles(wiring: Wiring, op: FusedOp) -> int:
+    """The main commands of the op that produced `op`'s first input, as wired so far."""
+    return len(wiring.tiles.get(op.inputs[0], ())) if op.inputs else 0
+
+
+def scheduled(
+    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0
+) -> tuple[Program, list[OpView], list[Recipe]]:
+    """The Program of the graph's ops one after another (no token runs cut into blocks), and the
+    view and recipe of each fused op. The wiring (which command waits for which) follows from the
+    recipes' shapes alone: a spec whose recipes have the shapes of one already wired for this graph
+    (a bandwidth, clock or latency change) refills that program's values instead of wiring it
+    again."""
+    budget = dm_budget(hw, policy)
+    views, rows, mains = [], RecipeRows(), {}  # mains: value -> main commands of its producer
+    recipes = []
+    for op in fuse(graph):
+        tiles = mains.get(op.inputs[0], 0) if op.inputs else 0
+        view = view_of(op_views(graph, budget)[op.index], tiles, hw)
+        r = recipe(view, hw, policy)
+        views.append(view)
+        recipes.append(r)
+        for v in op.outputs:
+            mains[v] = sum(s.context == MAIN.name for s in r.steps)
+    wired, shaped = _wired(graph, budget, chip), {}
+    shapes = tuple(shaped.get(id(r)) or shaped.setdefault(id(r), _shape(r)) for r in recipes)
+    if shapes in wired:
+        wired.move_to_end(shapes)
+        return wired[shapes].refilled([row for r in recipes for row in rows(r)]), views, recipes
+    wiring = Wiring(rows=rows)
+    where = residency_at(graph, budget)
+    for op, r in zip(fuse(graph), recipes, strict=True):
+        emit(wiring, op, r, where, chip)
+    program = wired[shapes] = wiring.builder.build()
+    while len(wired) > _WIRED_KEPT:
+        wired.popitem(last=False)
+    return program, views, recipes
+
+
+_WIRED_KEPT = 8  # wirings kept per graph, DM budget and chip
+
+
+@per_graph
+def _wired(graph: Graph, budget: int, chip: int) -> OrderedDict[tuple, Program]:
+    """The programs wired for this graph so far, by their recipes' shapes."""
+    return OrderedDict()
+
+
+def _shape(r: Recipe) -> tuple:
+    """What the wiring of a recipe's commands depends on: its steps' roles and contexts, whether it
+    streams weights, and what its op's info says (kind, placement)."""
+    return r.kind, r.placement, r.streams_weights, tuple((s.role, s.context) for s in r.steps)
 
 
 def chunk_view(view: OpView, chunks: int) -> OpView:
@@ -253,7 +390,7 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
     it is emitted again (a block of a token run), so the report folds the blocks into one row."""
     b = wiring.builder
     nodes = tuple(n.name for n in op.nodes)
-    info = info or OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs), op.role)
+    info = info or OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs), op.role, r.operand)
     index = b.op(info)
     producers = [wiring.done[v] for v in op.inputs if v in wiring.done]
     from_hbm = [wiring.done[v] for v in op.inputs if v in wiring.done and where.get(v, HBM) == HBM]
@@ -262,7 +399,7 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
     tiles = wiring.tiles.get(op.inputs[0], []) if op.inputs else []
     chunks = sum(s.role == "chunk" for s in r.steps)
     chunk = 0
-    for s in r.steps:
+    for s, row in zip(r.steps, wiring.rows(r), strict=True):
         if s.role == "load":
             # Two tiles in flight: a load waits for the main command two tiles back. Weights have
             # their own double buffer, so a weight load waits only for the weight tile two back:
@@ -281,10 +418,7 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
             deps = [tiles[-(-chunk * len(tiles) // chunks) - 1]] if tiles else producers
         else:
             deps = producers
-        last = b.command(
-            s.context, index, s.cycles, deps, latency=s.latency, moved=s.moved, chip=chip, flops=s.flops,
-            hbm_bytes=s.hbm_bytes, dm_bytes=s.dm_bytes, link_bytes=s.link_bytes, busy=dict(s.busy),
-        )  # fmt: skip
+        last = b.add(row, index, deps, chip)
         if s.role == "load":
             load = last
         if s.context == MAIN.name:
@@ -378,7 +512,9 @@ def _grouped(view: OpView, hw: Hardware, policy: MappingPolicy) -> GroupedCost |
     return grouped_cost(einsum.call(), hw, policy) if einsum and einsum.kind == "grouped_einsum" else None
 
 
-def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
+def _pass_plan(view: OpView, hw: Hardware, policy: MappingPolicy) -> PassPlan:
+    """A pass's tiles and main commands: placement, compute and fetch; it reads none of
+    PLAN_FREE (its HBM moves are timed by _pass_recipe)."""
     flops = sum(n.cost().flops for n in view.nodes)
     grouped = _grouped(view, hw, policy)
     # A grouped einsum reads only the experts routing hits (uniform routing: mapping/experts.py).
@@ -411,7 +547,7 @@ def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
         placement.tiles if placement else 1,
         min(policy.max_tiles, math.ceil(hbm_in / (hw.dm_bytes // policy.tile_divisor))),
     )
-    steps = []
+    tiled = []
     for f, lin, lout, dm, cyc in zip(
         _split(flops, tiles),
         _split(hbm_in, tiles),
@@ -420,20 +556,30 @@ def _pass(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
         _split(main_cycles, tiles),
         strict=True,
     ):
-        if lin:
-            steps.append(_transfer("load", lin, hw, 1))
         busy = {FETCH.name: math.ceil(cyc * fetch / main_cycles), VECTOR.name: math.ceil(vector / tiles)}
         if placement is not None:
             busy[CONTRACTION.name] = busy[REDUCER.name] = math.ceil(placement.compute_cycles / tiles)
             busy[SWITCH.name] = math.ceil(placement.supply_cycles / tiles)
             busy[COMMIT.name] = math.ceil(placement.commit_cycles / tiles)
             busy[TRF_LOAD.name] = math.ceil(placement.reload_cycles / tiles)
-        steps.append(Step("main", MAIN.name, cyc, flops=f, dm_bytes=dm, busy=tuple(busy.items())))
-        if lout:
-            steps.append(_transfer("store", lout, hw, 1))
+        main = Step("main", MAIN.name, cyc, flops=f, dm_bytes=dm, busy=tuple(busy.items()))
+        tiled.append((lin, lout, main))
     described = placement.describe(hw) if placement else ""
     described += f" {grouped.describe()}" if grouped else ""
-    return Recipe("pass", described, tuple(steps))
+    operand = einsum.operands[0].dtype.name if einsum is not None else ""
+    return PassPlan(tuple(tiled), described, operand)
+
+
+def _pass_recipe(plan: PassPlan, hw: Hardware) -> Recipe:
+    """A pass's commands: per tile, its HBM loads, its main command and its stores."""
+    steps = []
+    for lin, lout, main in plan.tiles:
+        if lin:
+            steps.append(_transfer("load", lin, hw, 1))
+        steps.append(main)
+        if lout:
+            steps.append(_transfer("store", lout, hw, 1))
+    return Recipe("pass", plan.placement, tuple(steps), operand=plan.operand)
 
 
 def _dma(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:

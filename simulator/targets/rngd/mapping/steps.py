@@ -15,21 +15,14 @@ from dataclasses import replace
 import numpy as np
 
 from ir import Graph, Node, TensorType
+from ir.memo import per_graph
 from simulator.program import VARYING, Program, ProgramBlock, command_timing
 from simulator.targets.rngd.mapping.fusion import fuse
 from simulator.targets.rngd.mapping.lanes import Diverged, Lanes, lane_values
 from simulator.targets.rngd.mapping.placement import EinsumShape, is_placed, place_ahead
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from simulator.targets.rngd.mapping.residency import DM, DM_STORED, placed, residency
-from simulator.targets.rngd.mapping.schedule import (
-    OpView,
-    Step,
-    Wiring,
-    build_recipe,
-    emit,
-    recipe,
-    view_of,
-)
+from simulator.targets.rngd.mapping.residency import DM, DM_STORED, placed
+from simulator.targets.rngd.mapping.schedule import OpView, Step, build_recipe, scheduled
 from simulator.targets.rngd.mapping.traits import traits
 from simulator.targets.rngd.mapping.view_resize import ResizePlan, resize_type
 from simulator.targets.rngd.sites import SITES
@@ -41,10 +34,17 @@ _UNIT_COLUMN = {unit: i for i, unit in enumerate(SITES.unit_names)}  # a busy un
 
 
 def resize_graph(graph: Graph, sizes: dict[str, int]) -> Graph:
-    """The same graph with the named axes at new sizes; unchanged nodes are shared."""
+    """The same graph with the named axes at new sizes; unchanged nodes are shared. Kept per graph
+    and sizes (ir.memo), so a spec change resizes to the same graph and what is kept on it."""
+    return _resized(graph, tuple(sorted(sizes.items())))
+
+
+@per_graph
+def _resized(graph: Graph, sizes: tuple[tuple[str, int], ...]) -> Graph:
+    at = dict(sizes)
     out = Graph(graph.name)
     for n in graph.nodes:
-        t = resize_type(n.type, sizes)
+        t = resize_type(n.type, at)
         out.append(n if t is n.type else Node(n.name, n.kind, n.operands, n.attrs, t, n.line))
     out.outputs = list(graph.outputs)
     out.param_values = graph.param_values
@@ -64,16 +64,8 @@ class DecodeSteps:
 
     def _compile(self, graph: Graph) -> None:
         self.graph = graph
-        where = residency(graph, self.hw, self.policy)
         self.ops = fuse(graph)
-        wiring = Wiring()
-        self.views, self.recipes = [], []
-        for op in self.ops:  # views follow the wiring: a collective's chunks follow its producer
-            view = view_of(graph, op, where, wiring, self.hw)
-            r = recipe(view, self.hw, self.policy)
-            self.views.append(view)
-            self.recipes.append(r)
-            emit(wiring, op, r, where, self.chip)
+        self.program, self.views, self.recipes = scheduled(graph, self.hw, self.policy, self.chip)
         fixed = {n.name for n in graph.nodes if traits(n.kind).in_memory} | set(graph.outputs)
         self.fixed_in = [tuple(v in fixed for v in op.inputs) for op in self.ops]
         self.fixed_out = [tuple(v in fixed for v in op.outputs) for op in self.ops]
@@ -82,7 +74,6 @@ class DecodeSteps:
         for k, v in enumerate(self.views):
             if _mentions(v, graph.meta.kv_axes):
                 self.dynamic.setdefault((v, self.fixed_in[k], self.fixed_out[k]), []).append(k)
-        self.program = wiring.builder.build()
         first = np.searchsorted(self.program.op, np.arange(len(self.ops)))
         # Where each dynamic group's commands start, one entry per op of the group.
         starts = {key: first[np.array(ks)] for key, ks in self.dynamic.items()}
