@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 from functools import cache
+from typing import get_args
 
 import networkx as nx
 import pytest
@@ -20,6 +21,7 @@ from simulator.hardware import load_hardware
 from simulator.spec import Spec
 from simulator.targets import target_of
 from simulator.targets.rngd import RNGD
+from tcp_compiler.frontend.weight_shapes import Kind as WeightKind
 from tcp_compiler.recipes import Recipes, recipes
 from tests.test_import_cycles import ROOT, import_graph
 
@@ -111,8 +113,10 @@ def test_the_recipe_book_offers_every_entry_of_the_seam() -> None:
 # --- names and methods: generic code says no RNGD word, and asks a spec only what every Spec offers ---
 
 RNGD_NAMES = frozenset((*RNGD.sites.activity_names, *RNGD.sites.unit_names))
-# Packages that handle the IR, where an op's kind (`sub`, a subtraction) is a word of its own.
+# Packages that handle the IR and the model, where an op's kind (`sub`, a subtraction) and a weight's
+# (`vector`, one dimension) are words of their own.
 IR_SIDE = ("ir", "tcp_compiler.frontend", "tcp_compiler.passes")
+IR_WORDS = frozenset((*OPS, *get_args(WeightKind)))
 
 
 def source(module: str) -> ast.Module:
@@ -133,15 +137,15 @@ def rngd_words(tree: ast.AST, allowed: frozenset[str] = frozenset()) -> list[str
 
 @pytest.mark.parametrize("package", GENERIC)
 def test_generic_code_names_no_rngd_activity_or_unit(package: str) -> None:
-    op_kinds = frozenset(OPS) if inside(package, IR_SIDE) else frozenset()
-    found = {m: words for m in generic_modules(package) if (words := rngd_words(source(m), op_kinds))}
+    ir_words = IR_WORDS if inside(package, IR_SIDE) else frozenset()
+    found = {m: words for m in generic_modules(package) if (words := rngd_words(source(m), ir_words))}
     assert not found, f"RNGD's activities or units named in generic code (take them from a Sites): {found}"
 
 
 def test_an_rngd_word_in_generic_code_is_caught() -> None:
     assert {"contraction", "sub"} <= RNGD_NAMES
     tree = ast.parse('_ACTIVE = {"compute": "contraction"}\nWHILE = ("sub",)')
-    assert rngd_words(tree) == ["contraction", "sub"] and rngd_words(tree, frozenset(OPS)) == ["contraction"]
+    assert rngd_words(tree) == ["contraction", "sub"] and rngd_words(tree, IR_WORDS) == ["contraction"]
 
 
 def spec_attributes(tree: ast.AST) -> set[str]:
