@@ -106,8 +106,8 @@ LLAMA = json.loads((BUNDLED / "llama-3.2-1b.json").read_text())
     ("change", "expected"),
     [
         (
-            {"model_type": "gpt_bigcode"},
-            "model_type 'gpt_bigcode' is not supported (supported: bloom, deepseek_v3",
+            {"model_type": "rwkv", "architectures": ["RwkvForCausalLM"]},
+            "model_type 'rwkv' is not supported and no entry of 'architectures' is (supported model types",
         ),
         ({"model_type": None}, "missing field 'model_type' (supported: bloom"),
         ({"hidden_size": None}, "missing field 'hidden_size' (needed for llama models)"),
