@@ -24,8 +24,8 @@ from tcp_compiler.runtime.generate import Generation, generate
 from tests.oracle.tiny_models import build, save
 
 # plain, q/k/v biases, windows + tied + (1+w), MoE, parallel block + fused QKV + partial RoPE + biases,
-# ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm
-FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon"]
+# ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm, LM head bias (Phi)
+FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi"]
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
 STEPS = 3
