@@ -25,7 +25,7 @@ REQUIRED = {
     "gpt2", "opt-1.3b", "bloom-560m", "pythia-1.4b", "falcon-7b",
     "gemma-2-2b", "phi-3-mini-4k-instruct", "olmo-2-1124-7b", "starcoder2-3b", "granite-3.1-2b-instruct",
     "smollm3-3b", "falcon-rw-1b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3",
-    "phi-2",
+    "phi-2", "starcoderbase-1b",
 }  # fmt: skip
 
 

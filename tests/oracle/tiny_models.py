@@ -311,6 +311,18 @@ ISSUE_28 = {
         dict(TINY, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
              max_position_embeddings=64, partial_rotary_factor=0.25, tie_word_embeddings=False),
     ),
+    # multi-query attention (one K/V head, q then k then v rows of one Linear), learned positions
+    "gpt_bigcode": (
+        "GPTBigCodeConfig",
+        "GPTBigCodeForCausalLM",
+        dict(TINY, n_embd=32, n_layer=3, n_head=4, n_positions=64, n_inner=48, multi_query=True),
+    ),
+    # without multi_query: per-head (q, k, v) rows, one K/V head per query head
+    "gpt_bigcode_mha": (
+        "GPTBigCodeConfig",
+        "GPTBigCodeForCausalLM",
+        dict(TINY, n_embd=32, n_layer=3, n_head=4, n_positions=64, n_inner=48, multi_query=False),
+    ),
 }
 FAMILIES.update(ISSUE_28)
 OWN_SIZES.update(ISSUE_28)
