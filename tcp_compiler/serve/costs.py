@@ -28,9 +28,11 @@ The runtime's static shapes (Shapes) pad an iteration up to the buckets its grap
 for: the decode batch and context length, the prefill's tokens; the padded work is what runs, and
 `Piece.padding_cycles` is how much of it the padding costs. A decode step reads each sequence's
 paged KV as one DMA descriptor per block (block_size tokens, all of a chip's KV heads of a layer,
-K and V apart), each paying the DMA start-up (`dma.startup_cycles`) on one of the `dma.engines`
-engines: the compiled decode graph reads the cache as one command per tensor, so the descriptors'
-start-ups are added to its cost (kv_descriptors).
+K and V apart: kv_descriptors), where the compiled decode graph reads the cache as one command per
+tensor. The descriptors are independent moves in the engine's DMA pool: their start-ups overlap
+each other and the transfers (one start-up per step, the compiled step's own), and they share the
+pool's bandwidth, which the compiled step already spends on the same bytes. What they add is the
+engines' issue time where it outlasts that transfer (kv_issue_cycles, `Piece.descriptor_cycles`).
 
 Costs are cached by shape. Shapes may be put on grids (Buckets: powers of two up to a step, then
 multiples of it) for batch, KV length and prefill tokens: between grid points the cost is
