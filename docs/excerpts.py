@@ -88,7 +88,9 @@ EXCERPTS: dict[str, Callable[[], str]] = {
     "tour-prefill": lambda: _phase("prefill", "seconds", "roofline_seconds"),
     "tour-decode": lambda: _phase("decode", "tpot_seconds_mean", "roofline_seconds_mean"),
     "program-decode": lambda: _ops(PROGRAM, (r"^op \d+ %l0\.q \[", r"^op \d+ %l0\.k_cache \["), total=True),
-    "program-all-reduce": lambda: _ops((*PROGRAM, "--hw", "rngd-2"), (r"\[all_reduce\]",), total=False),
+    "program-all-reduce": lambda: _ops(
+        (*PROGRAM, "--hw", "rngd-2"), (r"%l0\.o\.sum\S* \[all_reduce\]",), total=False
+    ),
     "area-total": lambda: f"{default_report()['hardware']['area_mm2']:.0f}",
 }
 

@@ -55,6 +55,9 @@ class GraphMeta:
     # KV axes of sliding-window layers -> their window: a ring buffer of at most that many slots
     kv_windows: dict[str, int] = field(default_factory=dict)
     received: str | None = None  # the input a later pipeline stage receives from the one before it
+    # value a pass made -> the value it was made from (whose name its own extends: `l3.attn` ->
+    # `l3.attn.Sq512.blk1.scores`), so a copy of a layer renames it with its source
+    origins: dict[str, str] = field(default_factory=dict)
 
     def layer_of(self, name: str) -> int:
         return self.layers.get(name, -1)
@@ -67,17 +70,22 @@ class GraphMeta:
         return {a: min(positions, self.kv_windows.get(a, positions)) for a in self.kv_axes}
 
     def derive(self, made: Mapping[str, str], source: str) -> None:
-        """Values a pass made in place of (or from) `source` belong to its layer; `made` maps each
-        to what its role adds to source's (`.sig`; a tile's `.blk*`), "" for the same role."""
+        """Values a pass made in place of (or from) `source` belong to its layer and were made
+        from it (their names extend source's); `made` maps each to what its role adds to source's
+        (`.sig`; a tile's `.blk*`), "" for the same role."""
         layer, role = self.layer_of(source), self.role_of(source)
         for name, suffix in made.items():
             self.layers.setdefault(name, layer)
             self.roles.setdefault(name, role + suffix)
+            if name != source:
+                if not name.startswith(source):
+                    raise ValueError(f"value {name!r} made from {source!r} must extend its name")
+                self.origins.setdefault(name, source)
 
     def copy(self) -> GraphMeta:
         return GraphMeta(
             dict(self.layers), dict(self.roles), self.kv_outputs, self.kv_axes, dict(self.kv_windows),
-            self.received,
+            self.received, dict(self.origins),
         )
 
 

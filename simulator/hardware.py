@@ -9,6 +9,7 @@ is its target's spec class (simulator.spec, simulator/targets/); this module rea
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -232,3 +233,23 @@ def _entry(path: Path, dotted: str, param: Param, item: Any) -> _Entry:
     except HardwareError as e:
         raise HardwareError(f"{path}: {e}") from None
     return value, source, path
+
+
+def extension_text(extends: str, description: str, spec: Spec, addresses: list[str]) -> str:
+    """A spec file that `extends` another (a preset name or a path relative to the new file) and
+    sets the values at `addresses` as `spec` has them, each with its source: what `load_hardware`
+    reads back as `spec` at those addresses."""
+    lines = [f"extends = {_toml_string(extends)}", f"description = {_toml_string(description)}"]
+    tables: dict[str, list[str]] = {}
+    for address in addresses:
+        *table, key = address.split(".")
+        entry = f"value = {spec.value(address)!r}, source = {_toml_string(spec.sources[address])}"
+        tables.setdefault(".".join(table), []).append(f"{key} = {{ {entry} }}")
+    for table, entries in tables.items():
+        lines += ["", f"[{table}]", *entries]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string (its escapes are JSON's for the characters a source holds)."""
+    return json.dumps(text, ensure_ascii=False)

@@ -41,6 +41,7 @@ class OpInfo:
     placement: str = ""
     inputs: tuple[str, ...] = ()  # the values it reads from memory
     role: str = ""  # what it does in its layer, the same in every layer (the report groups by it)
+    operand: str = ""  # the dtype its contraction multiplies in ("" without one): its compute roof
 
 
 @dataclass

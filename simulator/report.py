@@ -17,7 +17,7 @@ from simulator.timeline import Timeline
 from simulator.utilisation import command_bytes
 
 SUMMED = (
-    "main_cycles", "span_cycles", "flops", "hbm_bytes", "dm_bytes", "link_bytes", "unit_busy", "dma_bytes",
+    "main_cycles", "busy_cycles", "flops", "hbm_bytes", "dm_bytes", "link_bytes", "unit_busy", "dma_bytes",
     "layer_span_cycles", "state_cycles",
 )  # fmt: skip
 
@@ -31,8 +31,9 @@ class OpTotals:
     layers: np.ndarray
     placements: list[str]
     roles: list[str]  # each op's role (OpInfo.role): the ops that do the same work in every layer
+    operands: list[str]  # the dtype each op's contraction multiplies in (OpInfo.operand, "" for none)
     main_cycles: np.ndarray  # time the op occupies its target's primary context (RNGD: the main pipeline)
-    span_cycles: np.ndarray  # from its first command's start to its last command's end
+    busy_cycles: np.ndarray  # the time at least one of its commands is under way
     flops: np.ndarray
     hbm_bytes: np.ndarray
     dm_bytes: np.ndarray
@@ -53,6 +54,7 @@ class OpTotals:
             self.layers,
             self.placements,
             self.roles,
+            self.operands,
             layer_ids=self.layer_ids,
             sites=self.sites,
             **sums,
@@ -63,14 +65,15 @@ _OP_COLUMNS: list[tuple[list, tuple]] = []  # (program.ops, its columns): decode
 
 
 def _op_columns(ops: list) -> tuple:
-    """(names, kinds, layers, placements, roles, layer ids, layer index per op) of a program's op list."""
+    """(names, kinds, layers, placements, roles, operands, layer ids, layer index per op) of a
+    program's op list."""
     for known, columns in _OP_COLUMNS:
         if known is ops:
             return columns
     layers = np.array([o.layer for o in ops])
     layer_ids, of_layer = np.unique(layers, return_inverse=True)
     columns = ([o.name for o in ops], [o.kind for o in ops], layers, [o.placement for o in ops],
-               [o.role for o in ops], layer_ids, of_layer)  # fmt: skip
+               [o.role for o in ops], [o.operand for o in ops], layer_ids, of_layer)  # fmt: skip
     _OP_COLUMNS[:] = [(ops, columns), *_OP_COLUMNS[:3]]
     return columns
 
@@ -120,11 +123,13 @@ def timed_totals(program: Program, timeline: Timeline) -> dict[str, np.ndarray]:
     first = np.minimum.reduceat(timeline.start, starts)
     last = np.maximum.reduceat(timeline.end, starts)
     *_, layer_ids, of_layer = _op_columns(program.ops)
+    from simulator.span_kernels import op_busy  # numba: loaded when a program runs, not for --help
+
     return {
         "main_cycles": np.add.reduceat(
             np.where(program.context == program.sites.primary, duration, 0.0), starts, axis=0
         ),
-        "span_cycles": last - first,
+        "busy_cycles": op_busy(timeline.start, timeline.end, starts) if len(starts) else np.zeros(0),
         "layer_span_cycles": _busy_spans(first, last, of_layer, len(layer_ids)),
         "state_cycles": state_cycles(program, timeline),
     }
@@ -139,7 +144,7 @@ def block_timed_totals(block: ProgramBlock, timeline: Timeline) -> dict[str, np.
     last = np.maximum.reduceat(timeline.end, starts, axis=1)
     *_, layer_ids, of_layer = _op_columns(base.ops)
     duration = timeline.end - timeline.start
-    from simulator.span_kernels import span_pieces_rows  # numba: loaded when a program runs, not for --help
+    from simulator.span_kernels import op_busy_rows, span_pieces_rows  # numba: loaded when a program runs
 
     # Each row's pieces summed by numpy as _busy_spans sums them (row by row, the same sums).
     spans = np.zeros((len(block), len(layer_ids)))
@@ -161,7 +166,7 @@ def block_timed_totals(block: ProgramBlock, timeline: Timeline) -> dict[str, np.
         "main_cycles": np.add.reduceat(
             np.where(base.context == base.sites.primary, duration, 0.0), starts, axis=1
         ),
-        "span_cycles": last - first,
+        "busy_cycles": op_busy_rows(timeline.start, timeline.end, starts),
         "layer_span_cycles": spans,
         "state_cycles": np.array(states_of),
     }
@@ -171,9 +176,9 @@ def assemble(
     ops: list, per_op: dict[str, np.ndarray], timed: dict[str, np.ndarray], sites: Sites
 ) -> OpTotals:
     """OpTotals of an op list from its summed integer and timeline figures."""
-    names, kinds, layers, placements, roles, layer_ids, _ = _op_columns(ops)
+    names, kinds, layers, placements, roles, operands, layer_ids, _ = _op_columns(ops)
     return OpTotals(names=names, kinds=kinds, layers=layers, placements=placements, roles=roles,
-                    layer_ids=layer_ids, sites=sites, **per_op, **timed)  # fmt: skip
+                    operands=operands, layer_ids=layer_ids, sites=sites, **per_op, **timed)  # fmt: skip
 
 
 _COPY_ROWS: list[tuple[list, np.ndarray, int]] = []  # (program.ops, rows, distinct): steps share one
@@ -197,7 +202,7 @@ def distinct_ops(ops: list) -> int:
 
 
 def _fold_copies(totals: OpTotals, ops: list) -> OpTotals:
-    """One row per distinct OpInfo: copies of an op (one per micro-batch) sum, their spans too."""
+    """One row per distinct OpInfo: copies of an op (one per micro-batch) sum, their busy time too."""
     row, distinct = _copy_rows(ops)
     if distinct == len(ops):
         return totals
@@ -212,7 +217,7 @@ def _fold_copies(totals: OpTotals, ops: list) -> OpTotals:
     return OpTotals(
         [totals.names[k] for k in keep], [totals.kinds[k] for k in keep], totals.layers[keep],
         [totals.placements[k] for k in keep], [totals.roles[k] for k in keep],
-        layer_ids=totals.layer_ids, sites=totals.sites,
+        [totals.operands[k] for k in keep], layer_ids=totals.layer_ids, sites=totals.sites,
         layer_span_cycles=totals.layer_span_cycles, state_cycles=totals.state_cycles, **per_op,
     )  # fmt: skip
 

@@ -54,3 +54,43 @@ def span_pieces_rows(first, last, group, groups):
     for k in range(1, first.shape[0]):
         out[k] = span_pieces(first[k], last[k], group, groups)
     return out
+
+
+@njit(cache=True)
+def op_busy(start, end, starts):
+    """Per op (its commands are the run from starts[k] to starts[k + 1]): the length of the union
+    of its commands' [start, end] intervals, summed in start order (ties in index order), each
+    command adding what lies beyond the latest end before it. An op whose weight was fetched
+    early is busy for the fetch and its pass, not for the ops that ran between them."""
+    n, ops = start.shape[0], starts.shape[0]
+    out = np.zeros(ops)
+    order = np.arange(n)
+    for k in range(ops):
+        lo = starts[k]
+        hi = starts[k + 1] if k + 1 < ops else n
+        for x in range(lo + 1, hi):  # stable insertion sort by start: commands run nearly in order
+            v = order[x]
+            y = x - 1
+            while y >= lo and start[order[y]] > start[v]:
+                order[y + 1] = order[y]
+                y -= 1
+            order[y + 1] = v
+        latest = -np.inf
+        total = 0.0
+        for r in range(lo, hi):
+            i = order[r]
+            begin = start[i] if start[i] >= latest else latest
+            if end[i] > begin:
+                total += end[i] - begin
+            latest = latest if latest >= end[i] else end[i]
+        out[k] = total
+    return out
+
+
+@njit(cache=True)
+def op_busy_rows(start, end, starts):
+    """op_busy of each row of [programs, commands] `start` / `end`: [programs, ops]."""
+    out = np.zeros((start.shape[0], starts.shape[0]))
+    for k in range(start.shape[0]):
+        out[k] = op_busy(start[k], end[k], starts)
+    return out

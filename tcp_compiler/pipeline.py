@@ -11,7 +11,8 @@ with the spec's bandwidths. One Observer hears the steps' names and the attentio
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -180,7 +181,20 @@ SPEC_FREE_STEPS = 3  # LOWERING[:3] depend only on _front_key's parts
 
 _FRONT_FIELDS = ("model", "graph", "scheduled", "period", "model_flops")
 _FRONTS: OrderedDict[tuple, tuple] = OrderedDict()  # _front_key -> _FRONT_FIELDS' values
-_FRONTS_KEPT = 8  # graphs of a large model take tens of MB each; a sweep revisits a few
+_FRONTS_KEPT = [8]  # graphs of a large model take tens of MB each; a sweep revisits a few
+
+
+@contextmanager
+def keeping_fronts(kept: int) -> Iterator[None]:
+    """Within it, the spec-free steps' results of up to `kept` phases are kept: a calibration
+    replays the same serving runs, a few dozen shapes, for every spec it tries."""
+    before, _FRONTS_KEPT[0] = _FRONTS_KEPT[0], kept
+    try:
+        yield
+    finally:
+        _FRONTS_KEPT[0] = before
+        while len(_FRONTS) > before:
+            _FRONTS.popitem(last=False)
 
 
 def _front_key(s: _Lowering) -> tuple:
@@ -201,7 +215,7 @@ def _front(s: _Lowering) -> None:
             step(s)
     if front is None:
         _FRONTS[key] = tuple(getattr(s, f) for f in _FRONT_FIELDS)
-        while len(_FRONTS) > _FRONTS_KEPT:
+        while len(_FRONTS) > _FRONTS_KEPT[0]:
             _FRONTS.popitem(last=False)
         return
     _FRONTS.move_to_end(key)
@@ -271,7 +285,7 @@ def compile_phase(
     observer.step("schedule")
     program = book.schedule(lowered.graph, hw, options.policy_on(hw))
     if lowered.period is not None:
-        full = book.replicate(program, lowered.period)
+        full = book.replicate(program, lowered.period, lowered.graph.meta.origins)
         if full is None:  # the stand-in's layers do not repeat as the graph's do: compile them all
             return compile_phase(config, hw, precision, phase, length, options, fits_with, False, observer)
         program = full

@@ -10,7 +10,7 @@ reads of the book's results; the book's own classes carry more.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -80,7 +80,7 @@ class Recipes(Protocol):
 
     def stand_in(self, graph: Graph, period: Any) -> Graph | None: ...
 
-    def replicate(self, program: Program, period: Any) -> Program | None: ...
+    def replicate(self, program: Program, period: Any, origins: Mapping[str, str]) -> Program | None: ...
 
     def schedule(self, graph: Graph, hw: Spec, policy: Any) -> Program: ...
 

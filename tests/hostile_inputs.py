@@ -33,7 +33,7 @@ import numpy as np
 from tcp_compiler.frontend.model import BUNDLED
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("tir", "config", "hardware", "checkpoint", "quantised", "flags", "trace")
+KINDS = ("tir", "config", "hardware", "checkpoint", "quantised", "flags", "trace", "measured")
 RNGD_TOML = (ROOT / "simulator" / "specs" / "rngd.toml").read_text()
 TIR_SEEDS = [p.read_text() for p in sorted((ROOT / "examples" / "ir").glob("*.tir"))]
 BASES = ("llama-3.2-1b", "qwen3-30b-a3b", "gemma-3-1b", "gpt2", "pythia-1.4b", "falcon-7b", "opt-1.3b",
@@ -101,7 +101,8 @@ class Outcome:
 
 def generate(rng: random.Random, kind: str) -> Case:
     return {"tir": _tir, "config": _config, "hardware": _hardware, "checkpoint": _checkpoint,
-            "quantised": _quantised, "flags": _flags, "trace": _trace}[kind](rng)  # fmt: skip
+            "quantised": _quantised, "flags": _flags, "trace": _trace,
+            "measured": _measured}[kind](rng)  # fmt: skip
 
 
 def _mutate_text(rng: random.Random, text: str, tokens: list[str]) -> str:
@@ -538,6 +539,53 @@ def _trace(rng: random.Random) -> Case:
     argv = ["serve", "{d}/tiny.json", "--trace-file", "{d}/" + name, "--json", "{d}/out.json"]
     files = {"tiny.json": json.dumps(TINY).encode(), name: ("\n".join(lines) + "\n").encode()}
     return Case("trace", argv, files)
+
+
+MEASURED_KEYS = ("max_concurrency", "request_rate", "duration", "completed", "output_throughput",
+                 "input_lens", "output_lens", "ttfts", "itls", "latencies", "errors", "mean_ttft_ms",
+                 "p99_tpot_ms")  # fmt: skip
+
+
+def _measured(rng: random.Random) -> Case:
+    """A measured run for `tcpc validate` on the tiny model: a vLLM result with a key, or one entry
+    of a per-request array, replaced by a hostile cell (or the key dropped), or a per-request CSV
+    with a hostile cell."""
+    n = 3
+    doc: dict[str, Any] = {
+        "request_rate": "inf", "max_concurrency": 2, "duration": 0.5, "completed": n,
+        "output_throughput": 24.0, "input_lens": [8] * n, "output_lens": [4] * n, "ttfts": [0.01] * n,
+        "itls": [[0.02] * 3] * n,
+        "latencies": [0.07] * n, "errors": [""] * n, "mean_ttft_ms": 10.0, "p99_tpot_ms": 20.0,
+    }  # fmt: skip
+    bad = rng.choice(HOSTILE_CELLS)
+    if rng.random() < 0.6:
+        name, key = "run.json", rng.choice(MEASURED_KEYS)
+        if rng.random() < 0.15:
+            del doc[key]
+            text = json.dumps(doc)
+        elif isinstance(doc[key], list) and rng.random() < 0.7:
+            marker = "__BAD__"
+            entry = doc[key]
+            target = entry[1] if key != "itls" else list(entry[1])
+            if key == "itls":
+                target[rng.randrange(3)] = marker
+                entry = [entry[0], target, entry[2]]
+            else:
+                entry = [entry[0], marker, entry[2]]
+            doc[key] = entry
+            text = json.dumps(doc).replace(f'"{marker}"', bad)
+        else:
+            doc[key] = "__BAD__"
+            text = json.dumps(doc).replace('"__BAD__"', bad)
+    else:
+        name = "run.csv"
+        columns = ["input_tokens", "output_tokens", "ttft_s", "tpot_s", "arrival_s"]
+        rows = [["8", "4", "0.01", "0.02", str(i * 0.1)] for i in range(n)]
+        rows[1][rng.randrange(len(columns))] = rng.choice((bad, "1" * 200_000))
+        text = "\n".join([",".join(columns), *(",".join(r) for r in rows)]) + "\n"
+    argv = ["validate", "{d}/" + name, "--model", "{d}/tiny.json", "--json", "{d}/out.json"]
+    files = {"tiny.json": json.dumps(TINY).encode(), name: text.encode()}
+    return Case("measured", argv, files)
 
 
 def long_flags(command: str) -> set[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.hardware import load_hardware
-from tcp_compiler.analysis.config_floor import visible_keys
+from tcp_compiler.analysis.config_floor import phase_bound, visible_keys
 from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import GROUPED, precision
@@ -58,3 +58,16 @@ def test_no_phase_beats_the_config_floor(name: str, dtype: str) -> None:
 def test_visible_keys_closed_form(window, first: int, queries: int) -> None:
     direct = sum(min(p + 1, window or p + 1) for p in range(first, first + queries))
     assert visible_keys(window, first, queries) == direct
+
+
+def test_each_operand_counts_at_its_own_dtype_rate() -> None:
+    """A bf16 run with an fp8 KV cache multiplies its weights at bf16's rate: only attention may
+    go at fp8's, so its prefill floor stays above 90 % of the bf16-cache floor (taking the
+    fastest dtype for all the FLOPs would halve it)."""
+    cfg, hw = load_model("llama-3.1-8b").config, load_hardware("rngd")
+    bf16 = phase_bound(cfg, precision("bf16"), hw, 1, 1, "prefill", 2048)
+    fp8_kv = phase_bound(cfg, precision("bf16", kv_dtype="fp8"), hw, 1, 1, "prefill", 2048)
+    fp8 = phase_bound(cfg, precision("fp8"), hw, 1, 1, "prefill", 2048)
+    assert fp8.compute_seconds < fp8_kv.compute_seconds < bf16.compute_seconds
+    assert fp8_kv.compute_seconds > 0.9 * bf16.compute_seconds
+    assert fp8_kv.memory_seconds < bf16.memory_seconds  # the cache is written in fp8

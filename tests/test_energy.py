@@ -1,6 +1,6 @@
 """Energy and power as physics: one account with time, sums that agree, idle as the floor, the
 per-action maxima as the ceiling, fp8 cheaper per token than bf16, the DVFS laws, and energy values
-recovered from simulated runs' power (simulator.energy, simulator.energy_fit)."""
+recovered from simulated runs' power (simulator.energy, simulator.calibration)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from functools import cache
 import numpy as np
 import pytest
 
+from simulator.calibration import Observed, fit
 from simulator.energy import Work, dvfs_voltage, peak_watts, phase_energy, throttled_clock
-from simulator.energy_fit import Run, fit_energy
 from simulator.errors import HardwareError
 from simulator.hardware import load_hardware
 from simulator.targets.rngd.energy import ENERGY, peak_rates
@@ -150,39 +150,44 @@ def test_power_cap_lowers_clock_and_voltage_until_within_it() -> None:
     assert max(running) <= hottest - 10 + 0.5
 
 
-def _runs(spec) -> list[Run]:
-    """Each phase of a few simulated runs, with the power `spec` gives it as its measurement."""
+def _runs(spec) -> list[Observed]:
+    """Each phase of a few simulated runs, its average power while its programs run modelled from
+    its activity (which no energy value changes) and measured as `spec` gives it."""
     runs = []
     for dtype, batch in (("bf16", 1), ("bf16", 16), ("fp8", 4)):
         sim = _sim(dtype, batch)
-        for totals, seconds, running in (
-            (sim.prefill_ops, _seconds(sim)[0], sim.prefill.cycles / 1e9),
-            (sim.decode_ops, _seconds(sim)[1], float(sim.decode_cycles.sum()) / 1e9),
+        for name, totals, running in (
+            ("prefill", sim.prefill_ops, sim.prefill.cycles / 1e9),
+            ("decode", sim.decode_ops, float(sim.decode_cycles.sum()) / 1e9),
         ):
-            run = Run(Work.of_totals(totals), mac_dtype(sim), seconds, running, 1, 1, 0.0)
-            runs.append(dataclasses.replace(run, measured_w=run.power(ENERGY, spec)))
+            work, mac = Work.of_totals(totals), mac_dtype(sim)
+
+            def power(at, work=work, mac=mac, running=running) -> np.ndarray:
+                return np.array([phase_energy(ENERGY, at, work, mac, running, running, 1, 1).average_power_w])
+
+            runs.append(Observed(f"{dtype} batch {batch} {name}", power(spec), power))
     return runs
 
 
 def test_calibration_recovers_energy_values_from_measured_power() -> None:
-    truth = {"energy.hbm_pj_per_byte": 40.0, "energy.mac_pj.bf16": 0.3, "power.active_baseline_w": 18.0}
-    actual = HW
+    truth = {"energy.switch_pj_per_flit": 25.0, "energy.dma_pj_per_byte": 5.0,
+             "power.active_baseline_w": 18.0}  # fmt: skip
+    actual = HW.with_values(truth)
+    fitted = fit(HW, list(truth), _runs(actual), "derived: fitted to simulated runs")
     for address, v in truth.items():
-        actual = actual.with_value(address, v)
-    fit = fit_energy(ENERGY, HW, list(truth), _runs(actual))
-    for address, v in truth.items():
-        assert fit.values[address] == pytest.approx(v, rel=1e-6)
-        assert fit.spec.value(address) == pytest.approx(v, rel=1e-6)
-        assert "fitted" in fit.spec.sources[address]
-    assert max(abs(r) for r in fit.residual_w) < 1e-6
+        assert fitted.values[address] == pytest.approx(v, rel=1e-4)
+        assert fitted.spec.value(address) == pytest.approx(v, rel=1e-4)
+        assert "fitted" in fitted.spec.sources[address]
+    assert max(abs(e).max() for e in fitted.errors) < 1e-6
 
 
 def test_calibration_refuses_values_the_runs_cannot_tell_apart() -> None:
     runs = _runs(HW)
-    with pytest.raises(HardwareError, match="at least as many runs"):
-        fit_energy(ENERGY, HW, ["energy.hbm_pj_per_byte", "power.idle_w"], runs[:1])
-    with pytest.raises(HardwareError, match="cannot tell"):  # one chip: no run moves link bytes
-        fit_energy(ENERGY, HW, ["power.idle_w", "energy.link_pj_per_byte"], runs)
+    with pytest.raises(HardwareError, match="at least as many measured figures"):
+        fit(HW, ["energy.switch_pj_per_flit", "power.idle_w"], runs[:1], "derived: fitted")
+    # one chip: no run moves link bytes
+    with pytest.raises(HardwareError, match="cannot tell energy.link_pj_per_byte apart"):
+        fit(HW, ["power.idle_w", "energy.link_pj_per_byte"], runs, "derived: fitted")
 
 
 def test_the_power_track_is_a_value_per_window_adding_up_to_the_run_s_energy() -> None:

@@ -11,12 +11,13 @@ from simulator.hardware import load_hardware
 from tcp_compiler.analysis.config_floor import (
     PhaseBound,
     _attention_flops,
+    _head_operand,
     _kept,
+    _weights_by_operand,
     decode_bound_seconds,
     head_bytes,
     kv_elements_per_token,
     matmul_weight_bytes,
-    matmul_weights,
     phase_bound,
 )
 from tcp_compiler.frontend.model import bundled_models, load_model
@@ -27,10 +28,12 @@ def _reference(cfg, precision, hw, chips, batch, phase, length, pp=1) -> PhaseBo
     """phase_bound as it was written before its length-independent parts were hoisted out."""
     queries = length if phase == "prefill" else 1
     tokens = batch * queries
-    per_token, _ = matmul_weights(cfg)
-    flops = 2.0 * per_token * tokens + 2.0 * cfg.hidden * cfg.vocab * batch
-    flops += sum(_attention_flops(cfg, layer.sliding_window, batch, queries, length) for layer in cfg.layers)
-    rate = max(hw.flops_per_second(d.name) for d in (precision.operand, precision.act, precision.kv))
+    # Each operand at its own dtype's peak: projections, the head, attention (in the KV dtype).
+    flops = {d: 2.0 * n * tokens for d, n in _weights_by_operand(cfg, precision).items()}
+    head = _head_operand(cfg, precision)
+    flops[head] = flops.get(head, 0.0) + 2.0 * cfg.hidden * cfg.vocab * batch
+    attention = sum(_attention_flops(cfg, w.sliding_window, batch, queries, length) for w in cfg.layers)
+    flops[precision.kv] = flops.get(precision.kv, 0.0) + attention
     weight_bytes = matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision)
     kv_token = kv_elements_per_token(cfg) * precision.kv.bits / 8
     kv_bytes = sum(batch * _kept(layer.sliding_window, length) * kv_token for layer in cfg.layers)
@@ -43,7 +46,7 @@ def _reference(cfg, precision, hw, chips, batch, phase, length, pp=1) -> PhaseBo
     link_bytes += hidden if pp > 1 else 0.0
     everywhere = chips * pp
     return PhaseBound(
-        compute_seconds=flops / everywhere / rate,
+        compute_seconds=sum(f / everywhere / hw.flops_per_second(d.name) for d, f in flops.items()),
         memory_seconds=(weight_bytes / everywhere + kv_bytes / kv_split / pp) / hw.hbm_peak_bytes_per_second,
         link_seconds=link_bytes / hw.system.link_bytes_per_s,
     )

@@ -36,7 +36,7 @@ from tests.hostile_inputs import (
     subcommand_parsers,
 )
 
-CASES_PER_KIND = 420  # x 7 kinds = 2,940 cases
+CASES_PER_KIND = 420  # x 8 kinds = 3,360 cases
 
 
 @pytest.mark.parametrize("kind", KINDS)

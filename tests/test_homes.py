@@ -151,3 +151,33 @@ def test_a_later_stage_names_the_input_it_receives_and_the_chain_waits_on_that()
     assert waits > len(chain(programs, in_turn(2), [None, "not an input"]).dep_idx)
     with pytest.raises(ValueError, match="graph.meta.received"):
         chain(programs, in_turn(2), [None, None])
+
+
+# How code reads structure out of a generated or checkpoint name: its layer prefix, its dotted
+# parts, the checkpoint's module paths. analysis/ and mapping/ take all of it from metadata.
+NAME_PARSING = re.compile(
+    r'"l\{|\.r?partition\("\."\)|\.split\("\."\)|\.(starts|ends)with\(\(?"[\w.]*\."|"\.[\w.]*\." in '
+)
+
+
+def test_analysis_and_mapping_parse_no_names() -> None:
+    root = Path(__file__).parents[1]
+    found = [
+        f"{path.relative_to(root)}:{number}: {line.strip()}"
+        for folder in ("tcp_compiler/analysis", "simulator/targets/rngd/mapping")
+        for path in sorted((root / folder).glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if NAME_PARSING.search(line)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_values_the_passes_make_record_what_they_were_made_from() -> None:
+    """A layer's copy renames each value made by a pass through its source (mapping.replicate),
+    found in the metadata, never by cutting the name at its dots."""
+    meta = _long_prefill().graph.meta
+    assert meta.origins["l0.act.sig"] == "l0.act"  # decompose
+    assert meta.origins["l3.q_heads.bf16.Sq0"] == "l3.q_heads.bf16"  # a query tile
+    assert meta.origins["l0.attn.Sq1536.blk3.scores"] == "l0.attn"  # the online softmax of l0.attn
+    assert "l0.attn" not in meta.origins and "l0.act" not in meta.origins  # the graph's own values
+    assert meta.copy().origins == meta.origins

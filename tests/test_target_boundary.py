@@ -29,6 +29,7 @@ GENERIC = (
     "tcp_compiler.sweep", "tcp_compiler.executors", "tcp_compiler.store",
     "tcp_compiler.spec_settings", "tcp_compiler.option_fields", "tcp_compiler.records",
     "tcp_compiler.provenance", "tcp_compiler.observer", "tcp_compiler.errors", "tcp_compiler.recipes",
+    "tcp_compiler.validation",
     "tcp_compiler.__main__",
 )  # fmt: skip
 # What a target's package may import of tcp_compiler (beside its package's __init__): modules that

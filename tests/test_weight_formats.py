@@ -156,6 +156,24 @@ def test_gpt_oss_mxfp4_checkpoint_matches_transformers_dequantising_it(tmp_path)
     assert built.graph["model.layers.0.self_attn.q_proj.weight"].type.dtype == ir.BF16  # not an expert
 
 
+@pytest.mark.parametrize("chips", [2, 4])
+def test_gpt_oss_mxfp4_expert_width_the_blocks_do_not_tile_per_chip_is_padded(chips: int, tmp_path) -> None:
+    """96 expert columns (3 blocks of 32) over 2 or 4 chips: 48 or 24 per chip, which 32-column
+    blocks do not tile; each chip's share is zero-padded to 64 or 32 (the last chips hold the
+    zeros) and the logits equal one chip's (gpt-oss-120b's 2,880 over 4 chips is the same case)."""
+    directory = tmp_path / "gpt_oss"
+    write_gpt_oss_mxfp4(build("gpt_oss", intermediate_size=96, vocab_size=96), directory)
+    loaded = load_model(directory)
+    prec = _f32(checkpoint_precision(loaded.config.dtype, loaded.scheme.format))
+    one, _ = _ours(loaded, prec)
+    many, _ = _ours(loaded, prec, chips=chips)
+    for step, (a, b) in enumerate(zip(one, many, strict=True)):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0, err_msg=f"step {step}")
+    built = build_decode(loaded.config, prec, 1, 8, chips=chips)
+    codes = built.graph["model.layers.0.mlp.experts.down_proj.weight"].type  # F split in blocks of 32
+    assert (codes.size("Fg"), codes.size("Fi")) == (4 // chips, 32)
+
+
 # --dtype formats on a float checkpoint: tcpc quantises each projection itself (the LM head stays float).
 REFERENCES = {
     "fp8-tensor": (None, lambda w: fp8(w, (0, 0), "s")[1]),

@@ -6,7 +6,10 @@ lowering at all.
 Per chip of a tensor-parallel group of `chips`:
 - compute: the model's matmul FLOPs (every projection and MLP weight, the top-k experts, the LM
   head on the tokens that need logits, and attention over the keys each query sees: causal,
-  capped by a sliding window) at the fastest contraction rate of the precision's dtypes;
+  capped by a sliding window), each at the peak contraction rate of the dtype its operands are
+  multiplied in (projections in the precision's operand dtype, or the activation dtype where a
+  weight format does not apply; the head in the table dtype when tied; attention in the KV
+  dtype): a bf16 run with an fp8 cache multiplies its weights no faster;
 - memory: the weights read once (the top-k experts of each MoE layer: any routing reads at least
   those; in a weight format, its codes plus scales and zero points), the KV cache written once
   (prefill) or read once and written one position (decode), at
@@ -20,12 +23,13 @@ The bound is the largest of the three; no simulated phase may beat it (tests/tes
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import functools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 
+from ir import DType
 from simulator.spec import Spec
-from tcp_compiler.analysis.roofline import Roofline
+from tcp_compiler.analysis.roofline import Roofline, peak_flops
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.weight_shapes import canonical_shapes
@@ -70,11 +74,13 @@ class _Fixed:
 
     cfg: ModelConfig
     batch: int
-    per_token: float  # weights each token multiplies by
+    per_token: dict[DType, float]  # weights each token multiplies by, per dtype they multiply in
+    head: DType  # the dtype the LM head multiplies in
     head_flops: float  # the logits: one token per row
+    kv: DType  # the dtype attention multiplies in
     attention_scale: float  # batch x heads x FLOPs per query, head and key
     windows: tuple[int | None, ...]  # each layer's sliding window
-    roofline: Roofline  # compute at the fastest of the precision's dtypes, HBM at its peak
+    roofline: Roofline  # HBM at its peak, the links
     weight_bytes: float
     kv_token: float
     kv_split: int
@@ -82,21 +88,23 @@ class _Fixed:
     link_scale: float | None  # the tensor-parallel all-reduces' bytes per hidden state's (chips > 1)
     pp: int
     everywhere: int
+    rate: Callable[[DType], float]  # the peak FLOP/s of a dtype
 
     @classmethod
     def of(
         cls, cfg: ModelConfig, precision: Precision, hw: Spec, chips: int, batch: int, pp: int
     ) -> _Fixed:
-        per_token, _ = matmul_weights(cfg)
         link_scale = None
         if chips > 1:
             per_layer = 1 if cfg.residual.block == "parallel" else 2
             link_scale = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips
         return cls(
-            cfg=cfg, batch=batch, per_token=per_token, head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
-            attention_scale=batch * cfg.heads * _per_key(cfg),
+            cfg=cfg, batch=batch, per_token=_weights_by_operand(cfg, precision),
+            head=_head_operand(cfg, precision), head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
+            kv=precision.kv, attention_scale=batch * cfg.heads * _per_key(cfg),
+            rate=functools.partial(peak_flops, hw),
             windows=tuple(layer.sliding_window for layer in cfg.layers),
-            roofline=Roofline.published_peak(hw, precision.operand, precision.act, precision.kv),
+            roofline=Roofline.published_peak(hw, precision.operand),
             weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
             kv_token=kv_elements_per_token(cfg) * precision.kv.bits / 8,
             kv_split=1 if cfg.mla is not None else chips,  # every chip holds MLA's whole latent cache
@@ -108,12 +116,13 @@ class _Fixed:
         queries = length if phase == "prefill" else 1
         batch, windows = self.batch, self.windows
         tokens = batch * queries
-        flops = 2.0 * self.per_token * tokens + self.head_flops
+        flops = {dtype: 2.0 * n * tokens for dtype, n in self.per_token.items()}
+        flops[self.head] = flops.get(self.head, 0.0) + self.head_flops
         # Layers of one window see the same keys: each distinct window's term once, summed per layer.
         first, scale = length - queries, self.attention_scale
         distinct = set(windows)
         attention = {w: scale * visible_keys(w, first, queries) for w in distinct}
-        flops += sum([attention[w] for w in windows])
+        flops[self.kv] = flops.get(self.kv, 0.0) + sum([attention[w] for w in windows])
         kv_token = self.kv_token  # prefill writes the cache once; decode reads it, the new position included
         kv = {w: batch * _kept(w, length) * kv_token for w in distinct}
         kv_bytes = sum([kv[w] for w in windows])
@@ -124,10 +133,12 @@ class _Fixed:
         link_bytes += hidden if self.pp > 1 else 0.0
         everywhere, pp = self.everywhere, self.pp
         memory = self.weight_bytes / everywhere + kv_bytes / self.kv_split / pp
-        return PhaseBound(*self.roofline.terms(flops / everywhere, memory, link_bytes))
+        _, memory_seconds, link_seconds = self.roofline.terms(0.0, memory, link_bytes)
+        compute = sum(f / everywhere / self.rate(dtype) for dtype, f in flops.items())
+        return PhaseBound(compute, memory_seconds, link_seconds)
 
 
-@lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=64)
 def matmul_weights(cfg: ModelConfig) -> tuple[float, float]:
     """(weights each token multiplies by, weights any forward must read), LM head and embedding
     apart: every dense projection, and of each MoE layer the router and top_k experts."""
@@ -135,7 +146,7 @@ def matmul_weights(cfg: ModelConfig) -> tuple[float, float]:
     return read, read
 
 
-@lru_cache(maxsize=64)  # the report asks once per decode step
+@functools.lru_cache(maxsize=64)  # the report asks once per decode step
 def matmul_weight_bytes(cfg: ModelConfig, precision: Precision) -> float:
     """Bytes of the weights `matmul_weights` counts, in the precision's weight format: each
     format's codes plus its scales and zero points (weight_format.bits_per_weight)."""
@@ -147,6 +158,26 @@ def matmul_weight_bytes(cfg: ModelConfig, precision: Precision) -> float:
             bits = fmt.bits_per_weight(rows, cols) if fmt.applies(name) else precision.act.bits
         total += rows * cols * share * bits / 8
     return total
+
+
+@functools.lru_cache(maxsize=64)
+def _weights_by_operand(cfg: ModelConfig, precision: Precision) -> dict[DType, float]:
+    """The weights each token multiplies by (`matmul_weights`), by the dtype the projection
+    multiplies in: the operand dtype, or the activation dtype where a weight format does not apply."""
+    fmt, found = precision.format, {}
+    for name, (rows, cols), share in _matmul_shapes(cfg):
+        dtype = precision.operand if fmt is None or fmt.applies(name) else precision.act
+        found[dtype] = found.get(dtype, 0.0) + rows * cols * share
+    return found
+
+
+def _head_operand(cfg: ModelConfig, precision: Precision) -> DType:
+    """The dtype the LM head multiplies in (as `head_bytes` reads it): the table's when tied, else
+    the projections' operand, or the activation dtype where a weight format does not apply."""
+    fmt = precision.format
+    if cfg.embedding.tied:
+        return precision.table
+    return precision.operand if fmt is None or fmt.applies("lm_head.weight") else precision.act
 
 
 def head_bytes(cfg: ModelConfig, precision: Precision) -> float:
@@ -164,14 +195,12 @@ def head_bytes(cfg: ModelConfig, precision: Precision) -> float:
 
 
 def _matmul_shapes(cfg: ModelConfig) -> Iterator[tuple[str, tuple[int, int], float]]:
-    """(name, [out, in], share of it any forward reads) of each projection (not head, embedding)."""
-    for name, shape in canonical_shapes(cfg):
-        if len(shape) != 2 or name.startswith(("model.embed", "lm_head")):
-            continue
-        if cfg.mlp.kind == "plain" and ".mlp.gate_proj." in name:
-            continue  # a plain MLP has no gate
-        share = cfg.moe.top_k / cfg.moe.experts if cfg.moe is not None and ".experts." in name else 1.0
-        yield name, (shape[0], shape[1]), share
+    """(name, [out, in], share of it any forward reads) of each projection and routed expert (not
+    head, embedding), by the kind canonical_shapes gives it."""
+    for name, shape, kind in canonical_shapes(cfg):
+        if kind in ("projection", "expert"):
+            share = cfg.moe.top_k / cfg.moe.experts if kind == "expert" else 1.0
+            yield name, (shape[0], shape[1]), share
 
 
 def _kept(window: int | None, length: int) -> int:

@@ -14,7 +14,7 @@ from typing import Protocol
 from tcp_compiler.analysis.roofline import Bound
 from tcp_compiler.records import Record, doc
 
-Roofline = Callable[[float, float, float], tuple[float, float, float]]
+Terms = tuple[float, float, float]  # compute, memory and communication seconds at the roofs
 Bounder = Callable[..., str]
 
 
@@ -58,21 +58,23 @@ class OpRoleRow(Record):
 
 
 def op_roles(
-    ops: Sequence[OpFigures], roles: Sequence[str], phase_seconds: float, roofline: Roofline, bound: Bounder
-) -> tuple[OpRoleRow, ...]:
-    """Every role of `ops` (all of a phase's ops; `roles[i]` is the role of `ops[i]`), heaviest
-    first; `roofline(flops, hbm, link)` gives the compute, memory and communication seconds,
-    `bound` names the limit from them."""
-    groups: dict[tuple[str, str], list[OpFigures]] = {}
-    for op, role in zip(ops, roles, strict=True):
-        groups.setdefault((role, op.kind), []).append(op)
+    ops: Sequence[OpFigures], roles: Sequence[str], terms: Sequence[Terms], phase_seconds: float,
+    bound: Bounder,
+) -> tuple[OpRoleRow, ...]:  # fmt: skip
+    """Every role of `ops` (all of a phase's ops; `roles[i]` is the role of `ops[i]`, `terms[i]`
+    its compute, memory and communication seconds at the roofs, compute at its own dtype's
+    peak), heaviest first; `bound` names the limit from the role's summed terms."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, (op, role) in enumerate(zip(ops, roles, strict=True)):
+        groups.setdefault((role, op.kind), []).append(i)
     rows = []
-    for (role, kind), members in groups.items():
+    for (role, kind), indices in groups.items():
+        members = [ops[i] for i in indices]
         seconds = sum(o.seconds for o in members)
         flops = sum(o.flops for o in members)
         hbm = sum(o.hbm_bytes for o in members)
         moved = hbm + sum(o.dm_bytes for o in members)
-        terms = roofline(flops, hbm, sum(o.link_bytes for o in members))
+        summed = tuple(sum(terms[i][k] for i in indices) for k in range(3))
         layers = len({o.layer for o in members if o.layer >= 0})
         rows.append(
             OpRoleRow(
@@ -81,7 +83,7 @@ def op_roles(
                 share=seconds / phase_seconds if phase_seconds else 0.0,
                 tensor_unit_seconds=sum(o.tensor_unit_seconds for o in members), flops=flops, hbm_bytes=hbm,
                 intensity=flops / moved if moved else 0.0, hbm_intensity=flops / hbm if hbm else 0.0,
-                roofline_seconds=sum(o.roofline_seconds for o in members), bound=bound(seconds, *terms),
+                roofline_seconds=sum(o.roofline_seconds for o in members), bound=bound(seconds, *summed),
             )
         )  # fmt: skip
     rows.sort(key=lambda r: (-r.seconds, r.role))

@@ -52,6 +52,12 @@ class Roofline:
         return tuple(sum(t) + (micro_batches - 1) * max(t) for t in zip(*per_stage, strict=True))
 
 
+def peak_flops(hw: Spec, dtype: DTypeName) -> float:
+    """One chip's peak contraction rate for operands of `dtype` (FLOP/s): the compute roof of
+    work that multiplies in it (the config floor counts each operand at its own)."""
+    return hw.flops_per_second(dtype)
+
+
 def bound(seconds: float, compute: float, memory: float, communication: float) -> Bound:
     """What limits a piece of work: the largest roofline term, or overhead when even that term
     explains less than half of the time it took (start-ups, latencies, serialisation)."""

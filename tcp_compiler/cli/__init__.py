@@ -11,6 +11,7 @@ from ir.errors import TirError
 from simulator.errors import SimulatorError
 from tcp_compiler import __version__
 from tcp_compiler.cli import (
+    calibrate_cmd,
     compile_cmd,
     hw_cmd,
     inspect_cmd,
@@ -19,11 +20,23 @@ from tcp_compiler.cli import (
     serve_cmd,
     simulate_cmd,
     sweep_cmd,
+    validate_cmd,
 )
 from tcp_compiler.cli.flags import describe
 from tcp_compiler.errors import TcpcError
 
-COMMANDS = [simulate_cmd, serve_cmd, sweep_cmd, search_cmd, compile_cmd, run_cmd, inspect_cmd, hw_cmd]
+COMMANDS = [
+    simulate_cmd,
+    serve_cmd,
+    validate_cmd,
+    calibrate_cmd,
+    sweep_cmd,
+    search_cmd,
+    compile_cmd,
+    run_cmd,
+    inspect_cmd,
+    hw_cmd,
+]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -16,6 +16,7 @@ from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
 from tcp_compiler.cli.flags import add_flags, flag_type, from_args
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
+from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.observer import Observer
@@ -26,11 +27,13 @@ from tcp_compiler.report.energy import at_clock
 from tcp_compiler.report.serve_build import capped_clock, serve_report
 from tcp_compiler.report.serve_terminal import print_serve_report
 from tcp_compiler.report.serve_types import ServeRun
+from tcp_compiler.report.vllm_result import vllm_result
 from tcp_compiler.serve import ServeOptions, ServeResult, serve
 from tcp_compiler.serve.options import Buckets, Shapes
 from tcp_compiler.serve.workload import DEFAULT_RATE, Workload
 
 DEFAULT_MODEL = "llama-3.1-8b"
+RESULT_FORMATS = ("tcpc", "vllm")
 MAX_SECONDS = 1e6  # an SLO
 _seconds = flag_type(positive_number(MAX_SECONDS))
 
@@ -67,6 +70,14 @@ def add_parser(subparsers) -> None:
     out.add_argument("--slo-tpot", type=_seconds, metavar="S", help="TPOT SLO in seconds, for goodput")
     out.add_argument("--json", metavar="FILE", help="write the figures, every request and every iteration")
     out.add_argument(
+        "--result-format",
+        choices=RESULT_FORMATS,
+        default="tcpc",
+        help="tcpc: the serving report; vllm: it and the keys vLLM `bench serve --save-result "
+        "--save-detailed` writes (input_lens, ttfts, itls, mean_tpot_ms, ...), for `tcpc validate` and "
+        "vLLM's tools (default tcpc; needs --json)",
+    )
+    out.add_argument(
         "--plot", metavar="DIR", help="write latency CDFs, throughput, KV occupancy and power plots"
     )
     p.set_defaults(run=run)
@@ -74,6 +85,9 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--json": args.json}, {"--plot": args.plot})
+    vllm = args.result_format == "vllm"
+    if vllm and not args.json:
+        raise CliError("--result-format vllm writes the vLLM keys into the --json FILE: give --json")
     model = load_model(args.model)
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, kv_dtype=args.kv_dtype)
@@ -85,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         bar = _Bar()
         try:
             return serve(model.config, spec, prec, requests, options, CompileOptions(chips=tp), pp=args.pp,
-                         observer=bar)  # fmt: skip
+                         observer=bar, token_gaps=vllm)  # fmt: skip
         finally:
             bar.stop()
 
@@ -96,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     report = serve_report(result, args.slo_ttft, args.slo_tpot, _run_info(result, args), cap)
     print_serve_report(report, console())
     if args.json:
-        document = {**report.to_dict(), "provenance": provenance(args.argv)}
+        document = {**report.to_dict(), **(vllm_result(result, report) if vllm else {}),
+                    "provenance": provenance(args.argv)}  # fmt: skip
         write_atomically(args.json, json.dumps(document, indent=1) + "\n")
         announce(args.json, "serving report, docs/serving.md")
     if args.plot:
@@ -150,10 +165,10 @@ def _run_info(result: ServeResult, args: argparse.Namespace) -> ServeRun:
 
 
 def _arrivals(args: argparse.Namespace) -> str:
+    if args.concurrency:  # with a trace file: a closed loop over its lengths
+        return "closed loop"
     if args.trace_file:
         return "trace"
-    if args.concurrency:
-        return "closed loop"
     return "at once" if args.rate == math.inf else "poisson"
 
 

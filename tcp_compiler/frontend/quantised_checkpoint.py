@@ -437,7 +437,7 @@ def check_stored_parts(cfg: ModelConfig, checkpoint: Checkpoint, scheme: Scheme,
     """Raises CheckpointError for the first stored part (codes, scales, zero points) whose dtype or
     shape is not the one the config's shape for its weight and `scheme` imply; headers only."""
     seen = set()
-    for name, shape in canonical_shapes(cfg):
+    for name, shape, _ in canonical_shapes(cfg):
         source = cfg.tensors.source(name)
         want = source.stored(shape)
         for stored in source.tensors:

@@ -11,11 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal, NamedTuple
 
 from tcp_compiler.frontend.checkpoint import Checkpoint, CheckpointError
 from tcp_compiler.frontend.config import ModelConfig, SharedExpert
 
 Shape = tuple[int, ...]
+# What a weight is for, so readers of the shapes never classify names: a table (embedding,
+# positions, LM head), a projection each token multiplies by (attention, MLP, router, shared
+# expert), one routed expert's projection, or a vector (norms, biases, sinks).
+Kind = Literal["table", "projection", "expert", "vector"]
+
+
+class WeightShape(NamedTuple):
+    name: str  # canonical name
+    shape: Shape  # whole and unsharded, in the canonical [out, in] layout
+    kind: Kind
+
+
 _NORMS = (
     "input_layernorm",
     "post_attention_layernorm",
@@ -24,93 +37,98 @@ _NORMS = (
 )
 
 
-def canonical_shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape]]:
-    """(canonical name, whole unsharded shape in the canonical [out, in] layout) of every weight
-    the config can ask for; a checkpoint need not hold all of them (biases, untied heads)."""
+def canonical_shapes(cfg: ModelConfig) -> Iterator[WeightShape]:
+    """Every weight the config can ask for, with its whole shape and kind; a checkpoint need not
+    hold all of them (biases, untied heads)."""
+    for name, shape, kind in _shapes(cfg):
+        yield WeightShape(name, shape, kind)
+
+
+def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
     V, D, F = cfg.vocab, cfg.hidden, cfg.intermediate
-    yield "model.embed_tokens.weight", (V, D)
-    yield "lm_head.weight", (V, D)
+    yield "model.embed_tokens.weight", (V, D), "table"
+    yield "lm_head.weight", (V, D), "table"
     if cfg.positions.kind == "learned":
-        yield "model.embed_positions.weight", (cfg.max_positions, D)
+        yield "model.embed_positions.weight", (cfg.max_positions, D), "table"
     for part in ("weight", "bias"):
-        yield f"model.embed_norm.{part}", (D,)
-        yield f"model.norm.{part}", (D,)
+        yield f"model.embed_norm.{part}", (D,), "vector"
+        yield f"model.norm.{part}", (D,), "vector"
     for i, layer in enumerate(cfg.layers):
         pre = f"model.layers.{i}"
         for norm in _NORMS:
-            yield f"{pre}.{norm}.weight", (D,)
-            yield f"{pre}.{norm}.bias", (D,)
+            yield f"{pre}.{norm}.weight", (D,), "vector"
+            yield f"{pre}.{norm}.bias", (D,), "vector"
         if cfg.mla is not None:
             yield from _mla_shapes(cfg, f"{pre}.self_attn")
         else:
             yield from _attention_shapes(cfg, pre)
         if layer.moe and cfg.moe is not None:
             moe = cfg.moe
-            yield moe.router_name.format(i=i), (moe.experts, D)
-            yield moe.router_name.removesuffix(".weight") + ".bias", (moe.experts,)
+            yield moe.router_name.format(i=i), (moe.experts, D), "projection"
+            yield moe.router_name.removesuffix(".weight") + ".bias", (moe.experts,), "vector"
             if moe.correction_bias_name is not None:
-                yield moe.correction_bias_name.format(i=i), (moe.experts,)
+                yield moe.correction_bias_name.format(i=i), (moe.experts,), "vector"
             if moe.shared is not None:
                 yield from _shared_shapes(moe.shared, i, D)
             gate, up, down = moe.expert_names
             for e in range(moe.experts):
-                yield gate.format(i=i, e=e), (moe.intermediate, D)
-                yield up.format(i=i, e=e), (moe.intermediate, D)
-                yield down.format(i=i, e=e), (D, moe.intermediate)
+                yield gate.format(i=i, e=e), (moe.intermediate, D), "expert"
+                yield up.format(i=i, e=e), (moe.intermediate, D), "expert"
+                yield down.format(i=i, e=e), (D, moe.intermediate), "expert"
                 for name, width in ((gate, moe.intermediate), (up, moe.intermediate), (down, D)):
-                    yield name.format(i=i, e=e).removesuffix(".weight") + ".bias", (width,)
+                    yield name.format(i=i, e=e).removesuffix(".weight") + ".bias", (width,), "vector"
             continue
-        for proj in ("gate_proj", "up_proj"):
-            yield f"{pre}.mlp.{proj}.weight", (F, D)
-            yield f"{pre}.mlp.{proj}.bias", (F,)
-        yield f"{pre}.mlp.down_proj.weight", (D, F)
-        yield f"{pre}.mlp.down_proj.bias", (D,)
+        for proj in ("gate_proj", "up_proj") if cfg.mlp.kind == "gated" else ("up_proj",):  # plain: no gate
+            yield f"{pre}.mlp.{proj}.weight", (F, D), "projection"
+            yield f"{pre}.mlp.{proj}.bias", (F,), "vector"
+        yield f"{pre}.mlp.down_proj.weight", (D, F), "projection"
+        yield f"{pre}.mlp.down_proj.bias", (D,), "vector"
 
 
-def _attention_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape]]:
+def _attention_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
     """Per-head attention: q/k/v/o projections, biases, sinks, q/k norms."""
     D, H, Hkv, K = cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim
     for proj, rows in (("q_proj", H * K), ("k_proj", Hkv * K), ("v_proj", Hkv * K)):
-        yield f"{pre}.self_attn.{proj}.weight", (rows, D)
-        yield f"{pre}.self_attn.{proj}.bias", (rows,)
-    yield f"{pre}.self_attn.o_proj.weight", (D, H * K)
-    yield f"{pre}.self_attn.o_proj.bias", (D,)
-    yield f"{pre}.self_attn.sinks", (H,)
+        yield f"{pre}.self_attn.{proj}.weight", (rows, D), "projection"
+        yield f"{pre}.self_attn.{proj}.bias", (rows,), "vector"
+    yield f"{pre}.self_attn.o_proj.weight", (D, H * K), "projection"
+    yield f"{pre}.self_attn.o_proj.bias", (D,), "vector"
+    yield f"{pre}.self_attn.sinks", (H,), "vector"
     all_heads = cfg.attention.qk_norm == "all_heads"  # OLMo 2 norms all heads at once
-    yield f"{pre}.self_attn.q_norm.weight", (H * K,) if all_heads else (K,)
-    yield f"{pre}.self_attn.k_norm.weight", (Hkv * K,) if all_heads else (K,)
+    yield f"{pre}.self_attn.q_norm.weight", (H * K,) if all_heads else (K,), "vector"
+    yield f"{pre}.self_attn.k_norm.weight", (Hkv * K,) if all_heads else (K,), "vector"
 
 
-def _mla_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape]]:
+def _mla_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
     """DeepSeek's latent attention: low-rank q (or q_proj), kv_a to latent + rope key, kv_b to
     per-head nope keys and values; its o_proj reads heads x v_head_dim."""
     mla, D, H = cfg.mla, cfg.hidden, cfg.heads
     assert mla is not None
     qk = mla.nope_dim + mla.rope_dim
     if mla.q_lora_rank is None:
-        yield f"{pre}.q_proj.weight", (H * qk, D)
+        yield f"{pre}.q_proj.weight", (H * qk, D), "projection"
     else:
-        yield f"{pre}.q_a_proj.weight", (mla.q_lora_rank, D)
-        yield f"{pre}.q_a_layernorm.weight", (mla.q_lora_rank,)
-        yield f"{pre}.q_b_proj.weight", (H * qk, mla.q_lora_rank)
-    yield f"{pre}.kv_a_proj_with_mqa.weight", (mla.kv_lora_rank + mla.rope_dim, D)
-    yield f"{pre}.kv_a_layernorm.weight", (mla.kv_lora_rank,)
-    yield f"{pre}.kv_b_proj.weight", (H * (mla.nope_dim + mla.v_dim), mla.kv_lora_rank)
-    yield f"{pre}.o_proj.weight", (D, H * mla.v_dim)
+        yield f"{pre}.q_a_proj.weight", (mla.q_lora_rank, D), "projection"
+        yield f"{pre}.q_a_layernorm.weight", (mla.q_lora_rank,), "vector"
+        yield f"{pre}.q_b_proj.weight", (H * qk, mla.q_lora_rank), "projection"
+    yield f"{pre}.kv_a_proj_with_mqa.weight", (mla.kv_lora_rank + mla.rope_dim, D), "projection"
+    yield f"{pre}.kv_a_layernorm.weight", (mla.kv_lora_rank,), "vector"
+    yield f"{pre}.kv_b_proj.weight", (H * (mla.nope_dim + mla.v_dim), mla.kv_lora_rank), "projection"
+    yield f"{pre}.o_proj.weight", (D, H * mla.v_dim), "projection"
 
 
-def _shared_shapes(shared: SharedExpert, i: int, D: int) -> Iterator[tuple[str, Shape]]:
+def _shared_shapes(shared: SharedExpert, i: int, D: int) -> Iterator[tuple[str, Shape, Kind]]:
     gate, up, down = (n.format(i=i) for n in shared.names)
-    yield gate, (shared.intermediate, D)
-    yield up, (shared.intermediate, D)
-    yield down, (D, shared.intermediate)
+    yield gate, (shared.intermediate, D), "projection"
+    yield up, (shared.intermediate, D), "projection"
+    yield down, (D, shared.intermediate), "projection"
     if shared.gate_name is not None:
-        yield shared.gate_name.format(i=i), (1, D)
+        yield shared.gate_name.format(i=i), (1, D), "projection"
 
 
 def check_shapes(cfg: ModelConfig, checkpoint: Checkpoint, config_path: Path) -> None:
     """Raises CheckpointError for the first tensor whose header shape is not the one `cfg` implies."""
-    for name, shape in canonical_shapes(cfg):
+    for name, shape, _ in canonical_shapes(cfg):
         source = cfg.tensors.source(name)
         want = source.stored(shape)
         for stored in source.tensors:

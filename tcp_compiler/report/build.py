@@ -45,26 +45,32 @@ def _roofline(sim: Simulation) -> Roofline:
     return Roofline.of(sim.hardware, sim.precision.operand)
 
 
+Terms = tuple[float, float, float]  # an op's compute, memory and communication seconds at the roofs
 # An op's figures as OpRow has them, before the report keeps it: a long prefill has ~10^5 ops, of
 # which the report keeps the `top` as OpRows (records check every field); the roles sum them all.
 _OpFigures = namedtuple("_OpFigures", [f.name for f in fields(OpRow)])  # type: ignore[misc]
 
 
-def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[_OpFigures, ...], tuple[str, ...]]:
-    """Every op, averaged per program run (per decode step for decode), heaviest first, and the
-    role of each."""
-    clock, roofline = sim.hardware.chip.clock_hz, _roofline(sim)
-    rows = []
+def _ops(
+    totals: OpTotals, steps: int, sim: Simulation
+) -> tuple[tuple[_OpFigures, ...], tuple[str, ...], tuple[Terms, ...]]:
+    """Every op, averaged per program run (per decode step for decode), heaviest first, the role
+    of each and its roofline terms, compute at the peak of the dtype its contraction multiplies in
+    (attention's operands in a bf16 cache on an fp8 run go at bf16's rate)."""
+    clock, hw, default = sim.hardware.chip.clock_hz, sim.hardware, sim.precision.operand.name
+    rooflines = {d: Roofline.of(hw, d) for d in {*totals.operands, default} - {""}}
+    rows, all_terms = [], []
     # Python floats (the same doubles): a long prefill has ~10^5 ops, and numpy scalars are slow.
-    spans, main, layers = totals.span_cycles.tolist(), totals.main_cycles.tolist(), totals.layers.tolist()
+    busy, main, layers = totals.busy_cycles.tolist(), totals.main_cycles.tolist(), totals.layers.tolist()
     all_flops, all_hbm = totals.flops.tolist(), totals.hbm_bytes.tolist()
     all_link, all_dm = totals.link_bytes.tolist(), totals.dm_bytes.tolist()
     joules = op_joules(sim, totals).tolist()
     for i, name in enumerate(totals.names):
-        seconds = spans[i] / clock / steps
+        seconds = busy[i] / clock / steps
         flops, hbm = all_flops[i] / steps, all_hbm[i] / steps
         link, dm = all_link[i] / steps, all_dm[i] / steps
-        terms = roofline.terms(flops, hbm, link)
+        terms = rooflines[totals.operands[i] or default].terms(flops, hbm, link)
+        all_terms.append(terms)
         moved = hbm + dm
         rows.append(
             _OpFigures(
@@ -76,7 +82,8 @@ def _ops(totals: OpTotals, steps: int, sim: Simulation) -> tuple[tuple[_OpFigure
             )
         )  # fmt: skip
     order = sorted(range(len(rows)), key=lambda i: -rows[i].seconds)
-    return tuple(rows[i] for i in order), tuple(totals.roles[i] for i in order)
+    return (tuple(rows[i] for i in order), tuple(totals.roles[i] for i in order),
+            tuple(all_terms[i] for i in order))  # fmt: skip
 
 
 def _kept(ops: tuple[_OpFigures, ...], top: int | None) -> tuple[OpRow, ...]:
@@ -145,9 +152,9 @@ def _limiter(
 
 
 def _roles(
-    ops: tuple[tuple[OpRow, ...], tuple[str, ...]], seconds: float, sim: Simulation
+    ops: tuple[tuple[_OpFigures, ...], tuple[str, ...], tuple[Terms, ...]], seconds: float
 ) -> tuple[OpRoleRow, ...]:
-    return op_roles(*ops, seconds, _roofline(sim).terms, bound)
+    return op_roles(*ops, seconds, bound)
 
 
 def _units(totals: OpTotals, cycles: float, sim: Simulation) -> tuple[UnitRow, ...]:
@@ -252,8 +259,8 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
             prefill=_kept(prefill_ops[0], top), decode=_kept(decode_ops[0], top) if decode_ops else None
         ),
         op_roles=OpRoles(
-            prefill=_roles(prefill_ops, prefill_seconds, sim),
-            decode=_roles(decode_ops, decode.tpot_seconds_mean, sim) if decode_ops else None,
+            prefill=_roles(prefill_ops, prefill_seconds),
+            decode=_roles(decode_ops, decode.tpot_seconds_mean) if decode_ops else None,
         ),
         attention=Attention(prefill=tuple(AttentionNote(**note) for note in sim.attention)),
         memory=Memory(

@@ -168,7 +168,11 @@ class OpRow(Record):
         "where the einsum's axes went: stationary operand, clusters, slices per role, lanes, packet, "
         "time steps, tiles"
     )
-    seconds: float = doc("from the op's first command's start to its last command's end", "s")
+    seconds: float = doc(
+        "the time at least one of the op's commands is under way (a weight fetched early counts for "
+        "its fetch, not for the ops that run before the pass reads it)",
+        "s",
+    )
     tensor_unit_seconds: float = doc("time on the Tensor Unit's main context", "s")
     flops: float = doc("the op's work", "FLOP")
     hbm_bytes: float = doc("the op's HBM traffic", "B")

@@ -148,6 +148,13 @@ def check_fits(budget: KvBudget, longest: int, hw: Spec, pp: int) -> None:
         )
 
 
+def serving_costs(config: ModelConfig, hw: Spec, precision: Precision, compile_options: CompileOptions,
+                  options: ServeOptions, pp: int) -> IterationCosts:  # fmt: skip
+    """The iteration costs a server with `options` runs on (its grids, attention, shapes, blocks)."""
+    return IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp,
+                          options.shapes, options.block_size)  # fmt: skip
+
+
 def serve(
     config: ModelConfig,
     hw: Spec,
@@ -158,6 +165,7 @@ def serve(
     costs: IterationCosts | None = None,
     pp: int = 1,
     observer: Observer = QUIET,
+    token_gaps: bool = False,
 ) -> ServeResult:
     """Runs every request to completion and returns what happened, iteration by iteration.
 
@@ -168,7 +176,9 @@ def serve(
     pp iterations are in flight, one per stage; an engine's next iteration starts once its last
     one's tokens are out. An iteration's time through the stages is the engine's, its stages'
     programs joined as `tcpc simulate --pp` joins them (`costs`, for pp stages). The observer
-    hears the requests finished."""
+    hears the requests finished. With `token_gaps`, each sequence keeps the time between its
+    successive tokens (`Sequence.itl`, vLLM's inter-token latencies), which a long run holds
+    8 bytes per token for."""
     if not requests:
         raise TcpcError("no requests to serve")
     compile_options = compile_options or CompileOptions()
@@ -185,8 +195,7 @@ def serve(
     ]  # fmt: skip
     check_fits(budget, longest, hw, pp)
     if costs is None:
-        costs = IterationCosts(config, hw, precision, compile_options, options.buckets, options.attention, pp,
-                               options.shapes, options.block_size)  # fmt: skip
+        costs = serving_costs(config, hw, precision, compile_options, options, pp)
     if len(costs.stages) != pp:
         raise ValueError(f"the iteration costs are of {len(costs.stages)} stages, the server's of {pp}")
     closed = options.concurrency is not None
@@ -253,7 +262,7 @@ def serve(
             preemptions=st.preemptions - preempted,
         )
         engine.ready = end
-        finishing = _advance(plan, end)
+        finishing = _advance(plan, end, token_gaps)
         if options.prefix_cache:  # kept once a prefill has passed it (it then stays cached)
             engine.prefix_cached |= any(0 < s.request.shared_prefix <= s.cached for s, _ in plan.chunks)
         for seq in finishing:
@@ -352,13 +361,15 @@ def iteration_host_work(plan: Plan, st: ServerState, hw: Spec) -> HostWork:
     return host_work(hw, len(st.running), tokens, sampled, programs)
 
 
-def _advance(plan: Plan, now: float) -> list[Sequence]:
-    """Applies the iteration's tokens; returns the sequences it finished."""
-    done = []
+def _advance(plan: Plan, now: float, token_gaps: bool) -> list[Sequence]:
+    """Applies the iteration's tokens (recording each one's gap since the sequence's last with
+    `token_gaps`); returns the sequences it finished."""
+    done, tokened = [], []
     for seq, tokens in plan.chunks:
         seq.cached += tokens
         if not seq.prefilling:  # the prefill's last chunk gives a token
             seq.generated += 1
+            tokened.append(seq)
             if seq.first_token_s is None:
                 seq.first_token_s = now
             if seq.done:
@@ -368,4 +379,9 @@ def _advance(plan: Plan, now: float) -> list[Sequence]:
         seq.generated += 1
         if seq.done:
             done.append(seq)
+    if token_gaps:
+        for seq in (*tokened, *plan.decodes):
+            if seq.last_token_s is not None:
+                seq.itl.append(now - seq.last_token_s)
+            seq.last_token_s = now
     return done

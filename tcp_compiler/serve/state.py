@@ -8,6 +8,7 @@ its cache and later prefills prompt + output so far, which gives its next token.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -26,6 +27,8 @@ class Sequence:
     finish_s: float | None = None
     preemptions: int = 0
     blocks: int = 0  # KV blocks held (tcp_compiler.serve.blocks)
+    last_token_s: float | None = None  # kept, with `itl`, only when the server records token gaps
+    itl: array = field(default_factory=lambda: array("d"))  # seconds between its successive tokens
 
     @property
     def id(self) -> int:

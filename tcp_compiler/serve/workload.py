@@ -7,23 +7,17 @@ Everything here is deterministic for a given seed, so the same command gives the
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from simulator.files import read_input
 from tcp_compiler.errors import OptionError, RequestFileError
-from tcp_compiler.frontend import json_input
 from tcp_compiler.option_fields import MAX_SEQUENCES, MAX_TOKENS, ascii_int, option, positive_number
+from tcp_compiler.serve import request_tables
 
 MAX_TRACE_BYTES = 64 << 20  # a request file of a million lines fits easily
-MAX_TRACE_DEPTH = 2  # a line is one flat object; a value nested deeper is not a request
-MAX_CELL = 64  # characters of one CSV cell: the longest number a request needs is far shorter
-MAX_DIGITS = 24  # of an integer cell: beyond any token count (MAX_TOKENS), short of int()'s limits
 TRACE_FIELDS = ("arrival_s", "prompt_len", "output_len")
 DEFAULT_RATE = 8.0  # requests per second, with neither a rate nor a concurrency: a few dozen busy
 MAX_RATE = 1e6
@@ -127,113 +121,31 @@ def synthetic(
     ]
 
 
-def load_trace(path: str | Path) -> list[Request]:
+def load_trace(path: str | Path, arrivals: bool = True) -> list[Request]:
     """Requests from a .jsonl (one object per line) or .csv (a header row) file with arrival_s,
-    prompt_len and output_len; any bad line is a one-line error naming the file, line and field."""
+    prompt_len and output_len, in arrival order; any bad line is a one-line error naming the file,
+    line and field. Without `arrivals` (a closed loop over the file's lengths) arrival_s is not
+    read and the requests keep the file's order."""
     path = Path(path)
-    try:
-        text = read_input(path, MAX_TRACE_BYTES, "request files").decode("utf-8")
-    except OSError as e:
-        raise RequestFileError(f"{path}: cannot read: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise RequestFileError(f"{path}: not UTF-8 text") from None
-    rows = _csv_rows(path, text) if path.suffix.lower() == ".csv" else _jsonl_rows(path, text)
-    requests = [_request(path, line, row, i) for i, (line, row) in enumerate(rows)]
+    text = request_tables.read_text(path, MAX_TRACE_BYTES, "request files")
+    fields = TRACE_FIELDS if arrivals else TRACE_FIELDS[1:]
+    rows = request_tables.rows(path, text, fields)
+    requests = [_request(f"{path}:{line}", row, i, arrivals) for i, (line, row) in enumerate(rows)]
     if not requests:
         raise RequestFileError(f"{path}: no requests")
-    return sorted(requests, key=lambda r: (r.arrival_s, r.id))
+    return sorted(requests, key=lambda r: (r.arrival_s, r.id)) if arrivals else requests
 
 
-def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict]]:
-    rows = []
-    for line, raw in enumerate(text.splitlines(), 1):
-        if not raw.strip():
-            continue
-        try:
-            row = json_input.loads(raw, MAX_TRACE_DEPTH)
-        except ValueError as e:
-            raise RequestFileError(f"{path}:{line}: not valid JSON: {e}") from None
-        if not isinstance(row, dict):
-            raise RequestFileError(f"{path}:{line}: expected a JSON object, got {type(row).__name__}")
-        rows.append((line, row))
-    return rows
-
-
-def _csv_rows(path: Path, text: str) -> list[tuple[int, dict]]:
-    """The rows under the header; strict quoting, so a quote left open is an error at the line
-    it opens rather than a cell that swallows the rest of the file."""
-    reader = csv.reader(io.StringIO(text), strict=True)
-    records: list[tuple[int, list[str]]] = []
-    start = 1  # the line the record being read starts at
-    try:
-        for cells in reader:
-            records.append((start, cells))
-            start = reader.line_num + 1
-    except csv.Error as e:
-        raise RequestFileError(f"{path}:{start}: not valid CSV: {e}") from None
-    if not records:
-        raise RequestFileError(f"{path}: empty; expected a header row {','.join(TRACE_FIELDS)}")
-    header = [h.strip() for h in records[0][1]]
-    missing = [f for f in TRACE_FIELDS if f not in header]
-    if missing:
-        expected = ",".join(TRACE_FIELDS)
-        raise RequestFileError(f"{path}:1: header lacks {', '.join(missing)} (expected {expected})")
-    rows = []
-    for line, cells in records[1:]:
-        if not any(c.strip() for c in cells):
-            continue
-        if len(cells) != len(header):
-            raise RequestFileError(f"{path}:{line}: {len(cells)} fields, the header has {len(header)}")
-        rows.append((line, dict(zip(header, (c.strip() for c in cells), strict=True))))
-    return rows
-
-
-def _request(path: Path, line: int, row: dict, index: int) -> Request:
+def _request(where: str, row: dict, index: int, arrivals: bool) -> Request:
     def field(name: str, integer: bool, lo: float, hi: float, unit: str) -> float:
         if name not in row:
-            raise RequestFileError(f"{path}:{line}: missing field {name}")
-        try:
-            value = _number(row[name], integer)
-        except (TypeError, ValueError, OverflowError):
-            want = "an integer" if integer else "a number"
-            raise RequestFileError(
-                f"{path}:{line}: field {name}: expected {want}, got {_shown(row[name])}"
-            ) from None
-        if not lo <= value <= hi:
-            expected = f"{lo:,.0f} to {hi:,.0f} {unit}"
-            shown = _shown(row[name])
-            raise RequestFileError(f"{path}:{line}: field {name}: expected {expected}, got {shown}")
-        return value
+            raise RequestFileError(f"{where}: missing field {name}")
+        return request_tables.cell(where, name, row[name], integer, lo, hi, unit)
 
-    arrival = field("arrival_s", False, 0, MAX_ARRIVAL_S, "seconds")
+    arrival = field("arrival_s", False, 0, MAX_ARRIVAL_S, "seconds") if arrivals else None
     prompt = int(field("prompt_len", True, 1, MAX_TOKENS, "tokens"))
     output = int(field("output_len", True, 1, MAX_TOKENS, "tokens"))
     return Request(index, arrival, prompt, output)
-
-
-def _number(value: object, integer: bool) -> float:
-    """A JSON or CSV cell as a finite number: integers must be whole (2.0 is 2, 2.5 is not one);
-    an integer cell holds digits only, at most MAX_DIGITS of them; a cell at most MAX_CELL
-    characters."""
-    if isinstance(value, bool):
-        raise ValueError(value)
-    if isinstance(value, str):
-        value = value.strip()
-        if len(value) > (MAX_DIGITS if integer else MAX_CELL):
-            raise ValueError(value)
-        value = int(value, 10) if integer else float(value)
-    if not isinstance(value, (int, float)):
-        raise TypeError(value)
-    number = float(value)  # OverflowError past float's range
-    if not math.isfinite(number) or (integer and not number.is_integer()):
-        raise ValueError(value)
-    return number
-
-
-def _shown(value: object) -> str:
-    """A cell as a message quotes it, cut short."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True)
@@ -267,7 +179,10 @@ class Workload:
         exclusive="arrivals",
     )
     trace_file: str | None = option(
-        None, "requests from a .jsonl or .csv file (arrival_s, prompt_len, output_len)", "FILE"
+        None,
+        "requests from a .jsonl or .csv file (arrival_s, prompt_len, output_len; with --concurrency: "
+        "a closed loop over its lengths, arrival_s not needed)",
+        "FILE",
     )
     shared_prefix: int = option(
         0, "the first N tokens of every prompt are the same (a system prompt; at most the prompt)", "N",
@@ -279,12 +194,13 @@ class Workload:
         return [replace(r, shared_prefix=min(self.shared_prefix, r.prompt_len)) for r in self.drawn()]
 
     def drawn(self) -> list[Request]:
-        """The requests: read from the trace file, or drawn (at DEFAULT_RATE when neither a rate
-        nor a concurrency is given; a rate of inf: all at once)."""
+        """The requests: read from the trace file (with a concurrency, its lengths in a closed
+        loop), or drawn (at DEFAULT_RATE when neither a rate nor a concurrency is given; a rate of
+        inf: all at once)."""
         if self.trace_file:
-            if self.rate is not None or self.concurrency is not None:
-                raise OptionError("{trace_file} gives each request's arrival: drop {rate} / {concurrency}")
-            return load_trace(self.trace_file)
+            if self.rate is not None:
+                raise OptionError("{trace_file} gives each request's arrival: drop {rate}")
+            return load_trace(self.trace_file, arrivals=self.concurrency is None)
         rate = DEFAULT_RATE if self.rate is None and self.concurrency is None else self.rate
         rate = None if rate is not None and math.isinf(rate) else rate
         closed_loop = self.concurrency is not None

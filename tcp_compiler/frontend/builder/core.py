@@ -10,12 +10,14 @@ rank runs it with its own weight shards, so H, Hkv, F and V are per-chip sizes. 
 the experts' gate/up are column-parallel (a block of the [out, in] rows), o_proj and down
 row-parallel (a block of the columns) followed by an all_reduce of the [B, S, D] partial sums;
 with fewer KV heads than chips each chip holds the one KV head its query heads read. The LM head
-is vocab-parallel with an all_gather of the logits when N divides V. Embedding, norms, router and
-RoPE tables are replicated. With chips=1 no collective appears and every param is whole.
+and the embedding are vocab-parallel when N divides V: each chip holds V / N rows, the lookup's
+rows join in an all_reduce and the logits in an all_gather. Norms, router and RoPE tables are
+replicated. With chips=1 no collective appears and every param is whole.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,16 +46,31 @@ def whole(w: np.ndarray, rank: int) -> np.ndarray:
     return w
 
 
-def cut(dim: int, parts: int, index: Callable[[int], int] = lambda rank: rank) -> Cut:
-    """Block `index(rank)` of `parts` equal blocks along `dim` (0: rows of [out, in], 1: columns)."""
-    if parts == 1:
+def cut(
+    dim: int, parts: int, index: Callable[[int], int] = lambda rank: rank, width: int | None = None
+) -> Cut:
+    """Block `index(rank)` of `parts` equal blocks along `dim` (0: rows of [out, in], 1: columns);
+    with `width`, blocks of that many from the tensor zero-padded to `parts` x `width` (a width
+    the chips or a weight format's blocks do not divide: the last chips hold the zeros)."""
+    if parts == 1 and width is None:
         return whole
 
     def block(w: np.ndarray, rank: int) -> np.ndarray:
-        n, i = w.shape[dim] // parts, index(rank)
+        n, i = width or w.shape[dim] // parts, index(rank)
+        if width is not None and w.shape[dim] < parts * width:
+            pad = [(0, 0)] * w.ndim
+            pad[dim] = (0, parts * width - w.shape[dim])
+            w = np.pad(w, pad)
         return w[(slice(None),) * dim + (slice(i * n, (i + 1) * n),)]
 
     return block
+
+
+def padded_width(width: int, chips: int, align: int) -> int:
+    """A chip's share of a width split over `chips`, rounded up to a multiple of `align` (a weight
+    format's blocks along it): width / chips when both divide, else the zero-padded share."""
+    share = -(-width // chips)
+    return -(-share // align) * align
 
 
 @dataclass(frozen=True)
@@ -66,26 +83,41 @@ class Sharding:
     kv_replicas: int  # chips holding the same KV head (1 when the KV heads split)
     intermediate: int
     moe_intermediate: int
-    vocab: int  # LM head rows per chip: vocab / chips, or the whole vocab when replicated
+    vocab: int  # embedding and LM head rows per chip: vocab / chips, or the whole vocab when replicated
+
+    align: int  # a chip's MLP and expert widths are multiples of this (the weight format's blocks)
 
     @staticmethod
-    def plan(cfg: ModelConfig, chips: int) -> Sharding:
-        """Per-chip sizes, or a one-line FrontendError naming what does not divide."""
+    def plan(cfg: ModelConfig, precision: Precision, chips: int) -> Sharding:
+        """Per-chip sizes, or a one-line FrontendError naming what does not divide. MLP and
+        expert widths never refuse: a share the chips or the format's blocks do not divide is
+        zero-padded up (padded rows give zero activations, padded columns add nothing)."""
         H, Hkv, N = cfg.heads, cfg.kv_heads, chips
         if H % N or (Hkv % N if Hkv >= N else N % Hkv):
             raise FrontendError(
                 f"{cfg.name}: {H} heads and {Hkv} KV heads do not split over {N} chips "
                 f"(heads must be a multiple of the chips, KV heads a multiple or a divisor of them)"
             )
-        if any(not layer.moe for layer in cfg.layers) and cfg.intermediate % N:
-            raise FrontendError(f"{cfg.name}: MLP width {cfg.intermediate} does not split over {N} chips")
+        fmt = precision.format
+        align = math.lcm(*(n for n in fmt.block if n)) if fmt is not None and N > 1 else 1
         moe_f = cfg.moe.intermediate if cfg.moe is not None else 0
-        if any(layer.moe for layer in cfg.layers) and moe_f % N:
-            raise FrontendError(f"{cfg.name}: expert width {moe_f} does not split over {N} chips")
         vocab = cfg.vocab // N if cfg.vocab % N == 0 else cfg.vocab
         replicas = N // Hkv if Hkv < N else 1
         kv = max(Hkv // N, 1)
-        return Sharding(N, H // N, kv, replicas, cfg.intermediate // N, moe_f // N, vocab)
+        widths = (padded_width(cfg.intermediate, N, align), padded_width(moe_f, N, align))
+        return Sharding(N, H // N, kv, replicas, *widths, vocab, align)
+
+    def width(self, whole: int) -> int:
+        """A chip's share of an MLP or expert width (`padded_width`)."""
+        return padded_width(whole, self.chips, self.align)
+
+    def columns(self, width: int) -> Cut:
+        """Column-parallel rows of a width whose per-chip share is `width` (zero-padded)."""
+        return cut(0, self.chips, width=width)
+
+    def rows(self, width: int) -> Cut:
+        """Row-parallel columns of a width whose per-chip share is `width` (zero-padded)."""
+        return cut(1, self.chips, width=width)
 
     @property
     def groups(self) -> int:
@@ -164,7 +196,7 @@ class GraphBuilder:
         chips: int,
     ) -> None:
         self.cfg, self.p = cfg, precision
-        self.sh = Sharding.plan(cfg, chips)
+        self.sh = Sharding.plan(cfg, precision, chips)
         self.g = Graph(name)
         self.batch, self.seq, self.positions = batch, seq, positions
         self.bindings: dict[str, Binding] = {}
@@ -301,4 +333,3 @@ class GraphBuilder:
 
 def _ring_axes(window: int) -> tuple[str, str]:
     return f"Pw{window}", f"Skw{window}"
-

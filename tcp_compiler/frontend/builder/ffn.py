@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from ir import F32, I32, Node, TensorType
-from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder.core import Binding, Cut, GraphBuilder, Weight, whole
 from tcp_compiler.frontend.builder.routing import route
 from tcp_compiler.frontend.builder.weights import linear, split_groups, weight
@@ -31,18 +30,17 @@ def mlp(b: GraphBuilder, i: int, x: Node, reduce: bool = True) -> Node:
     cfg, g, sh = b.cfg, b.g, b.sh
     pre = f"model.layers.{i}.mlp"
     D, F = cfg.hidden, sh.intermediate
-    bias = sh.column if cfg.mlp.bias else None
-    up = linear(
-        b, x, f"{pre}.up_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], "up", sh.column, bias
-    )
+    column = sh.columns(F)
+    bias = column if cfg.mlp.bias else None
+    up = linear(b, x, f"{pre}.up_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], "up", column, bias)
     if cfg.mlp.kind == "gated":
         gate = linear(b, x, f"{pre}.gate_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], "gate",
-                      sh.column, bias)  # fmt: skip
+                      column, bias)  # fmt: skip
         act = g.add("mul", activate(b, gate, "act"), up, name=b.name("glu"))
     else:
         act = activate(b, up, "act")
     down = linear(b, act, f"{pre}.down_proj.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], "down",
-                  sh.row, sh.row_bias if cfg.mlp.bias else None)  # fmt: skip
+                  sh.rows(F), sh.row_bias if cfg.mlp.bias else None)  # fmt: skip
     return b.all_reduce(down, b.name("down.sum")) if reduce else down
 
 
@@ -73,7 +71,7 @@ def _experts(b: GraphBuilder, i: int, x: Node, idx: Node, weights: Node, reduce:
     cfg, g, sh = b.cfg, b.g, b.sh
     D, F, E = cfg.hidden, sh.moe_intermediate, cfg.moe.experts
     counts = g.add("bincount", idx, name=b.name("expert_counts"), type=TensorType.of(I32, E=E))
-    column, row = sh.column, sh.row
+    column, row = sh.columns(F), sh.rows(F)
     gate_w = _expert_weight(b, i, 0, {"E": E, "F": F, "D": D}, "D", column)
     rows = g.add("dispatch", b.to(x, gate_w[0].type.dtype), idx, name=b.name("expert_rows"), axis="R")
     gate = _expert(b, rows, counts, gate_w, "expert_gate", _expert_bias(b, i, 0, idx, F, column))
@@ -170,16 +168,12 @@ def _shared_expert(b: GraphBuilder, i: int, x: Node) -> Node | None:
     shared = cfg.moe.shared if cfg.moe is not None else None
     if shared is None:
         return None
-    if shared.intermediate % sh.chips:
-        raise FrontendError(
-            f"{cfg.name}: shared expert width {shared.intermediate} does not split over {sh.chips} chips"
-        )
-    D, F = cfg.hidden, shared.intermediate // sh.chips
+    D, F = cfg.hidden, sh.width(shared.intermediate)
     gate_n, up_n, down_n = (n.format(i=i) for n in shared.names)
-    gate = linear(b, x, gate_n, {"F": F, "D": D}, ["D"], ["B", "S", "F"], "shared_gate", sh.column)
-    up = linear(b, x, up_n, {"F": F, "D": D}, ["D"], ["B", "S", "F"], "shared_up", sh.column)
+    gate = linear(b, x, gate_n, {"F": F, "D": D}, ["D"], ["B", "S", "F"], "shared_gate", sh.columns(F))
+    up = linear(b, x, up_n, {"F": F, "D": D}, ["D"], ["B", "S", "F"], "shared_up", sh.columns(F))
     act = g.add("mul", activate(b, gate, "shared_act"), up, name=b.name("shared_glu"))
-    out = linear(b, act, down_n, {"D": D, "F": F}, ["F"], ["B", "S", "D"], "shared_down", sh.row)
+    out = linear(b, act, down_n, {"D": D, "F": F}, ["F"], ["B", "S", "D"], "shared_down", sh.rows(F))
     if shared.gate_name is None:
         return out
     logit = linear(b, x, shared.gate_name.format(i=i), {"O": 1, "D": D}, ["D"], ["B", "S", "O"],

@@ -15,7 +15,7 @@ import numpy as np
 from ir import F32, I32, Axis, Node, TensorType
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder.attention import attention
-from tcp_compiler.frontend.builder.core import GraphBuilder, ModelGraph, whole
+from tcp_compiler.frontend.builder.core import Binding, GraphBuilder, ModelGraph, whole
 from tcp_compiler.frontend.builder.ffn import feed_forward
 from tcp_compiler.frontend.builder.masks import DecodeMasks, PrefillMasks
 from tcp_compiler.frontend.builder.norms import norm
@@ -149,8 +149,10 @@ def _leave(b: GraphBuilder, stage: Stage, h: Node) -> Node:
 def _embed(b: GraphBuilder, ids: Node, pos: Node) -> Node:
     """Token embedding, plus absolute positions (learned or sinusoidal), then the embedding norm."""
     cfg, g = b.cfg, b.g
-    table = b.tensor("model.embed_tokens.weight", b.p.table, {"V": cfg.vocab, "D": cfg.hidden})
-    x = b.to(g.add("gather", table, ids, name="embed", axis="V"), F32)
+    if b.sh.vocab != cfg.vocab:
+        x = _lookup(b, ids)
+    else:
+        x = b.to(g.add("gather", _table(b), ids, name="embed", axis="V"), F32)
     if cfg.embedding.scale is not None:
         scale = np.float32(cfg.embedding.scale)
         if cfg.embedding.scale_in_table_dtype:
@@ -161,6 +163,31 @@ def _embed(b: GraphBuilder, ids: Node, pos: Node) -> Node:
     if cfg.norms.embed:
         x = norm(b, x, "D", "model.embed_norm", "embed_norm")
     return x
+
+
+def _table(b: GraphBuilder) -> Node:
+    """The embedding table [V, D], or this chip's V / chips rows of it when the vocabulary is
+    split (the LM head's rows when tied)."""
+    sh, cfg = b.sh, b.cfg
+    part = sh.column if sh.vocab != cfg.vocab else whole
+    return b.tensor("model.embed_tokens.weight", b.p.table, {"V": sh.vocab, "D": cfg.hidden}, part)
+
+
+def _lookup(b: GraphBuilder, ids: Node) -> Node:
+    """Vocab-parallel embedding (Megatron's): each chip holds V / chips rows of the table, looks
+    up the ids that fall in its rows (the others read row 0 and are zeroed), and an all_reduce
+    sums the chips' rows: each token's row comes from the one chip that holds it, exactly."""
+    g, rows = b.g, b.sh.vocab
+    first = b.param("embed.first", I32, {}, Binding((), lambda get, rank: np.array(rank * rows, np.int32)))
+    local = g.add("sub", ids, first, name="embed.local")
+    zero = b.const(0, I32)
+    above = g.add("ge", local, zero, name="embed.above")
+    below = g.add("lt", local, b.const(rows, I32), name="embed.below")
+    mine = g.add("and", above, below, name="embed.mine")
+    index = g.add("where", mine, local, zero, name="embed.index")
+    found = b.to(g.add("gather", _table(b), index, name="embed.rows", axis="V"), F32)
+    kept = g.add("where", mine, found, b.const(0.0), name="embed.partial")
+    return b.all_reduce(kept, "embed")
 
 
 def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
@@ -213,8 +240,8 @@ def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, pas
 def _head(b: GraphBuilder, x: Node) -> Node:
     """Final norm and LM head on [B, (N,) D]; tied models reuse the embedding table.
 
-    Vocab-parallel over chips: each chip computes its V / chips rows (a tied head gets its own
-    param cut from the embedding, which stays whole for the lookup) and an all_gather joins them.
+    Vocab-parallel over chips: each chip computes its V / chips rows (a tied head reads the
+    chip's rows of the embedding table) and an all_gather joins them.
     """
     cfg, sh, g = b.cfg, b.sh, b.g
     if cfg.norms.final:
@@ -224,11 +251,7 @@ def _head(b: GraphBuilder, x: Node) -> Node:
     part = sh.column if parallel else whole
     lead = [a for a in x.type.names if a != "D"]
     if cfg.embedding.tied:
-        embedding = "model.embed_tokens.weight"  # the stage's own copy when it does not embed
-        if parallel:
-            table = b.tensor("lm_head.weight", b.p.table, axes, part, source=embedding)
-        else:
-            table = b.tensor(embedding, b.p.table, {"V": cfg.vocab, "D": cfg.hidden})
+        table = _table(b)  # the stage's own copy when it does not embed
         eq = f"{' '.join(lead)} D, V D -> {' '.join(lead)} V"
         logits = b.einsum(b.to(x, table.type.dtype), table, name="logits.raw", eq=eq)
     else:

@@ -86,7 +86,11 @@ def _parts_maker(fmt: WeightFormat, lay: Layout, make: Callable[[Getter, int], n
         def part(suffix: str) -> np.ndarray:
             return make(lambda tensor: get(f"{tensor}:{suffix}"), rank)
 
-        return Parts(part("codes"), part("scale"), part("zero") if fmt.zero else None)
+        # A chip's share zero-padded past the weight's width (Sharding) has zero codes and zero
+        # scales; e8m0 holds no zero (it would read NaN), so padded blocks take scale 1.
+        scale = part("scale")
+        scale = np.where(scale == 0, 1, scale).astype(scale.dtype)
+        return Parts(part("codes"), scale, part("zero") if fmt.zero else None)
 
     return stored
 

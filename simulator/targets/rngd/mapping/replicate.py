@@ -16,6 +16,7 @@ exactly the first one moved by the rule (every column, dependency, op and name);
 from __future__ import annotations
 
 import gc
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -25,21 +26,21 @@ from simulator.targets.rngd.mapping.layer_period import LayerPeriod
 _COPIED = tuple(name for name, _ in COLUMNS if name != "op")
 
 
-def replicate(program: Program, period: LayerPeriod) -> Program | None:
-    """The full model's program from the stand-in's, or None when the stand-in's blocks do not
-    repeat as the period says."""
+def replicate(program: Program, period: LayerPeriod, origins: Mapping[str, str]) -> Program | None:
+    """The full model's program from the stand-in's (`origins`: its graph's, GraphMeta.origins),
+    or None when the stand-in's blocks do not repeat as the period says."""
     # A long prefill's copies are ~10^5 ops and ~10^6 names, none of them in a reference cycle:
     # the cyclic collector would rescan the growing heap many times over (half the time).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _replicate(program, period)
+        return _replicate(program, period, origins)
     finally:
         if collecting:
             gc.enable()
 
 
-def _replicate(program: Program, period: LayerPeriod) -> Program | None:
+def _replicate(program: Program, period: LayerPeriod, origins: Mapping[str, str]) -> Program | None:
     """replicate's work: check the second kept period, then copy it and move the last layer."""
     blocks = _blocks(program, period)
     if blocks is None:
@@ -49,14 +50,14 @@ def _replicate(program: Program, period: LayerPeriod) -> Program | None:
     anchor = int(cmd_start[first])  # the repeating run's first command
     moves: dict[int, np.ndarray] = {}  # per block of the second period: which of its deps move
     for j in range(first + p, kept):
-        moves[j] = _moved(program, period, op_start, cmd_start, j - p, j, anchor)
+        moves[j] = _moved(program, period, origins, op_start, cmd_start, j - p, j, anchor)
         if moves[j] is None:
             return None
     ptr, idx = program.dep_ptr, program.dep_idx
     tail = int(op_start[kept])
     last_kept = int(op_start[kept - 1])
     after, before = period.reattached()
-    head = program.ops[:last_kept] + _rebound(program.ops[last_kept:tail], period, after)
+    head = program.ops[:last_kept] + _rebound(program.ops[last_kept:tail], period, origins, after)
     parts: list[tuple] = [(0, int(cmd_start[kept]), 0, 0, None, head)]
     cmd_end, op_end = int(cmd_start[kept]), tail
     splits: dict[tuple[int, int], dict] = {}  # per source and key set of its renames (see _rebound)
@@ -66,14 +67,14 @@ def _replicate(program: Program, period: LayerPeriod) -> Program | None:
         o_lo, o_hi = int(op_start[source]), int(op_start[source + 1])
         names = period.renames(source, layer)
         cache = splits.setdefault((source, len(names)), {})
-        ops = _rebound(program.ops[o_lo:o_hi], period, names, source, layer, cache)
+        ops = _rebound(program.ops[o_lo:o_hi], period, origins, names, source, layer, cache)
         parts.append((lo, hi, cmd_end - lo, op_end - o_lo, moves[source], ops))
         cmd_end += hi - lo
         op_end += o_hi - o_lo
     # The last layer and the suffix read the layers before them (moved) and the prefix (not).
     lo = int(cmd_start[kept])
     last = idx[ptr[lo] :] >= anchor
-    ops = _rebound(program.ops[tail:], period, before)
+    ops = _rebound(program.ops[tail:], period, origins, before)
     parts.append((lo, len(program), cmd_end - lo, op_end - tail, last, ops))
     return _assemble(program, parts)
 
@@ -106,8 +107,8 @@ def _blocks(program: Program, period: LayerPeriod) -> tuple[np.ndarray, np.ndarr
     return op_start, cmd_start
 
 
-def _moved(program: Program, period: LayerPeriod, op_start, cmd_start, a: int, b: int,
-           anchor: int) -> np.ndarray | None:  # fmt: skip
+def _moved(program: Program, period: LayerPeriod, origins: Mapping[str, str], op_start, cmd_start,
+           a: int, b: int, anchor: int) -> np.ndarray | None:  # fmt: skip
     """Which dependencies of block b are block a's moved with it (the same command of the layer
     before, say) rather than kept (a table of the prefix), or None unless block b is block a moved:
     every column, op and name alike, every dependency one or the other."""
@@ -135,15 +136,15 @@ def _moved(program: Program, period: LayerPeriod, op_start, cmd_start, a: int, b
         return None
     ops_a = program.ops[int(op_start[a]) : int(op_start[a + 1])]
     ops_b = program.ops[int(op_start[b]) : int(op_start[b + 1])]
-    return moved if _rebound(ops_a, period, period.renames(a, b), a, b) == ops_b else None
+    return moved if _rebound(ops_a, period, origins, period.renames(a, b), a, b) == ops_b else None
 
 
 def _rebound(
-    ops: list[OpInfo], period: LayerPeriod, names: dict[str, str], source: int = -1, layer: int = -1,
-    split: dict[str, tuple[str, str] | None] | None = None,
+    ops: list[OpInfo], period: LayerPeriod, origins: Mapping[str, str], names: dict[str, str],
+    source: int = -1, layer: int = -1, split: dict[str, tuple[str, str] | None] | None = None,
 ) -> list[OpInfo]:  # fmt: skip
-    """The ops with values renamed by `names` (and the names passes derived from them,
-    `{name}.suffix`) in their name, nodes and inputs, and ops of layer `source` moved to `layer`.
+    """The ops with values renamed by `names` (and the values passes made from them, `origins`)
+    in their name, nodes and inputs, and ops of layer `source` moved to `layer`.
     `split` caches each name as (key of `names`, suffix) for calls whose `names` have the same keys
     (the copies of one layer: a long prefill's layer has ~10^4 tile ops)."""
     split = {} if split is None else split
@@ -151,7 +152,7 @@ def _rebound(
         for op in ops:
             for name in (op.name, *op.nodes, *op.inputs):
                 if name not in split:
-                    split[name] = _split(name, names, period.shared)
+                    split[name] = _split(name, names, period.shared, origins)
     renamed = {name: name if at is None else names[at[0]] + at[1] for name, at in split.items()}
     get = renamed.__getitem__
     src, dst = (period.base + source, period.base + layer) if source >= 0 else (None, None)
@@ -170,17 +171,18 @@ def _rebound(
     return [copies[id(op)] if id(op) in copies else copies.setdefault(id(op), copy(op)) for op in ops]
 
 
-def _split(name: str, names: dict[str, str], shared: frozenset[str]) -> tuple[str, str] | None:
-    """(the key of `names` that `name` is or derives from, the rest), or None: it is not renamed
-    (a value of the prefix, or derived from a shared one)."""
-    if name in names:
-        return name, ""
-    head, dot, _ = name.rpartition(".")
-    while dot and head not in shared:
-        if head in names:
-            return head, name[len(head) :]
-        head, dot, _ = head.rpartition(".")
-    return None
+def _split(
+    name: str, names: dict[str, str], shared: frozenset[str], origins: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """(the key of `names` that `name` is or was made from by passes, following `origins`, and what
+    its name adds to that key's), or None: it is not renamed (a value of the prefix, or made from
+    a shared one)."""
+    source = name
+    while source not in names:
+        source = origins.get(source)
+        if source is None or source in shared:
+            return None
+    return source, name[len(source) :]
 
 
 def _with(op: OpInfo, **changes) -> OpInfo:

@@ -115,6 +115,7 @@ class PassPlan:
 
     tiles: tuple[tuple[int, int, Step], ...]
     placement: str
+    operand: str = ""  # the dtype its contraction multiplies in ("" without one)
 
 
 # What a pass's plan does not read: rates, clocks and link or HBM timing (its DMA moves are timed
@@ -131,6 +132,7 @@ class Recipe:
     placement: str
     steps: tuple[Step, ...]
     streams_weights: bool = False  # its loads bring weights from HBM (see emit's gate)
+    operand: str = ""  # the dtype its contraction multiplies in ("" without one)
 
 
 def op_view(graph: Graph, op: FusedOp, where: Mapping[str, str]) -> OpView:
@@ -388,7 +390,7 @@ def emit(wiring: Wiring, op: FusedOp, r: Recipe, where: Mapping[str, str], chip:
     it is emitted again (a block of a token run), so the report folds the blocks into one row."""
     b = wiring.builder
     nodes = tuple(n.name for n in op.nodes)
-    info = info or OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs), op.role)
+    info = info or OpInfo(op.name, r.kind, op.layer, nodes, r.placement, tuple(op.inputs), op.role, r.operand)
     index = b.op(info)
     producers = [wiring.done[v] for v in op.inputs if v in wiring.done]
     from_hbm = [wiring.done[v] for v in op.inputs if v in wiring.done and where.get(v, HBM) == HBM]
@@ -564,7 +566,8 @@ def _pass_plan(view: OpView, hw: Hardware, policy: MappingPolicy) -> PassPlan:
         tiled.append((lin, lout, main))
     described = placement.describe(hw) if placement else ""
     described += f" {grouped.describe()}" if grouped else ""
-    return PassPlan(tuple(tiled), described)
+    operand = einsum.operands[0].dtype.name if einsum is not None else ""
+    return PassPlan(tuple(tiled), described, operand)
 
 
 def _pass_recipe(plan: PassPlan, hw: Hardware) -> Recipe:
@@ -576,7 +579,7 @@ def _pass_recipe(plan: PassPlan, hw: Hardware) -> Recipe:
         steps.append(main)
         if lout:
             steps.append(_transfer("store", lout, hw, 1))
-    return Recipe("pass", plan.placement, tuple(steps))
+    return Recipe("pass", plan.placement, tuple(steps), operand=plan.operand)
 
 
 def _dma(view: OpView, hw: Hardware, policy: MappingPolicy) -> Recipe:
