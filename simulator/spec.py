@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 import typing
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from functools import cache, lru_cache
 from pathlib import Path
@@ -103,7 +104,7 @@ class EngineRates:
 
 
 @dataclass(frozen=True)
-class Spec:
+class Spec(ABC):
     """A validated machine of some target: its tables (fields that are Table dataclasses, declared
     by the subclass), the source of every value, and where it came from. Every target's spec has a
     `system` table with `chips`. Instances hash by their values, so cost caches can be keyed by them
@@ -158,6 +159,31 @@ class Spec:
     def rates(self) -> EngineRates:
         """The clock and shared rates the engine and traces use; every target says its own."""
         raise NotImplementedError(type(self).__name__)
+
+    # --- the roofs: what every roofline and floor divides by (tcp_compiler.analysis) -----------------
+    # Generic analysis (the roofline, the config-only floor) bounds work on any target by these, so
+    # each target's spec must say them; nothing else of a spec may it read.
+
+    @abstractmethod
+    def flops_per_second(self, dtype: DTypeName) -> float:
+        """Peak FLOP/s per chip for operands of `dtype`: the compute roof."""
+
+    @property
+    @abstractmethod
+    def hbm_bytes_per_second(self) -> float:
+        """Sustained memory bandwidth per chip, the rate the simulator moves memory bytes at: the
+        memory roof a report's roofline uses."""
+
+    @property
+    @abstractmethod
+    def hbm_peak_bytes_per_second(self) -> float:
+        """Published peak memory bandwidth per chip, at or above the sustained rate: the memory roof
+        of a floor no simulated phase may beat."""
+
+    @property
+    @abstractmethod
+    def link_bytes_per_second(self) -> float:
+        """Chip-to-chip bandwidth per direction: the communication roof."""
 
     def consistency(self) -> tuple[str, str] | None:
         """A relation between values that no single value can check, broken: (key to change,

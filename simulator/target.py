@@ -1,15 +1,16 @@
 """What a hardware target is: the generic half of the seam between the simulator and one machine.
 
 A target says where work runs (its `Sites`: execution contexts, units, activities, pipeline stages,
-the limiter's causes) and which spec it is described by (a `Spec` subclass whose tables declare
-every value once, simulator.spec). The Program, the engines and the trace read a program's `Sites`
-and the roles of its contexts (ordered queue, pooled DMA, collective); they never name a unit or a
-context of a particular machine. A target also names its recipe book (placement and scheduling
-into Programs of its units, which the generic compiler reaches through tcp_compiler.recipes), and
-may bring an energy recipe and a die-area model, which the reports and `tcpc hw show` take from it.
+the limiter's causes and roofs, in its words) and which spec it is described by (a `Spec` subclass
+whose tables declare every value once, simulator.spec). The Program, the engines, the trace and the
+limiter read a program's `Sites` and the roles of its contexts (ordered queue, pooled DMA,
+collective); they never name a unit or a context of a particular machine. A target also names its
+recipe book (placement and scheduling into Programs of its units, which the generic compiler reaches
+through tcp_compiler.recipes), and may bring an energy recipe and a die-area model, which the
+reports and `tcpc hw show` take from it.
 
-The recipe book is named by its module, not imported: it reads the IR, which the generic
-simulator does not, and a spec file can be loaded without the compiler.
+The recipe book is named by its module, not imported: it reads the IR, which the generic simulator
+does not, and a spec file can be loaded without the compiler.
 """
 
 from __future__ import annotations
@@ -68,6 +69,35 @@ class Activity:
     unit: str | None = None  # ordered contexts: this activity when the unit is busy (None: otherwise)
     moving: bool | None = None  # pools: past the start-up (True) or in it (False)
     hbm: bool | None = None  # pools, when moving: touches HBM (True) or not (False)
+    # As a limiter cause (the bound resource idle while this runs): the limiter line's words after
+    # "<resource> idle" ("while collectives run"), and the report schema's gloss after its name.
+    during: str = ""
+    gloss: str = ""
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A limiter cause that is not idle time: a resource in use below its peak rate, or a fixed
+    overhead of the target; its name in the JSON, its words on a limiter line, its schema gloss."""
+
+    name: str
+    what: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Roof:
+    """A roofline term (tcp_compiler.analysis.roofline: compute, memory, communication) as the
+    limiter finds it on the timeline: the activity under way while its resource works, the
+    resource's name, and the rate causes its time in use beyond the roofline is split into."""
+
+    resource: str
+    activity: str
+    name: str  # on a limiter line: "memory-bound (HBM)", "HBM idle while ..."
+    slow: str  # a rate cause: time in use beyond the roofline
+    # A rate cause for the compute unit's busy time beyond the roofline, which `slow` then leaves
+    # out ("": none; only while that busy time reaches the roofline, so neither part is negative).
+    placed: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,9 +109,15 @@ class Sites:
     units: tuple[Unit, ...]
     activities: tuple[Activity, ...]
     stages: tuple[str, ...]  # pipeline stages of a pass, in the order data flows through them
-    rate_causes: tuple[str, ...]  # limiter causes that are a resource below its peak rate
+    rate_causes: tuple[Cause, ...]  # limiter causes that are a resource below its peak rate
     idle_cause: str  # the limiter cause for instants with nothing under way
     compute: str = ""  # the unit whose busy time is the chip's arithmetic (the limiter's compute busy)
+    idle_during: str = ""  # `idle_cause` on a limiter line, after "<resource> idle"
+    idle_gloss: str = ""  # `idle_cause` in the report schema
+    # The activities in the order an idle instant is attributed to them (first match): what makes a
+    # unit wait comes before what merely runs beside it. Empty: their bit order.
+    idle_order: tuple[str, ...] = ()
+    roofs: tuple[Roof, ...] = ()  # the roofline terms' resources (the limiter needs all three)
 
     def __post_init__(self) -> None:
         names = self.context_names
@@ -92,6 +128,10 @@ class Sites:
         assert all(u.moves in (None, *MOVED) for u in self.units), "a Unit.moves without a per-command count"
         assert all((u.moves is None) == (u.bandwidth is None) for u in self.units), "moves need a bandwidth"
         assert sum(not c.ordered for c in self.contexts) <= 1, "at most one pooled (DMA) context"
+        assert not self.idle_order or sorted(self.idle_order) == sorted(self.activity_names), "idle_order"
+        rates = {c.name for c in self.rate_causes}
+        assert all(r.activity in self.activity_names for r in self.roofs), "a roof on an unknown activity"
+        assert all({r.slow, r.placed} - {""} <= rates for r in self.roofs), "a roof's cause is no rate cause"
         object.__setattr__(self, "_hash", hash((self.contexts, self.units, self.activities, self.stages)))
 
     def __hash__(self) -> int:  # looked up per program (simulator.occupancy.plan): hashed once
@@ -112,7 +152,17 @@ class Sites:
     @property
     def limiter_causes(self) -> tuple[str, ...]:
         """Every cause a limiter line may name: rates below peak, what ran while idle, nothing."""
-        return (*self.rate_causes, *self.activity_names, self.idle_cause)
+        return (*(c.name for c in self.rate_causes), *self.activity_names, self.idle_cause)
+
+    @cached_property
+    def attribution(self) -> tuple[Activity, ...]:
+        """The activities in the order an idle instant is attributed to them (first match)."""
+        by_name = {a.name: a for a in self.activities}
+        return tuple(by_name[n] for n in self.idle_order) if self.idle_order else self.activities
+
+    def roof(self, resource: str) -> Roof:
+        """The roof of a roofline term ("compute", "memory", "communication")."""
+        return next(r for r in self.roofs if r.resource == resource)
 
     @cached_property
     def bits(self) -> dict[str, int]:

@@ -6,15 +6,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def doc(meaning: str, unit: str = "", values: str = "", **kwargs: Any) -> Any:
+    from simulator.target import Sites
+
+
+def doc(
+    meaning: str,
+    unit: str = "",
+    values: str = "",
+    target: Callable[[Sites], tuple[tuple[str, ...], str]] | None = None,
+    **kwargs: Any,
+) -> Any:
     """A field with its meaning and unit, for the generated schema doc; `values` names a mapping
-    ("module:NAME") whose keys the doc lists as the field's values, so the doc cannot omit one."""
-    return field(metadata={"doc": meaning, "unit": unit, "values": values}, **kwargs)
+    ("module:NAME") whose keys the doc lists as the field's values, so the doc cannot omit one;
+    `target`: the field's values and meaning depend on the hardware target, and this gives them
+    from its sites (the doc shows the default target's)."""
+    return field(metadata={"doc": meaning, "unit": unit, "values": values, "target": target}, **kwargs)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from simulator.hardware import load_hardware
+from simulator.targets.rngd.sites import SITES
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -39,7 +40,7 @@ def report(sim: Simulation) -> Report:
 
 def _terminal(report: Report, top: int = 10, width: int = 100) -> str:
     out = io.StringIO()
-    print_report(report, Console(file=out, width=width, color_system=None), top)
+    print_report(report, SITES, Console(file=out, width=width, color_system=None), top)
     return out.getvalue()
 
 
@@ -97,7 +98,7 @@ def test_top_refuses_what_is_not_a_count(top: str, capsys) -> None:
 
 
 def test_markdown_has_a_row_per_layer_and_the_roles(report: Report) -> None:
-    md = render_markdown(report)
+    md = render_markdown(report, SITES)
     layers = len(load_model("llama-3.2-1b").config.layers)
     for phase in ("prefill", "decode"):
         section = md.split(f"## Layers, {phase}")[1].split("##")[0]

@@ -153,9 +153,9 @@ def test_terminal_and_markdown_name_the_limiter(report: Report, capsys) -> None:
     assert main(["simulate", "llama-3.2-1b", "--prompt-len", "64", "--gen-len", "3"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     lim = report.prefill.limiter
-    line = limiter_line("prefill", lim)
+    line = limiter_line("prefill", lim, SITES)
     assert line.startswith(f"prefill {lim.roofline_ratio:.2f}x roofline, memory-bound (HBM); the rest: ")
     assert f"{lim.parts[0].what} {100 * lim.parts[0].share:.0f}%" in line
     assert line in out
-    whole = limiter_line("decode", report.decode.limiter, shown=99, least=0.0)
-    assert f"- {whole}" in render_markdown(report)
+    whole = limiter_line("decode", report.decode.limiter, SITES, shown=99, least=0.0)
+    assert f"- {whole}" in render_markdown(report, SITES)

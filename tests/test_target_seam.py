@@ -18,11 +18,14 @@ from simulator.occupancy import state_cycles
 from simulator.program import OpInfo, ProgramBuilder
 from simulator.reference_engine import simulate_reference
 from simulator.report import op_totals
-from simulator.spec import EngineRates, Spec, Table, value
-from simulator.target import Activity, Context, Sites, Target, Unit
+from simulator.spec import DTypeName, EngineRates, Spec, Table, value
+from simulator.target import Activity, Cause, Context, Sites, Target, Unit
 from simulator.targets.rngd.sites import SITES as RNGD_SITES
 from simulator.trace import TraceRun, trace_events
 from simulator.utilisation import totals_busy_cycles
+from tcp_compiler.analysis.roofline import Roofline
+
+WIRE_BYTES_PER_CYCLE = 100.0  # the toy's network
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,22 @@ class ToySpec(Spec):
         return EngineRates(self.system.clock_hz, m.bytes_per_cycle, m.bytes_per_cycle, m.copiers,
                            m.bytes_per_cycle / m.copiers)  # fmt: skip
 
+    def flops_per_second(self, dtype: DTypeName) -> float:
+        kind = "int" if str(getattr(dtype, "name", dtype)).startswith("i") else "float"
+        return 2.0 * self.memory.ops_per_cycle[kind] * self.system.clock_hz
+
+    @property
+    def hbm_bytes_per_second(self) -> float:
+        return self.memory.bytes_per_cycle * self.system.clock_hz
+
+    @property
+    def hbm_peak_bytes_per_second(self) -> float:
+        return self.hbm_bytes_per_second
+
+    @property
+    def link_bytes_per_second(self) -> float:
+        return WIRE_BYTES_PER_CYCLE * self.system.clock_hz
+
     def consistency(self) -> tuple[str, str] | None:
         if self.memory.copiers > self.memory.ops_per_cycle["int"]:
             return "memory.copiers", "more copiers than integer ops per cycle"
@@ -73,7 +92,7 @@ TOY_SITES = Sites(
             "copies",
             lambda spec: spec.memory.bytes_per_cycle,
         ),
-        Unit("wire", "net", (), "link_bytes", "the network", lambda spec: 100.0),
+        Unit("wire", "net", (), "link_bytes", "the network", lambda spec: WIRE_BYTES_PER_CYCLE),
     ),
     activities=(
         Activity("setup", "copy", "a copy starts", moving=False),
@@ -84,7 +103,7 @@ TOY_SITES = Sites(
         Activity("net", "net", "a transfer"),
     ),
     stages=("alu",),
-    rate_causes=("launch",),
+    rate_causes=(Cause("launch", "launch", "a launch"),),
     idle_cause="nothing",
 )
 
@@ -168,6 +187,13 @@ def test_a_second_targets_program_runs_through_engines_occupancy_totals_and_trac
     assert {names[(1, 2)], names[(1, 3)], names[(1, 4)], names[(1, 7)]} == {"compute", "net", "dma engine 0",
                                                                              "dma engine 3"}  # fmt: skip
     assert trace["metadata"]["dma_engines"] == 4
+
+
+def test_a_second_targets_roofline_comes_from_the_roofs_every_spec_declares(toy: Target) -> None:
+    spec = load_hardware("toy", target=toy)
+    roof = Roofline.of(spec, "bf16", "i8")
+    assert (roof.flops_per_s, roof.hbm_bytes_per_s, roof.link_bytes_per_s) == (2 * 64e9, 256e9, 100e9)
+    assert roof.terms(2 * 64e9, 512e9, 0.0) == (1.0, 2.0, 0.0)
 
 
 # The modules that must work for any target: they may read a program's Sites, never RNGD's.

@@ -6,7 +6,9 @@ launch, scheduling, input preparation, sampling: tcp_compiler.serve.host), (b) t
 in use but below its peak rate, and (c) time it is idle; (c) is split by what ran meanwhile,
 read from simulator.occupancy's cycles per combination of activities. The parts sum to the
 excess (less those under a cycle, which are left out), so "1.52x roofline" comes with what the
-other 0.52x is.
+other 0.52x is. Which activity means a resource is in use, the order idle time is attributed in,
+the rate causes and every cause's words are the target's (its `Sites`: simulator.target), read
+from the program's sites; this module names none of a particular machine.
 """
 
 from __future__ import annotations
@@ -16,54 +18,47 @@ from typing import Literal
 
 import numpy as np
 
-from simulator.targets import DEFAULT_TARGET
+from simulator.target import Roof, Sites
 from tcp_compiler.records import Record, doc
 
-SITES = DEFAULT_TARGET.sites  # the report schema names the build's target's causes
-ACTIVITIES, BIT = SITES.activity_names, SITES.bits  # its activities (simulator.occupancy)
 RESOURCES = ("compute", "memory", "communication")  # the roofline terms, in their order
-_ACTIVE = {"compute": "contraction", "memory": "hbm_move", "communication": "link"}
-_UNIT = {"compute": "Contraction Engine", "memory": "HBM", "communication": "chip links"}
-# What runs while the bound resource is idle, in the order an instant is attributed (first match):
-# a collective or a move is the reason a unit waits before the passes that run beside it are.
-_IDLE_ORDER = (
-    "link", "pe_link", "hbm_move", "dma_on_chip", "dma_startup", "contraction", "tensor_unit_other", "sub",
-)
-_WHILE = {
-    "link": "while collectives run",
-    "pe_link": "while reductions between a card's PEs run",
-    "hbm_move": "while HBM moves run",
-    "dma_on_chip": "while on-chip DMA moves run",
-    "dma_startup": "during DMA start-up",
-    "contraction": "while the Contraction Engine runs",
-    "tensor_unit_other": "while passes without a contraction run",
-    "sub": "while the sub pipeline runs",
-    "gaps": "with nothing under way",
-}
-assert set(_IDLE_ORDER) == set(ACTIVITIES), "every activity has its place in the order"
 # The host's parts (tcp_compiler.serve.host.HOST_PARTS) as causes; the launch is the target's own cause.
 HOST_CAUSES = {"schedule": "host_schedule", "prepare": "host_prepare", "launch": "kernel_launch",
                "sample": "host_sample"}  # fmt: skip
-CAUSES = (*(c for c in HOST_CAUSES.values() if c not in SITES.limiter_causes), *SITES.limiter_causes)
+_HOST_WHAT = {"host_schedule": "host scheduling", "host_prepare": "host input preparation",
+              "host_sample": "host sampling"}  # fmt: skip
+
+
+def causes(sites: Sites) -> tuple[str, ...]:
+    """Every cause a limiter on `sites` may name: the host's that the target does not declare, then
+    the target's."""
+    return (*(c for c in HOST_CAUSES.values() if c not in sites.limiter_causes), *sites.limiter_causes)
+
+
+def cause_doc(sites: Sites) -> tuple[tuple[str, ...], str]:
+    """The causes on `sites` and what each means, for the report schema: the target's host-side
+    causes, the host's, the rates below peak, then the idle causes in the order they are matched."""
+    own = {c.name for c in sites.rate_causes}
+    host = [c for c in HOST_CAUSES.values() if c not in own]
+    launch = [f"`{c.name}`: {c.doc}" for c in sites.rate_causes if c.name in HOST_CAUSES.values()]
+    rates = [f"`{c.name}`: {c.doc}" for c in sites.rate_causes if c.name not in HOST_CAUSES.values()]
+    served = ", ".join(f"`{c}`" for c in host) + (
+        ": the serving runtime's scheduling, input preparation and sampling on the host (the spec's "
+        "[host] table)"
+    )
+    idle = ", ".join(f"`{a.name}` {a.gloss}".rstrip() for a in sites.attribution)
+    meaning = (
+        "; ".join((*launch, served, *rates)) + ". The others are time the bound resource is idle, named by "
+        f"what runs instead (first match in this order): {idle}; `{sites.idle_cause}`: {sites.idle_gloss}"
+    )
+    return causes(sites), meaning
 
 
 @dataclass(frozen=True, kw_only=True)
 class LimiterPart(Record):
     """One cause of the time a phase takes beyond its roofline, measured on the simulated timeline."""
 
-    cause: Literal[CAUSES] = doc(
-        "`kernel_launch`: the host's launch overhead; `host_schedule`, `host_prepare`, `host_sample`: "
-        "the serving runtime's scheduling, input preparation and sampling on the host (the spec's "
-        "[host] table); `hbm_below_peak`: HBM moves in flight but below "
-        "HBM's full rate; `pipeline_stages`: Tensor Unit pass time beyond its contraction (fill, drain, "
-        "Vector, Commit, TRF loads); `contraction_placement`: contraction cycles beyond peak (lanes or "
-        "slices the placement leaves idle); `link_latency`: chip-link time beyond its bytes at full "
-        "bandwidth. The others are time the bound resource is idle, named by what runs instead (first "
-        "match in this order): `link` collectives, `pe_link` reductions between a card's PEs, "
-        "`hbm_move`, `dma_on_chip` moves, `dma_startup`, "
-        "`contraction` passes, `tensor_unit_other` (passes without a contraction), `sub` pipeline; "
-        "`gaps`: nothing under way"
-    )
+    cause: str = doc("a cause of the target's (`causes`)", target=cause_doc)
     what: str = doc("the cause in words, as the terminal and Markdown reports print it")
     seconds: float = doc("time it accounts for (per step for decode)", "s")
     share: float = doc("`seconds` over the phase's time beyond its roofline", "0..1")
@@ -85,7 +80,6 @@ class Limiter(Record):
     parts: tuple[LimiterPart, ...] = doc("the causes, largest first; causes under one cycle are left out")
 
 
-
 @dataclass(frozen=True)
 class PhaseTime:
     """One program run (the prefill, or the mean decode step) as the limiter needs it."""
@@ -93,32 +87,33 @@ class PhaseTime:
     seconds: float  # the phase's time, the host's work included
     host_seconds: dict[str, float]  # the host's parts (tcp_compiler.serve.host.HostWork.as_dict)
     terms: tuple[float, float, float]  # roofline seconds: compute, memory, communication
-    state_seconds: np.ndarray  # per combination of activities (simulator.occupancy.STATES)
-    contraction_busy_seconds: float  # the Contraction Engine's busy time
+    state_seconds: np.ndarray  # per combination of the sites' activities (simulator.occupancy)
+    compute_busy_seconds: float  # the busy time of the sites' compute unit
+    sites: Sites  # where the program ran: its activities, roofs and causes
     cycle_seconds: float  # one clock cycle: parts shorter than it are rounding, and left out
 
 
 def limiter(phase: PhaseTime) -> Limiter:
     """The phase's excess over its roofline, split into causes measured on its timeline."""
+    sites = phase.sites
     resource = RESOURCES[int(np.argmax(phase.terms))]
+    roof = sites.roof(resource)
     roofline = max(phase.terms)
     states = phase.state_seconds
     mask = np.arange(len(states))
-    bound_bit = BIT[_ACTIVE[resource]]
+    bound_bit = sites.bits[roof.activity]
     active = float(states[(mask & bound_bit) != 0].sum())
     parts: dict[str, float] = {HOST_CAUSES[part]: seconds for part, seconds in phase.host_seconds.items()}
-    if resource == "memory":
-        parts["hbm_below_peak"] = active - roofline
-    elif resource == "communication":
-        parts["link_latency"] = active - roofline
-    elif phase.contraction_busy_seconds >= roofline:
-        parts["pipeline_stages"] = active - phase.contraction_busy_seconds
-        parts["contraction_placement"] = phase.contraction_busy_seconds - roofline
-    else:  # the busy columns count fewer cycles than the peak implies: one part, not a negative one
-        parts["pipeline_stages"] = active - roofline
-    idle = {name: 0.0 for name in (*_IDLE_ORDER, "gaps")}
+    busy = phase.compute_busy_seconds
+    if roof.placed and busy >= roofline:  # else the busy columns count fewer cycles than the peak implies
+        parts[roof.slow] = active - busy
+        parts[roof.placed] = busy - roofline
+    else:
+        parts[roof.slow] = active - roofline
+    order = sites.attribution
+    idle = {name: 0.0 for name in (*(a.name for a in order), sites.idle_cause)}
     for state in np.flatnonzero((mask & bound_bit) == 0):
-        cause = next((a for a in _IDLE_ORDER if state & BIT[a]), "gaps")
+        cause = next((a.name for a in order if state & sites.bits[a.name]), sites.idle_cause)
         idle[cause] += float(states[state])
     parts |= idle
     excess = phase.seconds - roofline
@@ -127,34 +122,31 @@ def limiter(phase: PhaseTime) -> Limiter:
         roofline_ratio=phase.seconds / roofline if roofline else 0.0,
         excess_seconds=excess,
         parts=tuple(
-            LimiterPart(cause=cause, what=describe(cause, resource), seconds=seconds,
-                        share=seconds / excess if excess > 0 else 0.0)  # fmt: skip
+            LimiterPart(
+                cause=cause,
+                what=describe(cause, roof, sites),
+                seconds=seconds,
+                share=seconds / excess if excess > 0 else 0.0,
+            )  # fmt: skip
             for cause, seconds in sorted(parts.items(), key=lambda kv: -kv[1])
             if seconds >= phase.cycle_seconds
         ),
     )
 
 
-def describe(cause: str, resource: str) -> str:
+def describe(cause: str, roof: Roof, sites: Sites) -> str:
     """A cause in words: what was idle (or slow) and what ran instead."""
-    unit = _UNIT[resource]
-    fixed = {
-        "kernel_launch": "kernel launch",
-        "host_schedule": "host scheduling",
-        "host_prepare": "host input preparation",
-        "host_sample": "host sampling",
-        "hbm_below_peak": "HBM moves below its full rate",
-        "pipeline_stages": "pass stages beyond the contraction",
-        "contraction_placement": "contraction lanes left idle by placement",
-        "link_latency": "chip-link latency",
-    }
-    return fixed.get(cause) or f"{unit} idle {_WHILE[cause]}"
+    fixed = _HOST_WHAT | {c.name: c.what for c in sites.rate_causes}
+    during = {a.name: a.during for a in sites.activities} | {sites.idle_cause: sites.idle_during}
+    return fixed.get(cause) or f"{roof.name} idle {during[cause]}"
 
 
-def limiter_line(phase: str, lim: Limiter, shown: int = 4, least: float = 0.01) -> str:
+def limiter_line(phase: str, lim: Limiter, sites: Sites, shown: int = 4, least: float = 0.01) -> str:
     """One line: `prefill 1.52x roofline, memory-bound (HBM); the rest: DMA start-up 30%, ...`,
-    the `shown` largest parts of at least `least` of the excess."""
-    head = f"{phase} {lim.roofline_ratio:.2f}x roofline, {lim.resource}-bound ({_UNIT[lim.resource]})"
+    the `shown` largest parts of at least `least` of the excess; `sites`: where the phase ran."""
+    head = (
+        f"{phase} {lim.roofline_ratio:.2f}x roofline, {lim.resource}-bound ({sites.roof(lim.resource).name})"
+    )
     parts = [p for p in lim.parts if p.share >= least][:shown]
     if lim.excess_seconds <= 0 or not parts:
         return head

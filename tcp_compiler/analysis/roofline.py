@@ -31,14 +31,14 @@ class Roofline:
         """The roofs of `hw` with compute at the fastest peak of `dtypes` (a report's: the
         contraction engine's operand dtype) and HBM at its sustained bandwidth."""
         flops = max(hw.flops_per_second(d) for d in dtypes)
-        return cls(flops, hw.hbm_bytes_per_second, hw.system.link_bytes_per_s)
+        return cls(flops, hw.hbm_bytes_per_second, hw.link_bytes_per_second)
 
     @classmethod
     def published_peak(cls, hw: Spec, *dtypes: DTypeName) -> Roofline:
         """As `of`, but HBM at its published peak, above the sustained rate: for a floor that no
         phase may beat, whatever the simulator's HBM rate (tcp_compiler.analysis.config_floor)."""
         flops = max(hw.flops_per_second(d) for d in dtypes)
-        return cls(flops, hw.hbm_peak_bytes_per_second, hw.system.link_bytes_per_s)
+        return cls(flops, hw.hbm_peak_bytes_per_second, hw.link_bytes_per_second)
 
     def terms(self, flops: float, hbm_bytes: float, link_bytes: float) -> tuple[float, float, float]:
         """Seconds of the compute, memory and communication terms (numpy arrays work too)."""

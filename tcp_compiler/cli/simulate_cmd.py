@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from simulator.spec import Spec
+from simulator.targets import target_of
 from tcp_compiler.analysis.roofline import Roofline
 from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
@@ -120,13 +121,14 @@ def run(args: argparse.Namespace) -> int:
         if capped is not hw:
             sim = simulate(capped)
     report = build_report(sim)
-    print_report(report, console(), args.top)
+    sites = target_of(sim.hardware).sites
+    print_report(report, sites, console(), args.top)
     if args.json:
         document = {**report.to_dict(), "provenance": provenance(args.argv)}
         write_atomically(args.json, json.dumps(document, indent=2) + "\n")
         announce(args.json, "JSON report, docs/report-schema.md")
     if args.markdown:
-        write_atomically(args.markdown, render_markdown(report, args.top))
+        write_atomically(args.markdown, render_markdown(report, sites, args.top))
         announce(args.markdown, "Markdown report")
     if args.trace:
         _trace(sim, args.trace)

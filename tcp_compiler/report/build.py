@@ -146,7 +146,7 @@ def _limiter(
     phase = PhaseTime(
         seconds=seconds, host_seconds=host.as_dict(), terms=tuple(float(t) for t in terms),
         state_seconds=totals.state_cycles / clock / steps,
-        contraction_busy_seconds=float(busy) / clock / steps, cycle_seconds=1 / clock,
+        compute_busy_seconds=float(busy) / clock / steps, cycle_seconds=1 / clock, sites=totals.sites,
     )  # fmt: skip
     return limiter(phase)
 

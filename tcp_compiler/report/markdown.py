@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from simulator.target import Sites
 from tcp_compiler.analysis.limiter import limiter_line
 from tcp_compiler.report.text import (
     LAYER_COLUMNS,
@@ -39,9 +40,9 @@ def _phase_seconds(report: Report) -> dict[str, float]:
     return {"prefill": report.prefill.seconds, "decode": report.decode.tpot_seconds_mean or 0.0}
 
 
-def render_markdown(report: Report, top: int = 10) -> str:
-    """Summary with what limits each phase, units, every layer, the `top` op roles per phase (0:
-    all), memory."""
+def render_markdown(report: Report, sites: Sites, top: int = 10) -> str:
+    """Summary with what limits each phase (in the words of `sites`, where it ran), units, every
+    layer, the `top` op roles per phase (0: all), memory."""
     hw, pre, dec = report.hardware, report.prefill, report.decode
     lines = [
         f"# {report.model} on {hw.name} ({chips_text(hw)})",
@@ -60,7 +61,9 @@ def render_markdown(report: Report, top: int = 10) -> str:
     lines += ["", f"Throughput: {report.throughput_tokens_per_s:.2f} tokens/s end to end.", ""]
     for phase, part in (("prefill", pre), ("decode", dec)):
         if part.limiter is not None:
-            lines.append(f"- {limiter_line(phase, part.limiter, shown=len(part.limiter.parts), least=0.0)}")
+            lines.append(
+                f"- {limiter_line(phase, part.limiter, sites, shown=len(part.limiter.parts), least=0.0)}"
+            )
     lines += [f"- {line}" for line in [*attention_lines(report), *energy_lines(report)]] + [""]
     if report.pipeline is not None:
         pipe = report.pipeline

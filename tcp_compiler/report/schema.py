@@ -1,5 +1,6 @@
 """Renders docs/report-schema.md from the reports' types (tcp_compiler.report.types for simulate,
-tcp_compiler.report.serve_types for serve), so the doc cannot drift from the JSON.
+tcp_compiler.report.serve_types for serve), so the doc cannot drift from the JSON. A field whose
+values are the target's (a limiter's causes) is documented with the default target's.
 
 Run `python -m tcp_compiler.report.schema > docs/report-schema.md`; a test checks the committed file
 is current.
@@ -13,6 +14,7 @@ import typing
 from dataclasses import Field, fields, is_dataclass
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from simulator.targets import DEFAULT_TARGET
 from tcp_compiler.provenance import DOC as PROVENANCE_DOC
 from tcp_compiler.provenance import KEYS as PROVENANCE_KEYS
 from tcp_compiler.report.serve_types import ServeReport
@@ -87,8 +89,12 @@ def _section(cls: type, paths: list[str], top: str) -> str:
     lines += ["| key | type | unit | meaning |", "|---|---|---|---|"]
     hints = get_type_hints(cls)
     for f in fields(cls):
-        kind = _type(hints[f.name], f"{paths[0]}.{f.name}".lstrip("."), getattr(cls, "nulls", False))
-        lines.append(f"| `{f.name}` | {kind} | {f.metadata['unit']} | {_meaning(f)} |")
+        hint, meaning = hints[f.name], _meaning(f)
+        if f.metadata["target"] is not None:  # the default target's values and their meaning
+            choices, meaning = f.metadata["target"](DEFAULT_TARGET.sites)
+            hint = Literal[choices]
+        kind = _type(hint, f"{paths[0]}.{f.name}".lstrip("."), getattr(cls, "nulls", False))
+        lines.append(f"| `{f.name}` | {kind} | {f.metadata['unit']} | {meaning} |")
     return "\n".join(lines) + "\n"
 
 

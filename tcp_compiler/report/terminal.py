@@ -11,6 +11,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from simulator.numbers import duration, si
+from simulator.target import Sites
 from tcp_compiler.analysis.limiter import limiter_line
 from tcp_compiler.report.tables import line_table
 from tcp_compiler.report.text import (
@@ -35,14 +36,15 @@ _LEFT = {"phase", "bound", "op role", "unit", "layers", "attention"}
 _FIRST_WIDTH = 24  # characters of an op role or a layer list before it wraps
 
 
-def print_report(report: Report, console: Console, top: int = 10) -> None:
-    """Prints the report; `top` op roles per phase (0: all)."""
+def print_report(report: Report, sites: Sites, console: Console, top: int = 10) -> None:
+    """Prints the report of a run on `sites` (its target's: the limiter's words); `top` op roles
+    per phase (0: all)."""
     hw = report.hardware
     console.print(
         f"[bold]{report.model}[/bold] on [bold]{hw.name}[/bold] ({chips_text(hw)}), "
         f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}"
     )
-    _summary(report, console)
+    _summary(report, sites, console)
     _pipeline(report, console)
     _units(report, console)
     _layers(report, console)
@@ -57,7 +59,7 @@ def print_report(report: Report, console: Console, top: int = 10) -> None:
         console.print(f"[dim]assumed spec values: {', '.join(hw.assumed)}[/dim]")
 
 
-def _summary(report: Report, console: Console) -> None:
+def _summary(report: Report, sites: Sites, console: Console) -> None:
     pre, dec = report.prefill, report.decode
     rows = [[
         "prefill", duration(pre.seconds), duration(pre.roofline_seconds),
@@ -89,7 +91,7 @@ def _summary(report: Report, console: Console) -> None:
         )
     for phase, part in (("prefill", pre), ("decode", dec)):
         if part.limiter is not None:
-            console.print(limiter_line(phase, part.limiter))
+            console.print(limiter_line(phase, part.limiter, sites))
     for line in attention_lines(report):
         console.print(line)
     for line in energy_lines(report):

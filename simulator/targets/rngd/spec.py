@@ -295,6 +295,11 @@ class Hardware(Spec):
         return int(round(self.system.link_latency_s * self.chip.clock_hz))
 
     @property
+    def link_bytes_per_second(self) -> float:
+        """Chip-to-chip bandwidth per direction, the communication roof of the roofline."""
+        return self.system.link_bytes_per_s
+
+    @property
     def link_bytes_per_cycle(self) -> float:
         """Chip-to-chip bandwidth per direction in bytes per chip clock cycle."""
         return self.system.link_bytes_per_s / self.chip.clock_hz
