@@ -215,7 +215,7 @@ OWN_SIZES["falcon_alibi"] = FAMILIES["falcon_alibi"]
 # transformers' eager Falcon adds the ALiBi bias twice; its SDPA path adds it once, as the original
 # model does, so that is the reference for these (FLOPs are still counted on the eager path).
 SDPA = {"falcon_alibi"}
-ZERO_CENTRED_NORMS = {"gemma3", "gemma2"}  # (1 + w) norms
+ZERO_CENTRED_NORMS = {"gemma3", "gemma2", "gemma"}  # (1 + w) norms
 # MoE families of issue 17: a dense layer among the MoE ones; DeepSeek with yarn (mscale !=
 # mscale_all_dim, so both the cos/sin factor and the softmax scale move), a routed scale != 1, a
 # nonzero correction bias (set in `build`) and experts in several groups; its second variant has
@@ -301,7 +301,17 @@ GPT_OSS = dict(
     },
 )
 FAMILIES["gpt_oss"] = ("GptOssConfig", "GptOssForCausalLM", GPT_OSS)
-DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
+# Families added with issue 28. Gemma 1: head_dim 12, not hidden / heads (8); the published
+# configs' legacy hidden_act "gelu", which transformers reads as the tanh approximation.
+ISSUE_28 = {
+    "gemma": (
+        "GemmaConfig",
+        "GemmaForCausalLM",
+        dict(head_dim=12, hidden_act="gelu", tie_word_embeddings=True),
+    ),
+}
+FAMILIES.update(ISSUE_28)
+DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17, *ISSUE_28]
 MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss"]
 
 
