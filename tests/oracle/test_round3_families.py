@@ -17,7 +17,11 @@ from tcp_compiler.frontend.precision import PRECISIONS
 from tests.oracle.tiny_models import FAMILIES, ISSUE_28, build, save
 
 # bundled config -> the transformers class that counts it
-BUNDLED_CLASSES = {"gemma-2b": ("GemmaConfig", "GemmaForCausalLM")}
+BUNDLED_CLASSES = {
+    "gemma-2b": ("GemmaConfig", "GemmaForCausalLM"),
+    "c4ai-command-r-v01": ("CohereConfig", "CohereForCausalLM"),
+    "c4ai-command-r7b-12-2024": ("Cohere2Config", "Cohere2ForCausalLM"),
+}
 
 
 def _ours(cfg) -> int:
@@ -49,3 +53,16 @@ def test_gemma_legacy_gelu_is_the_tanh_approximation_as_transformers_reads_it(tm
     model = build("gemma")
     cfg = load_model(save(model, tmp_path)).config
     assert cfg.mlp.activation == ACTIVATIONS[model.config.hidden_act] == "gelu_tanh"
+
+
+def test_command_r7b_layers_slide_and_rotate_as_transformers_lays_them_out() -> None:
+    """The published sliding_window_pattern 4, as Cohere2Config turns it into layer_types: RoPE
+    and the window on the sliding layers, neither on the global ones."""
+    data = json.loads((BUNDLED / "c4ai-command-r7b-12-2024.json").read_text())
+    types = transformers.Cohere2Config(**{k: v for k, v in data.items() if k != "model_type"}).layer_types
+    layers = load_model("c4ai-command-r7b-12-2024").config.layers
+    assert "full_attention" in types and "sliding_attention" in types
+    for layer, kind in zip(layers, types, strict=True):
+        sliding = kind == "sliding_attention"
+        assert (layer.sliding_window == data["sliding_window"]) == sliding
+        assert (layer.rope is not None) == sliding

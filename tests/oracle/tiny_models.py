@@ -303,11 +303,28 @@ GPT_OSS = dict(
 FAMILIES["gpt_oss"] = ("GptOssConfig", "GptOssForCausalLM", GPT_OSS)
 # Families added with issue 28. Gemma 1: head_dim 12, not hidden / heads (8); the published
 # configs' legacy hidden_act "gelu", which transformers reads as the tanh approximation.
+# Cohere: q/k norm and a logit scale far from 1; Cohere 2: a window shorter than the prompt on
+# the sliding layers, the global one without RoPE.
 ISSUE_28 = {
     "gemma": (
         "GemmaConfig",
         "GemmaForCausalLM",
         dict(head_dim=12, hidden_act="gelu", tie_word_embeddings=True),
+    ),
+    "cohere": (
+        "CohereConfig",
+        "CohereForCausalLM",
+        dict(use_qk_norm=True, logit_scale=0.25, tie_word_embeddings=True),
+    ),
+    "cohere2": (
+        "Cohere2Config",
+        "Cohere2ForCausalLM",
+        dict(
+            sliding_window=3,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            logit_scale=0.25,
+            tie_word_embeddings=True,
+        ),
     ),
 }
 FAMILIES.update(ISSUE_28)
