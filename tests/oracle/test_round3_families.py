@@ -21,6 +21,7 @@ BUNDLED_CLASSES = {
     "gemma-2b": ("GemmaConfig", "GemmaForCausalLM"),
     "c4ai-command-r-v01": ("CohereConfig", "CohereForCausalLM"),
     "c4ai-command-r7b-12-2024": ("Cohere2Config", "Cohere2ForCausalLM"),
+    "gpt-j-6b": ("GPTJConfig", "GPTJForCausalLM"),
 }
 
 

@@ -304,7 +304,7 @@ FAMILIES["gpt_oss"] = ("GptOssConfig", "GptOssForCausalLM", GPT_OSS)
 # Families added with issue 28. Gemma 1: head_dim 12, not hidden / heads (8); the published
 # configs' legacy hidden_act "gelu", which transformers reads as the tanh approximation.
 # Cohere: q/k norm and a logit scale far from 1; Cohere 2: a window shorter than the prompt on
-# the sliding layers, the global one without RoPE.
+# the sliding layers, the global one without RoPE. GPT-J: RoPE on half of each head (4 of 8 dims).
 ISSUE_28 = {
     "gemma": (
         "GemmaConfig",
@@ -326,9 +326,25 @@ ISSUE_28 = {
             tie_word_embeddings=True,
         ),
     ),
+    "gptj": (
+        "GPTJConfig",
+        "GPTJForCausalLM",
+        dict(
+            TINY,
+            n_embd=32,
+            n_layer=3,
+            n_head=4,
+            n_positions=64,
+            n_inner=48,
+            rotary_dim=4,
+            tie_word_embeddings=False,
+        ),
+    ),
 }
+OWN_SIZES["gptj"] = ISSUE_28["gptj"]
 FAMILIES.update(ISSUE_28)
-DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17, *ISSUE_28]
+DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
+DENSE += [f for f in ISSUE_28 if f not in OWN_SIZES]  # GPT-J spells its sizes its own way
 MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss"]
 
 
