@@ -163,6 +163,12 @@ LLAMA = json.loads((BUNDLED / "llama-3.2-1b.json").read_text())
             {"model_type": "gpt_oss", "num_local_experts": 8, "num_experts_per_tok": 2, "swiglu_limit": -1},
             "swiglu_limit: expected a number > 0",
         ),
+        (
+            {"model_type": "gptj", "rotary_dim": 66},
+            "rotary_dim: expected an even count up to the head size 64",
+        ),
+        ({"model_type": "gptj", "tie_word_embeddings": True}, "its LM head has a bias of its own"),
+        ({"model_type": "cohere", "logit_scale": 0}, "logit_scale: expected a number > 0"),
     ],
 )
 def test_bad_config_is_one_line_exit_2(change: dict, expected: str, tmp_path: Path, capsys) -> None:

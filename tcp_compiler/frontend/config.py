@@ -26,7 +26,7 @@ BlockKind = Literal["pre", "post", "parallel"]
 PositionKind = Literal["rope", "learned", "alibi", "sinusoidal", "none"]
 MlpKind = Literal["gated", "plain"]
 Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
-QkNorm = Literal["none", "per_head", "all_heads"]
+QkNorm = Literal["none", "per_head", "all_heads", "each_head"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
 
@@ -226,7 +226,6 @@ class Mla:
     nope_dim: int  # qk_nope_head_dim: the part of each head's query/key without RoPE
     rope_dim: int  # qk_rope_head_dim
     v_dim: int  # v_head_dim
-    interleave: bool  # rope_interleave: RoPE rotates pairs (x0, x1), (x2, x3), ... not (x_k, x_k+K/2)
 
 
 @dataclass(frozen=True)
@@ -246,6 +245,7 @@ class Norms:
 
     eps: float
     kind: NormKind = "rms"  # RMSNorm (weight) or LayerNorm (weight and bias)
+    bias: bool = True  # LayerNorm's bias; Cohere's LayerNorms have none
     offset: float = 0.0  # Gemma's RMSNorm scales by (1 + w)
     embed: bool = False  # BLOOM: LayerNorm right after the embedding
     final: bool = True  # OPT's post-LN models have none
@@ -278,6 +278,9 @@ class Positions:
 
     kind: PositionKind = "rope"
     rotary_dim: int | None = None  # RoPE on the first rotary_dim of each head (GPT-NeoX); None: all
+    # RoPE rotates pairs (x0, x1), (x2, x3), ... (GPT-J, Cohere, DeepSeek's rope_interleave), not
+    # (x_k, x_k+K/2) (rotate_half)
+    interleave: bool = False
     alibi_scale: float = 1.0  # Falcon scales the ALiBi bias with the scores (1/sqrt(head_dim)), BLOOM not
 
     def __post_init__(self) -> None:
@@ -290,7 +293,9 @@ class Attention:
 
     qkv_bias: bool = False
     out_bias: bool = False  # bias on the output projection
-    qk_norm: QkNorm = "none"  # RMSNorm on q and k: per head, or over all heads' H x K (OLMo 2)
+    # RMSNorm on q and k: per head, or over all heads' H x K (OLMo 2); each_head: Cohere's LayerNorm
+    # (without bias) over each head's K with a weight of that head's own, [H, K]
+    qk_norm: QkNorm = "none"
     scale: float | None = None  # on the scores; default 1/sqrt(head_dim)
     softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
     sinks: bool = False  # gpt-oss: a learned logit per head joins each softmax's denominator
@@ -324,6 +329,11 @@ class Embedding:
     head_bias: bool = False  # Phi: the (untied) LM head adds lm_head.bias
     logits_divisor: float = 1.0  # Granite's logits_scaling: logits / it
     logits_softcap: float | None = None  # Gemma 2: cap * tanh(logits / cap)
+    head_bias: bool = False  # GPT-J: the (untied) LM head adds a bias
+
+    def __post_init__(self) -> None:
+        if self.tied and self.head_bias:
+            raise FrontendError("an LM head tied to the embedding table has no bias of its own")
 
 
 @dataclass(frozen=True)

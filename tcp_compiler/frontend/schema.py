@@ -125,6 +125,7 @@ FIELDS: dict[str, Field] = {
         ("num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads"), _count(MAX_HEADS)
     ),
     "head_dim": _count(MAX_HEAD_DIM),
+    "rotary_dim": _count(MAX_HEAD_DIM),  # GPT-J: RoPE on the first rotary_dim dims of each head
     # DeepSeek's latent attention
     **dict.fromkeys(("q_lora_rank", "kv_lora_rank"), _count(MAX_WIDTH)),
     **dict.fromkeys(("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), _count(MAX_HEAD_DIM)),
@@ -164,7 +165,10 @@ FIELDS: dict[str, Field] = {
     "query_pre_attn_scalar": _positive(),
     **dict.fromkeys(("attn_logit_softcapping", "final_logit_softcapping"), _positive(1e6)),
     **dict.fromkeys(
-        ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"),
+        (
+            "embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling",
+            "logit_scale",
+        ),
         _positive(1e6),
     ),
     "residual_scale": Field("number", 0, 1e6, lo_open=True, words=("deepnet",)),

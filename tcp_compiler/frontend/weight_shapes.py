@@ -95,9 +95,11 @@ def _attention_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, 
     yield f"{pre}.self_attn.o_proj.weight", (D, H * K), "projection"
     yield f"{pre}.self_attn.o_proj.bias", (D,), "vector"
     yield f"{pre}.self_attn.sinks", (H,), "vector"
-    all_heads = cfg.attention.qk_norm == "all_heads"  # OLMo 2 norms all heads at once
-    yield f"{pre}.self_attn.q_norm.weight", (H * K,) if all_heads else (K,), "vector"
-    yield f"{pre}.self_attn.k_norm.weight", (Hkv * K,) if all_heads else (K,), "vector"
+    qk_norm = cfg.attention.qk_norm  # OLMo 2 norms all heads at once, Cohere each with its own weight
+    q_shape = {"all_heads": (H * K,), "each_head": (H, K)}.get(qk_norm, (K,))
+    k_shape = {"all_heads": (Hkv * K,), "each_head": (Hkv, K)}.get(qk_norm, (K,))
+    yield f"{pre}.self_attn.q_norm.weight", q_shape, "vector"
+    yield f"{pre}.self_attn.k_norm.weight", k_shape, "vector"
 
 
 def _mla_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, Kind]]:

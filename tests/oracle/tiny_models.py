@@ -215,7 +215,7 @@ OWN_SIZES["falcon_alibi"] = FAMILIES["falcon_alibi"]
 # transformers' eager Falcon adds the ALiBi bias twice; its SDPA path adds it once, as the original
 # model does, so that is the reference for these (FLOPs are still counted on the eager path).
 SDPA = {"falcon_alibi"}
-ZERO_CENTRED_NORMS = {"gemma3", "gemma2"}  # (1 + w) norms
+ZERO_CENTRED_NORMS = {"gemma3", "gemma2", "gemma"}  # (1 + w) norms
 # MoE families of issue 17: a dense layer among the MoE ones; DeepSeek with yarn (mscale !=
 # mscale_all_dim, so both the cos/sin factor and the softmax scale move), a routed scale != 1, a
 # nonzero correction bias (set in `build`) and experts in several groups; its second variant has
@@ -301,9 +301,10 @@ GPT_OSS = dict(
     },
 )
 FAMILIES["gpt_oss"] = ("GptOssConfig", "GptOssForCausalLM", GPT_OSS)
-# Issue 28's families. Phi: partial rotary (4 of 16 dims; partial_rotary_factor, not PhiConfig's
-# default 0.5) on a parallel block under one LayerNorm, biases everywhere, including the LM head;
-# GQA (2 KV heads), which PhiConfig allows though the published Phi models do not use it.
+# Issue 28's families, each special part made to bite. Phi: partial rotary (4 of 16 dims;
+# partial_rotary_factor, not PhiConfig's default 0.5) on a parallel block under one LayerNorm,
+# biases everywhere, including the LM head; GQA (2 KV heads), which PhiConfig allows though the
+# published Phi models do not use it.
 ISSUE_28 = {
     "phi": (
         "PhiConfig",
@@ -323,10 +324,49 @@ ISSUE_28 = {
         "GPTBigCodeForCausalLM",
         dict(TINY, n_embd=32, n_layer=3, n_head=4, n_positions=64, n_inner=48, multi_query=False),
     ),
+    # Gemma 1: head_dim 12, not hidden / heads (8); the published configs' legacy hidden_act
+    # "gelu", which transformers reads as the tanh approximation.
+    # Cohere: q/k norm and a logit scale far from 1; Cohere 2: a window shorter than the prompt on
+    # the sliding layers, the global one without RoPE. GPT-J: RoPE on half of each head (4 of 8 dims).
+    "gemma": (
+        "GemmaConfig",
+        "GemmaForCausalLM",
+        dict(head_dim=12, hidden_act="gelu", tie_word_embeddings=True),
+    ),
+    "cohere": (
+        "CohereConfig",
+        "CohereForCausalLM",
+        dict(use_qk_norm=True, logit_scale=0.25, tie_word_embeddings=True),
+    ),
+    "cohere2": (
+        "Cohere2Config",
+        "Cohere2ForCausalLM",
+        dict(
+            sliding_window=3,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            logit_scale=0.25,
+            tie_word_embeddings=True,
+        ),
+    ),
+    "gptj": (
+        "GPTJConfig",
+        "GPTJForCausalLM",
+        dict(
+            TINY,
+            n_embd=32,
+            n_layer=3,
+            n_head=4,
+            n_positions=64,
+            n_inner=48,
+            rotary_dim=4,
+            tie_word_embeddings=False,
+        ),
+    ),
 }
+OWN_SIZES.update({f: ISSUE_28[f] for f in ("phi", "gpt_bigcode", "gpt_bigcode_mha", "gptj")})
 FAMILIES.update(ISSUE_28)
-OWN_SIZES.update(ISSUE_28)
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
+DENSE += [f for f in ISSUE_28 if f not in OWN_SIZES]  # the ones on COMMON's sizes
 MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss"]
 
 

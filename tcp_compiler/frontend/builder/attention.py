@@ -59,6 +59,9 @@ def attention(
     elif cfg.attention.qk_norm == "per_head":
         q = norm(b, q, "K", f"{pre}.q_norm", "q_norm", kind="rms")
         k = norm(b, k, "K", f"{pre}.k_norm", "k_norm", kind="rms")
+    elif cfg.attention.qk_norm == "each_head":
+        q = norm(b, q, "K", f"{pre}.q_norm", "q_norm", kind="layer", per=("H", sh.column))
+        k = norm(b, k, "K", f"{pre}.k_norm", "k_norm", kind="layer", per=("Hkv", sh.kv))
     q_pos = position_heads(b, q, "H", layer, pos, "q")
     k_pos = position_heads(b, k, "Hkv", layer, pos, "k")
     q5 = g.add(

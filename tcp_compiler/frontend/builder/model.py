@@ -255,7 +255,8 @@ def _head(b: GraphBuilder, x: Node) -> Node:
         eq = f"{' '.join(lead)} D, V D -> {' '.join(lead)} V"
         logits = b.einsum(b.to(x, table.type.dtype), table, name="logits.raw", eq=eq)
     else:
-        logits = linear(b, x, "lm_head.weight", axes, ["D"], [*lead, "V"], "logits.raw", part)
+        bias = part if cfg.embedding.head_bias else None
+        logits = linear(b, x, "lm_head.weight", axes, ["D"], [*lead, "V"], "logits.raw", part, bias)
     logits = b.to(logits, F32)
     if cfg.embedding.head_bias:  # Phi's, a head of its own even when its weight is tied
         bias = b.tensor("lm_head.bias", b.p.table, {"V": sh.vocab}, part)

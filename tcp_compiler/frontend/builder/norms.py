@@ -14,9 +14,12 @@ def norm(
     label: str,
     kind: str | None = None,
     eps: float | None = None,
+    per: tuple[str, Cut] | None = None,
 ) -> Node:
-    """The model's norm (or `kind`) over `axis`, with weight `{prefix}.weight` (and `.bias`), into
-    the value of role `label`; `eps` where a norm has its own (DeepSeek's low-rank norms)."""
+    """The model's norm (or `kind`) over `axis`, with weight `{prefix}.weight` (and `.bias` when
+    the model's LayerNorms have one), into the value of role `label`; `eps` where a norm has its
+    own (DeepSeek's low-rank norms). `per` = (axis, cut): a weight row of its own for each entry of
+    that axis (Cohere's q/k norm, one per head), cut over the chips like that axis."""
     cfg, g = b.cfg, b.g
     n = x.type.size(axis)
     kind = kind or cfg.norms.kind
@@ -31,10 +34,14 @@ def norm(
     var = g.add("add", mean, epsilon, name=b.name(f"{label}.var"))
     rstd = g.add("rsqrt", var, name=b.name(f"{label}.rstd"))
     unit = g.add("mul", x, rstd, name=b.name(f"{label}.unit"))
-    w = b.to(b.tensor(f"{prefix}.weight", b.p.table, {axis: n}), F32)
+    if per is None:
+        w = b.to(b.tensor(f"{prefix}.weight", b.p.table, {axis: n}), F32)
+    else:
+        rows, part = per
+        w = b.to(b.tensor(f"{prefix}.weight", b.p.table, {rows: x.type.size(rows), axis: n}, part), F32)
     if cfg.norms.offset:
         w = g.add("add", w, b.const(cfg.norms.offset), name=f"{prefix}.weight.plus1")
-    if kind != "layer":
+    if kind != "layer" or not cfg.norms.bias:
         return g.add("mul", unit, w, name=b.name(label))
     bias = b.to(b.tensor(f"{prefix}.bias", b.p.table, {axis: n}), F32)
     return g.add("add", g.add("mul", unit, w, name=b.name(f"{label}.scaled")), bias, name=b.name(label))

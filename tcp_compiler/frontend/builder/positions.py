@@ -105,9 +105,12 @@ def position_heads(b: GraphBuilder, x: Node, heads: str, layer: Layer, pos: Node
 
 
 def _rotate(b: GraphBuilder, x: Node, heads: str, rot: Node, label: str) -> Node:
-    """x [B, S, heads, K] (any order) -> [B, heads, S, T, Kp] rotated (T, Kp: the halves of K again)."""
+    """x [B, S, heads, K] (any order) -> [B, heads, S, T, Kp] rotated (T, Kp: the halves of K again).
+    Interleaved pairs come out as the rotated evens then the rotated odds: the same permutation of
+    queries and keys leaves their scores as they are."""
     kp = x.type.size("K") // 2
-    axes = [a for a in x.type.axes if a.name != "K"] + [Axis("R", 2), Axis("Kp", kp)]
+    pairs = [Axis("Kp", kp), Axis("R", 2)] if b.cfg.positions.interleave else [Axis("R", 2), Axis("Kp", kp)]
+    axes = [a for a in x.type.axes if a.name != "K"] + pairs
     pairs = b.g.add("reshape", x, name=b.name(f"{label}.pairs"), type=x.type.with_axes(axes))
     pairs = b.to(pairs, rot.type.dtype)  # the contraction engine takes bf16, not f32
     eq = f"{' '.join(pairs.type.names)}, {' '.join(rot.type.names)} -> B {heads} S T Kp"
@@ -122,7 +125,7 @@ def rotate_shared(b: GraphBuilder, x: Node, layer: Layer, pos: Node, lead: str, 
     g = b.g
     rot = rope_table(b, layer, pos)
     kp = x.type.size("K") // 2
-    pairs = [("Kp", kp), ("R", 2)] if b.cfg.mla.interleave else [("R", 2), ("Kp", kp)]
+    pairs = [("Kp", kp), ("R", 2)] if b.cfg.positions.interleave else [("R", 2), ("Kp", kp)]
     axes = [a for a in x.type.axes if a.name != "K"]
     split = TensorType.from_pairs(x.type.dtype, [(a.name, a.size) for a in axes] + pairs)
     x = b.to(g.add("reshape", x, name=b.name(f"{label}.pairs"), type=split), rot.type.dtype)

@@ -34,7 +34,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         nope_dim=raw.require("qk_nope_head_dim"),
         rope_dim=raw.require("qk_rope_head_dim"),
         v_dim=raw.require("v_head_dim"),
-        interleave=bool(raw.get("rope_interleave", True, kind=bool)),
     )
     if mla.rope_dim % 2:
         raise raw.fail(f"qk_rope_head_dim must be even for rotary embeddings, got {mla.rope_dim}")
@@ -48,7 +47,9 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         head_dim_default=mla.nope_dim + mla.rope_dim,
         head_dim=mla.nope_dim + mla.rope_dim,
         kv_heads=heads,  # every head reads the one latent; num_key_value_heads plays no part
-        positions=Positions(rotary_dim=mla.rope_dim),
+        positions=Positions(
+            rotary_dim=mla.rope_dim, interleave=bool(raw.get("rope_interleave", True, kind=bool))
+        ),
         attention=Attention(scale=(mla.nope_dim + mla.rope_dim) ** -0.5 * _mscale_squared(raw)),
         mla=mla,
         moe=_moe(raw),
