@@ -32,6 +32,11 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
     for stats, name in ((f.ttft_seconds, "TTFT"), (f.tpot_seconds, "TPOT"), (f.e2e_seconds, "E2E")):
         table.add_row(name, *(duration(v, 2) for v in (stats.mean, stats.p50, stats.p90, stats.p99)))
     out.print(table)
+    if f.data_parallel is not None:
+        d = f.data_parallel
+        rows = ", ".join(f"{r.requests:,} requests / {duration(r.busy_s, 2)} busy" for r in d.per_replica)
+        plural = "s" if d.chips_per_replica > 1 else ""
+        out.print(f"{d.replicas} replicas of {d.chips_per_replica} chip{plural} ({d.router} router): {rows}")
     g = f.goodput
     if g.slo_ttft_s is not None or g.slo_tpot_s is not None:
         pairs = (("TTFT", g.slo_ttft_s), ("TPOT", g.slo_tpot_s))
