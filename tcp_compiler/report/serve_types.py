@@ -214,6 +214,27 @@ class DataParallel(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MaxRate(Record):
+    """`--max-rate`: the highest Poisson rate whose latency percentiles meet the SLOs; the rest of
+    the report is the run at that rate (tcp_compiler/serve/max_rate.py)."""
+
+    nulls: ClassVar[bool] = True
+
+    rate_per_s: float = doc("the highest rate found meeting the SLOs", "requests/s")
+    failing_rate_per_s: float = doc("the lowest rate found failing them: the bracket's top", "requests/s")
+    margin: float = doc("`failing_rate_per_s` / `rate_per_s` - 1: how far the true limit may lie above "
+                        "`rate_per_s`", "fraction")  # fmt: skip
+    percentile: float = doc("the percentile the SLOs bound (`--slo-percentile`)")
+    slo_ttft_s: float | None = doc("`--slo-ttft`; null without", "s")
+    slo_tpot_s: float | None = doc("`--slo-tpot`; null without", "s")
+    ttft_s: float = doc("TTFT at the percentile at `rate_per_s`, warm-up left out", "s")
+    tpot_s: float = doc("TPOT at the percentile at `rate_per_s`, warm-up left out", "s")
+    requests: int = doc("requests each run serves: the warm-up, then those measured", "requests")
+    warmup_requests: int = doc("the first requests, left out of the percentiles", "requests")
+    simulations: int = doc("serving runs the search took")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ServeReport(Record):
     """`tcpc serve --json`: one serving run of a stream of requests."""
 
@@ -249,5 +270,6 @@ class ServeReport(Record):
     requests: tuple[RequestRow, ...] = doc("every request")
     per_iteration: Iterations = doc("every iteration")
     energy: ServeEnergy = doc("energy and power")
+    max_rate: MaxRate | None = doc("with `--max-rate`: the search's answer (absent otherwise)", default=None)
     data_parallel: DataParallel | None = doc("with `--dp` above 1: the replicas' shares (absent otherwise)",
                                              default=None)  # fmt: skip
