@@ -60,8 +60,8 @@ def test_a_looser_slo_never_finds_a_lower_rate(setup) -> None:
 
 def test_cli_reports_the_rate_and_its_bracket(tmp_path, capsys) -> None:
     out = tmp_path / "m.json"
-    code = main(["serve", MODEL, "--max-rate", "--slo-ttft", "0.05", "--slo-tpot", "0.009", "--slo-percentile",
-                 "80", "--gen-len", "uniform:16:64", "--json", str(out)])  # fmt: skip
+    code = main(["serve", MODEL, "--max-rate", "--slo-ttft", "0.05", "--slo-tpot", "0.009",
+                 "--slo-percentile", "80", "--gen-len", "uniform:16:64", "--json", str(out)])  # fmt: skip
     assert code == 0
     doc = json.loads(out.read_text())
     m = doc["max_rate"]

@@ -30,7 +30,16 @@ from tcp_compiler.report.serve_terminal import print_serve_report
 from tcp_compiler.report.serve_types import MaxRate, ServeRun
 from tcp_compiler.report.vllm_result import vllm_result
 from tcp_compiler.serve import IterationCosts, Request, ServeOptions, ServeResult, serve
-from tcp_compiler.serve.max_rate import Found, RateSearch, Slo, max_rate, measured_requests, warmup_requests
+from tcp_compiler.serve.max_rate import (
+    Found,
+    RateSearch,
+    Slo,
+    at_rate,
+    max_rate,
+    measured_requests,
+    searched,
+    warmup_requests,
+)  # fmt: skip
 from tcp_compiler.serve.options import Buckets, Shapes
 from tcp_compiler.serve.server import serving_costs
 from tcp_compiler.serve.workload import DEFAULT_RATE, Workload
@@ -113,12 +122,9 @@ def run(args: argparse.Namespace) -> int:
     found = None
     if search.max_rate:
         _check_search(args, search)
-        measured = max(work.requests, measured_requests(search.slo_percentile))
-        slo = Slo(args.slo_ttft, args.slo_tpot, search.slo_percentile, warmup_requests(measured))
-        drawn = dataclasses.replace(work, requests=slo.warmup + measured)
+        drawn, slo = searched(work, args.slo_ttft, args.slo_tpot, search.slo_percentile)
         costs = serving_costs(model.config, hw, prec, CompileOptions(chips=tp), options, args.pp)
-        found = max_rate(lambda rate: served(hw, dataclasses.replace(drawn, rate=rate or math.inf).load(),
-                                             costs), slo)  # fmt: skip
+        found = max_rate(lambda rate: served(hw, at_rate(drawn, rate), costs), slo)
         result = found.best.result
     else:
         requests = work.load()

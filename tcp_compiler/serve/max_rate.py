@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from tcp_compiler.errors import TcpcError
 from tcp_compiler.option_fields import option
 from tcp_compiler.serve.metrics import latencies
 from tcp_compiler.serve.server import ServeResult
+from tcp_compiler.serve.workload import Request, Workload
 
 TAIL = 10  # measured requests beyond the percentile asked (p90: 100 measured, 10 in its tail)
 WARMUP_FRACTION = 0.2  # of the measured requests served first and left out of the percentiles
@@ -57,6 +58,20 @@ def measured_requests(pct: float) -> int:
 
 def warmup_requests(measured: int) -> int:
     return math.ceil(WARMUP_FRACTION * measured)
+
+
+def searched(work: Workload, slo_ttft: float | None, slo_tpot: float | None,
+             pct: float) -> tuple[Workload, Slo]:  # fmt: skip
+    """The requests a search serves (`work`'s, the count raised to the warm-up and the requests the
+    percentile needs) and the SLO it tests them against."""
+    measured = max(work.requests, measured_requests(pct))
+    slo = Slo(slo_ttft, slo_tpot, pct, warmup_requests(measured))
+    return replace(work, requests=slo.warmup + measured), slo
+
+
+def at_rate(work: Workload, rate: float | None) -> list[Request]:
+    """`work`'s requests arriving at `rate` (None: all at once)."""
+    return replace(work, rate=rate or math.inf).load()
 
 
 @dataclass(frozen=True)
