@@ -32,8 +32,8 @@ from tcp_compiler.report.vllm_result import vllm_result
 from tcp_compiler.serve import IterationCosts, Request, ServeOptions, ServeResult, serve
 from tcp_compiler.serve.max_rate import (
     Found,
-    RateSearch,
     Slo,
+    SloPercentile,
     at_rate,
     max_rate,
     measured_requests,
@@ -47,7 +47,7 @@ from tcp_compiler.serve.workload import DEFAULT_RATE, Workload
 DEFAULT_MODEL = "llama-3.1-8b"
 RESULT_FORMATS = ("tcpc", "vllm")
 MAX_SECONDS = 1e6  # an SLO
-_seconds = flag_type(positive_number(MAX_SECONDS))
+slo_seconds = flag_type(positive_number(MAX_SECONDS))
 
 
 def add_parser(subparsers) -> None:
@@ -78,9 +78,14 @@ def add_parser(subparsers) -> None:
     add_flags(shapes, Shapes, suffix="_shapes")
     arg_types.add_power_cap(p, "every iteration", "served")
     out = p.add_argument_group("outputs")
-    out.add_argument("--slo-ttft", type=_seconds, metavar="S", help="TTFT SLO in seconds, for goodput")
-    out.add_argument("--slo-tpot", type=_seconds, metavar="S", help="TPOT SLO in seconds, for goodput")
-    add_flags(out, RateSearch)
+    out.add_argument("--slo-ttft", type=slo_seconds, metavar="S", help="TTFT SLO in seconds, for goodput")
+    out.add_argument("--slo-tpot", type=slo_seconds, metavar="S", help="TPOT SLO in seconds, for goodput")
+    out.add_argument(
+        "--max-rate", action="store_true", help="find the highest Poisson rate whose --slo-percentile "
+        "latencies meet --slo-ttft and --slo-tpot (bisection over rates, seeded requests, warm-up left out; "
+        "docs/serving.md) and report the run at it",
+    )  # fmt: skip
+    add_flags(out, SloPercentile)
     out.add_argument("--json", metavar="FILE", help="write the figures, every request and every iteration")
     out.add_argument(
         "--result-format",
@@ -105,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, kv_dtype=args.kv_dtype)
     work = from_args(Workload, args)
-    search = from_args(RateSearch, args)
+    pct = from_args(SloPercentile, args).slo_percentile
     options = from_args(ServeOptions, args, buckets=from_args(Buckets, args, "_bucket"),
                         shapes=from_args(Shapes, args, "_shapes"), concurrency=args.concurrency)  # fmt: skip
 
@@ -120,9 +125,9 @@ def run(args: argparse.Namespace) -> int:
 
     cap = None if args.power_cap is None else arg_types.watts(args.power_cap, hw)
     found = None
-    if search.max_rate:
-        _check_search(args, search)
-        drawn, slo = searched(work, args.slo_ttft, args.slo_tpot, search.slo_percentile)
+    if args.max_rate:
+        _check_search(args, pct)
+        drawn, slo = searched(work, args.slo_ttft, args.slo_tpot, pct)
         costs = serving_costs(model.config, hw, prec, CompileOptions(chips=tp), options, args.pp)
         found = max_rate(lambda rate: served(hw, at_rate(drawn, rate), costs), slo)
         result = found.best.result
@@ -166,19 +171,24 @@ def _within_cap(result: ServeResult, cap_w: float, served: Callable[[Spec], Serv
     return result
 
 
-def _check_search(args: argparse.Namespace, search: RateSearch) -> None:
-    """--max-rate draws its own Poisson arrivals and needs an SLO to meet."""
+def check_slos(args: argparse.Namespace, pct: float, what: str) -> None:
+    """A rate search (`what`) needs an SLO to meet, and a percentile it has the requests for."""
     if args.slo_ttft is None and args.slo_tpot is None:
-        raise CliError("--max-rate searches for the highest rate meeting SLOs: give --slo-ttft or --slo-tpot")
+        raise CliError(f"{what} searches for the highest rate meeting SLOs: give --slo-ttft or --slo-tpot")
+    needed = measured_requests(pct)
+    if needed + warmup_requests(needed) > MAX_SEQUENCES:
+        raise CliError(f"--slo-percentile {pct:g} needs {needed:,} measured requests, more "
+                       f"than {MAX_SEQUENCES:,} a run serves: give a lower percentile")  # fmt: skip
+
+
+def _check_search(args: argparse.Namespace, pct: float) -> None:
+    """--max-rate draws its own Poisson arrivals and needs an SLO to meet."""
+    check_slos(args, pct, "--max-rate")
     given = [flag for flag, value in (("--rate", args.rate), ("--concurrency", args.concurrency),
                                       ("--trace-file", args.trace_file), ("--power-cap", args.power_cap))
              if value is not None]  # fmt: skip
     if given:
         raise CliError(f"--max-rate chooses the Poisson rate itself: drop {given[0]}")
-    needed = measured_requests(search.slo_percentile)
-    if needed + warmup_requests(needed) > MAX_SEQUENCES:
-        raise CliError(f"--slo-percentile {search.slo_percentile:g} needs {needed:,} measured requests, more "
-                       f"than {MAX_SEQUENCES:,} a run serves: give a lower percentile")  # fmt: skip
 
 
 def _max_rate(found: Found, slo: Slo) -> MaxRate:

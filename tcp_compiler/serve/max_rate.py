@@ -40,15 +40,11 @@ def percentile(text: str) -> float:
 
 
 @dataclass(frozen=True)
-class RateSearch:
-    """`--max-rate`: search for the highest rate meeting `--slo-ttft` / `--slo-tpot` at a percentile."""
+class SloPercentile:
+    """The percentile the latency SLOs bound in a rate search (`tcpc serve --max-rate`, `tcpc plan`)."""
 
-    max_rate: bool = option(
-        False, "find the highest Poisson rate whose --slo-percentile latencies meet --slo-ttft and "
-        "--slo-tpot (bisection over rates, seeded requests, warm-up left out; docs/serving.md)"
-    )  # fmt: skip
-    slo_percentile: float = option(90.0, "the latency percentile the SLOs bound, with --max-rate (default "
-                                   "%(default)s)", "P", parse=percentile)  # fmt: skip
+    slo_percentile: float = option(90.0, "the latency percentile --slo-ttft and --slo-tpot bound in the rate "
+                                   "search (default %(default)s)", "P", parse=percentile)  # fmt: skip
 
 
 def measured_requests(pct: float) -> int:
