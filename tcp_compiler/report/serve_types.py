@@ -148,7 +148,7 @@ class Iterations(Record):
     decodes: tuple[int, ...] = doc("sequences decoding one token", "sequences")
     prefill_tokens: tuple[int, ...] = doc("prompt tokens prefilled", "tokens")
     prefill_sequences: tuple[int, ...] = doc("sequences prefilling", "sequences")
-    kv_blocks_used: tuple[int, ...] = doc("KV blocks in use", "blocks")
+    kv_blocks_used: tuple[int, ...] = doc("KV blocks in use (on its replica, with `--dp`)", "blocks")
     preemptions: tuple[int, ...] = doc("preemptions made while planning it")
 
 

@@ -203,13 +203,13 @@ def serve(
     chunk = options.max_batch_tokens if SCHEDULERS[options.scheduler].chunks_prompts else longest
     longest_prefill = min(max(r.prompt_len + r.output_len - 1 for r in requests), max(chunk, 1))
     budget = kv_budget(config, hw, precision, compile_options, options, longest, longest_prefill, pp)
-    replicas = [[] for _ in range(options.dp)]  # each replica's engines, sharing its stages
-    for engines in replicas:
+    replicas: list[list[_Engine]] = [[] for _ in range(options.dp)]  # each replica's engines, sharing its stages
+    for home, engines in enumerate(replicas):
         stage_free = [0.0] * pp  # when each stage is done with the iterations it has taken
         engines.extend(
             _Engine(ServerState(BlockManager(budget.blocks // pp, options.block_size), options.max_seqs,
                                 options.max_batch_tokens, int(options.watermark * budget.blocks // pp)),
-                    scheduler(options.scheduler), stage_free)
+                    scheduler(options.scheduler), home, stage_free)
             for _ in range(pp)
         )  # fmt: skip
     engines = [e for r in replicas for e in r]
@@ -245,7 +245,7 @@ def serve(
         if engine is None:
             raise TcpcError("the scheduler cannot run any waiting request (KV cache too small?)")
         _admit(arrivals, replicas, route, routed, now)
-        home = next(r for r, members in enumerate(replicas) if engine in members)
+        home = engine.replica
         st = engine.state
         preempted = st.preemptions
         plan = engine.policy.plan(st)
@@ -320,6 +320,7 @@ class _Engine:
 
     state: ServerState
     policy: Scheduler
+    replica: int  # the data-parallel replica it belongs to
     stage_free: list[float]  # its replica's stages: when each is done with the iterations it took
     ready: float = 0.0
     last_device: float = 0.0  # seconds its last iteration ran on the device (host overlap hides under it)
