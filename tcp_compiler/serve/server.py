@@ -203,7 +203,8 @@ def serve(
     chunk = options.max_batch_tokens if SCHEDULERS[options.scheduler].chunks_prompts else longest
     longest_prefill = min(max(r.prompt_len + r.output_len - 1 for r in requests), max(chunk, 1))
     budget = kv_budget(config, hw, precision, compile_options, options, longest, longest_prefill, pp)
-    replicas: list[list[_Engine]] = [[] for _ in range(options.dp)]  # each replica's engines, sharing its stages
+    # Each replica's engines, sharing its stages.
+    replicas: list[list[_Engine]] = [[] for _ in range(options.dp)]
     for home, engines in enumerate(replicas):
         stage_free = [0.0] * pp  # when each stage is done with the iterations it has taken
         engines.extend(
