@@ -14,7 +14,7 @@ from tcp_compiler.frontend.precision import precision
 from tcp_compiler.report.build import build_report
 from tcp_compiler.report.serve_build import serve_report
 from tcp_compiler.serve import IterationCosts, Request, ServeOptions, serve, synthetic
-from tcp_compiler.serve.costs import grid_points, kv_descriptors
+from tcp_compiler.serve.costs import grid_points
 from tcp_compiler.serve.metrics import latencies, model_bound_cycles
 from tcp_compiler.serve.options import Buckets, Shapes
 from tcp_compiler.serve.workload import lengths
@@ -34,7 +34,9 @@ def _requests(n: int = 12, seed: int = 1) -> list[Request]:
 
 def test_one_request_equals_tcpc_simulate(setup) -> None:
     """Exact grids and shapes: the prefill is simulate's prefill and each decode its step at the same
-    KV length, plus its paged-KV descriptors' start-ups; the host's work is simulate's report's."""
+    KV length: its paged-KV descriptors' issue hides under their transfer (16-token blocks of 1 KB
+    per position), and their start-ups overlap as the engine's DMA pool overlaps them; the host's
+    work is simulate's report's."""
     cfg, hw, prec = setup
     prompt, gen = 96, 12
     options = ServeOptions(buckets=Buckets.exact(), shapes=Shapes.exact())
@@ -43,16 +45,9 @@ def test_one_request_equals_tcpc_simulate(setup) -> None:
     report = build_report(sim)
     lat = latencies(result)
     assert lat["ttft"][0] == pytest.approx(report.ttft_seconds, rel=1e-12)
-    startup = hw.dma.startup_cycles / hw.dma.engines
-    kv = [
-        kv_descriptors([n], options.block_size, len(cfg.layers)) * startup
-        for n in range(prompt + 1, prompt + gen)
-    ]
-    assert np.allclose(result.iterations.array("cycles")[1:], sim.decode_cycles + np.array(kv), rtol=1e-12)
-    host = report.decode.tpot_seconds_mean - hw.seconds(sim.decode_cycles.mean())
-    assert lat["tpot"][0] == pytest.approx(
-        hw.seconds(sim.decode_cycles.mean() + np.mean(kv)) + host, rel=1e-12
-    )
+    assert np.allclose(result.iterations.array("cycles")[1:], sim.decode_cycles, rtol=1e-12)
+    assert (result.iterations.array("descriptor_s") == 0).all()
+    assert lat["tpot"][0] == pytest.approx(report.decode.tpot_seconds_mean, rel=1e-12)
 
 
 def test_no_iteration_beats_the_models_bound(setup) -> None:

@@ -14,10 +14,11 @@ from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
+from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.report.build import build_report
 from tcp_compiler.report.serve_build import TIME_PARTS, serve_report
 from tcp_compiler.serve import Request, ServeOptions, serve
-from tcp_compiler.serve.costs import kv_descriptors
+from tcp_compiler.serve.costs import IterationCosts, kv_descriptors
 from tcp_compiler.serve.host import host_work
 from tcp_compiler.serve.metrics import latencies
 from tcp_compiler.serve.options import Buckets, Shapes, ladder, pad
@@ -130,14 +131,61 @@ def test_descriptors_are_one_per_block_per_layer_for_k_and_v(setup) -> None:
     assert counted.tolist() == expected
 
 
-def test_smaller_blocks_read_more_descriptors_and_take_longer(setup) -> None:
+def _decode_costs(cfg, hw, prec, block_size: int) -> IterationCosts:
+    return IterationCosts(cfg, hw, prec, CompileOptions(), Buckets.exact(), block_size=block_size)
+
+
+LENGTHS = [200, 131, 77]  # one decode step's caches
+
+
+def test_smaller_blocks_read_more_descriptors_and_never_cost_less(setup) -> None:
+    """Blocks of 64 and 16 tokens (64 and 16 KB of K or V of a layer here) transfer for longer than
+    the engines take to issue them: nothing beyond the compiled step; blocks of 1 KB do not."""
     cfg, hw, prec = setup
-    reqs = _requests(2, 200, 8)
-    runs = [serve(cfg, hw, prec, reqs, dataclasses.replace(EXACT, block_size=b)) for b in (64, 16, 4)]
-    descriptors = [r.iterations.array("kv_descriptors").sum() for r in runs]
-    cycles = [r.iterations.array("cycles").sum() for r in runs]
-    assert descriptors[0] < descriptors[1] < descriptors[2]
-    assert cycles[0] < cycles[1] < cycles[2]
+    pieces = [_decode_costs(cfg, hw, prec, b).decode(LENGTHS) for b in (64, 16, 4, 1)]
+    descriptors = [p.descriptors for p in pieces]
+    cycles = [p.cost.cycles for p in pieces]
+    assert descriptors[0] < descriptors[1] < descriptors[2] < descriptors[3]
+    assert cycles[0] <= cycles[1] <= cycles[2] <= cycles[3] and cycles[0] < cycles[3]
+    assert pieces[0].descriptor_cycles == pieces[1].descriptor_cycles == 0
+    assert pieces[3].descriptor_cycles > 0
+
+
+def test_issue_grows_linearly_with_descriptors_when_no_transfer_hides_it(setup, tmp_path) -> None:
+    """With an issue time no transfer hides, each extra descriptor adds dma.issue_cycles over the
+    engines: the same bytes read in blocks of 16 and of 4 tokens differ by exactly that per descriptor."""
+    cfg, _, prec = setup
+    slow = load_hardware(str(_spec(tmp_path, "dma", issue_cycles=10**6)))
+    big, small = (_decode_costs(cfg, slow, prec, b).decode(LENGTHS) for b in (16, 4))
+    per_descriptor = slow.dma.issue_cycles / slow.dma.engines
+    assert big.descriptor_cycles > 0
+    added = small.descriptor_cycles - big.descriptor_cycles
+    assert added == pytest.approx((small.descriptors - big.descriptors) * per_descriptor, rel=1e-12)
+    assert small.cost.cycles - big.cost.cycles == pytest.approx(added, rel=1e-12)
+
+
+def test_a_decode_step_costs_at_least_its_compiled_step(setup, tmp_path) -> None:
+    """The descriptors only add: the step's cycles are the compiled step's plus their issue, at any
+    block size and issue time (the first start-up is the compiled step's own)."""
+    cfg, hw, prec = setup
+    slow = load_hardware(str(_spec(tmp_path, "dma", issue_cycles=400)))
+    for spec in (hw, slow):
+        for block in (16, 1):
+            costs = _decode_costs(cfg, spec, prec, block)
+            piece = costs.decode(LENGTHS)
+            step = costs.exact_decode(len(LENGTHS), costs.kv_length(LENGTHS)).cycles
+            assert piece.cost.cycles == pytest.approx(step + piece.descriptor_cycles, rel=1e-12)
+            assert piece.cost.cycles >= step
+
+
+def test_where_the_time_goes_shows_the_descriptors_issue(setup, tmp_path) -> None:
+    """The issue time is its own part of the iterations' time, and the parts still sum to it."""
+    cfg, _, prec = setup
+    slow = load_hardware(str(_spec(tmp_path, "dma", issue_cycles=400)))
+    result = serve(cfg, slow, prec, _requests(2, 100, 6), EXACT)
+    t = serve_report(result).time
+    assert t.descriptor_s > 0
+    assert sum(getattr(t, part) for part in TIME_PARTS) == pytest.approx(t.busy_s, rel=1e-12)
 
 
 def test_a_cached_prefix_cuts_ttft_but_not_decode(setup) -> None:

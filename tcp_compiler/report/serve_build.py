@@ -29,7 +29,8 @@ from tcp_compiler.report.serve_types import (
 from tcp_compiler.serve.metrics import duration, iteration_energy, latencies, model_bound_cycles
 from tcp_compiler.serve.server import ServeResult
 
-TIME_PARTS = ("device_s", "padding_s", "schedule_s", "prepare_s", "launch_s", "sample_s")  # sum: busy
+# The iterations' time by part: they sum to busy_s.
+TIME_PARTS = ("device_s", "padding_s", "descriptor_s", "schedule_s", "prepare_s", "launch_s", "sample_s")
 MAX_SERIES = 2000  # points kept of a time series in the JSON (every iteration is in `per_iteration`)
 
 

@@ -61,7 +61,8 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
     )
     t = f.time
     parts = (
-        ("device", t.device_s), ("shape padding", t.padding_s), ("host scheduling", t.schedule_s),
+        ("device", t.device_s), ("shape padding", t.padding_s),
+        ("KV descriptor issue", t.descriptor_s), ("host scheduling", t.schedule_s),
         ("input preparation", t.prepare_s), ("kernel launch", t.launch_s), ("sampling", t.sample_s),
     )  # fmt: skip
     shares = ", ".join(f"{name} {seconds / t.busy_s:.0%}" for name, seconds in parts if t.busy_s > 0)

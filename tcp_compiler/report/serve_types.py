@@ -131,8 +131,9 @@ class Iterations(Record):
     start_s: tuple[float, ...] = doc("start", "s")
     duration_s: tuple[float, ...] = doc("time it took", "s")
     cycles: tuple[float, ...] = doc("its programs' cycles, at the padded shapes", "cycles")
-    device_s: tuple[float, ...] = doc("device time, the padding's left out (`padding_s`)", "s")
+    device_s: tuple[float, ...] = doc("device time, the padding and descriptor issue left out", "s")
     padding_s: tuple[float, ...] = doc("device time the static shapes' padding costs", "s")
+    descriptor_s: tuple[float, ...] = doc("device time issuing its paged-KV descriptors adds", "s")
     schedule_s: tuple[float, ...] = doc("host scheduling on the critical path", "s")
     prepare_s: tuple[float, ...] = doc("host input preparation on the critical path", "s")
     launch_s: tuple[float, ...] = doc("kernel launches (`system.kernel_launch_s` per program)", "s")
@@ -140,7 +141,8 @@ class Iterations(Record):
     padded_tokens: tuple[int, ...] = doc("prefill tokens and decode batch slots added by padding", "tokens")
     padded_kv_tokens: tuple[int, ...] = doc("KV positions its decode read past the caches (context padding)",
                                             "tokens")  # fmt: skip
-    kv_descriptors: tuple[int, ...] = doc("paged-KV DMA descriptors its decode read, one chip", "descriptors")
+    kv_descriptors: tuple[int, ...] = doc("paged-KV DMA descriptors its decode read, one chip",
+                                          "descriptors")  # fmt: skip
     flops: tuple[float, ...] = doc("its work", "FLOP")
     hbm_bytes: tuple[float, ...] = doc("its HBM traffic", "B")
     joules: tuple[float, ...] = doc("its energy, every chip: the actions of its work plus running power", "J")
@@ -155,12 +157,15 @@ class Iterations(Record):
 @dataclass(frozen=True, kw_only=True)
 class ServeTime(Record):
     """Where the time goes: the iterations' time split into device work, the device time the static
-    shapes' padding costs, and the host's parts on the critical path (tcp_compiler.serve.host); the
-    parts sum to `busy_s`."""
+    shapes' padding and the paged-KV descriptors' issue cost, and the host's parts on the critical
+    path (tcp_compiler.serve.host); the parts sum to `busy_s`."""
 
     busy_s: float = doc("every iteration's time, summed", "s")
     device_s: float = doc("programs at the sequences' own shapes (with pipeline stages, waits included)", "s")
     padding_s: float = doc("what padding up to the static shapes adds", "s")
+    descriptor_s: float = doc(
+        "what issuing paged-KV descriptors adds beyond their transfer (`dma.issue_cycles`)", "s"
+    )
     schedule_s: float = doc("host scheduling (`host.schedule_s` + per sequence)", "s")
     prepare_s: float = doc("host input preparation (`host.prepare_s` + per token)", "s")
     launch_s: float = doc("kernel launches (`system.kernel_launch_s` per program)", "s")

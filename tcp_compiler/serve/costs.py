@@ -28,9 +28,11 @@ The runtime's static shapes (Shapes) pad an iteration up to the buckets its grap
 for: the decode batch and context length, the prefill's tokens; the padded work is what runs, and
 `Piece.padding_cycles` is how much of it the padding costs. A decode step reads each sequence's
 paged KV as one DMA descriptor per block (block_size tokens, all of a chip's KV heads of a layer,
-K and V apart), each paying the DMA start-up (`dma.startup_cycles`) on one of the `dma.engines`
-engines: the compiled decode graph reads the cache as one command per tensor, so the descriptors'
-start-ups are added to its cost (kv_descriptors).
+K and V apart: kv_descriptors), where the compiled decode graph reads the cache as one command per
+tensor. The descriptors are independent moves in the engine's DMA pool: their start-ups overlap
+each other and the transfers (one start-up per step, the compiled step's own), and they share the
+pool's bandwidth, which the compiled step already spends on the same bytes. What they add is the
+engines' issue time where it outlasts that transfer (kv_issue_cycles, `Piece.descriptor_cycles`).
 
 Costs are cached by shape. Shapes may be put on grids (Buckets: powers of two up to a step, then
 multiples of it) for batch, KV length and prefill tokens: between grid points the cost is
@@ -51,7 +53,7 @@ from simulator.targets import energy_of
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
-from tcp_compiler.generation.plan import lower_decode, stage_options
+from tcp_compiler.generation.plan import decode_capacity, lower_decode, stage_options
 from tcp_compiler.pipeline import CompileOptions, compile_phase
 from tcp_compiler.pipeline import run as run_program
 from tcp_compiler.recipes import Steps, recipes
@@ -105,24 +107,37 @@ class Cost:
 class Piece:
     """An iteration (or a piece of it) as the runtime runs it: its cost at the padded shapes, the
     cycles of that the padding accounts for, the padded tokens (prefill tokens and decode batch
-    slots), the KV positions its decode reads past the caches, and its paged-KV descriptors."""
+    slots), the KV positions its decode reads past the caches, its paged-KV descriptors and the
+    cycles their issue adds beyond the compiled step (kv_issue_cycles)."""
 
     cost: Cost
     padding_cycles: float = 0.0
     padded_tokens: int = 0
     padded_kv: int = 0
     descriptors: int = 0
+    descriptor_cycles: float = 0.0
 
     def __add__(self, other: Piece) -> Piece:
         return Piece(self.cost + other.cost, self.padding_cycles + other.padding_cycles,
                      self.padded_tokens + other.padded_tokens, self.padded_kv + other.padded_kv,
-                     self.descriptors + other.descriptors)  # fmt: skip
+                     self.descriptors + other.descriptors,
+                     self.descriptor_cycles + other.descriptor_cycles)  # fmt: skip
 
 
 def kv_descriptors(lengths: list[int], block_size: int, layers: int) -> int:
     """DMA descriptors a decode step's attention reads on one chip: one per KV block (all the chip's
     KV heads of a layer sit in one block) per sequence, for K and for V, in each of `layers`."""
     return 2 * layers * sum(-(-n // block_size) for n in lengths)
+
+
+def kv_issue_cycles(hw: Spec, descriptors: int, kv_bytes: float) -> float:
+    """Cycles a stage's paged-KV read takes beyond its bytes at bandwidth. The descriptors are
+    independent moves in the DMA pool (rule 5 of docs/hardware-model.md): their start-ups overlap
+    each other and the transfers, and the first one's is in the compiled step already; what is
+    left is the engines issuing them (`dma.issue_cycles` each, `dma.engines` at once), which shows
+    only where it outlasts the transfer it overlaps, read from HBM at the pool's rate."""
+    rate = min(hw.dma_bytes_per_cycle, hw.hbm.sustained_bytes_per_cycle)
+    return max(0.0, descriptors * hw.dma.issue_cycles / hw.dma.engines - kv_bytes / rate)
 
 
 @dataclass
@@ -181,6 +196,7 @@ class IterationCosts:
         self.zero = Cost((0.0,) * pp, 0.0, 0.0, 0.0, 0.0)
         self.layers = [len(o.stage.layers) if o.stage else len(config.layers) for o in self.stages]
         self._templates: dict[int, list[Steps]] = {}
+        self._kv_token_bytes: list[float] = []  # each stage's K and V of one position, on one chip
         self._decodes: dict[tuple[int, int], Cost] = {}
         self._prefills: dict[tuple[int, int, int], Cost] = {}
 
@@ -208,15 +224,19 @@ class IterationCosts:
         context = pad(self.shapes.context, longest)
         padded = self.paged_decode(pad(self.shapes.batch, batch), context, [context] * batch)
         own = own or self.paged_decode(batch, longest, [longest] * batch)
-        return Piece(padded.cost, padded.cost.cycles - own.cost.cycles, pad(self.shapes.batch, batch) - batch,
-                     context * batch - (read or longest * batch), padded.descriptors)  # fmt: skip
+        issue = padded.descriptor_cycles - own.descriptor_cycles  # the descriptors' part: their own line
+        return Piece(padded.cost, padded.cost.cycles - own.cost.cycles - issue,
+                     pad(self.shapes.batch, batch) - batch, context * batch - (read or longest * batch),
+                     padded.descriptors, padded.descriptor_cycles)  # fmt: skip
 
     def paged_decode(self, batch: int, length: int, lengths: list[int]) -> Piece:
-        """The compiled step at (batch, length) plus the start-ups of its sequences' KV descriptors."""
-        startup = self.hw.dma.startup_cycles / self.hw.dma.engines
+        """The compiled step at (batch, length) plus what issuing its sequences' KV descriptors adds
+        in each stage (kv_issue_cycles; the stage reads its layers' K and V of every position)."""
+        step = self.decode_at(batch, length)
         per_stage = [kv_descriptors(lengths, self.block_size, n) for n in self.layers]
-        cost = self.decode_at(batch, length).delayed([d * startup for d in per_stage])
-        return Piece(cost, descriptors=sum(per_stage))
+        read = [sum(lengths) * token for token in self._kv_token_bytes]
+        extra = [kv_issue_cycles(self.hw, d, b) for d, b in zip(per_stage, read, strict=True)]
+        return Piece(step.delayed(extra), descriptors=sum(per_stage), descriptor_cycles=sum(extra))
 
     def decode_at(self, batch: int, length: int) -> Cost:
         """Batch `batch` at KV length `length`, interpolated on the grids (bilinear)."""
@@ -247,6 +267,9 @@ class IterationCosts:
                 decode = lower_decode(self.config, self.hw, self.precision, options, max(length - 1, 1))
                 templates.append(self.book.DecodeSteps(decode.graph, self.hw, options.policy_on(self.hw)))
                 self.stats.decode_templates += 1
+                if len(self._kv_token_bytes) < len(self.stages):  # the compiler's cache, as kv_budget has it
+                    cache = [decode_capacity(decode, n, self.hw).kv_cache for n in (1, 2)]
+                    self._kv_token_bytes.append((cache[1] - cache[0]) / batch)
         return templates
 
     # -- prefills ------------------------------------------------------------------------------

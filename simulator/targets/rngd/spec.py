@@ -118,6 +118,7 @@ class Dma(Table):
     engines: int = value("", 1, 1024)
     bytes_per_cycle_each: float = value("B/cycle", *_RATE)
     startup_cycles: int = value("cycles", *_CYCLES)
+    issue_cycles: int = value("cycles", *_CYCLES)
     dm_side_bytes_per_cycle: float = value("B/cycle", *_RATE)
     max_packet_bytes: int = value("B", 1, 1 << 30)
 
