@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         best = c.found.best
         figures = (f"{best.rate:.3g}", duration(best.ttft_s, 2), duration(best.tpot_s, 2),
-                   f"{c.goodput_per_card:.3g}", f"+{c.found.margin:.1%}",
+                   f"{c.goodput_per_card:.3g}", "capacity" if c.found.capacity_bound else f"+{c.found.margin:.1%}",
                    str(c.found.simulations))  # fmt: skip
         table.add_row(*cells, *figures)
     meeting = sum(c.found is not None for c in rows)

@@ -197,7 +197,7 @@ def _max_rate(found: Found, slo: Slo) -> MaxRate:
         rate_per_s=best.rate, failing_rate_per_s=found.failing_rate, margin=found.margin,
         percentile=slo.percentile, slo_ttft_s=slo.ttft_s, slo_tpot_s=slo.tpot_s, ttft_s=best.ttft_s,
         tpot_s=best.tpot_s, requests=len(best.result.sequences), warmup_requests=slo.warmup,
-        simulations=found.simulations,
+        simulations=found.simulations, capacity_bound=found.capacity_bound,
     )  # fmt: skip
 
 

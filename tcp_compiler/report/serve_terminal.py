@@ -37,9 +37,12 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
         pairs = (("TTFT", m.slo_ttft_s, m.ttft_s), ("TPOT", m.slo_tpot_s, m.tpot_s))
         met = ", ".join(f"{k} p{m.percentile:g} {duration(v, 2)} <= {duration(s, 2)}"
                         for k, s, v in pairs if s is not None)  # fmt: skip
+        bracket = ("the server's capacity: a higher rate overloads it" if m.capacity_bound
+                   else f"{m.failing_rate_per_s:.3g} requests/s fails (+{m.margin:.1%})")  # fmt: skip
         out.print(
             f"highest rate meeting the SLOs: [bold]{m.rate_per_s:.3g}[/] requests/s ({met}); "
-            f"{m.failing_rate_per_s:.3g} requests/s fails (+{m.margin:.1%}); {m.simulations} simulations of "
+            f"{bracket}; "
+            f"{m.simulations} simulations of "
             f"{m.requests:,} requests, the first {m.warmup_requests:,} left out as warm-up"
         )
     if f.data_parallel is not None:

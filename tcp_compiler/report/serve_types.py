@@ -237,6 +237,9 @@ class MaxRate(Record):
     requests: int = doc("requests each run serves: the warm-up, then those measured", "requests")
     warmup_requests: int = doc("the first requests, left out of the percentiles", "requests")
     simulations: int = doc("serving runs the search took")
+    capacity_bound: bool = doc("the SLOs hold up to the server's capacity (its completion rate with "
+                               "every request waiting): `rate_per_s` is that capacity and a higher rate "
+                               "fails as overload")  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

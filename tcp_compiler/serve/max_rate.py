@@ -25,7 +25,7 @@ from tcp_compiler.serve.workload import Request, Workload
 TAIL = 10  # measured requests beyond the percentile asked (p90: 100 measured, 10 in its tail)
 WARMUP_FRACTION = 0.2  # of the measured requests served first and left out of the percentiles
 BRACKET = 0.05  # the bisection stops once the lowest failing rate is within 5% of the highest passing
-SPAN = 1 << 10  # the search reaches down to the saturated rate / SPAN before calling an SLO impossible
+SPAN = 1 << 10  # the search reaches down to the server's capacity / SPAN before calling an SLO impossible
 
 
 def percentile(text: str) -> float:
@@ -107,8 +107,9 @@ class Probe:
 @dataclass(frozen=True)
 class Found:
     best: Probe  # the highest rate found passing
-    failing_rate: float  # the lowest rate found failing
+    failing_rate: float  # the lowest rate found failing (or, capacity-bound, the first past capacity)
     simulations: int
+    capacity_bound: bool  # the SLOs hold up to the server's capacity: rates past it fail as overload
 
     @property
     def margin(self) -> float:
@@ -118,9 +119,10 @@ class Found:
 
 def max_rate(serve_at: Callable[[float | None], ServeResult], slo: Slo) -> Found:
     """The highest rate meeting `slo`; `serve_at(rate)` serves the requests at `rate` (None: all at
-    once). The all-at-once run's request rate (the server saturated) starts the search: rates double
-    from it while they pass, or halve while they fail down to it / SPAN; then bisection narrows the
-    bracket to BRACKET. A TcpcError when every rate passes (all at once meets the SLOs) or none does."""
+    once). The all-at-once run's completion rate is the server's capacity for these requests: a
+    higher arrival rate queues without bound in a long run (a finite sample can hide it), so no rate
+    above it passes. Rates halve from it while they fail, down to it / SPAN; then bisection narrows
+    the bracket to BRACKET. A TcpcError when no rate tried passes."""
     runs = 0
 
     def probe(rate: float | None) -> Probe:
@@ -129,50 +131,27 @@ def max_rate(serve_at: Callable[[float | None], ServeResult], slo: Slo) -> Found
         result = serve_at(rate)
         return Probe(rate or math.inf, *slo.tails(result), result)
 
-    burst = probe(None)
-    if burst.passes(slo):
-        raise _unbounded(burst, slo)
-    seqs = burst.result.sequences
-    saturated = len(seqs) / max(max(s.finish_s for s in seqs), 1e-12)  # type: ignore[type-var]
-    low, high = None, None
-    current = probe(saturated)
+    seqs = probe(None).result.sequences
+    capacity = len(seqs) / max(max(s.finish_s for s in seqs), 1e-12)  # type: ignore[type-var]
+    current = probe(capacity)
     if current.passes(slo):
-        low = current
-        while high is None:
-            if low.rate >= saturated * SPAN:  # as good as all at once, which failed: a sample too small
-                raise _unbounded(low, slo)
-            nxt = probe(low.rate * 2)
-            if nxt.passes(slo):
-                low = nxt
-            else:
-                high = nxt.rate
-    else:
-        high = current.rate
-        while low is None:
-            if high <= saturated / SPAN:
-                raise _impossible(current, slo)
-            current = probe(high / 2)
-            if current.passes(slo):
-                low = current
-            else:
-                high = current.rate
+        return Found(current, capacity * (1 + BRACKET), runs, True)
+    low, high = None, current.rate
+    while low is None:
+        if high <= capacity / SPAN:
+            raise _impossible(current, slo)
+        current = probe(high / 2)
+        if current.passes(slo):
+            low = current
+        else:
+            high = current.rate
     while high / low.rate - 1 > BRACKET:
         mid = probe(math.sqrt(low.rate * high))
         if mid.passes(slo):
             low = mid
         else:
             high = mid.rate
-    return Found(low, high, runs)
-
-
-def _unbounded(passing: Probe, slo: Slo) -> TcpcError:
-    n = len(passing.result.sequences)
-    at = f"all {n:,} requests at once" if math.isinf(passing.rate) else \
-        f"{passing.rate:.3g} requests/s, as good as all {n:,} at once"
-    return TcpcError(
-        f"--max-rate: the SLOs are met with {at} (TTFT p{slo.percentile:g} {passing.ttft_s:.3g} s, TPOT "
-        f"{passing.tpot_s:.3g} s): no rate fails them; give tighter SLOs"
-    )
+    return Found(low, high, runs, False)
 
 
 def _impossible(lowest: Probe, slo: Slo) -> TcpcError:
