@@ -68,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
             table.add_row(*cells, c.why, *[""] * 5)
             continue
         best = c.found.best
+        margin = "capacity" if c.found.capacity_bound else f"+{c.found.margin:.1%}"
         figures = (f"{best.rate:.3g}", duration(best.ttft_s, 2), duration(best.tpot_s, 2),
-                   f"{c.goodput_per_card:.3g}", "capacity" if c.found.capacity_bound else f"+{c.found.margin:.1%}",
-                   str(c.found.simulations))  # fmt: skip
+                   f"{c.goodput_per_card:.3g}", margin, str(c.found.simulations))  # fmt: skip
         table.add_row(*cells, *figures)
     meeting = sum(c.found is not None for c in rows)
     out.print(f"[bold]{model.config.name}[/] on {args.chips} x {hw.name}, {prec.name}: {len(rows)} layouts, "
