@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import pkgutil
+from pathlib import Path
 
 import pytest
 
+from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend import families
 from tcp_compiler.frontend.config import RawConfig
 from tcp_compiler.frontend.families import FAMILIES, read_model_config, supported
-from tcp_compiler.frontend.families.registry import family
+from tcp_compiler.frontend.families.registry import ARCHITECTURES, DEFAULTS, family
+from tcp_compiler.frontend.model import BUNDLED
 
 
 def test_every_family_module_registers_its_reader() -> None:
@@ -31,3 +35,29 @@ def test_a_registered_family_is_read_and_a_second_registration_refused() -> None
             family("toy_family")(llama)
     finally:
         FAMILIES.pop("toy_family", None)
+        DEFAULTS.pop("toy_family", None)
+
+
+def test_an_unknown_model_type_is_read_by_its_supported_architecture(tmp_path: Path) -> None:
+    """Kimi-K2 publishes DeepSeek-V3's architecture under its own model_type: read as deepseek_v3,
+    and the model's name (every report's model line) says so."""
+    deepseek = json.loads((BUNDLED / "deepseek-v3.json").read_text())
+    assert deepseek["architectures"] == ["DeepseekV3ForCausalLM"]
+    kimi = read_model_config(RawConfig({**deepseek, "model_type": "kimi_k2"}, "config.json"), "kimi-k2")
+    reference = read_model_config(RawConfig(deepseek, "config.json"), "kimi-k2")
+    assert kimi.family == "deepseek_v3" and ARCHITECTURES["DeepseekV3ForCausalLM"] == "deepseek_v3"
+    assert kimi.name == "kimi-k2 (kimi_k2 read as deepseek_v3: DeepseekV3ForCausalLM)"
+    assert kimi.layers == reference.layers and kimi.moe == reference.moe and kimi.mla == reference.mla
+
+
+@pytest.mark.parametrize("architectures", [None, [], ["RwkvForCausalLM"], [7]])
+def test_an_unknown_model_type_without_a_known_architecture_is_one_error(architectures) -> None:
+    data = {"model_type": "kimi_k2", "hidden_size": 64}
+    if architectures is not None:
+        data["architectures"] = architectures
+    with pytest.raises(
+        FrontendError,
+        match=r"^config.json: model_type 'kimi_k2' is not supported and no entry "
+        r"of 'architectures' is \(supported model types: bloom, ",
+    ):
+        read_model_config(RawConfig(data, "config.json"), "m")

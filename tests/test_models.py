@@ -25,6 +25,7 @@ REQUIRED = {
     "gpt2", "opt-1.3b", "bloom-560m", "pythia-1.4b", "falcon-7b",
     "gemma-2-2b", "phi-3-mini-4k-instruct", "olmo-2-1124-7b", "starcoder2-3b", "granite-3.1-2b-instruct",
     "smollm3-3b", "falcon-rw-1b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3",
+    "phi-2", "starcoderbase-1b",
 }  # fmt: skip
 
 
@@ -106,8 +107,8 @@ LLAMA = json.loads((BUNDLED / "llama-3.2-1b.json").read_text())
     ("change", "expected"),
     [
         (
-            {"model_type": "gpt_bigcode"},
-            "model_type 'gpt_bigcode' is not supported (supported: bloom, deepseek_v3",
+            {"model_type": "rwkv", "architectures": ["RwkvForCausalLM"]},
+            "model_type 'rwkv' is not supported and no entry of 'architectures' is (supported model types",
         ),
         ({"model_type": None}, "missing field 'model_type' (supported: bloom"),
         ({"hidden_size": None}, "missing field 'hidden_size' (needed for llama models)"),

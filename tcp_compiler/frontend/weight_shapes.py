@@ -48,6 +48,7 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
     V, D, F = cfg.vocab, cfg.hidden, cfg.intermediate
     yield "model.embed_tokens.weight", (V, D), "table"
     yield "lm_head.weight", (V, D), "table"
+    yield "lm_head.bias", (V,), "vector"
     if cfg.positions.kind == "learned":
         yield "model.embed_positions.weight", (cfg.max_positions, D), "table"
     for part in ("weight", "bias"):

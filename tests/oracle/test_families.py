@@ -22,7 +22,7 @@ from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
-from tests.oracle.tiny_models import DENSE, FAMILIES, MOE, SDPA, build, model_type, save
+from tests.oracle.tiny_models import DENSE, FAMILIES, ISSUE_28, MOE, SDPA, build, model_type, save
 
 PROMPT = [5, 17, 3, 88, 42, 9]
 STEPS = 4
@@ -176,3 +176,14 @@ def test_checkpoint_saved_from_the_bare_base_model_loads(tmp_path: Path) -> None
     result = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, 1)
     theirs = reference_logits(model, PROMPT, [])
     np.testing.assert_allclose(result.prefill_logits[0], theirs[0], atol=1e-4, rtol=0)
+
+
+
+@pytest.mark.parametrize("name", ISSUE_28)
+def test_parameter_count_equals_transformers(name, tmp_path) -> None:
+    """Issue 28's families: every weight the graph binds, counted once, is every parameter
+    transformers holds (older families differ by buffers and table rows tcpc never reads:
+    DeepSeek's correction bias is a buffer there, OPT's two offset position rows are unused)."""
+    model = build(name)
+    built = build_prefill(load_model(save(model, tmp_path)).config, F32, 1, 1)
+    assert sum(p.type.numel for p in built.checkpoint_params()) == model.num_parameters(), name

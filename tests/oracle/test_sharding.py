@@ -24,15 +24,16 @@ from tcp_compiler.runtime.generate import Generation, generate
 from tests.oracle.tiny_models import build, save
 
 # plain, q/k/v biases, windows + tied + (1+w), MoE, parallel block + fused QKV + partial RoPE + biases,
-# ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm
-FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon"]
+# ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm, LM head bias (Phi),
+# multi-query with learned positions (GPTBigCode)
+FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode"]
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
 STEPS = 3
 VOCAB = 96
 F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
 ROW_BIAS = re.compile(r"\.(o_proj|down_proj)\.bias$")
-REPLICATED = re.compile(r"norm|\.gate\.weight$")  # norms, MoE router (the embedding splits: V=96)
+REPLICATED = re.compile(r"norm|\.gate\.weight$|embed_positions")  # norms, MoE router, positions (V=96 splits)
 TINY = ModelConfig(
     name="tiny", family="llama", vocab=96, hidden=32, heads=4, kv_heads=2, head_dim=8, intermediate=48,
     layers=(Layer(None, Rope(10000.0), "rope", False),), norms=Norms(1e-5), mlp=Mlp("silu"),

@@ -301,6 +301,31 @@ GPT_OSS = dict(
     },
 )
 FAMILIES["gpt_oss"] = ("GptOssConfig", "GptOssForCausalLM", GPT_OSS)
+# Issue 28's families. Phi: partial rotary (4 of 16 dims; partial_rotary_factor, not PhiConfig's
+# default 0.5) on a parallel block under one LayerNorm, biases everywhere, including the LM head;
+# GQA (2 KV heads), which PhiConfig allows though the published Phi models do not use it.
+ISSUE_28 = {
+    "phi": (
+        "PhiConfig",
+        "PhiForCausalLM",
+        dict(TINY, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+             max_position_embeddings=64, partial_rotary_factor=0.25, tie_word_embeddings=False),
+    ),
+    # multi-query attention (one K/V head, q then k then v rows of one Linear), learned positions
+    "gpt_bigcode": (
+        "GPTBigCodeConfig",
+        "GPTBigCodeForCausalLM",
+        dict(TINY, n_embd=32, n_layer=3, n_head=4, n_positions=64, n_inner=48, multi_query=True),
+    ),
+    # without multi_query: per-head (q, k, v) rows, one K/V head per query head
+    "gpt_bigcode_mha": (
+        "GPTBigCodeConfig",
+        "GPTBigCodeForCausalLM",
+        dict(TINY, n_embd=32, n_layer=3, n_head=4, n_positions=64, n_inner=48, multi_query=False),
+    ),
+}
+FAMILIES.update(ISSUE_28)
+OWN_SIZES.update(ISSUE_28)
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
 MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss"]
 

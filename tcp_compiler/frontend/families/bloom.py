@@ -20,7 +20,7 @@ LAYER = r"model\.layers\.(\d+)\."
 PREFIX = r"transformer.h.\1."
 
 
-@family("bloom")
+@family("bloom", architectures=("BloomForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden = first(raw, "hidden_size", "n_embed")
     heads = first(raw, "n_head", "num_attention_heads")

@@ -21,7 +21,7 @@ from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.schema import MAX_WIDTH
 
 
-@family("deepseek_v3")
+@family("deepseek_v3", architectures=("DeepseekV3ForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     if raw.get("attention_bias", False, kind=bool):

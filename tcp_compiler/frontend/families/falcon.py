@@ -35,7 +35,7 @@ LAYER = r"model\.layers\.(\d+)\."
 PREFIX = r"transformer.h.\1."
 
 
-@family("falcon")
+@family("falcon", architectures=("FalconForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     alibi = bool(raw.get("alibi", False, kind=bool))
     hidden = raw.require("hidden_size")

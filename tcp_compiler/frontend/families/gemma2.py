@@ -11,7 +11,11 @@ from tcp_compiler.frontend.families.registry import family
 CAPS = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}
 
 
-@family("gemma2")
+@family(
+    "gemma2",
+    defaults={"num_attention_heads": 8, "num_key_value_heads": 4},
+    architectures=("Gemma2ForCausalLM",),
+)
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     types = layer_types(raw, ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)])

@@ -7,11 +7,17 @@ from tcp_compiler.frontend.families.common import activation, layer_types, layer
 from tcp_compiler.frontend.families.registry import family
 
 # transformers' Gemma3TextConfig defaults for fields Google's published configs leave out
-# (gemma-3-27b's text_config has no vocab_size, for one).
-TEXT_DEFAULTS = {"vocab_size": 262_208, "max_position_embeddings": 131_072}
+# (gemma-3-27b's text_config has no vocab_size, gemma-3-4b-it's no heads); applied to the text
+# config, so not the registry's (top-level) defaults.
+TEXT_DEFAULTS = {
+    "vocab_size": 262_208,
+    "max_position_embeddings": 131_072,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+}
 
 
-@family("gemma3", "gemma3_text")
+@family("gemma3", "gemma3_text", architectures=("Gemma3ForConditionalGeneration",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     if raw.data.get("model_type") == "gemma3":
         if not raw.has("text_config"):

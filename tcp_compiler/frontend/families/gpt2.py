@@ -11,7 +11,7 @@ LAYER = r"model\.layers\.(\d+)\."
 PREFIX = r"transformer.h.\1."
 
 
-@family("gpt2")
+@family("gpt2", architectures=("GPT2LMHeadModel",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     if raw.get("scale_attn_by_inverse_layer_idx", False, kind=bool):
         raise raw.fail("field 'scale_attn_by_inverse_layer_idx' = true is not supported")

@@ -21,7 +21,7 @@ LAYER = r"model\.layers\.(\d+)\."
 PREFIX = r"gpt_neox.layers.\1."
 
 
-@family("gpt_neox")
+@family("gpt_neox", architectures=("GPTNeoXForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden, heads = raw.require("hidden_size"), raw.require("num_attention_heads")
     head_dim = head_size(raw, hidden, heads)

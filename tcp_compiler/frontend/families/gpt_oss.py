@@ -12,7 +12,13 @@ from tcp_compiler.frontend.layout import Expert, TensorMap
 EXPERT = r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\."
 STACKED = r"model.layers.\1.mlp.experts."
 # GptOssConfig's defaults where a config leaves a field out (its RoPE is yarn unless given).
-DEFAULTS = {"head_dim": 64, "sliding_window": 128, "rms_norm_eps": 1e-5, "attention_bias": True}
+DEFAULTS = {
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "sliding_window": 128,
+    "rms_norm_eps": 1e-5,
+    "attention_bias": True,
+}
 YARN = {
     "rope_type": "yarn",
     "rope_theta": 150000.0,
@@ -24,9 +30,9 @@ YARN = {
 }
 
 
-@family("gpt_oss")
+@family("gpt_oss", defaults=DEFAULTS, architectures=("GptOssForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
-    data = {**DEFAULTS, **raw.data}
+    data = dict(raw.data)
     if "rope_parameters" not in data and "rope_scaling" not in data:
         data["rope_parameters"] = {**YARN, "rope_theta": data.get("rope_theta", YARN["rope_theta"])}
     raw = RawConfig(data, raw.source, raw.family, raw.prefix)

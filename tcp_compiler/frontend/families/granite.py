@@ -7,7 +7,7 @@ from tcp_compiler.frontend.families.common import dense, dense_mlp
 from tcp_compiler.frontend.families.registry import family
 
 
-@family("granite")
+@family("granite", architectures=("GraniteForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     bias = bool(raw.get("attention_bias", False, kind=bool))
     embed = float(raw.get("embedding_multiplier", 1.0, kind=(int, float)))

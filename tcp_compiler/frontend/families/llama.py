@@ -6,7 +6,7 @@ from tcp_compiler.frontend.families.common import dense, dense_mlp
 from tcp_compiler.frontend.families.registry import family
 
 
-@family("llama")
+@family("llama", architectures=("LlamaForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     bias = bool(raw.get("attention_bias", False, kind=bool))
     return dense(

@@ -5,7 +5,11 @@ from tcp_compiler.frontend.families.common import dense, layer_types, layers
 from tcp_compiler.frontend.families.registry import family
 
 
-@family("mistral")
+@family(
+    "mistral",
+    defaults={"num_key_value_heads": 8, "sliding_window": 4096},
+    architectures=("MistralForCausalLM",),
+)
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     window = raw.get("sliding_window", kind=int)

@@ -5,7 +5,7 @@ from tcp_compiler.frontend.families.common import dense, layer_types, layers
 from tcp_compiler.frontend.families.registry import family
 
 
-@family("mixtral")
+@family("mixtral", defaults={"num_key_value_heads": 8}, architectures=("MixtralForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     window = raw.get("sliding_window", kind=int)

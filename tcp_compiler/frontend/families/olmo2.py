@@ -7,7 +7,7 @@ from tcp_compiler.frontend.families.common import dense, rms_norms
 from tcp_compiler.frontend.families.registry import family
 
 
-@family("olmo2")
+@family("olmo2", architectures=("Olmo2ForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     bias = bool(raw.get("attention_bias", False, kind=bool))
     return dense(

@@ -21,7 +21,7 @@ PREFIX = r"model.decoder.layers.\1."
 POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding's offset
 
 
-@family("opt")
+@family("opt", architectures=("OPTForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden, heads = raw.require("hidden_size"), raw.require("num_attention_heads")
     if raw.get("word_embed_proj_dim", hidden, kind=int) != hidden:

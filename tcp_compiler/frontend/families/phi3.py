@@ -16,9 +16,8 @@ DEFAULTS = {"max_position_embeddings": 4096, "original_max_position_embeddings":
 ROPE_ALIASES = {"su": "longrope", "yarn": "longrope"}
 
 
-@family("phi3")
+@family("phi3", defaults=DEFAULTS, architectures=("Phi3ForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
-    raw = RawConfig({**DEFAULTS, **raw.data}, raw.source, raw.family, raw.prefix)
     fields = sizes(raw)
     heads, kv_heads, head_dim = fields["heads"], fields["kv_heads"], fields["head_dim"]
     fraction = raw.nested("rope_parameters").get(

@@ -6,7 +6,11 @@ from tcp_compiler.frontend.families.common import dense, layer_types, layers, sp
 from tcp_compiler.frontend.families.registry import family
 
 
-@family("qwen2_moe")
+@family(
+    "qwen2_moe",
+    defaults={"num_key_value_heads": 16, "shared_expert_intermediate_size": 5632},
+    architectures=("Qwen2MoeForCausalLM",),
+)
 def read(raw: RawConfig, name: str) -> ModelConfig:
     experts = raw.require("num_experts")
     pre = "model.layers.{i}.mlp"

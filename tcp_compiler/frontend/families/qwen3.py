@@ -5,7 +5,7 @@ from tcp_compiler.frontend.families.common import dense, layers, qwen_windows
 from tcp_compiler.frontend.families.registry import family
 
 
-@family("qwen3")
+@family("qwen3", defaults={"num_key_value_heads": 32}, architectures=("Qwen3ForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     types, window = qwen_windows(raw)
     return dense(

@@ -5,7 +5,7 @@ from tcp_compiler.frontend.families.common import dense, layers, qwen_windows, s
 from tcp_compiler.frontend.families.registry import family
 
 
-@family("qwen3_moe")
+@family("qwen3_moe", defaults={"num_key_value_heads": 4}, architectures=("Qwen3MoeForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     experts = raw.get("num_experts", raw.get("num_local_experts"), kind=int)
     if experts is None:
@@ -30,7 +30,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         raw,
         "qwen3_moe",
         name,
-        head_dim_default=128,
         attention=Attention(qkv_bias=bool(raw.get("attention_bias", False, kind=bool)), qk_norm="per_head"),
         moe=moe,
         layers=layers(raw, types, window, {"default": read_rope(raw)}, moe_layers),

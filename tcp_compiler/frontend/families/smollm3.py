@@ -9,7 +9,7 @@ from tcp_compiler.frontend.families.common import dense, dense_mlp, layer_types,
 from tcp_compiler.frontend.families.registry import family
 
 
-@family("smollm3")
+@family("smollm3", defaults={"num_key_value_heads": 4}, architectures=("SmolLM3ForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     interval = raw.get("no_rope_layer_interval", 4, kind=int)

@@ -16,7 +16,7 @@ TENSORS = TensorMap(
 )
 
 
-@family("starcoder2")
+@family("starcoder2", defaults={"num_key_value_heads": 2}, architectures=("Starcoder2ForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     window = raw.get("sliding_window", kind=int)
