@@ -29,6 +29,7 @@ from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions
+from tcp_compiler.serve import ServeOptions
 from tcp_compiler.validation.measured import MeasuredRun
 from tcp_compiler.validation.metrics import RunMetrics, Stat
 from tcp_compiler.validation.replay import replay
@@ -54,8 +55,8 @@ class Published:
 
 @dataclass(frozen=True)
 class Layout:
-    """How the cards run the model: pp stages of tp cards each, dp replicas (each replica serves
-    C / dp of the clients; the server's throughput is dp times a replica's)."""
+    """How the cards run the model: pp stages of tp cards each, dp replicas (`tcpc serve --dp`,
+    behind a least-outstanding router)."""
 
     name: str
     tp: int = 1
@@ -75,10 +76,9 @@ LAYOUTS_70B = (Layout("pp 8", pp=8), Layout("pp 4 x dp 2", pp=4, dp=2), Layout("
 
 def point(figure: Published, kv: str, concurrency: int, layout: Layout = Layout("1 card")) -> dict | str:
     """The simulated figures of the vendor's method at `concurrency`, or why it cannot run."""
-    clients = concurrency // layout.dp
-    n = ROUNDS * clients
+    n = ROUNDS * concurrency
     run = MeasuredRun(
-        source=figure.source, concurrency=clients, rate=math.inf, input_tokens=np.full(n, figure.prompt),
+        source=figure.source, concurrency=concurrency, rate=math.inf, input_tokens=np.full(n, figure.prompt),
         output_tokens=np.full(n, figure.gen), ttft_s=None, tpot_s=None, itl_s=None, latency_s=None,
         arrival_s=None, metrics=RunMetrics(Stat(), Stat(), Stat(), Stat(), figure.output_tokens_per_s, None),
         power_w=None,
@@ -87,11 +87,12 @@ def point(figure: Published, kv: str, concurrency: int, layout: Layout = Layout(
     hw = load_hardware("rngd", layout.tp * layout.pp)
     prec = precision(figure.dtype, kv_dtype=kv)
     try:
-        done = replay(run, config, hw, prec, compile_options=CompileOptions(chips=layout.tp), pp=layout.pp)
+        options = ServeOptions(dp=layout.dp, router="least-outstanding")
+        done = replay(run, config, hw, prec, options, CompileOptions(chips=layout.tp), pp=layout.pp)
     except TcpcError as e:
         return str(e)
     r, m = done.report, done.metrics
-    return {"tokens_per_s": (m.output_tokens_per_s or 0.0) * layout.dp, "ttft_p50": m.ttft.p50,
+    return {"tokens_per_s": m.output_tokens_per_s or 0.0, "ttft_p50": m.ttft.p50,
             "tpot_p50": m.tpot.p50, "power_w": r.energy.average_power_w, "preemptions": r.preemptions,
             "peak_blocks": r.kv_cache.peak_blocks_used, "blocks": r.kv_cache.blocks}  # fmt: skip
 
@@ -154,8 +155,8 @@ def main() -> None:
         "",
         *table(LLAMA_70B, big),
         "Layouts: the figure predates inter-card tensor parallelism (SDK 2025.3.0, 2025-08), so the cards "
-        "ran pipeline stages (`--pp`) and data-parallel replicas (SDK 2024.1.0 release notes); each replica "
-        "serves C / dp clients and the server's throughput is dp times a replica's. KV cache in bf16 (the "
+        "ran pipeline stages (`--pp`) and data-parallel replicas (SDK 2024.1.0 release notes): `--dp` "
+        "replicas behind a least-outstanding router, the C clients shared among them. KV cache in bf16 (the "
         "SDK's FP8 quantizes weights and activations). Power is left out with pipeline stages: the serving "
         "report counts running power per iteration, and a pipeline's iterations overlap in time.",
         "",

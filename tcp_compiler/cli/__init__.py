@@ -15,6 +15,7 @@ from tcp_compiler.cli import (
     compile_cmd,
     hw_cmd,
     inspect_cmd,
+    plan_cmd,
     run_cmd,
     search_cmd,
     serve_cmd,
@@ -28,6 +29,7 @@ from tcp_compiler.errors import TcpcError
 COMMANDS = [
     simulate_cmd,
     serve_cmd,
+    plan_cmd,
     validate_cmd,
     calibrate_cmd,
     sweep_cmd,

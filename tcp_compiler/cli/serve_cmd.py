@@ -4,6 +4,7 @@ request-level latency and throughput, every iteration timed by tcpc's compiler a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -19,23 +20,34 @@ from tcp_compiler.cli.output import announce, check_outputs, write_atomically
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, precision
-from tcp_compiler.observer import Observer
-from tcp_compiler.option_fields import positive_number
+from tcp_compiler.observer import QUIET, Observer
+from tcp_compiler.option_fields import MAX_SEQUENCES, positive_number
 from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.provenance import provenance
 from tcp_compiler.report.energy import at_clock
 from tcp_compiler.report.serve_build import capped_clock, serve_report
 from tcp_compiler.report.serve_terminal import print_serve_report
-from tcp_compiler.report.serve_types import ServeRun
+from tcp_compiler.report.serve_types import MaxRate, ServeRun
 from tcp_compiler.report.vllm_result import vllm_result
-from tcp_compiler.serve import ServeOptions, ServeResult, serve
+from tcp_compiler.serve import IterationCosts, Request, ServeOptions, ServeResult, serve
+from tcp_compiler.serve.max_rate import (
+    Found,
+    Slo,
+    SloPercentile,
+    at_rate,
+    max_rate,
+    measured_requests,
+    searched,
+    warmup_requests,
+)  # fmt: skip
 from tcp_compiler.serve.options import Buckets, Shapes
+from tcp_compiler.serve.server import serving_costs
 from tcp_compiler.serve.workload import DEFAULT_RATE, Workload
 
 DEFAULT_MODEL = "llama-3.1-8b"
 RESULT_FORMATS = ("tcpc", "vllm")
 MAX_SECONDS = 1e6  # an SLO
-_seconds = flag_type(positive_number(MAX_SECONDS))
+slo_seconds = flag_type(positive_number(MAX_SECONDS))
 
 
 def add_parser(subparsers) -> None:
@@ -66,8 +78,14 @@ def add_parser(subparsers) -> None:
     add_flags(shapes, Shapes, suffix="_shapes")
     arg_types.add_power_cap(p, "every iteration", "served")
     out = p.add_argument_group("outputs")
-    out.add_argument("--slo-ttft", type=_seconds, metavar="S", help="TTFT SLO in seconds, for goodput")
-    out.add_argument("--slo-tpot", type=_seconds, metavar="S", help="TPOT SLO in seconds, for goodput")
+    out.add_argument("--slo-ttft", type=slo_seconds, metavar="S", help="TTFT SLO in seconds, for goodput")
+    out.add_argument("--slo-tpot", type=slo_seconds, metavar="S", help="TPOT SLO in seconds, for goodput")
+    out.add_argument(
+        "--max-rate", action="store_true", help="find the highest Poisson rate whose --slo-percentile "
+        "latencies meet --slo-ttft and --slo-tpot (bisection over rates, seeded requests, warm-up left out; "
+        "docs/serving.md) and report the run at it",
+    )  # fmt: skip
+    add_flags(out, SloPercentile)
     out.add_argument("--json", metavar="FILE", help="write the figures, every request and every iteration")
     out.add_argument(
         "--result-format",
@@ -91,23 +109,37 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, kv_dtype=args.kv_dtype)
-    requests = from_args(Workload, args).load()
+    work = from_args(Workload, args)
+    pct = from_args(SloPercentile, args).slo_percentile
     options = from_args(ServeOptions, args, buckets=from_args(Buckets, args, "_bucket"),
                         shapes=from_args(Shapes, args, "_shapes"), concurrency=args.concurrency)  # fmt: skip
 
-    def served(spec: Spec) -> ServeResult:
-        bar = _Bar()
+    def served(spec: Spec, requests: list[Request], costs: IterationCosts | None = None) -> ServeResult:
+        bar = _Bar() if costs is None else QUIET  # a search's many runs: no bar each
         try:
-            return serve(model.config, spec, prec, requests, options, CompileOptions(chips=tp), pp=args.pp,
-                         observer=bar, token_gaps=vllm)  # fmt: skip
+            return serve(model.config, spec, prec, requests, options, CompileOptions(chips=tp), costs,
+                         args.pp, observer=bar, token_gaps=vllm)  # fmt: skip
         finally:
-            bar.stop()
+            if isinstance(bar, _Bar):
+                bar.stop()
 
-    result = served(hw)
     cap = None if args.power_cap is None else arg_types.watts(args.power_cap, hw)
-    if cap is not None:
-        result = _within_cap(result, cap, served)
-    report = serve_report(result, args.slo_ttft, args.slo_tpot, _run_info(result, args), cap)
+    found = None
+    if args.max_rate:
+        _check_search(args, pct)
+        drawn, slo = searched(work, args.slo_ttft, args.slo_tpot, pct)
+        costs = serving_costs(model.config, hw, prec, CompileOptions(chips=tp), options, args.pp)
+        found = max_rate(lambda rate: served(hw, at_rate(drawn, rate), costs), slo)
+        result = found.best.result
+    else:
+        requests = work.load()
+        result = served(hw, requests)
+        if cap is not None:
+            result = _within_cap(result, cap, lambda spec: served(spec, requests))
+    rate = found.best.rate if found else None
+    report = serve_report(result, args.slo_ttft, args.slo_tpot, _run_info(result, args, rate), cap)
+    if found is not None:
+        report = dataclasses.replace(report, max_rate=_max_rate(found, slo))
     print_serve_report(report, console())
     if args.json:
         document = {**report.to_dict(), **(vllm_result(result, report) if vllm else {}),
@@ -139,7 +171,38 @@ def _within_cap(result: ServeResult, cap_w: float, served: Callable[[Spec], Serv
     return result
 
 
-def _run_info(result: ServeResult, args: argparse.Namespace) -> ServeRun:
+def check_slos(args: argparse.Namespace, pct: float, what: str) -> None:
+    """A rate search (`what`) needs an SLO to meet, and a percentile it has the requests for."""
+    if args.slo_ttft is None and args.slo_tpot is None:
+        raise CliError(f"{what} searches for the highest rate meeting SLOs: give --slo-ttft or --slo-tpot")
+    needed = measured_requests(pct)
+    if needed + warmup_requests(needed) > MAX_SEQUENCES:
+        raise CliError(f"--slo-percentile {pct:g} needs {needed:,} measured requests, more "
+                       f"than {MAX_SEQUENCES:,} a run serves: give a lower percentile")  # fmt: skip
+
+
+def _check_search(args: argparse.Namespace, pct: float) -> None:
+    """--max-rate draws its own Poisson arrivals and needs an SLO to meet."""
+    check_slos(args, pct, "--max-rate")
+    given = [flag for flag, value in (("--rate", args.rate), ("--concurrency", args.concurrency),
+                                      ("--trace-file", args.trace_file), ("--power-cap", args.power_cap))
+             if value is not None]  # fmt: skip
+    if given:
+        raise CliError(f"--max-rate chooses the Poisson rate itself: drop {given[0]}")
+
+
+def _max_rate(found: Found, slo: Slo) -> MaxRate:
+    best = found.best
+    return MaxRate(
+        rate_per_s=best.rate, failing_rate_per_s=found.failing_rate, margin=found.margin,
+        percentile=slo.percentile, slo_ttft_s=slo.ttft_s, slo_tpot_s=slo.tpot_s, ttft_s=best.ttft_s,
+        tpot_s=best.tpot_s, requests=len(best.result.sequences), warmup_requests=slo.warmup,
+        simulations=found.simulations, capacity_bound=found.capacity_bound,
+    )  # fmt: skip
+
+
+def _run_info(result: ServeResult, args: argparse.Namespace, rate: float | None = None) -> ServeRun:
+    """The run's options as the command line gave them; `rate`: the one --max-rate found."""
     return ServeRun(
         model=result.config.name,
         hardware=result.hardware.name,
@@ -155,7 +218,7 @@ def _run_info(result: ServeResult, args: argparse.Namespace) -> ServeRun:
         prefix_cache=result.options.prefix_cache,
         shared_prefix=args.shared_prefix,
         arrivals=_arrivals(args),
-        rate_per_s=_arrivals(args) == "poisson" and (args.rate or DEFAULT_RATE) or None,
+        rate_per_s=rate or _arrivals(args) == "poisson" and (args.rate or DEFAULT_RATE) or None,
         concurrency=args.concurrency,
         trace_file=args.trace_file,
         prompt_len=None if args.trace_file else str(args.prompt_len),

@@ -13,10 +13,12 @@ from tcp_compiler.report.energy import no_clock_within
 from tcp_compiler.report.serve_types import (
     CostCache,
     CostGrids,
+    DataParallel,
     Goodput,
     Iterations,
     KvCache,
     Percentiles,
+    ReplicaRow,
     RequestRow,
     Series,
     ServeEnergy,
@@ -51,7 +53,7 @@ def serve_report(
         good &= lat["ttft"] <= slo_ttft
     if slo_tpot is not None:
         good &= lat["tpot_all"] <= slo_tpot
-    it = result.iterations
+    it, dp = result.iterations, len(result.routed)
     cycles = it.array("cycles")
     bound = model_bound_cycles(result)
     joules, power = iteration_energy(result)
@@ -82,7 +84,7 @@ def serve_report(
         preemption_mode="recompute",
         iterations=len(it),
         mixed_iterations=result.mixed_iterations,
-        busy_fraction=float(it.array("duration_s").sum() / span) if span > 0 else 0.0,
+        busy_fraction=float(it.array("duration_s").sum() / (span * dp)) if span > 0 else 0.0,
         time=_time(result),
         model_bound_ratio=float(cycles.sum() / bound.sum()) if len(it) else 0.0,
         kv_cache=_kv_cache(result),
@@ -98,7 +100,16 @@ def serve_report(
         ),  # fmt: skip
         per_iteration=Iterations(**columns, joules=tuple(joules.tolist()), power_w=tuple(power.tolist())),
         energy=_energy(result, joules, power, span, out_tokens, power_cap_w),
+        data_parallel=_data_parallel(result) if dp > 1 else None,
     )
+
+
+def _data_parallel(result: ServeResult) -> DataParallel:
+    rows = zip(result.routed, result.replica_busy_s(), strict=True)
+    return DataParallel(
+        replicas=len(result.routed), router=result.options.router, chips_per_replica=result.replica_chips,
+        per_replica=tuple(ReplicaRow(requests=n, busy_s=busy) for n, busy in rows),
+    )  # fmt: skip
 
 
 def _time(result: ServeResult) -> ServeTime:
@@ -121,7 +132,7 @@ def capped_clock(result: ServeResult, cap_w: float) -> float:
     with 1 / clock and its on-chip energy falls with V^2 (simulator.energy.throttled_clock). The
     batches a slower server forms differ, so the caller serves again and checks."""
     hw, it = result.hardware, result.iterations
-    point, clock, chips = energy_of(hw).point(hw), hw.chip.clock_hz, result.chips
+    point, clock, chips = energy_of(hw).point(hw), hw.chip.clock_hz, result.replica_chips
     mirrored = chips // result.pp  # each iteration's work runs on every tensor-parallel chip
     _, power = iteration_energy(result)
     lowest = clock
@@ -139,10 +150,11 @@ def _energy(
     result: ServeResult, joules: np.ndarray, power: np.ndarray, span: float, out_tokens: int,
     power_cap_w: float | None,
 ) -> ServeEnergy:  # fmt: skip
-    """The run's energy: its iterations', plus idle power on every chip while none runs."""
+    """The run's energy: its iterations', plus idle power on every chip of a replica while none of
+    its iterations runs."""
     point, chips = energy_of(result.hardware).point(result.hardware), result.chips
-    busy = min(float(result.iterations.array("duration_s").sum()), span)
-    total = float(joules.sum()) + chips * point.idle_power_w * max(span - busy, 0.0)
+    idle = sum(max(span - min(busy, span), 0.0) for busy in result.replica_busy_s())
+    total = float(joules.sum()) + result.replica_chips * point.idle_power_w * idle
     return ServeEnergy(
         chips=chips, joules=total, average_power_w=total / (span * chips) if span > 0 else 0.0,
         peak_power_w=float(power.max()) if len(power) else 0.0, idle_power_w=point.idle_power_w,

@@ -32,6 +32,24 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
     for stats, name in ((f.ttft_seconds, "TTFT"), (f.tpot_seconds, "TPOT"), (f.e2e_seconds, "E2E")):
         table.add_row(name, *(duration(v, 2) for v in (stats.mean, stats.p50, stats.p90, stats.p99)))
     out.print(table)
+    if f.max_rate is not None:
+        m = f.max_rate
+        pairs = (("TTFT", m.slo_ttft_s, m.ttft_s), ("TPOT", m.slo_tpot_s, m.tpot_s))
+        met = ", ".join(f"{k} p{m.percentile:g} {duration(v, 2)} <= {duration(s, 2)}"
+                        for k, s, v in pairs if s is not None)  # fmt: skip
+        bracket = ("the server's capacity: a higher rate overloads it" if m.capacity_bound
+                   else f"{m.failing_rate_per_s:.3g} requests/s fails (+{m.margin:.1%})")  # fmt: skip
+        out.print(
+            f"highest rate meeting the SLOs: [bold]{m.rate_per_s:.3g}[/] requests/s ({met}); "
+            f"{bracket}; "
+            f"{m.simulations} simulations of "
+            f"{m.requests:,} requests, the first {m.warmup_requests:,} left out as warm-up"
+        )
+    if f.data_parallel is not None:
+        d = f.data_parallel
+        rows = ", ".join(f"{r.requests:,} requests / {duration(r.busy_s, 2)} busy" for r in d.per_replica)
+        plural = "s" if d.chips_per_replica > 1 else ""
+        out.print(f"{d.replicas} replicas of {d.chips_per_replica} chip{plural} ({d.router} router): {rows}")
     g = f.goodput
     if g.slo_ttft_s is not None or g.slo_tpot_s is not None:
         pairs = (("TTFT", g.slo_ttft_s), ("TPOT", g.slo_tpot_s))

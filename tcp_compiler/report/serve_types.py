@@ -18,7 +18,7 @@ class ServeRun(Record):
 
     model: str = doc("model name")
     hardware: str = doc("spec name")
-    chips: int = doc("chips in all: tensor-parallel chips x pipeline stages")
+    chips: int = doc("chips in all: data-parallel replicas x tensor-parallel chips x pipeline stages")
     pp: int = doc("pipeline stages (`--pp`)")
     dtype: str = doc("precision mode (`--dtype`)", values="tcp_compiler.frontend.precision:PRECISIONS")
     kv_dtype: str = doc("the KV cache's dtype")
@@ -150,7 +150,7 @@ class Iterations(Record):
     decodes: tuple[int, ...] = doc("sequences decoding one token", "sequences")
     prefill_tokens: tuple[int, ...] = doc("prompt tokens prefilled", "tokens")
     prefill_sequences: tuple[int, ...] = doc("sequences prefilling", "sequences")
-    kv_blocks_used: tuple[int, ...] = doc("KV blocks in use", "blocks")
+    kv_blocks_used: tuple[int, ...] = doc("KV blocks in use (on its replica, with `--dp`)", "blocks")
     preemptions: tuple[int, ...] = doc("preemptions made while planning it")
 
 
@@ -184,7 +184,7 @@ class ServeEnergy(Record):
     """Energy and power of the run, every chip counted (docs/energy.md): each iteration's actions
     from the programs that timed it, running power while iterations run, idle power between them."""
 
-    chips: int = doc("chips counted: every chip (tensor-parallel chips x pipeline stages)")
+    chips: int = doc("chips counted: every chip (replicas x tensor-parallel chips x pipeline stages)")
     joules: float = doc("first arrival to last completion, every chip", "J")
     average_power_w: float = doc("`joules` over `duration_s`, per chip", "W")
     peak_power_w: float = doc("the highest iteration's average power, per chip", "W")
@@ -197,6 +197,49 @@ class ServeEnergy(Record):
                                     "W", default=None)  # fmt: skip
     clock_hz: float | None = doc("with `--power-cap`: the clock the run used (DVFS; below the spec's when "
                                  "the cap lowered it)", "Hz", default=None)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicaRow(Record):
+    """One data-parallel replica's share of the run."""
+
+    requests: int = doc("requests the router sent it", "requests")
+    busy_s: float = doc("its iterations' time", "s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataParallel(Record):
+    """`--dp R`: R replicas of the tp x pp layout, each with its own KV cache and scheduler."""
+
+    replicas: int = doc("data-parallel replicas (`--dp`)")
+    router: str = doc("which replica an arriving request joins (`--router`)",
+                      values="tcp_compiler.serve.routers:ROUTERS")  # fmt: skip
+    chips_per_replica: int = doc("tensor-parallel chips x pipeline stages of one replica")
+    per_replica: tuple[ReplicaRow, ...] = doc("each replica's requests and busy time")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaxRate(Record):
+    """`--max-rate`: the highest Poisson rate whose latency percentiles meet the SLOs; the rest of
+    the report is the run at that rate (tcp_compiler/serve/max_rate.py)."""
+
+    nulls: ClassVar[bool] = True
+
+    rate_per_s: float = doc("the highest rate found meeting the SLOs", "requests/s")
+    failing_rate_per_s: float = doc("the lowest rate found failing them: the bracket's top", "requests/s")
+    margin: float = doc("`failing_rate_per_s` / `rate_per_s` - 1: how far the true limit may lie above "
+                        "`rate_per_s`", "fraction")  # fmt: skip
+    percentile: float = doc("the percentile the SLOs bound (`--slo-percentile`)")
+    slo_ttft_s: float | None = doc("`--slo-ttft`; null without", "s")
+    slo_tpot_s: float | None = doc("`--slo-tpot`; null without", "s")
+    ttft_s: float = doc("TTFT at the percentile at `rate_per_s`, warm-up left out", "s")
+    tpot_s: float = doc("TPOT at the percentile at `rate_per_s`, warm-up left out", "s")
+    requests: int = doc("requests each run serves: the warm-up, then those measured", "requests")
+    warmup_requests: int = doc("the first requests, left out of the percentiles", "requests")
+    simulations: int = doc("serving runs the search took")
+    capacity_bound: bool = doc("the SLOs hold up to the server's capacity (its completion rate with "
+                               "every request waiting): `rate_per_s` is that capacity and a higher rate "
+                               "fails as overload")  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,7 +264,7 @@ class ServeReport(Record):
     preemption_mode: str = doc("how a preempted sequence resumes: `recompute`")
     iterations: int = doc("iterations run")
     mixed_iterations: int = doc("iterations running both prefill and decode programs")
-    busy_fraction: float = doc("time iterations ran over `duration_s`", "0..1")
+    busy_fraction: float = doc("time iterations ran over `duration_s` (per replica, with `--dp`)", "0..1")
     time: ServeTime = doc("where the iterations' time goes: device, padding and host work")
     model_bound_ratio: float = doc(
         "sum of iteration times over the sum of an independent bound per iteration: the larger of the "
@@ -235,3 +278,6 @@ class ServeReport(Record):
     requests: tuple[RequestRow, ...] = doc("every request")
     per_iteration: Iterations = doc("every iteration")
     energy: ServeEnergy = doc("energy and power")
+    max_rate: MaxRate | None = doc("with `--max-rate`: the search's answer (absent otherwise)", default=None)
+    data_parallel: DataParallel | None = doc("with `--dp` above 1: the replicas' shares (absent otherwise)",
+                                             default=None)  # fmt: skip

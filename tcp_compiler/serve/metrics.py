@@ -46,16 +46,17 @@ def model_bound_cycles(result: ServeResult) -> np.ndarray:
     the faster peak of the operand and activation dtypes, the weights at sustained HBM bandwidth."""
     hw, it = result.hardware, result.iterations
     tokens = it.array("decodes") + it.array("prefill_tokens")
-    params = matmul_weights(result.config)[0] / result.chips  # weights each token multiplies by
+    params = matmul_weights(result.config)[0] / result.replica_chips  # weights each token multiplies by
     roofline = Roofline.of(hw, result.precision.operand, result.precision.act)
     compute, memory, _ = roofline.terms(2.0 * params * tokens, result.budget.weight_bytes, 0.0)
     return np.maximum(compute, memory) * hw.chip.clock_hz
 
 
 def iteration_energy(result: ServeResult) -> tuple[np.ndarray, np.ndarray]:
-    """Per iteration: its energy on every chip (its work's actions on each tensor-parallel chip,
-    running power on every chip) and its average power per chip."""
-    point, it, chips = energy_of(result.hardware).point(result.hardware), result.iterations, result.chips
+    """Per iteration: its energy on every chip of its replica (its work's actions on each
+    tensor-parallel chip, running power on every chip) and its average power per chip."""
+    point, it = energy_of(result.hardware).point(result.hardware), result.iterations
+    chips = result.replica_chips
     seconds = it.array("duration_s")
     joules = it.array("dynamic_joules") * (chips // result.pp) + chips * point.running_power_w * seconds
     power = np.divide(joules, seconds * chips, out=np.zeros_like(joules), where=seconds > 0)

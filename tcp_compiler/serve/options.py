@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tcp_compiler.option_fields import MAX_SEQUENCES, MAX_TOKENS, option
+from tcp_compiler.serve.routers import ROUTERS
 from tcp_compiler.serve.schedulers import SCHEDULERS
 
 ATTENTION_MODES = ("paged", "padded")
 BLOCK_SIZE = 16  # tokens per KV block: vLLM's default (its --block-size)
 MAX_SHAPES = 64  # buckets listed for one dimension
+MAX_REPLICAS = 1024  # data-parallel replicas: as many as tcpc's chips (cli.arg_types.MAX_CHIPS)
 
 
 def ladder(text: str) -> str:
@@ -98,6 +100,12 @@ class ServeOptions:
     prefix_cache: bool = option(
         False, "reuse cached KV of the prompts' shared prefix (--shared-prefix): not recomputed in prefill"
     )
+    dp: int = option(
+        1, "data-parallel replicas of the --tp x --pp layout, each with its own KV cache and scheduler, "
+        "behind --router (chips: dp x tp x pp; default %(default)s)", "R", bounds=(1, MAX_REPLICAS)
+    )
+    router: str = option("round-robin", "which replica an arriving request joins, with --dp (default "
+                         "%(default)s)", choices=ROUTERS)  # fmt: skip
     buckets: Buckets = Buckets()
     shapes: Shapes = Shapes()
     watermark: float = 0.01

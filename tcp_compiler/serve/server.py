@@ -27,6 +27,7 @@ from tcp_compiler.serve.blocks import BlockManager, KvBudget
 from tcp_compiler.serve.costs import Cost, CostStats, IterationCosts, Piece
 from tcp_compiler.serve.host import HostWork, host_work
 from tcp_compiler.serve.options import ServeOptions
+from tcp_compiler.serve.routers import Router, router
 from tcp_compiler.serve.schedulers import SCHEDULERS, Scheduler, scheduler
 from tcp_compiler.serve.state import Plan, Sequence, ServerState
 from tcp_compiler.serve.workload import Request
@@ -62,8 +63,10 @@ class Iterations:
     """Per iteration, one column each (COLUMNS); preemptions are those the iteration's planning made."""
 
     columns: dict[str, list] = field(default_factory=lambda: {c: [] for c in COLUMNS})
+    replica: list[int] = field(default_factory=list)  # the data-parallel replica each ran on
 
-    def add(self, **values: float) -> None:
+    def add(self, replica: int, **values: float) -> None:
+        self.replica.append(replica)
         for c in COLUMNS:
             self.columns[c].append(values[c])
 
@@ -79,7 +82,7 @@ class ServeResult:
     config: ModelConfig
     hardware: Spec
     precision: Precision
-    chips: int  # in all: tensor-parallel chips x pipeline stages
+    chips: int  # in all: data-parallel replicas x tensor-parallel chips x pipeline stages
     pp: int  # pipeline stages (an iteration's figures are one chip per stage)
     options: ServeOptions
     sequences: list[Sequence]  # every request, finished
@@ -88,6 +91,17 @@ class ServeResult:
     stats: CostStats
     mixed_iterations: int  # iterations that ran a decode program and a prefill program back to back
     preemptions: int
+    routed: tuple[int, ...]  # requests each data-parallel replica took (an iteration runs on one)
+
+    @property
+    def replica_chips(self) -> int:
+        """The chips one iteration runs on: one replica's tensor-parallel chips x stages."""
+        return self.chips // len(self.routed)
+
+    def replica_busy_s(self) -> list[float]:
+        """Each replica's iterations' time, in seconds."""
+        replica, seconds = np.asarray(self.iterations.replica), self.iterations.array("duration_s")
+        return [float(seconds[replica == r].sum()) for r in range(len(self.routed))]
 
 
 def kv_budget(
@@ -175,7 +189,10 @@ def serve(
     turn, each stage taking it when it has finished the iteration before (of any engine). So up to
     pp iterations are in flight, one per stage; an engine's next iteration starts once its last
     one's tokens are out. An iteration's time through the stages is the engine's, its stages'
-    programs joined as `tcpc simulate --pp` joins them (`costs`, for pp stages). The observer
+    programs joined as `tcpc simulate --pp` joins them (`costs`, for pp stages). With
+    `options.dp` replicas, each is such a server on its own chips, its own KV cache and engines;
+    an arriving request joins the replica `options.router` picks, and the replicas advance in
+    one simulated time (the iteration that can start first runs first). The observer
     hears the requests finished. With `token_gaps`, each sequence keeps the time between its
     successive tokens (`Sequence.itl`, vLLM's inter-token latencies), which a long run holds
     8 bytes per token for."""
@@ -187,12 +204,19 @@ def serve(
     chunk = options.max_batch_tokens if SCHEDULERS[options.scheduler].chunks_prompts else longest
     longest_prefill = min(max(r.prompt_len + r.output_len - 1 for r in requests), max(chunk, 1))
     budget = kv_budget(config, hw, precision, compile_options, options, longest, longest_prefill, pp)
-    engines = [
-        _Engine(ServerState(BlockManager(budget.blocks // pp, options.block_size), options.max_seqs,
-                            options.max_batch_tokens, int(options.watermark * budget.blocks // pp)),
-                scheduler(options.scheduler))
-        for _ in range(pp)
-    ]  # fmt: skip
+    # Each replica's engines, sharing its stages.
+    replicas: list[list[_Engine]] = [[] for _ in range(options.dp)]
+    for home, engines in enumerate(replicas):
+        stage_free = [0.0] * pp  # when each stage is done with the iterations it has taken
+        engines.extend(
+            _Engine(ServerState(BlockManager(budget.blocks // pp, options.block_size), options.max_seqs,
+                                options.max_batch_tokens, int(options.watermark * budget.blocks // pp)),
+                    scheduler(options.scheduler), home, stage_free)
+            for _ in range(pp)
+        )  # fmt: skip
+    engines = [e for r in replicas for e in r]
+    route = router(options.router)
+    routed = [0] * options.dp
     check_fits(budget, longest, hw, pp)
     if costs is None:
         costs = serving_costs(config, hw, precision, compile_options, options, pp)
@@ -210,20 +234,20 @@ def serve(
         unissued.clear()
     finished: list[Sequence] = []
     iterations = Iterations()
-    stage_free = [0.0] * pp  # when each stage is done with the iterations it has taken
     mixed = 0
     while len(finished) < len(requests):
         # The engine with work that can start first; an arrival before then joins first (it may
         # wake an idle engine that starts earlier).
         busy = [e for e in engines if e.has_work]
-        engine = min(busy, key=lambda e: max(e.ready, stage_free[0]), default=None)
-        now = max(engine.ready, stage_free[0]) if engine else math.inf
+        engine = min(busy, key=lambda e: max(e.ready, e.stage_free[0]), default=None)
+        now = max(engine.ready, engine.stage_free[0]) if engine else math.inf
         if arrivals and arrivals[0][0] < now:
-            _admit(arrivals, engines, arrivals[0][0])
+            _admit(arrivals, replicas, route, routed, arrivals[0][0])
             continue
         if engine is None:
             raise TcpcError("the scheduler cannot run any waiting request (KV cache too small?)")
-        _admit(arrivals, engines, now)
+        _admit(arrivals, replicas, route, routed, now)
+        home = engine.replica
         st = engine.state
         preempted = st.preemptions
         plan = engine.policy.plan(st)
@@ -235,9 +259,10 @@ def serve(
         host = iteration_host_work(plan, st, hw)
         host = host.exposed(engine.last_device if options.host_overlap else 0.0)
         device_start = now + host.schedule + host.prepare + host.launch
-        end = _through_stages(cost, device_start, stage_free, hw) + host.sample
+        end = _through_stages(cost, device_start, engine.stage_free, hw) + host.sample
         engine.last_device = hw.seconds(cost.cycles)
         iterations.add(
+            home,
             start_s=now,
             duration_s=end - now,
             cycles=cost.cycles,
@@ -258,7 +283,7 @@ def serve(
             decodes=len(plan.decodes),
             prefill_tokens=sum(c for _, c in plan.chunks),
             prefill_sequences=len(plan.chunks),
-            kv_blocks_used=sum(e.state.blocks.used for e in engines),
+            kv_blocks_used=sum(e.state.blocks.used for e in replicas[home]),
             preemptions=st.preemptions - preempted,
         )
         engine.ready = end
@@ -279,7 +304,7 @@ def serve(
         config,
         hw,
         precision,
-        compile_options.chips_on(hw) * pp,
+        compile_options.chips_on(hw) * pp * options.dp,
         pp,
         options,
         finished,
@@ -288,6 +313,7 @@ def serve(
         costs.stats,
         mixed,
         sum(e.state.preemptions for e in engines),
+        tuple(routed),
     )
 
 
@@ -297,6 +323,8 @@ class _Engine:
 
     state: ServerState
     policy: Scheduler
+    replica: int  # the data-parallel replica it belongs to
+    stage_free: list[float]  # its replica's stages: when each is done with the iterations it took
     ready: float = 0.0
     last_device: float = 0.0  # seconds its last iteration ran on the device (host overlap hides under it)
     prefix_cached: bool = False  # with --prefix-cache: a prompt's shared prefix is in the cache
@@ -310,15 +338,19 @@ class _Engine:
         return len(self.state.waiting) + len(self.state.running)
 
 
-def _admit(arrivals: list[tuple[float, int, Request]], engines: list[_Engine], now: float) -> None:
-    """Requests that have arrived by `now` join the engine with the fewest unfinished ones (an idle
-    engine wakes at the arrival); with the shared prefix in its cache, a request starts past it."""
+def _admit(arrivals: list[tuple[float, int, Request]], replicas: list[list[_Engine]], route: Router,
+           routed: list[int], now: float) -> None:  # fmt: skip
+    """Requests that have arrived by `now` join the replica `route` picks (counted in `routed`),
+    there the engine with the fewest unfinished ones (an idle engine wakes at the arrival); with
+    the shared prefix in its cache, a request starts past it."""
     while arrivals and arrivals[0][0] <= now:
         at, _, request = heapq.heappop(arrivals)
-        engine = min(engines, key=lambda e: e.unfinished)
+        home = route.pick([sum(e.unfinished for e in r) for r in replicas])
+        routed[home] += 1
+        engine = min(replicas[home], key=lambda e: e.unfinished)
         if not engine.has_work:
             engine.ready = max(engine.ready, at)
-        seq = Sequence(request, at, request.prompt_len)
+        seq = Sequence(request, at, request.prompt_len, replica=home)
         if engine.prefix_cached:  # the prefix's KV is reused; the last prompt token is always computed
             seq.cached = min(request.shared_prefix, request.prompt_len - 1)
         engine.state.waiting.append(seq)

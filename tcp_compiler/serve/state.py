@@ -27,6 +27,7 @@ class Sequence:
     finish_s: float | None = None
     preemptions: int = 0
     blocks: int = 0  # KV blocks held (tcp_compiler.serve.blocks)
+    replica: int = 0  # the data-parallel replica the router sent it to
     last_token_s: float | None = None  # kept, with `itl`, only when the server records token gaps
     itl: array = field(default_factory=lambda: array("d"))  # seconds between its successive tokens
 
