@@ -11,7 +11,7 @@ from simulator.hardware import load_hardware
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
-from tcp_compiler.serve.planner import Layout, fits, layouts
+from tcp_compiler.planner import Layout, fits, layouts
 from tcp_compiler.serve.workload import Workload
 
 MODEL = "llama-3.2-1b"

@@ -1,6 +1,6 @@
 """`tcpc plan MODEL --chips N --slo-ttft S --slo-tpot S`: every tp x pp x dp layout of N chips,
 the ones that fit searched for their highest rate under the SLOs, ranked by goodput per card, each
-with the `tcpc serve` command that reproduces it (tcp_compiler.serve.planner)."""
+with the `tcpc serve` command that reproduces it (tcp_compiler.planner)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from tcp_compiler.cli.serve_cmd import check_slos, slo_seconds
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, precision
+from tcp_compiler.planner import Candidate, plan
 from tcp_compiler.serve.max_rate import SloPercentile, searched
-from tcp_compiler.serve.planner import Candidate, plan
 from tcp_compiler.serve.workload import Workload
 
 
