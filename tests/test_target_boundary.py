@@ -32,7 +32,8 @@ REGISTRY = "simulator.targets"  # lists the targets of this build: the one gener
 # The generic packages (and top-level modules), each of which must reach RNGD through the seam.
 GENERIC = (
     "ir", "simulator", "tcp_compiler.pipeline", "tcp_compiler.simulate", "tcp_compiler.planner",
-    "tcp_compiler.generation", "tcp_compiler.serve", "tcp_compiler.report", "tcp_compiler.analysis", "tcp_compiler.search",
+    "tcp_compiler.generation", "tcp_compiler.serve", "tcp_compiler.report", "tcp_compiler.analysis",
+    "tcp_compiler.search",
     "tcp_compiler.cli", "tcp_compiler.frontend", "tcp_compiler.passes", "tcp_compiler.runtime",
     "tcp_compiler.sweep", "tcp_compiler.executors", "tcp_compiler.store",
     "tcp_compiler.spec_settings", "tcp_compiler.option_fields", "tcp_compiler.records",
