@@ -326,10 +326,9 @@ class Embedding:
     # normalizer as a tensor of that dtype): sqrt(1152) = 33.94 becomes 34.0 in bf16.
     scale_in_table_dtype: bool = False
     tied: bool = False  # the LM head is the embedding table
-    head_bias: bool = False  # Phi: the (untied) LM head adds lm_head.bias
     logits_divisor: float = 1.0  # Granite's logits_scaling: logits / it
     logits_softcap: float | None = None  # Gemma 2: cap * tanh(logits / cap)
-    head_bias: bool = False  # GPT-J: the (untied) LM head adds a bias
+    head_bias: bool = False  # GPT-J, Phi: the (untied) LM head adds lm_head.bias
 
     def __post_init__(self) -> None:
         if self.tied and self.head_bias:

@@ -258,9 +258,6 @@ def _head(b: GraphBuilder, x: Node) -> Node:
         bias = part if cfg.embedding.head_bias else None
         logits = linear(b, x, "lm_head.weight", axes, ["D"], [*lead, "V"], "logits.raw", part, bias)
     logits = b.to(logits, F32)
-    if cfg.embedding.head_bias:  # Phi's, a head of its own even when its weight is tied
-        bias = b.tensor("lm_head.bias", b.p.table, {"V": sh.vocab}, part)
-        logits = g.add("add", logits, b.to(bias, F32), name="logits.biased")
     if cfg.embedding.logits_divisor != 1.0:
         logits = g.add("div", logits, b.const(cfg.embedding.logits_divisor), name="logits.scaled")
     if cfg.embedding.logits_softcap is not None:
