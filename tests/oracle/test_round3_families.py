@@ -10,7 +10,10 @@ import pytest
 import torch
 import transformers
 
+from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder import build_prefill
+from tcp_compiler.frontend.config import RawConfig
+from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.families.common import ACTIVATIONS
 from tcp_compiler.frontend.model import BUNDLED, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -22,6 +25,7 @@ BUNDLED_CLASSES = {
     "c4ai-command-r-v01": ("CohereConfig", "CohereForCausalLM"),
     "c4ai-command-r7b-12-2024": ("Cohere2Config", "Cohere2ForCausalLM"),
     "gpt-j-6b": ("GPTJConfig", "GPTJForCausalLM"),
+    "exaone-4.0-32b": ("Exaone4Config", "Exaone4ForCausalLM"),
 }
 
 
@@ -67,3 +71,56 @@ def test_command_r7b_layers_slide_and_rotate_as_transformers_lays_them_out() -> 
         sliding = kind == "sliding_attention"
         assert (layer.sliding_window == data["sliding_window"]) == sliding
         assert (layer.rope is not None) == sliding
+
+
+def test_exaone4_32b_layers_slide_and_rotate_as_transformers_lays_them_out() -> None:
+    """EXAONE-4.0-32B: 3 sliding layers (window 4096, RoPE) to 1 global layer (no window, NoPE)."""
+    data = json.loads((BUNDLED / "exaone-4.0-32b.json").read_text())
+    types = transformers.Exaone4Config(**{k: v for k, v in data.items() if k != "model_type"}).layer_types
+    layers = load_model("exaone-4.0-32b").config.layers
+    assert types.count("full_attention") == 16 and types[3] == "full_attention"
+    for layer, kind in zip(layers, types, strict=True):
+        sliding = kind == "sliding_attention"
+        assert (layer.sliding_window == 4096) == sliding and (layer.rope is not None) == sliding
+
+
+EXAONE4_SIZES = {
+    "model_type": "exaone4", "vocab_size": 97, "hidden_size": 32, "intermediate_size": 48,
+    "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fields", "local"),
+    [
+        ({"sliding_window_pattern": "LLLG"}, [1, 1, 1, 0, 1, 0]),  # the last layer is global
+        ({"sliding_window_pattern": 3}, [1, 1, 0, 1, 1, 0]),
+        ({}, [1, 1, 1, 0, 1, 1]),  # Exaone4Config's default pattern, 4
+        ({"sliding_window": None, "sliding_window_pattern": "LLLG"}, [0] * 6),
+    ],
+)
+def test_exaone4_pattern_without_layer_types(fields: dict, local: list[int]) -> None:
+    """Configs without layer_types (transformers 5.23 builds them from an integer pattern only; the
+    string form follows Exaone4Config's documented rule). Without a window every layer rotates."""
+    cfg = read_model_config(RawConfig({**EXAONE4_SIZES, **fields}, "e.json"), "e")
+    assert [int(layer.sliding_window is not None) for layer in cfg.layers] == local
+    window = fields.get("sliding_window", 4096)
+    assert all((layer.rope is not None) == (window is None or bool(s)) for layer, s in zip(cfg.layers, local))
+    if isinstance(fields.get("sliding_window_pattern"), int) or not fields:
+        expected = transformers.Exaone4Config(**{k: v for k, v in {**EXAONE4_SIZES, **fields}.items()
+                                                 if k != "model_type"}).layer_types  # fmt: skip
+        assert [int(t == "sliding_attention") for t in expected] == local
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"sliding_window_pattern": "LLXG"}, 'sliding_window_pattern: expected a string of L and G, got "LLXG"'),
+        ({"sliding_window_pattern": None}, "sliding_window_pattern is null but sliding_window is set"),
+        ({"sliding_window_pattern": 0}, "sliding_window_pattern: expected an integer from 1"),
+    ],
+)
+def test_exaone4_bad_patterns_are_one_line_errors(fields: dict, message: str) -> None:
+    with pytest.raises(FrontendError) as e:
+        read_model_config(RawConfig({**EXAONE4_SIZES, **fields}, "e.json"), "e")
+    assert str(e.value).startswith("e.json: ") and message in str(e.value) and "\n" not in str(e.value)

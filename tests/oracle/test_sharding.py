@@ -25,8 +25,9 @@ from tests.oracle.tiny_models import build, save
 
 # plain, q/k/v biases, windows + tied + (1+w), MoE, parallel block + fused QKV + partial RoPE + biases,
 # ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm, LM head bias (Phi),
-# multi-query with learned positions (GPTBigCode)
-FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode"]
+# multi-query with learned positions (GPTBigCode), post-norms + per-head q/k norm + NoPE global layers
+# (EXAONE 4)
+FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode", "exaone4"]
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
 STEPS = 3

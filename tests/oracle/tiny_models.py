@@ -363,6 +363,30 @@ ISSUE_28 = {
         ),
     ),
 }
+# EXAONE 4: a window shorter than the prompt on the sliding layers (sliding_window_pattern 2, as
+# Exaone4Config turns it into layer_types), the global layer without RoPE, llama3 RoPE scaling
+# whose original context (8) the test's positions pass, head_dim 16 (not hidden / heads);
+# its second variant has no window (`sliding_window` null), so RoPE on every layer, and ties
+# the embeddings.
+EXAONE4 = dict(
+    head_dim=16,
+    sliding_window=3,
+    sliding_window_pattern=2,
+    rope_parameters={
+        "rope_type": "llama3",
+        "rope_theta": 10000.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8,
+    },
+)
+ISSUE_28["exaone4"] = ("Exaone4Config", "Exaone4ForCausalLM", EXAONE4)
+ISSUE_28["exaone4_global"] = (
+    "Exaone4Config",
+    "Exaone4ForCausalLM",
+    dict(EXAONE4, sliding_window=None, layer_types=["full_attention"] * 3, tie_word_embeddings=True),
+)
 OWN_SIZES.update({f: ISSUE_28[f] for f in ("phi", "gpt_bigcode", "gpt_bigcode_mha", "gptj")})
 FAMILIES.update(ISSUE_28)
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
