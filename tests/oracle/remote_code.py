@@ -105,7 +105,10 @@ def exaone_shapes(raw: dict) -> dict[str, tuple[int, ...]]:
         for n, rows in (("q", s.heads * k), ("k", s.kv_heads * k), ("v", s.kv_heads * k)):
             shapes[f"{p}.attn.attention.{n}_proj.weight"] = (rows, d)
         shapes[f"{p}.attn.attention.out_proj.weight"] = (d, s.heads * k)
-        shapes |= {f"{p}.mlp.c_fc_0.weight": (s.intermediate, d), f"{p}.mlp.c_fc_1.weight": (s.intermediate, d)}
+        shapes |= {
+            f"{p}.mlp.c_fc_0.weight": (s.intermediate, d),
+            f"{p}.mlp.c_fc_1.weight": (s.intermediate, d),
+        }
         shapes[f"{p}.mlp.c_proj.weight"] = (d, s.intermediate)
     if not s.tied:
         shapes["lm_head.weight"] = (s.vocab, d)
@@ -122,8 +125,14 @@ def internlm2_shapes(raw: dict) -> dict[str, tuple[int, ...]]:
         shapes[f"{p}.attention.wqkv.weight"] = ((s.heads + 2 * s.kv_heads) * k, d)
         shapes[f"{p}.attention.wo.weight"] = (d, s.heads * k)
         if bias:
-            shapes |= {f"{p}.attention.wqkv.bias": ((s.heads + 2 * s.kv_heads) * k,), f"{p}.attention.wo.bias": (d,)}
-        shapes |= {f"{p}.feed_forward.w1.weight": (s.intermediate, d), f"{p}.feed_forward.w3.weight": (s.intermediate, d)}
+            shapes |= {
+                f"{p}.attention.wqkv.bias": ((s.heads + 2 * s.kv_heads) * k,),
+                f"{p}.attention.wo.bias": (d,),
+            }
+        shapes |= {
+            f"{p}.feed_forward.w1.weight": (s.intermediate, d),
+            f"{p}.feed_forward.w3.weight": (s.intermediate, d),
+        }
         shapes[f"{p}.feed_forward.w2.weight"] = (d, s.intermediate)
     if not s.tied:
         shapes["output.weight"] = (s.vocab, d)
@@ -165,7 +174,7 @@ def random_checkpoint(raw: dict, directory: Path, seed: int = 0) -> Weights:
     config as a checkpoint directory."""
     rng = np.random.default_rng(seed)
     weights = {
-        name: (0.1 * rng.standard_normal(shape) + (1.0 if "norm" in name or ".ln_" in name else 0.0)).astype(np.float32)
+        name: (0.1 * rng.standard_normal(shape) + float("norm" in name or ".ln_" in name)).astype(np.float32)
         for name, shape in SHAPES[raw["model_type"]](raw).items()
     }  # fmt: skip
     directory.mkdir(parents=True, exist_ok=True)
@@ -285,14 +294,14 @@ def exaone_reference(raw: dict, weights: Weights) -> Reference:
 
     def qkv(w: Weights, i: int, h: np.ndarray):
         p, t = f"transformer.h.{i}.attn.attention", h.shape[0]
-        return tuple(
-            _linear(w, f"{p}.{n}_proj", h).reshape(t, -1, k) for n in "qkv"
-        )  # type: ignore[return-value]
+        return tuple(_linear(w, f"{p}.{n}_proj", h).reshape(t, -1, k) for n in "qkv")  # type: ignore[return-value]
 
     block = Block(
         qkv=qkv,
         out=lambda w, i, a: _linear(w, f"transformer.h.{i}.attn.attention.out_proj", a),
-        ffn=lambda w, i, x: _gated(w, *(f"transformer.h.{i}.mlp.{n}" for n in ("c_fc_0", "c_fc_1", "c_proj")), x),
+        ffn=lambda w, i, x: _gated(
+            w, *(f"transformer.h.{i}.mlp.{n}" for n in ("c_fc_0", "c_fc_1", "c_proj")), x
+        ),
         norms=("transformer.h.{i}.ln_1.weight", "transformer.h.{i}.ln_2.weight"),
         embed="transformer.wte.weight",
         final_norm="transformer.ln_f.weight",

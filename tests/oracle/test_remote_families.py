@@ -100,7 +100,12 @@ def test_parameter_count_equals_the_published_modules(tiny) -> None:
     assert _count(model.config) == sum(w.size for w in weights.values())
 
 
-BUNDLED_REMOTE = ["exaone-3.5-7.8b-instruct", "internlm2_5-7b-chat", "minicpm-2b-sft-bf16", "minicpm-moe-8x2b"]
+BUNDLED_REMOTE = [
+    "exaone-3.5-7.8b-instruct",
+    "internlm2_5-7b-chat",
+    "minicpm-2b-sft-bf16",
+    "minicpm-moe-8x2b",
+]
 
 
 @pytest.mark.parametrize("name", BUNDLED_REMOTE)
@@ -127,13 +132,17 @@ OFF: dict[str, dict[str, Callable[[ModelConfig], ModelConfig]]] = {
     },
     "minicpm": {
         "scale_emb": lambda c: dataclasses.replace(c, embedding=dataclasses.replace(c.embedding, scale=None)),
-        "scale_depth": lambda c: dataclasses.replace(c, residual=dataclasses.replace(c.residual, branch_scale=1.0)),
+        "scale_depth": lambda c: dataclasses.replace(
+            c, residual=dataclasses.replace(c.residual, branch_scale=1.0)
+        ),
         "dim_model_base": lambda c: dataclasses.replace(
             c, embedding=dataclasses.replace(c.embedding, logits_divisor=1.0)
         ),
     },
     "minicpm_moe": {
-        "renormalised top-k": lambda c: dataclasses.replace(c, moe=dataclasses.replace(c.moe, normalize_top_k=False)),
+        "renormalised top-k": lambda c: dataclasses.replace(
+            c, moe=dataclasses.replace(c.moe, normalize_top_k=False)
+        ),
     },
 }  # fmt: skip
 
@@ -168,9 +177,11 @@ def test_internlm2_wqkv_is_split_per_kv_group(tmp_path) -> None:
     [
         (dict(CONFIGS["internlm2"], rope_scaling={"type": "yarn", "factor": 2.0}),
          "rope_scaling: type 'yarn' is not one InternLM2 has"),
-        (dict(CONFIGS["minicpm_moe"], num_experts_per_tok=5), "num_experts_per_tok (5) exceeds num_experts (4)"),
+        (dict(CONFIGS["minicpm_moe"], num_experts_per_tok=5),
+         "num_experts_per_tok (5) exceeds num_experts (4)"),
         (dict(CONFIGS["minicpm"], scale_depth=0), "scale_depth: expected a number > 0"),
-        (dict(CONFIGS["exaone"], layer_norm_epsilon=2.0), "layer_norm_epsilon: expected a number > 0 and < 1"),
+        (dict(CONFIGS["exaone"], layer_norm_epsilon=2.0),
+         "layer_norm_epsilon: expected a number > 0 and < 1"),
         ({k: v for k, v in CONFIGS["exaone"].items() if k != "num_layers"}, "missing field 'num_layers'"),
     ],
 )  # fmt: skip

@@ -105,7 +105,8 @@ def test_exaone4_pattern_without_layer_types(fields: dict, local: list[int]) -> 
     cfg = read_model_config(RawConfig({**EXAONE4_SIZES, **fields}, "e.json"), "e")
     assert [int(layer.sliding_window is not None) for layer in cfg.layers] == local
     window = fields.get("sliding_window", 4096)
-    assert all((layer.rope is not None) == (window is None or bool(s)) for layer, s in zip(cfg.layers, local))
+    for layer, slides in zip(cfg.layers, local, strict=True):
+        assert (layer.rope is not None) == (window is None or bool(slides))
     if isinstance(fields.get("sliding_window_pattern"), int) or not fields:
         expected = transformers.Exaone4Config(**{k: v for k, v in {**EXAONE4_SIZES, **fields}.items()
                                                  if k != "model_type"}).layer_types  # fmt: skip
@@ -115,7 +116,7 @@ def test_exaone4_pattern_without_layer_types(fields: dict, local: list[int]) -> 
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"sliding_window_pattern": "LLXG"}, 'sliding_window_pattern: expected a string of L and G, got "LLXG"'),
+        ({"sliding_window_pattern": "LLXG"}, 'expected a string of L and G, got "LLXG"'),
         ({"sliding_window_pattern": None}, "sliding_window_pattern is null but sliding_window is set"),
         ({"sliding_window_pattern": 0}, "sliding_window_pattern: expected an integer from 1"),
     ],

@@ -27,7 +27,8 @@ from tests.oracle.tiny_models import build, save
 # ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm, LM head bias (Phi),
 # multi-query with learned positions (GPTBigCode), post-norms + per-head q/k norm + NoPE global layers
 # (EXAONE 4)
-FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode", "exaone4"]
+FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode"]
+FAMILIES += ["exaone4"]
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
 STEPS = 3

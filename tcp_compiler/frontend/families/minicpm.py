@@ -8,7 +8,15 @@ renormalised."""
 
 import math
 
-from tcp_compiler.frontend.config import Attention, Embedding, ModelConfig, Moe, RawConfig, Residual, read_rope
+from tcp_compiler.frontend.config import (
+    Attention,
+    Embedding,
+    ModelConfig,
+    Moe,
+    RawConfig,
+    Residual,
+    read_rope,
+)
 from tcp_compiler.frontend.families.common import dense, head_size, layers
 from tcp_compiler.frontend.families.registry import family
 
