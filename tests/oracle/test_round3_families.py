@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -17,6 +18,7 @@ from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.families.common import ACTIVATIONS
 from tcp_compiler.frontend.model import BUNDLED, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.runtime.generate import generate
 from tests.oracle.tiny_models import FAMILIES, ISSUE_28, build, save
 
 # bundled config -> the transformers class that counts it
@@ -125,3 +127,33 @@ def test_exaone4_bad_patterns_are_one_line_errors(fields: dict, message: str) ->
     with pytest.raises(FrontendError) as e:
         read_model_config(RawConfig({**EXAONE4_SIZES, **fields}, "e.json"), "e")
     assert str(e.value).startswith("e.json: ") and message in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("chips", [2, 4])
+def test_minicpm3_latent_attention_on_several_chips_equals_one(chips: int, tmp_path) -> None:
+    """MiniCPM 3's MLA (tests/oracle/test_sharding.py runs the per-head families)."""
+    model = load_model(save(build("minicpm3", vocab_size=96), tmp_path))
+    prompts = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]
+    one = generate(model.config, model.checkpoint.load, prompts, PRECISIONS["f32"], 3)
+    many = generate(model.config, model.checkpoint.load, prompts, PRECISIONS["f32"], 3, chips=chips)
+    np.testing.assert_allclose(many.prefill_logits, one.prefill_logits, atol=1e-5, rtol=0)
+    for a, b in zip(many.decode_logits, one.decode_logits, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+    assert many.token_matrix.tolist() == one.token_matrix.tolist()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"attention_bias": True}, "attention_bias: true is not supported for minicpm3"),
+        ({"rope_scaling": {"type": "yarn", "factor": 4.0, "mscale_all_dim": 1.0}},
+         "rope_scaling.mscale_all_dim: not supported for minicpm3"),
+        ({"qk_rope_head_dim": 5}, "qk_rope_head_dim must be even"),
+        ({"scale_depth": -1}, "scale_depth: expected a number > 0"),
+    ],
+)  # fmt: skip
+def test_minicpm3_bad_fields_are_one_line_errors(fields: dict, message: str) -> None:
+    raw = {"model_type": "minicpm3", "vocab_size": 97, "num_hidden_layers": 2, **fields}
+    with pytest.raises(FrontendError) as e:
+        read_model_config(RawConfig(raw, "m.json"), "m")
+    assert str(e.value).startswith("m.json: ") and message in str(e.value) and "\n" not in str(e.value)

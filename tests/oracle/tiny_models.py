@@ -387,6 +387,31 @@ ISSUE_28["exaone4_global"] = (
     "Exaone4ForCausalLM",
     dict(EXAONE4, sliding_window=None, layer_types=["full_attention"] * 3, tie_word_embeddings=True),
 )
+# MiniCPM 3: latent attention (low-rank q, an 8-wide latent, 4 rotary dims of 12) with longrope
+# whose original context (8) the test's positions pass, and MiniCPM's three multipliers far from 1.
+ISSUE_28["minicpm3"] = (
+    "MiniCPM3Config",
+    "MiniCPM3ForCausalLM",
+    dict(
+        num_key_value_heads=4,
+        q_lora_rank=16,
+        kv_lora_rank=8,
+        qk_nope_head_dim=8,
+        qk_rope_head_dim=4,
+        v_head_dim=6,
+        scale_emb=3.0,
+        scale_depth=1.4,
+        dim_model_base=8,
+        tie_word_embeddings=True,
+        rope_parameters={
+            "rope_type": "longrope",
+            "rope_theta": 100.0,
+            "short_factor": [1.0, 2.0],
+            "long_factor": [2.0, 5.0],
+            "original_max_position_embeddings": 8,
+        },
+    ),
+)
 OWN_SIZES.update({f: ISSUE_28[f] for f in ("phi", "gpt_bigcode", "gpt_bigcode_mha", "gptj")})
 FAMILIES.update(ISSUE_28)
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]

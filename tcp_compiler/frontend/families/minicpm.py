@@ -34,8 +34,6 @@ DEFAULTS = {
 @family("minicpm", defaults=DEFAULTS, architectures=("MiniCPMForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
-    hidden = raw.require("hidden_size")
-    embed = float(raw.require("scale_emb", float))
     bias = bool(raw.get("attention_bias", False, kind=bool))
     moe = None
     if raw.data.get("num_experts") not in (None, 0):  # 0: MiniCPMConfig's "dense" (the schema wants >= 1)
@@ -54,16 +52,28 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         raw,
         "minicpm",
         name,
-        head_dim=head_size(raw, hidden, raw.require("num_attention_heads")),
+        head_dim=head_size(raw, raw.require("hidden_size"), raw.require("num_attention_heads")),
         attention=Attention(qkv_bias=bias, out_bias=bias),
-        residual=Residual(branch_scale=float(raw.require("scale_depth", float)) / math.sqrt(n)),
-        embedding=Embedding(
-            scale=None if embed == 1.0 else embed,
-            tied=bool(raw.get("tie_word_embeddings", kind=bool)),
-            logits_divisor=hidden / float(raw.require("dim_model_base", float)),
-        ),
         moe=moe,
         layers=layers(
             raw, ["full_attention"] * n, None, {"default": read_rope(raw)}, set(range(n)) if moe else set()
         ),
+        **multipliers(raw),
     )
+
+
+def multipliers(raw: RawConfig, scale_in_table_dtype: bool = False) -> dict[str, Residual | Embedding]:
+    """MiniCPM's muP multipliers as the ModelConfig groups that carry them (MiniCPM 3 has them too):
+    `scale_emb` on the embeddings, scale_depth / sqrt(layers) on each branch, the logits over
+    hidden / dim_model_base."""
+    embed = float(raw.require("scale_emb", float))
+    depth = float(raw.require("scale_depth", float)) / math.sqrt(raw.require("num_hidden_layers"))
+    return {
+        "residual": Residual(branch_scale=depth),
+        "embedding": Embedding(
+            scale=None if embed == 1.0 else embed,
+            scale_in_table_dtype=scale_in_table_dtype,
+            tied=bool(raw.get("tie_word_embeddings", kind=bool)),
+            logits_divisor=raw.require("hidden_size") / float(raw.require("dim_model_base", float)),
+        ),
+    }
