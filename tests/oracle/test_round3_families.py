@@ -157,3 +157,41 @@ def test_minicpm3_bad_fields_are_one_line_errors(fields: dict, message: str) -> 
     with pytest.raises(FrontendError) as e:
         read_model_config(RawConfig(raw, "m.json"), "m")
     assert str(e.value).startswith("m.json: ") and message in str(e.value) and "\n" not in str(e.value)
+
+
+def _checkpoint_count(model) -> int:
+    """transformers' parameters plus the routers' correction biases, buffers it saves with them."""
+    bias = sum(b.numel() for n, b in model.named_buffers() if n.endswith("e_score_correction_bias"))
+    return sum(p.numel() for p in model.parameters()) + bias
+
+
+def test_k_exaone_parameter_counts_equal_transformers(tmp_path) -> None:
+    """The tiny model and the bundled K-EXAONE config (ExaoneMoeForCausalLM on the meta device)."""
+    model = build("exaone_moe")
+    assert _ours(load_model(save(model, tmp_path)).config) == _checkpoint_count(model)
+    data = json.loads((BUNDLED / "k-exaone-236b-a23b.json").read_text())
+    config = transformers.ExaoneMoeConfig(**{k: v for k, v in data.items() if k != "model_type"})
+    with torch.device("meta"):
+        big = transformers.ExaoneMoeForCausalLM(config)
+    cfg = load_model("k-exaone-236b-a23b").config
+    assert _ours(cfg) == _checkpoint_count(big)
+    assert [layer.moe for layer in cfg.layers] == [kind == "sparse" for kind in config.mlp_layer_types]
+    assert [layer.sliding_window == 128 for layer in cfg.layers] == [
+        kind == "sliding_attention" for kind in config.layer_types
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"mlp_layer_types": ["dense", "moe"]}, 'mlp_layer_types: expected 2 entries of "dense" or "sparse"'),
+        ({"n_group": 3}, "n_group (3) must divide num_experts (4)"),
+        ({"num_experts_per_tok": 5}, "num_experts_per_tok (5) exceeds the experts of topk_group (1) groups"),
+    ],
+)
+def test_k_exaone_bad_fields_are_one_line_errors(fields: dict, message: str) -> None:
+    raw = {**EXAONE4_SIZES, "model_type": "exaone_moe", "num_hidden_layers": 2, "num_experts": 4,
+           "moe_intermediate_size": 24, **fields}  # fmt: skip
+    with pytest.raises(FrontendError) as e:
+        read_model_config(RawConfig(raw, "k.json"), "k")
+    assert str(e.value).startswith("k.json: ") and message in str(e.value) and "\n" not in str(e.value)

@@ -413,10 +413,31 @@ ISSUE_28["minicpm3"] = (
     ),
 )
 OWN_SIZES.update({f: ISSUE_28[f] for f in ("phi", "gpt_bigcode", "gpt_bigcode_mha", "gptj")})
+# K-EXAONE (exaone_moe): EXAONE 4's hybrid attention (window shorter than the prompt, NoPE global
+# layer, q/k norm) in a pre-norm block; the first layer dense, then DeepSeek-V3 routing with a
+# nonzero correction bias (set in `build`), a routed scale != 1 and a shared expert.
+ISSUE_28_MOE = {
+    "exaone_moe": (
+        "ExaoneMoeConfig",
+        "ExaoneMoeForCausalLM",
+        dict(
+            head_dim=8,
+            sliding_window=3,
+            sliding_window_pattern=2,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=24,
+            num_shared_experts=1,
+            routed_scaling_factor=1.5,
+            rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        ),
+    ),
+}
 FAMILIES.update(ISSUE_28)
+FAMILIES.update(ISSUE_28_MOE)
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
 DENSE += [f for f in ISSUE_28 if f not in OWN_SIZES]  # the ones on COMMON's sizes
-MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss"]
+MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss", *ISSUE_28_MOE]
 
 
 def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:

@@ -1,13 +1,22 @@
-"""EXAONE 4.0: Llama-shaped attention and gated MLP with LG's "QK-Reorder-Norm": no norms before
-attention and MLP, an RMSNorm on each branch's output before it joins the residual (as OLMo 2),
-and an RMSNorm on each query and key head (as Qwen 3). Hybrid attention: sliding layers and global
-ones (`layer_types`, or `sliding_window_pattern`: every n-th layer global, or a string of L and G
-repeated from layer 0); as transformers' Exaone4Attention does, RoPE rotates every layer when
-`sliding_window` is null and only the sliding layers otherwise (the global layers are NoPE)."""
+"""EXAONE 4.0 (and K-EXAONE, `exaone_moe`, below): Llama-shaped attention and gated MLP with LG's
+"QK-Reorder-Norm": no norms before attention and MLP, an RMSNorm on each branch's output before it
+joins the residual (as OLMo 2), and an RMSNorm on each query and key head (as Qwen 3). Hybrid
+attention: sliding layers and global ones (`layer_types`, or `sliding_window_pattern`: every n-th
+layer global, or a string of L and G repeated from layer 0); as transformers' Exaone4Attention
+does, RoPE rotates every layer when `sliding_window` is null and only the sliding layers otherwise
+(the global layers are NoPE)."""
 
 import dataclasses
 
-from tcp_compiler.frontend.config import Attention, ModelConfig, RawConfig, read_rope
+from tcp_compiler.frontend.config import (
+    Attention,
+    Layer,
+    ModelConfig,
+    Moe,
+    RawConfig,
+    SharedExpert,
+    read_rope,
+)
 from tcp_compiler.frontend.families.common import dense, layer_types, layers, rms_norms
 from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.schema import show
@@ -19,26 +28,100 @@ DEFAULTS = {
     "sliding_window": 4096,
     "sliding_window_pattern": 4,
 }
+# ExaoneMoeConfig's (transformers 5.23.0)
+MOE_DEFAULTS = {
+    **DEFAULTS,
+    "num_experts": 64,
+    "num_experts_per_tok": 8,
+    "moe_intermediate_size": 1024,
+    "num_shared_experts": 1,
+    "norm_topk_prob": True,
+    "routed_scaling_factor": 2.5,
+    "n_group": 1,
+    "topk_group": 1,
+}
 
 
 @family("exaone4", defaults=DEFAULTS, architectures=("Exaone4ForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
-    n = raw.require("num_hidden_layers")
-    window = raw.get("sliding_window", kind=int)  # null: no sliding layers, RoPE on every layer
-    types = layer_types(raw, _pattern(raw, n) if window is not None else ["full_attention"] * n)
-    built = layers(raw, types, window if "sliding_attention" in types else None, {"default": read_rope(raw)})
-    if window is not None:  # NoPE on the global layers
-        built = tuple(
-            layer if t == "sliding_attention" else dataclasses.replace(layer, rope=None)
-            for layer, t in zip(built, types, strict=True)
-        )
     return dense(
         raw,
         "exaone4",
         name,
         norms=rms_norms(raw, sandwich=True, pre=False),
         attention=Attention(qk_norm="per_head"),
-        layers=built,
+        layers=_hybrid_layers(raw, set()),
+    )
+
+
+@family("exaone_moe", defaults=MOE_DEFAULTS, architectures=("ExaoneMoeForCausalLM",))
+def read_moe(raw: RawConfig, name: str) -> ModelConfig:
+    """K-EXAONE: EXAONE 4's attention in a pre-norm block (transformers' ExaoneMoeDecoderLayer is
+    OLMoE's), and DeepSeek-V3's routing on the sparse layers (`mlp_layer_types`, else all but the
+    first `first_k_dense_replace`): sigmoid scores, a selection-only correction bias, top-k within
+    the best `topk_group` of `n_group` groups, renormalised (norm_topk_prob), times
+    routed_scaling_factor, plus num_shared_experts shared experts of moe_intermediate_size each."""
+    n = raw.require("num_hidden_layers")
+    kinds = raw.get("mlp_layer_types", kind=list)
+    if kinds is None:
+        first = raw.get("first_k_dense_replace", 1, kind=int)
+        kinds = ["dense" if i < first else "sparse" for i in range(n)]
+    if len(kinds) != n or set(kinds) - {"dense", "sparse"}:
+        raise raw.fail(f'mlp_layer_types: expected {n} entries of "dense" or "sparse"')
+    groups, top_groups = raw.get("n_group", kind=int), raw.get("topk_group", kind=int)
+    experts, moe_f = raw.require("num_experts"), raw.require("moe_intermediate_size")
+    if experts % groups or top_groups > groups:
+        raise raw.fail(
+            f"n_group ({groups}) must divide num_experts ({experts}) and be >= topk_group ({top_groups})"
+        )
+    shared = raw.get("num_shared_experts", kind=int)
+    pre = "model.layers.{i}.mlp"
+    moe = Moe(
+        experts=experts,
+        top_k=raw.require("num_experts_per_tok"),
+        intermediate=moe_f,
+        normalize_top_k=bool(raw.get("norm_topk_prob", kind=bool)),
+        router_name=f"{pre}.gate.weight",
+        expert_names=tuple(f"{pre}.experts.{{e}}.{p}_proj.weight" for p in ("gate", "up", "down")),
+        scoring="sigmoid",
+        correction_bias_name=f"{pre}.e_score_correction_bias",
+        groups=groups,
+        topk_groups=top_groups,
+        routed_scale=float(raw.get("routed_scaling_factor", kind=float)),
+        shared=SharedExpert(
+            shared * moe_f, tuple(f"{pre}.shared_experts.{p}_proj.weight" for p in ("gate", "up", "down"))
+        )
+        if shared
+        else None,
+    )
+    if moe.top_k > experts * top_groups // groups:
+        raise raw.fail(
+            f"num_experts_per_tok ({moe.top_k}) exceeds the experts of topk_group ({top_groups}) groups"
+        )
+    sparse = {i for i, kind in enumerate(kinds) if kind == "sparse"}
+    return dense(
+        raw,
+        "exaone_moe",
+        name,
+        attention=Attention(qk_norm="per_head"),
+        moe=moe,
+        layers=_hybrid_layers(raw, sparse),
+    )
+
+
+def _hybrid_layers(raw: RawConfig, moe_layers: set[int]) -> tuple[Layer, ...]:
+    """Sliding and global layers as Exaone4Config lays them out; RoPE on the sliding ones only when
+    a window is set (Exaone4Attention), on every layer when sliding_window is null."""
+    n = raw.require("num_hidden_layers")
+    window = raw.get("sliding_window", kind=int)  # null: no sliding layers, RoPE on every layer
+    types = layer_types(raw, _pattern(raw, n) if window is not None else ["full_attention"] * n)
+    rope = {"default": read_rope(raw)}
+    built = layers(raw, types, window if "sliding_attention" in types else None, rope, moe_layers)
+    if window is None:
+        return built
+    return tuple(  # NoPE on the global layers
+        layer if t == "sliding_attention" else dataclasses.replace(layer, rope=None)
+        for layer, t in zip(built, types, strict=True)
     )
 
 
