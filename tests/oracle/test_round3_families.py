@@ -185,6 +185,7 @@ def test_k_exaone_parameter_counts_equal_transformers(tmp_path) -> None:
     ("fields", "message"),
     [
         ({"mlp_layer_types": ["dense", "moe"]}, 'mlp_layer_types: expected 2 entries of "dense" or "sparse"'),
+        ({"mlp_layer_types": [{}, []]}, 'mlp_layer_types: expected 2 entries of "dense" or "sparse"'),
         ({"n_group": 3}, "n_group (3) must divide num_experts (4)"),
         ({"num_experts_per_tok": 5}, "num_experts_per_tok (5) exceeds the experts of topk_group (1) groups"),
     ],

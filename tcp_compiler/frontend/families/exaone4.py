@@ -66,7 +66,7 @@ def read_moe(raw: RawConfig, name: str) -> ModelConfig:
     if kinds is None:
         first = raw.get("first_k_dense_replace", 1, kind=int)
         kinds = ["dense" if i < first else "sparse" for i in range(n)]
-    if len(kinds) != n or set(kinds) - {"dense", "sparse"}:
+    if len(kinds) != n or not all(kind in ("dense", "sparse") for kind in kinds):
         raise raw.fail(f'mlp_layer_types: expected {n} entries of "dense" or "sparse"')
     groups, top_groups = raw.get("n_group", kind=int), raw.get("topk_group", kind=int)
     experts, moe_f = raw.require("num_experts"), raw.require("moe_intermediate_size")

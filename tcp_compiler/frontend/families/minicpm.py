@@ -36,7 +36,8 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     bias = bool(raw.get("attention_bias", False, kind=bool))
     moe = None
-    if raw.data.get("num_experts") not in (None, 0):  # 0: MiniCPMConfig's "dense" (the schema wants >= 1)
+    experts = raw.data.get("num_experts")  # 0: dense, as in MiniCPM's configs (the schema wants >= 1)
+    if experts is not None and (experts != 0 or isinstance(experts, bool)):
         pre = "model.layers.{i}.mlp"
         moe = Moe(
             experts=raw.require("num_experts"),
