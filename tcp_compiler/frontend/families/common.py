@@ -59,6 +59,22 @@ def sizes(raw: RawConfig, head_dim_default: int | None = None) -> dict[str, Any]
     }
 
 
+def partial_rotary(raw: RawConfig, head_dim: int, default: float = 1.0) -> int | None:
+    """RoPE's dims per head from partial_rotary_factor (transformers 5 keeps it in
+    rope_parameters, older files at the top level; `default` when neither has it), as
+    transformers computes them, int(head_dim * factor); None when RoPE rotates the whole head."""
+    fraction = raw.nested("rope_parameters").get(
+        "partial_rotary_factor", raw.get("partial_rotary_factor", default, kind=(int, float))
+    )
+    rotary = int(head_dim * fraction)
+    if rotary <= 0 or rotary % 2 or rotary > head_dim:
+        raise raw.fail(
+            f"partial_rotary_factor {fraction} gives {rotary} rotary dims of {head_dim}; "
+            "expected an even count > 0"
+        )
+    return None if rotary == head_dim else rotary
+
+
 def layer_types(raw: RawConfig, fallback: list[str]) -> list[str]:
     """`layer_types` when the config has it (transformers 5), else the family's own rule."""
     n = raw.require("num_hidden_layers")
