@@ -161,7 +161,10 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(("swiglu_limit", "swiglu_alpha"), _positive(1e6)),  # gpt-oss
     # numbers
     **dict.fromkeys(
-        ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_eps", "norm_epsilon", "layernorm_epsilon"),
+        (
+            "rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_eps", "norm_epsilon",
+            "layernorm_epsilon",
+        ),
         _EPS,
     ),
     **dict.fromkeys(("rope_theta", "rope_local_base_freq", "rotary_emb_base"), _positive()),

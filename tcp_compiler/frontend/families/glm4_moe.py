@@ -32,7 +32,7 @@ DEFAULTS = {
 @family("glm4_moe", defaults=DEFAULTS, architectures=("Glm4MoeForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
-    first_moe = raw.get("first_k_dense_replace", kind=int)
+    moe_layers = set(range(raw.get("first_k_dense_replace", kind=int), n))
     qk_norm = "per_head" if raw.get("use_qk_norm", False, kind=bool) else "none"
     return dense(
         raw,
@@ -42,6 +42,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         attention=Attention(qkv_bias=bool(raw.get("attention_bias", False, kind=bool)), qk_norm=qk_norm),
         moe=sigmoid_moe(raw),
         layers=layers(
-            raw, layer_types(raw, ["full_attention"] * n), None, {"default": read_rope(raw)}, set(range(first_moe, n))
-        ),  # fmt: skip
+            raw, layer_types(raw, ["full_attention"] * n), None, {"default": read_rope(raw)}, moe_layers
+        ),
     )
