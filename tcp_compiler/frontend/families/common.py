@@ -38,7 +38,7 @@ def sizes(raw: RawConfig, head_dim_default: int | None = None) -> dict[str, Any]
         raise raw.fail(
             f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})"
         )
-    if head_dim_default is None:
+    if head_dim_default is None and not raw.has("head_dim"):  # GLM-4.5-Air: 96 heads of 128 in 4096
         if hidden % heads:
             raise raw.fail(
                 f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}); set head_dim"

@@ -1,0 +1,146 @@
+"""ChatGLM (`model_type: chatglm`, remote code) against the numpy reference of THUDM's published
+modeling_chatglm.py (tests/oracle/chatglm_reference.py cites the file and commit): logits of a
+prefill and 4 greedy decode steps within 1e-4, the same tokens, matrix-product FLOPs equal to the
+reference's, 2 and 4 chips equal to one, and parameter counts equal to the shapes its modules
+build, on tiny random checkpoints in its own tensor names and on the bundled ChatGLM3-6B config."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.builder import build_prefill
+from tcp_compiler.frontend.model import BUNDLED, load_model
+from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.runtime.generate import generate
+from tests.oracle.chatglm_reference import (
+    VARIANTS,
+    greedy,
+    parameter_shapes,
+    prefill_flops,
+    random_checkpoint,
+)
+from tests.oracle.test_families import _einsum_flops
+
+PROMPT = [5, 17, 3, 88, 42, 9]
+STEPS = 4
+F32 = PRECISIONS["f32"]
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def tiny(request, tmp_path_factory):
+    config = VARIANTS[request.param]
+    directory = tmp_path_factory.mktemp(request.param)
+    weights = random_checkpoint(config, directory)
+    return request.param, config, weights, load_model(directory)
+
+
+def _ours(model, chips: int = 1):
+    return generate(model.config, model.checkpoint.load, [PROMPT], F32, STEPS, chips=chips)
+
+
+def test_prefill_and_decode_match_the_reference(tiny) -> None:
+    name, config, weights, model = tiny
+    result = _ours(model)
+    ours = [result.prefill_logits[0]] + [d[0] for d in result.decode_logits]
+    theirs, tokens = greedy(config, weights, PROMPT, STEPS)
+    assert result.token_matrix[0].tolist() == tokens
+    for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"{name} step {step}")
+    assert np.abs(theirs[0]).max() > 0.05, "logits too small to tell a bug from noise"
+
+
+@pytest.mark.parametrize("seq", [1, 7])
+def test_einsum_flops_equal_the_references(tiny, seq: int) -> None:
+    _, config, weights, model = tiny
+    assert _einsum_flops(build_prefill(model.config, F32, 1, seq).graph) == prefill_flops(
+        config, weights, seq
+    )
+
+
+@pytest.mark.parametrize("chips", [2, 4])
+def test_sharded_generation_matches_one_chip(tiny, chips: int) -> None:
+    name, _, _, model = tiny
+    one, many = _ours(model), _ours(model, chips)
+    np.testing.assert_allclose(many.prefill_logits, one.prefill_logits, atol=1e-5, rtol=0, err_msg=name)
+    for a, b in zip(many.decode_logits, one.decode_logits, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0, err_msg=name)
+    assert many.token_matrix.tolist() == one.token_matrix.tolist()
+
+
+def _count(cfg) -> int:
+    return sum(p.type.numel for p in build_prefill(cfg, PRECISIONS["bf16"], 1, 1).checkpoint_params())
+
+
+def test_tiny_parameter_count_equals_the_modules(tiny) -> None:
+    _, config, _, model = tiny
+    assert _count(model.config) == sum(int(np.prod(s)) for s in parameter_shapes(config).values())
+
+
+def test_bundled_parameter_count_equals_the_modules() -> None:
+    config = json.loads((BUNDLED / "chatglm3-6b.json").read_text())
+    expected = sum(int(np.prod(s)) for s in parameter_shapes({**config, "add_bias_linear": False}).values())
+    assert _count(load_model("chatglm3-6b").config) == expected
+
+
+FLIP = object()
+
+
+@pytest.mark.parametrize(
+    ("group", "field", "value"),
+    [
+        ("positions", "interleave", FLIP),  # rotate-half pairs instead of (x0, x1), (x2, x3), ...
+        ("positions", "rotary_dim", None),  # RoPE on the whole head, not its first half
+        ("attention", "qkv_bias", FLIP),
+        ("attention", "out_bias", FLIP),
+        ("mlp", "bias", FLIP),
+        ("residual", "from_norm", FLIP),
+        ("norms", "final", FLIP),
+        ("norms", "kind", FLIP),
+    ],
+)
+def test_each_part_moves_the_logits(tiny, group: str, field: str, value) -> None:
+    """Each part ChatGLM has, switched the other way, moves the logits past the tolerance, so the
+    comparison above checks it (a bias or norm the variant lacks is skipped: it has no weights)."""
+    name, config, weights, model = tiny
+    cfg = model.config
+    old = getattr(getattr(cfg, group), field)
+    new = {True: False, False: True, "rms": "layer", "layer": "rms"}[old] if value is FLIP else value
+    if new is True and (field.endswith("bias") or field == "final") or new == "layer":
+        pytest.skip(f"{name} has no weights for {group}.{field} = {new}")
+    changed = dataclasses.replace(cfg, **{group: dataclasses.replace(getattr(cfg, group), **{field: new})})
+    result = generate(changed, model.checkpoint.load, [PROMPT], F32, 0)
+    theirs, _ = greedy(config, weights, PROMPT, 0)
+    assert np.abs(result.prefill_logits[0] - theirs[0]).max() > 1e-3, (name, group, field)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"position_encoding_2d": True},
+            "the first ChatGLM-6B (position_encoding_2d, inner_hidden_size) is not supported",
+        ),
+        ({"pre_seq_len": 128}, "pre_seq_len: P-tuning prefixes are not supported; expected null"),
+        ({"kv_channels": 18}, "kv_channels: expected a multiple of 4"),
+        (
+            {"multi_query_group_num": 3},
+            "num_attention_heads (32) must be a multiple of multi_query_group_num (3)",
+        ),
+        ({"rope_ratio": -1}, "rope_ratio: expected a number > 0"),
+        ({"padded_vocab_size": "65024"}, "padded_vocab_size: expected an integer"),
+        ({"seq_length": 0}, "seq_length: expected an integer from 1"),
+        ({"rmsnorm": "yes"}, "rmsnorm: expected true or false"),
+    ],
+)
+def test_bad_chatglm_configs_are_one_line_errors(change: dict, message: str, tmp_path) -> None:
+    config = {**json.loads((BUNDLED / "chatglm3-6b.json").read_text()), **change}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(FrontendError) as error:
+        load_model(path)
+    assert message in str(error.value) and "\n" not in str(error.value)
