@@ -81,6 +81,57 @@ def test_tiny_parameter_count_equals_the_modules(tiny) -> None:
     assert _count(model.config) == sum(int(np.prod(s)) for s in parameter_shapes(config).values())
 
 
+# GLM-4-9B-chat's remote-code config.json (THUDM/glm-4-9b-chat, from memory of the published file):
+# the model bundled in transformers' form as glm-4-9b-chat-hf
+GLM4_9B_CHAT = dict(
+    model_type="chatglm",
+    architectures=["ChatGLMModel"],
+    add_bias_linear=False,
+    add_qkv_bias=True,
+    apply_residual_connection_post_layernorm=False,
+    ffn_hidden_size=13696,
+    hidden_size=4096,
+    kv_channels=128,
+    layernorm_epsilon=1.5625e-07,
+    multi_query_attention=True,
+    multi_query_group_num=2,
+    num_attention_heads=32,
+    num_layers=40,
+    original_rope=True,
+    padded_vocab_size=151552,
+    post_layer_norm=True,
+    rmsnorm=True,
+    rope_ratio=500,
+    seq_length=131072,
+    torch_dtype="bfloat16",
+)
+
+
+def test_glm_4_9b_chat_reads_as_its_transformers_form(tmp_path) -> None:
+    """The remote-code config and transformers' GlmForCausalLM form of GLM-4-9B-chat are one model:
+    the same sizes, RoPE (base 10000 x rope_ratio 500 = rope_theta 5e6, on interleaved pairs of half
+    of each head) and parameter count."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GLM4_9B_CHAT))
+    remote, hf = load_model(path).config, load_model("glm-4-9b-chat-hf").config
+    for field in (
+        "vocab",
+        "hidden",
+        "heads",
+        "kv_heads",
+        "head_dim",
+        "intermediate",
+        "positions",
+        "attention",
+    ):
+        assert getattr(remote, field) == getattr(hf, field), field
+    assert [layer.rope for layer in remote.layers] == [layer.rope for layer in hf.layers]
+    assert remote.norms.eps == hf.norms.eps and remote.max_positions == hf.max_positions
+    assert (
+        _count(remote) == _count(hf) == sum(int(np.prod(s)) for s in parameter_shapes(GLM4_9B_CHAT).values())
+    )
+
+
 def test_bundled_parameter_count_equals_the_modules() -> None:
     config = json.loads((BUNDLED / "chatglm3-6b.json").read_text())
     expected = sum(int(np.prod(s)) for s in parameter_shapes({**config, "add_bias_linear": False}).values())
