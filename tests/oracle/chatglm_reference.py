@@ -51,10 +51,14 @@ TINY = dict(
     tie_word_embeddings=False,
     torch_dtype="float32",
 )
-# every switch the other way: one KV head per query head (per-head q, k, v rows), LayerNorm with
-# bias, biases on every linear, residuals from the norms' outputs, no final norm
+# chatglm_groups_as_heads: multi_query_attention with as many groups as query heads, whose q, k
+# and v still split in blocks (all q rows, then k, then v), not per head.
+# chatglm_switches: every switch the other way: one KV head per query head (per-head q, k, v
+# rows), LayerNorm with bias, biases on every linear, residuals from the norms' outputs, no final
+# norm.
 VARIANTS = {
     "chatglm": TINY,
+    "chatglm_groups_as_heads": dict(TINY, multi_query_group_num=4),
     "chatglm_switches": dict(
         TINY,
         multi_query_attention=False,

@@ -15,6 +15,7 @@ and another architecture: it is refused."""
 from tcp_compiler.frontend.config import (
     Attention,
     Embedding,
+    Mlp,
     ModelConfig,
     Norms,
     Positions,
@@ -22,7 +23,7 @@ from tcp_compiler.frontend.config import (
     Residual,
     Rope,
 )
-from tcp_compiler.frontend.families.common import dense_mlp, head_size, layers, saved_dtype
+from tcp_compiler.frontend.families.common import head_size, layers, saved_dtype
 from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import Chunk, FusedQkv, Rename, TensorMap
 
@@ -65,7 +66,8 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         raise raw.fail(
             f"kv_channels: expected a multiple of 4 (RoPE turns pairs in half a head), got {head_dim}"
         )
-    kv_heads = raw.require("multi_query_group_num") if raw.get("multi_query_attention", kind=bool) else heads
+    multi_query = bool(raw.get("multi_query_attention", kind=bool))
+    kv_heads = raw.require("multi_query_group_num") if multi_query else heads
     if heads % kv_heads:
         raise raw.fail(
             f"num_attention_heads ({heads}) must be a multiple of multi_query_group_num ({kv_heads})"
@@ -88,14 +90,15 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
             "rms" if rms else "layer",
             final=bool(raw.get("post_layer_norm", kind=bool)),
         ),
-        mlp=dense_mlp(raw, bias=bias),
+        mlp=Mlp("silu", bias=bias),  # MLP's swiglu: silu(first half) x second half, whatever hidden_act says
         residual=Residual(from_norm=bool(raw.get("apply_residual_connection_post_layernorm", kind=bool))),
         positions=Positions(rotary_dim=head_dim // 2, interleave=True),
         attention=Attention(qkv_bias=bias or bool(raw.get("add_qkv_bias", kind=bool)), out_bias=bias),
         embedding=Embedding(tied=False),  # output_layer is a Linear of its own, never tied
         max_positions=raw.require("seq_length"),
         dtype=saved_dtype(raw, "float16"),
-        tensors=_layout(heads, kv_heads, head_dim, "blocks" if kv_heads != heads else "per_head"),
+        # SelfAttention splits q, k, v in blocks with multi_query_attention, per head without
+        tensors=_layout(heads, kv_heads, head_dim, "blocks" if multi_query else "per_head"),
     )
 
 
