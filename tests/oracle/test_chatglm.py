@@ -1,8 +1,9 @@
 """ChatGLM (`model_type: chatglm`, remote code) against the numpy reference of THUDM's published
 modeling_chatglm.py (tests/oracle/chatglm_reference.py cites the file and commit): logits of a
 prefill and 4 greedy decode steps within 1e-4, the same tokens, matrix-product FLOPs equal to the
-reference's, 2 and 4 chips equal to one, and parameter counts equal to the shapes its modules
-build, on tiny random checkpoints in its own tensor names and on the bundled ChatGLM3-6B config."""
+reference's, a padded batch equal to each prompt alone, 2 and 4 chips equal to one, and parameter
+counts equal to the shapes its modules build, on tiny random checkpoints in its own tensor names
+and on the bundled ChatGLM3-6B config; each part made to bite; bad configs refused in one line."""
 
 from __future__ import annotations
 
@@ -52,6 +53,20 @@ def test_prefill_and_decode_match_the_reference(tiny) -> None:
     for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"{name} step {step}")
     assert np.abs(theirs[0]).max() > 0.05, "logits too small to tell a bug from noise"
+
+
+def test_batched_padded_prefill_matches_single_runs(tiny) -> None:
+    name, _, _, model = tiny
+    prompts = [PROMPT, [7, 1, 60], [11, 12, 13, 14, 15]]
+    batched = generate(model.config, model.checkpoint.load, prompts, F32, 2)
+    for b, prompt in enumerate(prompts):
+        single = generate(model.config, model.checkpoint.load, [prompt], F32, 2)
+        np.testing.assert_allclose(
+            batched.prefill_logits[b], single.prefill_logits[0], atol=1e-5, err_msg=name
+        )
+        for k in range(2):
+            np.testing.assert_allclose(batched.decode_logits[k][b], single.decode_logits[k][0], atol=1e-5)
+        assert batched.token_matrix[b].tolist() == single.token_matrix[0].tolist()
 
 
 @pytest.mark.parametrize("seq", [1, 7])
