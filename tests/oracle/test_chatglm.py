@@ -153,35 +153,33 @@ def test_bundled_parameter_count_equals_the_modules() -> None:
     assert _count(load_model("chatglm3-6b").config) == expected
 
 
-FLIP = object()
+# (variant, group, field, value in tcpc's config): each part the variant has, switched the other way
+SWITCHES = [
+    ("chatglm", "positions", "interleave", False),  # rotate-half pairs, not (x0, x1), (x2, x3), ...
+    ("chatglm", "positions", "rotary_dim", None),  # RoPE on the whole head, not its first half
+    ("chatglm", "attention", "qkv_bias", False),
+    ("chatglm", "residual", "from_norm", True),
+    ("chatglm", "norms", "final", False),
+    ("chatglm_switches", "attention", "qkv_bias", False),
+    ("chatglm_switches", "attention", "out_bias", False),
+    ("chatglm_switches", "mlp", "bias", False),
+    ("chatglm_switches", "residual", "from_norm", False),
+    ("chatglm_switches", "norms", "kind", "rms"),
+]
 
 
-@pytest.mark.parametrize(
-    ("group", "field", "value"),
-    [
-        ("positions", "interleave", FLIP),  # rotate-half pairs instead of (x0, x1), (x2, x3), ...
-        ("positions", "rotary_dim", None),  # RoPE on the whole head, not its first half
-        ("attention", "qkv_bias", FLIP),
-        ("attention", "out_bias", FLIP),
-        ("mlp", "bias", FLIP),
-        ("residual", "from_norm", FLIP),
-        ("norms", "final", FLIP),
-        ("norms", "kind", FLIP),
-    ],
-)
-def test_each_part_moves_the_logits(tiny, group: str, field: str, value) -> None:
+@pytest.mark.parametrize(("variant", "group", "field", "value"), SWITCHES)
+def test_each_part_moves_the_logits(variant: str, group: str, field: str, value, tmp_path) -> None:
     """Each part ChatGLM has, switched the other way, moves the logits past the tolerance, so the
-    comparison above checks it (a bias or norm the variant lacks is skipped: it has no weights)."""
-    name, config, weights, model = tiny
-    cfg = model.config
-    old = getattr(getattr(cfg, group), field)
-    new = {True: False, False: True, "rms": "layer", "layer": "rms"}[old] if value is FLIP else value
-    if new is True and (field.endswith("bias") or field == "final") or new == "layer":
-        pytest.skip(f"{name} has no weights for {group}.{field} = {new}")
-    changed = dataclasses.replace(cfg, **{group: dataclasses.replace(getattr(cfg, group), **{field: new})})
-    result = generate(changed, model.checkpoint.load, [PROMPT], F32, 0)
+    comparison above checks it."""
+    config = VARIANTS[variant]
+    weights = random_checkpoint(config, tmp_path)
+    cfg = load_model(tmp_path).config
+    assert getattr(getattr(cfg, group), field) != value
+    changed = dataclasses.replace(cfg, **{group: dataclasses.replace(getattr(cfg, group), **{field: value})})
+    result = generate(changed, load_model(tmp_path).checkpoint.load, [PROMPT], F32, 0)
     theirs, _ = greedy(config, weights, PROMPT, 0)
-    assert np.abs(result.prefill_logits[0] - theirs[0]).max() > 1e-3, (name, group, field)
+    assert np.abs(result.prefill_logits[0] - theirs[0]).max() > 1e-3, (variant, group, field)
 
 
 @pytest.mark.parametrize(
