@@ -196,3 +196,16 @@ def test_k_exaone_bad_fields_are_one_line_errors(fields: dict, message: str) -> 
     with pytest.raises(FrontendError) as e:
         read_model_config(RawConfig(raw, "k.json"), "k")
     assert str(e.value).startswith("k.json: ") and message in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_internlm3_reads_its_bias_fields_as_transformers_maps_them(bias: bool) -> None:
+    """Published InternLM3 configs say qkv_bias and bias; InternLM3Config's attribute_map reads them
+    as attention_bias (q, k, v, o) and mlp_bias (the oracle's saved configs use those names)."""
+    fields = {"qkv_bias": bias, "bias": bias, "num_hidden_layers": 2}
+    theirs = transformers.InternLM3Config(**fields)
+    cfg = read_model_config(RawConfig({"model_type": "internlm3", **fields}, "i.json"), "i")
+    assert cfg.attention.qkv_bias == cfg.attention.out_bias == theirs.attention_bias == bias
+    assert cfg.mlp.bias == theirs.mlp_bias == bias
+    sizes = (theirs.num_key_value_heads, theirs.head_dim, theirs.vocab_size)
+    assert (cfg.kv_heads, cfg.head_dim, cfg.vocab) == sizes

@@ -442,6 +442,19 @@ GLM = {
 }
 ISSUE_28.update(GLM)
 ISSUE_28_MOE = ["glm4_moe"]
+# InternLM3 (LlamaForCausalLM under InternLM3Config): its own bias field names (qkv_bias, bias),
+# head_dim 16 (not hidden / heads), dynamic NTK from max_position_embeddings 8, which decode passes.
+ISSUE_28["internlm3"] = (
+    "InternLM3Config",
+    "LlamaForCausalLM",
+    dict(
+        head_dim=16,
+        qkv_bias=True,
+        bias=True,
+        max_position_embeddings=8,
+        rope_parameters={"rope_type": "dynamic", "rope_theta": 100.0, "factor": 4.0},
+    ),
+)
 OWN_SIZES.update({f: ISSUE_28[f] for f in ("phi", "gpt_bigcode", "gpt_bigcode_mha", "gptj")})
 # K-EXAONE (exaone_moe): EXAONE 4's hybrid attention (window shorter than the prompt, NoPE global
 # layer, q/k norm) in a pre-norm block; the first layer dense, then DeepSeek-V3 routing with a
