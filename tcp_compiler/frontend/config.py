@@ -29,6 +29,7 @@ Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
 QkNorm = Literal["none", "per_head", "all_heads", "each_head"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
+GroupScore = Literal["top2_sum", "max"]
 
 
 def check_mode(value: object, mode: object, what: str) -> None:
@@ -198,11 +199,14 @@ class Moe:
     correction_bias_name: str | None = None  # DeepSeek: added to pick experts, not to weigh them
     groups: int = 1  # DeepSeek's n_group: experts pick among the best topk_groups groups only
     topk_groups: int = 1
+    # a group's rank: the sum of its two best scores (DeepSeek-V3) or its best one (DeepSeek-V2)
+    group_score: GroupScore = "top2_sum"
     routed_scale: float = 1.0  # DeepSeek's routed_scaling_factor on the routing weights
     shared: SharedExpert | None = None
 
     def __post_init__(self) -> None:
         check_mode(self.scoring, Scoring, "expert scoring")
+        check_mode(self.group_score, GroupScore, "expert group score")
 
 
 @dataclass(frozen=True)

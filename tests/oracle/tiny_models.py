@@ -365,9 +365,30 @@ ISSUE_28 = {
 }
 OWN_SIZES.update({f: ISSUE_28[f] for f in ("phi", "gpt_bigcode", "gpt_bigcode_mha", "gptj")})
 FAMILIES.update(ISSUE_28)
+# DeepSeek-V2 on V3's tiny sizes and yarn: group-limited routing (groups ranked by their best
+# score) with a routed scale != 1 and norm_topk_prob true, which transformers' V2 router ignores;
+# the Lite variant: q_proj instead of the q LoRA pair, greedy top-k over all experts, no dense
+# layer and no shared expert (first_k_dense_replace 0, n_shared_experts 0), default RoPE.
+ISSUE_28_MOE = {
+    "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM", dict(DEEPSEEK, topk_method="group_limited_greedy")),
+    "deepseek_v2_lite": (
+        "DeepseekV2Config",
+        "DeepseekV2ForCausalLM",
+        dict(
+            DEEPSEEK,
+            q_lora_rank=None,
+            topk_method="greedy",
+            first_k_dense_replace=0,
+            n_shared_experts=0,
+            routed_scaling_factor=1.5,
+            rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        ),
+    ),
+}
+FAMILIES.update(ISSUE_28_MOE)
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
 DENSE += [f for f in ISSUE_28 if f not in OWN_SIZES]  # the ones on COMMON's sizes
-MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss"]
+MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss", *ISSUE_28_MOE]
 
 
 def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
