@@ -384,6 +384,30 @@ ISSUE_28_MOE = {
             rope_parameters={"rope_type": "default", "rope_theta": 100.0},
         ),
     ),
+    # Phi-3.5-MoE: sparsemixer with a jitter (0.3) wide enough that each slot's softmax keeps some
+    # experts and masks others; longrope from an original context of 8, so the prompt runs on the
+    # short factors and short_mscale, the decode steps past it on the long ones and long_mscale;
+    # attention and LM head biases; a window shorter than the prompt.
+    "phimoe": (
+        "PhimoeConfig",
+        "PhimoeForCausalLM",
+        dict(
+            num_local_experts=8,
+            router_jitter_noise=0.3,
+            attention_bias=True,
+            lm_head_bias=True,
+            sliding_window=4,
+            rope_parameters={
+                "rope_type": "longrope",
+                "rope_theta": 100.0,
+                "short_factor": [1.0, 1.5, 2.5, 4.0],
+                "long_factor": [1.5, 3.0, 6.0, 12.0],
+                "short_mscale": 1.1,
+                "long_mscale": 1.3,
+                "original_max_position_embeddings": 8,
+            },
+        ),
+    ),
 }
 FAMILIES.update(ISSUE_28_MOE)
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
@@ -406,7 +430,19 @@ def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedMod
         for name, buffer in model.named_buffers():
             if name.endswith("e_score_correction_bias"):  # DeepSeek's, zero as initialised
                 buffer.copy_(0.3 * torch.randn_like(buffer))
+    if model_cls == "PhimoeForCausalLM":
+        use_long_factors(model)
     return model
+
+
+def use_long_factors(model: transformers.PreTrainedModel) -> None:
+    """transformers 5.23's PhimoeRotaryEmbedding.forward recomputes its frequencies from the config
+    without the sequence length, so always from the short factors, although its dynamic_rope_update
+    has just set `inv_freq` to the long ones past the original context, as Phi-3's forward and
+    Microsoft's Phi-3.5-MoE code use them. The oracle's forward reads that `inv_freq`
+    (test_round3_families.py shows the unpatched forward keeps the short factors)."""
+    rotary = model.model.rotary_emb
+    rotary.rope_init_fn = lambda config: (rotary.inv_freq, rotary.attention_scaling)
 
 
 def save(model: transformers.PreTrainedModel, directory: Path) -> Path:

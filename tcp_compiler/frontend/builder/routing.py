@@ -7,10 +7,15 @@ logits [B, S, E]. Every family's routing is here (`route` picks by the config):
 - DeepSeek-V3's correction bias is added to pick experts, the weights stay the unbiased scores;
 - with n_group groups (DeepSeek), only the topk_group best groups are eligible: ranked by the sum
   of their two best (biased) scores (V3) or by their best score (V2's group_limited_greedy);
-- gpt-oss: top-k of the logits, then a softmax over those k.
+- gpt-oss: top-k of the logits, then a softmax over those k;
+- Phi-3.5-MoE's sparsemixer (inference): the two best logits pick the experts; slot k's weight is
+  the softmax, at its own expert, over the experts whose logit is at most its own and within
+  2 x eps of it relative to max(|logit|, its own) (slot 2 thereby leaves out the first pick).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ir import F32, I32, Node, TensorType
 from tcp_compiler.frontend.builder.core import GraphBuilder
@@ -22,6 +27,8 @@ def route(b: GraphBuilder, i: int, router: Node) -> tuple[Node, Node]:
     assert moe is not None
     if moe.softmax_after_top_k:
         return _top_k_softmax(b, router)
+    if moe.sparsemixer_eps is not None:
+        return _sparsemixer(b, router, moe.sparsemixer_eps)
     return _top_k_scores(b, i, router)
 
 
@@ -47,6 +54,26 @@ def _top_k_softmax(b: GraphBuilder, router: Node) -> tuple[Node, Node]:
     e = g.add("exp", shifted, name=b.name("expert_exp"))
     total = g.add("reduce", e, name=b.name("expert_exp.sum"), op="sum", axes=["Kk"])
     return idx, g.add("div", e, total, name=b.name("expert_weights"))
+
+
+def _sparsemixer(b: GraphBuilder, router: Node, eps: float) -> tuple[Node, Node]:
+    """Phi-3.5-MoE's routing at inference (see the module docstring), as transformers' sparsemixer
+    computes it: the mask from (own - logit) / max(|logit|, own) > 2 eps, in float32."""
+    g = b.g
+    idx = g.add("topk", router, name=b.name("experts"), axis="E", k=2, new_axis="Kk")
+    own = g.add("gather", router, idx, name=b.name("router.own"), axis="E")
+    gap = g.add("sub", own, router, name=b.name("router.gap"))
+    magnitude = g.add("abs", router, name=b.name("router.abs"))
+    factor = g.add("max", magnitude, own, name=b.name("router.factor"))
+    relative = g.add("div", gap, factor, name=b.name("router.relative"))
+    far = g.add("gt", relative, b.const(float(np.float32(2 * eps))), name=b.name("router.far"))
+    above = g.add("gt", router, own, name=b.name("router.above"))
+    out = g.add("or", far, above, name=b.name("router.out"))
+    shifted = g.add("neg", gap, name=b.name("router.shifted"))
+    kept = g.add("where", out, b.const(-float("inf")), shifted, name=b.name("router.kept"))
+    e = g.add("exp", kept, name=b.name("router.exp"))
+    total = g.add("reduce", e, name=b.name("router.sum"), op="sum", axes=["E"])
+    return idx, g.add("recip", total, name=b.name("expert_weights"))
 
 
 def _top_k_scores(b: GraphBuilder, i: int, router: Node) -> tuple[Node, Node]:
