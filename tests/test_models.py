@@ -79,7 +79,8 @@ def test_agreement_rule() -> None:
 
 
 def test_moe_active_parameters_match_the_card() -> None:
-    for name in ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3"):
+    for name in ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3",
+                 "deepseek-moe-16b-base"):  # fmt: skip
         cfg = load_model(name).config
         built = build_prefill(cfg, PRECISIONS["bf16"], 1, 1)
         total = sum(p.type.numel for p in built.checkpoint_params())
