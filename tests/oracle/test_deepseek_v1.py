@@ -46,7 +46,12 @@ def moe_layer(cfg: dict, i: int) -> bool:
 
 def random_weights(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    D, H, Hkv, V = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["vocab_size"]
+    D, H, Hkv, V = (
+        cfg["hidden_size"],
+        cfg["num_attention_heads"],
+        cfg["num_key_value_heads"],
+        cfg["vocab_size"],
+    )
     K = D // H
 
     def w(*shape: int, centre: float = 0.0) -> np.ndarray:
@@ -56,12 +61,23 @@ def random_weights(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
         return {f"{prefix}.gate_proj.weight": w(width, D), f"{prefix}.up_proj.weight": w(width, D),
                 f"{prefix}.down_proj.weight": w(D, width)}  # fmt: skip
 
-    out = {"model.embed_tokens.weight": w(V, D), "model.norm.weight": w(D, centre=1.0), "lm_head.weight": w(V, D)}
+    out = {
+        "model.embed_tokens.weight": w(V, D),
+        "model.norm.weight": w(D, centre=1.0),
+        "lm_head.weight": w(V, D),
+    }
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}"
-        out.update({f"{p}.input_layernorm.weight": w(D, centre=1.0), f"{p}.post_attention_layernorm.weight": w(D, centre=1.0)})
+        out.update(
+            {
+                f"{p}.input_layernorm.weight": w(D, centre=1.0),
+                f"{p}.post_attention_layernorm.weight": w(D, centre=1.0),
+            }
+        )
         for name, rows in (("q", H * K), ("k", Hkv * K), ("v", Hkv * K)):
-            out.update({f"{p}.self_attn.{name}_proj.weight": w(rows, D), f"{p}.self_attn.{name}_proj.bias": w(rows)})
+            out.update(
+                {f"{p}.self_attn.{name}_proj.weight": w(rows, D), f"{p}.self_attn.{name}_proj.bias": w(rows)}
+            )
         out.update({f"{p}.self_attn.o_proj.weight": w(D, H * K), f"{p}.self_attn.o_proj.bias": w(D)})
         if not moe_layer(cfg, i):
             out.update(mlp(f"{p}.mlp", cfg["intermediate_size"]))
@@ -94,7 +110,9 @@ class Reference:
 
     def mlp(self, x: np.ndarray, prefix: str) -> np.ndarray:
         gate = self.linear(x, f"{prefix}.gate_proj")
-        return self.linear(gate / (1 + np.exp(-gate)) * self.linear(x, f"{prefix}.up_proj"), f"{prefix}.down_proj")
+        return self.linear(
+            gate / (1 + np.exp(-gate)) * self.linear(x, f"{prefix}.up_proj"), f"{prefix}.down_proj"
+        )
 
     def moe(self, x: np.ndarray, prefix: str) -> np.ndarray:
         """MoEGate: softmax over the experts, top-k, renormalised (+1e-20) when norm_topk_prob and
@@ -121,7 +139,9 @@ class Reference:
         q = self.linear(x, f"{prefix}.q_proj").reshape(S, H, K).transpose(1, 0, 2)
         k = self.linear(x, f"{prefix}.k_proj").reshape(S, Hkv, K).transpose(1, 0, 2)
         v = self.linear(x, f"{prefix}.v_proj").reshape(S, Hkv, K).transpose(1, 0, 2)
-        inv = (1.0 / np.float32(cfg["rope_theta"]) ** (np.arange(0, K, 2, dtype=np.float32) / K)).astype(np.float32)
+        inv = (1.0 / np.float32(cfg["rope_theta"]) ** (np.arange(0, K, 2, dtype=np.float32) / K)).astype(
+            np.float32
+        )
         freqs = np.arange(S, dtype=np.float32)[:, None] * inv[None]
         cos, sin = np.cos(np.concatenate([freqs, freqs], -1)), np.sin(np.concatenate([freqs, freqs], -1))
 

@@ -130,7 +130,7 @@ PHIMOE = {
 @pytest.mark.parametrize(
     ("base", "change", "message"),
     [
-        (DEEPSEEK_V2, {"topk_method": "noaux_tc"}, "topk_method: expected one of greedy, group_limited_greedy"),
+        (DEEPSEEK_V2, {"topk_method": "noaux_tc"}, "topk_method: expected one of greedy, group_limited"),
         (DEEPSEEK_V2, {"scoring_func": "sigmoid"}, "scoring_func: expected 'softmax', got 'sigmoid'"),
         (DEEPSEEK_V2, {"moe_layer_freq": 2}, "moe_layer_freq: expected 1"),
         (DEEPSEEK_V2, {"n_group": 3}, "n_group (3) must split n_routed_experts (8) into groups of 1 or more"),
@@ -140,7 +140,7 @@ PHIMOE = {
         (PHIMOE, {"num_experts_per_tok": 4}, "num_experts_per_tok: sparsemixer routes every token to 2"),
         (PHIMOE, {"rope_scaling": {**PHIMOE["rope_scaling"], "long_mscale": None}},
          "missing field 'rope_scaling.long_mscale'"),
-        (PHIMOE, {"rope_scaling": {"type": "linear", "factor": 2.0}}, "rope_type 'linear' is not supported for phimoe"),
+        (PHIMOE, {"rope_scaling": {"type": "linear", "factor": 2.0}}, "'linear' is not supported for phimoe"),
     ],
 )  # fmt: skip
 def test_bad_fields_are_one_line_errors(base: dict, change: dict, message: str) -> None:
@@ -153,8 +153,8 @@ def test_bad_fields_are_one_line_errors(base: dict, change: dict, message: str) 
 def test_deepseek_class_defaults_fill_what_a_config_leaves_out(model_type: str) -> None:
     """A config naming only the sizes gets the DeepseekV2Config / DeepseekV3Config defaults:
     experts, shared experts, groups, LoRA ranks, head dims and dense layers as transformers builds them."""
-    fields = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
-                  num_experts_per_tok=4)  # fmt: skip
+    fields = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                  num_attention_heads=4, num_experts_per_tok=4)  # fmt: skip
     theirs = AutoConfig.for_model(model_type, **fields)
     cfg = read_model_config(RawConfig({"model_type": model_type, **fields}, "config.json"), "m")
     assert cfg.moe.experts == theirs.n_routed_experts and cfg.moe.intermediate == theirs.moe_intermediate_size

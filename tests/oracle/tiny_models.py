@@ -370,7 +370,11 @@ FAMILIES.update(ISSUE_28)
 # the Lite variant: q_proj instead of the q LoRA pair, greedy top-k over all experts, no dense
 # layer and no shared expert (first_k_dense_replace 0, n_shared_experts 0), default RoPE.
 ISSUE_28_MOE = {
-    "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM", dict(DEEPSEEK, topk_method="group_limited_greedy")),
+    "deepseek_v2": (
+        "DeepseekV2Config",
+        "DeepseekV2ForCausalLM",
+        dict(DEEPSEEK, topk_method="group_limited_greedy"),
+    ),
     "deepseek_v2_lite": (
         "DeepseekV2Config",
         "DeepseekV2ForCausalLM",

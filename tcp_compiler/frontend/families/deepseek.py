@@ -47,5 +47,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
 def _rope(raw: RawConfig) -> Rope:
     rope = read_rope(raw)
     if rope.kind not in ROPE_TYPES:
-        raise raw.fail(f"rope_scaling: type '{rope.kind}' is not supported for deepseek ({', '.join(ROPE_TYPES)})")
+        supported = ", ".join(ROPE_TYPES)
+        raise raw.fail(f"rope_scaling: type '{rope.kind}' is not supported for deepseek ({supported})")
     return rope

@@ -83,8 +83,8 @@ def _rope(raw: RawConfig) -> Rope:
     if rope.kind == "default":
         return rope
     if rope.kind != "longrope":
-        raise raw.fail(f"{rope.source or 'rope_scaling'}: rope_type '{rope.kind}' is not supported for phimoe "
-                       "(default, longrope)")  # fmt: skip
+        where = rope.source or "rope_scaling"
+        raise raw.fail(f"{where}: rope_type '{rope.kind}' is not supported for phimoe (default, longrope)")
     params = raw.nested("rope_parameters" if raw.has("rope_parameters") else "rope_scaling")
     short, long = (float(params.require(f"{k}_mscale", float)) for k in ("short", "long"))
     return dataclasses.replace(rope, attention_factor=short, long_attention_factor=long)
