@@ -52,10 +52,13 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
 
 
 def _group_tiles(cfg, group: int) -> bool:
-    """Quantisation groups tile every projection's input: the hidden size, and a head's K whole or
-    whole heads per group."""
+    """Quantisation groups tile every projection's input: the hidden size, the MLP widths (DeepSeek's
+    dense 10944 is not a multiple of 128), and a head's K whole or whole heads per group."""
     heads = (cfg.mla.v_dim, cfg.mla.nope_dim) if cfg.mla is not None else (cfg.head_dim,)  # MLA's contracted
-    return cfg.hidden % group == 0 and all(k % group == 0 or group % k == 0 for k in heads)
+    widths = [cfg.hidden] + [cfg.intermediate] * any(not layer.moe for layer in cfg.layers)
+    if cfg.moe is not None:
+        widths += [cfg.moe.intermediate] + ([cfg.moe.shared.intermediate] if cfg.moe.shared else [])
+    return all(w % group == 0 for w in widths) and all(k % group == 0 or group % k == 0 for k in heads)
 
 
 def _agrees(count: int, figure: str) -> bool:
