@@ -166,3 +166,31 @@ def test_deepseek_class_defaults_fill_what_a_config_leaves_out(model_type: str) 
     assert cfg.moe.routed_scale == theirs.routed_scaling_factor
     if model_type == "deepseek_v3":
         assert (cfg.moe.groups, cfg.moe.topk_groups) == (theirs.n_group, theirs.topk_group)
+
+
+# microsoft/Phi-3.5-MoE-instruct's published fields, without its 64-entry longrope factor lists
+# (not bundled: no public copy of them was found to check a rebuilt file against). The fields agree
+# with a field-by-field listing of the published config in a public repository
+# (xinyuwei-david/david-share, Deep-Learning/Phi-3.5-MoE-and-Mini-Fine-tuning/README.md).
+PHI_35_MOE = {
+    "architectures": ["PhiMoEForCausalLM"], "attention_bias": True, "hidden_act": "silu", "hidden_size": 4096,
+    "intermediate_size": 6400, "lm_head_bias": True, "max_position_embeddings": 131072,
+    "model_type": "phimoe", "num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "num_local_experts": 16, "original_max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "router_jitter_noise": 0.01, "sliding_window": 131072,
+    "tie_word_embeddings": False, "vocab_size": 32064,
+}  # fmt: skip
+
+
+def test_phi_35_moe_counts_what_transformers_and_its_card_count() -> None:
+    """41.87B, as transformers' PhimoeForCausalLM counts it (experts, biases, LayerNorms and the
+    LM head's bias); the hub lists 41.9B, and the card's 6.6B active is the count with 2 of the 16
+    experts per layer."""
+    config = transformers.PhimoeConfig(**{k: v for k, v in PHI_35_MOE.items() if k != "model_type"})
+    with torch.device("meta"):
+        theirs = sum(p.numel() for p in transformers.PhimoeForCausalLM(config).parameters())
+    cfg = read_model_config(RawConfig(PHI_35_MOE, "config.json"), "Phi-3.5-MoE-instruct")
+    ours = _ours(cfg)
+    assert ours == theirs and round(ours / 1e9, 1) == 41.9
+    inactive = len(cfg.layers) * (cfg.moe.experts - cfg.moe.top_k) * 3 * cfg.hidden * cfg.moe.intermediate
+    assert round((ours - inactive) / 1e9, 1) == 6.6

@@ -39,7 +39,8 @@ DEFAULTS = {
 PRE = "model.layers.{i}.block_sparse_moe"
 
 
-@family("phimoe", defaults=DEFAULTS, architectures=("PhimoeForCausalLM",))
+# transformers' class, and the remote-code class the published configs name
+@family("phimoe", defaults=DEFAULTS, architectures=("PhimoeForCausalLM", "PhiMoEForCausalLM"))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
     experts = raw.require("num_local_experts")
