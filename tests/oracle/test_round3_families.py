@@ -141,6 +141,11 @@ PHIMOE = {
         (PHIMOE, {"rope_scaling": {**PHIMOE["rope_scaling"], "long_mscale": None}},
          "missing field 'rope_scaling.long_mscale'"),
         (PHIMOE, {"rope_scaling": {"type": "linear", "factor": 2.0}}, "'linear' is not supported for phimoe"),
+        (PHIMOE, {"router_jitter_noise": -0.1}, "router_jitter_noise: expected a number >= 0"),
+        (PHIMOE, {"rope_scaling": {**PHIMOE["rope_scaling"], "short_mscale": 0}},
+         "short_mscale: expected a number > 0"),
+        (DEEPSEEK_V2, {"moe_layer_freq": 0}, "moe_layer_freq: expected an integer from 1"),
+        (DEEPSEEK_V2, {"topk_method": 3}, "topk_method: expected a string, got 3"),
     ],
 )  # fmt: skip
 def test_bad_fields_are_one_line_errors(base: dict, change: dict, message: str) -> None:

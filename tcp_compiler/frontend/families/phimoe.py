@@ -57,7 +57,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         normalize_top_k=False,
         router_name=f"{PRE}.gate.weight",
         expert_names=tuple(f"{PRE}.experts.{{e}}.{w}.weight" for w in ("w1", "w3", "w2")),
-        sparsemixer_eps=float(raw.get("router_jitter_noise", 0.01, kind=(int, float))),
+        sparsemixer_eps=float(raw.get("router_jitter_noise", 0.01)),
     )
     window = raw.get("sliding_window", kind=int)
     types = layer_types(raw, ["sliding_attention" if window else "full_attention"] * n)
