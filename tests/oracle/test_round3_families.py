@@ -199,3 +199,30 @@ def test_phi_35_moe_counts_what_transformers_and_its_card_count() -> None:
     assert ours == theirs and round(ours / 1e9, 1) == 41.9
     inactive = len(cfg.layers) * (cfg.moe.experts - cfg.moe.top_k) * 3 * cfg.hidden * cfg.moe.intermediate
     assert round((ours - inactive) / 1e9, 1) == 6.6
+
+
+# deepseek-ai/DeepSeek-V2's sizes and routing (group-limited: 3 of 8 groups, routed scale 16),
+# written from memory of the published config and checked here against its model card's counts.
+DEEPSEEK_V2_FULL = {
+    "model_type": "deepseek_v2", "vocab_size": 102400, "hidden_size": 5120, "intermediate_size": 12288,
+    "moe_intermediate_size": 1536, "num_hidden_layers": 60, "num_attention_heads": 128,
+    "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 160, "n_shared_experts": 2,
+    "num_experts_per_tok": 6, "n_group": 8, "topk_group": 3, "topk_method": "group_limited_greedy",
+    "routed_scaling_factor": 16.0, "first_k_dense_replace": 1, "max_position_embeddings": 163840,
+}  # fmt: skip
+
+
+def test_deepseek_v2_counts_what_transformers_and_its_card_count() -> None:
+    """235.74B as transformers' DeepseekV2ForCausalLM counts it; the card: "236B total parameters,
+    of which 21B are activated for each token" (21.38B with 6 of the 160 routed experts)."""
+    config = transformers.DeepseekV2Config(**{k: v for k, v in DEEPSEEK_V2_FULL.items() if k != "model_type"})
+    with torch.device("meta"):
+        theirs = sum(p.numel() for p in transformers.DeepseekV2ForCausalLM(config).parameters())
+    cfg = read_model_config(RawConfig(DEEPSEEK_V2_FULL, "config.json"), "DeepSeek-V2")
+    ours = _ours(cfg)
+    assert ours == theirs and round(ours / 1e9) == 236
+    assert (cfg.moe.groups, cfg.moe.topk_groups, cfg.moe.group_score) == (8, 3, "max")
+    moe_layers = sum(layer.moe for layer in cfg.layers)
+    inactive = moe_layers * (cfg.moe.experts - cfg.moe.top_k) * 3 * cfg.hidden * cfg.moe.intermediate
+    assert round((ours - inactive) / 1e9) == 21
