@@ -443,7 +443,8 @@ def use_long_factors(model: transformers.PreTrainedModel) -> None:
     """transformers 5.23's PhimoeRotaryEmbedding.forward recomputes its frequencies from the config
     without the sequence length, so always from the short factors, although its dynamic_rope_update
     has just set `inv_freq` to the long ones past the original context, as Phi-3's forward and
-    Microsoft's Phi-3.5-MoE code use them. The oracle's forward reads that `inv_freq`
+    transformers 4.x's Phi-MoE forward (which passed the length) use them. The oracle's forward
+    reads that `inv_freq`
     (test_round3_families.py shows the unpatched forward keeps the short factors)."""
     rotary = model.model.rotary_emb
     rotary.rope_init_fn = lambda config: (rotary.inv_freq, rotary.attention_scaling)

@@ -6,9 +6,10 @@ window on every layer when set, and longrope whose cos and sin are scaled by sho
 long_mscale once the sequence passes original_max_position_embeddings.
 
 transformers 5.23's PhimoeRotaryEmbedding recomputes the frequencies without the sequence length
-on every forward, so it never applies the long factors; Microsoft's modelling code and the other
-longrope families (Phi-3) switch to them past the original context, and so does tcpc (the oracle
-test restores that switch in transformers; tests/oracle/test_round3_families.py)."""
+on every forward, so it never applies the long factors (while switching to long_mscale); its 4.x
+PhimoeRotaryEmbedding passed the length and switched to them past the original context, as
+transformers' Phi-3 still does, and so does tcpc (the oracle test restores that switch in
+transformers; tests/oracle/test_round3_families.py)."""
 
 from __future__ import annotations
 
