@@ -5,7 +5,7 @@ n_shared_experts shared experts."""
 
 from __future__ import annotations
 
-from tcp_compiler.frontend.config import Attention, ModelConfig, Positions, RawConfig, read_rope
+from tcp_compiler.frontend.config import Attention, ModelConfig, Moe, Positions, RawConfig, read_rope
 from tcp_compiler.frontend.families.common import dense, layer_types, layers
 from tcp_compiler.frontend.families.deepseek_parts import deepseek_moe, every_layer_from, mla_scale, read_mla
 from tcp_compiler.frontend.families.registry import family
@@ -39,14 +39,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         raise raw.fail(f"scoring_func: expected 'sigmoid', got {raw.get('scoring_func')!r}")
     mla = read_mla(raw)
     heads = raw.require("num_attention_heads")
-    n_group = raw.get("n_group", 1, kind=int)
-    moe = deepseek_moe(
-        raw,
-        "sigmoid",
-        bool(raw.get("norm_topk_prob", True, kind=bool)),
-        (n_group, raw.get("topk_group", n_group, kind=int)),
-        correction_bias=True,
-    )
     return dense(
         raw,
         "deepseek_v3",
@@ -59,7 +51,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         ),
         attention=Attention(scale=mla_scale(raw, mla)),
         mla=mla,
-        moe=moe,
+        moe=sigmoid_moe(raw),
         layers=layers(
             raw,
             layer_types(raw, ["full_attention"] * n),
@@ -67,4 +59,18 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
             {"default": read_rope(raw)},
             every_layer_from(raw, raw.get("first_k_dense_replace", 3, kind=int)),
         ),
+    )
+
+
+def sigmoid_moe(raw: RawConfig) -> Moe:
+    """DeepSeek-V3's MoE (GLM-4.5's too): sigmoid scores, the correction bias, top-k within the
+    topk_group best of n_group groups (ranked by their two best scores), routed_scaling_factor and
+    n_shared_experts shared experts, under DeepSeek's tensor names."""
+    n_group = raw.get("n_group", 1, kind=int)
+    return deepseek_moe(
+        raw,
+        "sigmoid",
+        bool(raw.get("norm_topk_prob", True, kind=bool)),
+        (n_group, raw.get("topk_group", n_group, kind=int)),
+        correction_bias=True,
     )
