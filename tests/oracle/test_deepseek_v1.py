@@ -14,6 +14,7 @@ FlopCounterMode counts the published model's eager forward.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -21,7 +22,10 @@ from safetensors.numpy import save_file
 
 import ir
 from ir.ops.moe import CONTRACTIONS
+from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder import build_prefill
+from tcp_compiler.frontend.config import RawConfig
+from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
@@ -215,3 +219,36 @@ def test_parameter_count_equals_the_published_models(tmp_path) -> None:
     loaded, reference = _saved(tmp_path)
     built = build_prefill(loaded.config, PRECISIONS["bf16"], 1, 1)
     assert sum(p.type.numel for p in built.checkpoint_params()) == sum(w.size for w in reference.w.values())
+
+
+def test_batched_padded_prefill_matches_single_runs(tmp_path) -> None:
+    loaded, _ = _saved(tmp_path)
+    prompts = [PROMPT, [7, 1, 60], [11, 12, 13, 14, 15]]
+    batched = generate(loaded.config, loaded.checkpoint.load, prompts, F32, 2)
+    for b, prompt in enumerate(prompts):
+        single = generate(loaded.config, loaded.checkpoint.load, [prompt], F32, 2)
+        np.testing.assert_allclose(batched.prefill_logits[b], single.prefill_logits[0], atol=1e-5)
+        assert batched.token_matrix[b].tolist() == single.token_matrix[0].tolist()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"scoring_func": "sigmoid"}, "scoring_func: expected 'softmax', got 'sigmoid'"),
+        ({"rope_scaling": {"type": "yarn", "factor": 2.0}}, "type 'yarn' is not supported for deepseek"),
+        ({"num_experts_per_tok": 9}, "num_experts_per_tok (9) exceeds the 8 experts"),
+        ({"moe_layer_freq": 0}, "moe_layer_freq: expected an integer from 1"),
+        ({"n_shared_experts": -1}, "n_shared_experts: expected an integer from 0"),
+    ],
+)
+def test_bad_fields_are_one_line_errors(change: dict, message: str) -> None:
+    with pytest.raises(FrontendError, match=re.escape(message)) as e:
+        read_model_config(RawConfig({**CONFIG, **change}, "config.json"), "m")
+    assert "\n" not in str(e.value) and str(e.value).startswith("config.json: ")
+
+
+def test_a_config_without_routed_experts_is_dense() -> None:
+    """DeepseekDecoderLayer builds an MoE MLP only where n_routed_experts is set."""
+    dense = {k: v for k, v in CONFIG.items() if k != "n_routed_experts"}
+    cfg = read_model_config(RawConfig(dense, "config.json"), "m")
+    assert cfg.moe is None and not any(layer.moe for layer in cfg.layers)
