@@ -138,11 +138,11 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     assert sorted(DENSE + MOE) == sorted(FAMILIES)
     from tcp_compiler.frontend.families import FAMILIES as SUPPORTED
 
-    # tcpc_decoder has no transformers model: tests/test_variants.py checks it against numpy; nor
-    # have the remote-code families: chatglm is checked against a numpy reference in
-    # tests/oracle/test_chatglm.py, the others in test_remote_families.py.
-    remote = set(REMOTE_SHAPES) | {"chatglm"}
-    assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | {"gemma3", "tcpc_decoder"} | remote
+    # tcpc_decoder has no transformers model: tests/test_variants.py checks it against numpy; the
+    # remote-code families are checked against numpy references: chatglm and deepseek (V1) in
+    # tests/oracle/test_chatglm.py and test_deepseek_v1.py, the others in test_remote_families.py.
+    supported = {model_type(f) for f in FAMILIES} | {"gemma3", "tcpc_decoder", "chatglm", "deepseek"}
+    assert set(SUPPORTED) == supported | set(REMOTE_SHAPES)
 
 
 def test_tcpc_run_writes_the_logits_transformers_computes(tmp_path: Path) -> None:

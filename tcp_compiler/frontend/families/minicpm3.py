@@ -1,13 +1,15 @@
 """MiniCPM 3 (MiniCPM3-4B): DeepSeek-V2's multi-head latent attention (low-rank q through
 q_a / q_b, keys and values from one compressed latent plus one shared rotary key; the cache holds
 those two) with RoPE on rotate_half pairs (transformers' MiniCPM3Attention keeps the cos/sin
-convention), a Llama MLP, and MiniCPM's multipliers: embeddings times `scale_emb` (held in the
-table's dtype, as MiniCPM3ScaledWordEmbedding does), branches times scale_depth / sqrt(layers),
-the final hidden state divided by hidden / dim_model_base. MiniCPM3Config's defaults apply for
-fields a config leaves out (v_head_dim: hidden / heads)."""
+convention) and yarn's softmax mscale as DeepSeek-V2 applies it, a Llama MLP, and MiniCPM's
+multipliers: embeddings times `scale_emb` (held in the table's dtype, as
+MiniCPM3ScaledWordEmbedding does), branches times scale_depth / sqrt(layers), the final hidden
+state divided by hidden / dim_model_base. MiniCPM3Config's defaults apply for fields a config
+leaves out (v_head_dim: hidden / heads)."""
 
-from tcp_compiler.frontend.config import Mla, ModelConfig, Positions, RawConfig, read_rope
+from tcp_compiler.frontend.config import Attention, ModelConfig, Positions, RawConfig, read_rope
 from tcp_compiler.frontend.families.common import dense, layers
+from tcp_compiler.frontend.families.deepseek_parts import mla_scale, read_mla
 from tcp_compiler.frontend.families.minicpm import multipliers
 from tcp_compiler.frontend.families.registry import family
 
@@ -38,19 +40,9 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden, heads = raw.require("hidden_size"), raw.require("num_attention_heads")
     if raw.get("attention_bias", False, kind=bool):
         raise raw.fail("attention_bias: true is not supported for minicpm3 (released models have none)")
-    rope_params = raw.nested("rope_parameters" if raw.has("rope_parameters") else "rope_scaling")
-    if rope_params.get("mscale_all_dim"):
-        where = rope_params.path("mscale_all_dim")
-        raise raw.fail(f"{where}: not supported for minicpm3 (released MiniCPM 3 models use longrope)")
-    mla = Mla(
-        q_lora_rank=raw.get("q_lora_rank", kind=int),
-        kv_lora_rank=raw.require("kv_lora_rank"),
-        nope_dim=raw.require("qk_nope_head_dim"),
-        rope_dim=raw.require("qk_rope_head_dim"),
-        v_dim=raw.get("v_head_dim", hidden // heads, kind=int),
-    )
-    if mla.rope_dim % 2:
-        raise raw.fail(f"qk_rope_head_dim must be even for rotary embeddings, got {mla.rope_dim}")
+    if not raw.has("v_head_dim"):  # MiniCPM3Config: hidden / heads
+        raw = RawConfig({**raw.data, "v_head_dim": hidden // heads}, raw.source, raw.family, raw.prefix)
+    mla = read_mla(raw)
     return dense(
         raw,
         "minicpm3",
@@ -59,6 +51,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         head_dim=mla.nope_dim + mla.rope_dim,
         kv_heads=heads,  # every head reads the one latent
         positions=Positions(rotary_dim=mla.rope_dim),
+        attention=Attention(scale=mla_scale(raw, mla)),  # yarn's mscale, as DeepSeek-V2's attention
         mla=mla,
         layers=layers(raw, ["full_attention"] * n, None, {"default": read_rope(raw)}),
         **multipliers(raw, scale_in_table_dtype=True),  # MiniCPM3ScaledWordEmbedding's dtype
