@@ -340,8 +340,10 @@ def test_k_exaone_layers_as_transformers_lays_them_out() -> None:
     [
         ({"mlp_layer_types": ["dense", "moe"]}, 'mlp_layer_types: expected 2 entries of "dense" or "sparse"'),
         ({"mlp_layer_types": [{}, []]}, 'mlp_layer_types: expected 2 entries of "dense" or "sparse"'),
-        ({"n_group": 3}, "n_group (3) must divide num_experts (4)"),
-        ({"num_experts_per_tok": 5}, "num_experts_per_tok (5) exceeds the experts of topk_group (1) groups"),
+        ({"n_group": 3}, "n_group (3) must split num_experts (4) into groups of 2 or more"),
+        ({"num_experts_per_tok": 5}, "num_experts_per_tok (5) exceeds the 4 experts (num_experts)"),
+        ({"num_shared_experts": 1 << 16, "num_experts_per_tok": 2},
+         "num_shared_experts x moe_intermediate_size (65536 x 24)"),
     ],
 )
 def test_k_exaone_bad_fields_are_one_line_errors(fields: dict, message: str) -> None:

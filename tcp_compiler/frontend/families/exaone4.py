@@ -8,16 +8,9 @@ does, RoPE rotates every layer when `sliding_window` is null and only the slidin
 
 import dataclasses
 
-from tcp_compiler.frontend.config import (
-    Attention,
-    Layer,
-    ModelConfig,
-    Moe,
-    RawConfig,
-    SharedExpert,
-    read_rope,
-)
+from tcp_compiler.frontend.config import Attention, Layer, ModelConfig, RawConfig, read_rope
 from tcp_compiler.frontend.families.common import dense, layer_types, layers, rms_norms
+from tcp_compiler.frontend.families.deepseek_v3 import sigmoid_moe
 from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.schema import show
 
@@ -57,10 +50,9 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
 @family("exaone_moe", defaults=MOE_DEFAULTS, architectures=("ExaoneMoeForCausalLM",))
 def read_moe(raw: RawConfig, name: str) -> ModelConfig:
     """K-EXAONE: EXAONE 4's attention in a pre-norm block (transformers' ExaoneMoeDecoderLayer is
-    OLMoE's), and DeepSeek-V3's routing on the sparse layers (`mlp_layer_types`, else all but the
-    first `first_k_dense_replace`): sigmoid scores, a selection-only correction bias, top-k within
-    the best `topk_group` of `n_group` groups, renormalised (norm_topk_prob), times
-    routed_scaling_factor, plus num_shared_experts shared experts of moe_intermediate_size each."""
+    OLMoE's), and DeepSeek-V3's routing (deepseek_v3.sigmoid_moe, with `num_experts`,
+    `num_shared_experts` and the correction bias at `mlp.e_score_correction_bias`) on the sparse
+    layers: `mlp_layer_types`, else all but the first `first_k_dense_replace`."""
     n = raw.require("num_hidden_layers")
     kinds = raw.get("mlp_layer_types", kind=list)
     if kinds is None:
@@ -68,36 +60,7 @@ def read_moe(raw: RawConfig, name: str) -> ModelConfig:
         kinds = ["dense" if i < first else "sparse" for i in range(n)]
     if len(kinds) != n or not all(kind in ("dense", "sparse") for kind in kinds):
         raise raw.fail(f'mlp_layer_types: expected {n} entries of "dense" or "sparse"')
-    groups, top_groups = raw.get("n_group", kind=int), raw.get("topk_group", kind=int)
-    experts, moe_f = raw.require("num_experts"), raw.require("moe_intermediate_size")
-    if experts % groups or top_groups > groups:
-        raise raw.fail(
-            f"n_group ({groups}) must divide num_experts ({experts}) and be >= topk_group ({top_groups})"
-        )
-    shared = raw.get("num_shared_experts", kind=int)
-    pre = "model.layers.{i}.mlp"
-    moe = Moe(
-        experts=experts,
-        top_k=raw.require("num_experts_per_tok"),
-        intermediate=moe_f,
-        normalize_top_k=bool(raw.get("norm_topk_prob", kind=bool)),
-        router_name=f"{pre}.gate.weight",
-        expert_names=tuple(f"{pre}.experts.{{e}}.{p}_proj.weight" for p in ("gate", "up", "down")),
-        scoring="sigmoid",
-        correction_bias_name=f"{pre}.e_score_correction_bias",
-        groups=groups,
-        topk_groups=top_groups,
-        routed_scale=float(raw.get("routed_scaling_factor", kind=float)),
-        shared=SharedExpert(
-            shared * moe_f, tuple(f"{pre}.shared_experts.{p}_proj.weight" for p in ("gate", "up", "down"))
-        )
-        if shared
-        else None,
-    )
-    if moe.top_k > experts * top_groups // groups:
-        raise raw.fail(
-            f"num_experts_per_tok ({moe.top_k}) exceeds the experts of topk_group ({top_groups}) groups"
-        )
+    moe = sigmoid_moe(raw, "e_score_correction_bias", ("num_experts", "num_shared_experts"))
     sparse = {i for i, kind in enumerate(kinds) if kind == "sparse"}
     return dense(
         raw,
