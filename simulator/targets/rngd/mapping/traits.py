@@ -31,7 +31,7 @@ REDUCTION = frozenset({"reduce", "topk", "bincount", "combine"})
 # Recurrences along a sequence (ir/ops/scan.py): each step reads the state the previous step wrote,
 # so a scan run as one op is Vector Engine work that ends its pass (the chunked form the
 # chunked_scan pass makes puts its contractions on the Contraction Engine instead).
-RECURRENCE = frozenset({"scan", "scan_state", "delta_scan", "delta_scan_state"})
+RECURRENCE = frozenset({"scan", "scan_state", "delta_scan", "delta_scan_state", "recurrence"})
 # grouped_einsum: one einsum per expert's rows, on the Contraction Engine like einsum
 STAGE_OF = {
     "einsum": CONTRACTION_STAGE,
