@@ -13,7 +13,7 @@ end: dt = 0 leaves the state untouched) and, with cum the running sum of dt*A wi
     y_off[l]  = exp(cum[l]) sum_N C[l] h[c-1]                     (contraction)
     y = y_diag + y_off,   the scan_state = h[last chunk]
 
-The running sum is itself a contraction with a lower-triangular ones matrix. A `scan` and a
+The running sum is a recurrence along each chunk's positions (a cumsum). A `scan` and a
 `scan_state` over the same operands share one chunked computation. Interpreted, the result equals
 the sequential scan to float rounding (tests/test_chunked_scan.py).
 """
@@ -144,16 +144,16 @@ def _chunked(g: Graph, src: Graph, nodes: list[Node], length: int) -> None:
     x_m, dt_m, b_m, c_l = split(x, sm, "x"), split(dt, sm, "dt"), split(b, sm, "B"), split(c, sl, "C")
     x_l_names = [n for ax in x.type.names for n in ((sc, sl) if ax == axis else (ax,))]
 
-    # the running sum of dt*A within each chunk, as a contraction with a lower-triangular ones matrix
+    # the running sum of dt*A within each chunk: a recurrence along the chunk's positions (a cumsum)
     rate_m = add("mul", dt_m, a, suffix="rate")
+    one = add("const", suffix="one", type=TensorType.of(F32), value=1.0)
+    per_chunk = rate_m.type.with_axes(ax for ax in rate_m.type.axes if ax.name != sm)
+    start_at = add("const", suffix="cum0", type=per_chunk, value=0.0)
+    cum_m = add("recurrence", one, rate_m, start_at, suffix="cum_m", axis=sm)
+    cum_l = rename(cum_m, sm, sl, "cum")
     pair = TensorType.of(I32, **{sm: length, sl: length})
     positions = add("iota", suffix="im", type=pair, axis=sm), add("iota", suffix="il", type=pair, axis=sl)
     causal = add("le", *positions, suffix="causal")
-    one = add("const", suffix="one", type=TensorType.of(F32), value=1.0)
-    zero = add("const", suffix="zero", type=TensorType.of(F32), value=0.0)
-    tri = add("where", causal, one, zero, suffix="tri")
-    cum_l = _einsum(add, rate_m, tri, [sl if n == sm else n for n in rate_m.type.names], "cum")
-    cum_m = rename(cum_l, sl, sm, "cum_m")
 
     # within chunks: the segment-sum decay mask, C.B, and the diagonal blocks' output
     minus_inf = add("const", suffix="ninf", type=TensorType.of(F32), value=-float("inf"))

@@ -31,12 +31,20 @@ def attention_lines(report: Report) -> list[str]:
     for note in notes:
         groups.setdefault((note.form, note.rows, note.block), []).append(note)
     lines = []
+    scans = sum(note.form in SCAN_FORMS for note in notes)
     for (form, rows, block), group in groups.items():
-        what = (
-            "plain softmax" if form == "plain" else f"online softmax, tiles of {rows} queries x {block} keys"
-        )
-        lines.append(f"prefill attention: {what} in {len(group)} of {len(notes)} layers ({group[0].reason})")
+        what = {
+            "plain": "plain softmax",
+            "online": f"online softmax, tiles of {rows} queries x {block} keys",
+            "chunked": f"chunked, {block} positions per chunk",
+            "sequential": "step by step on the Vector Engine",
+        }[form]
+        mixer, of = ("scan", scans) if form in SCAN_FORMS else ("attention", len(notes) - scans)
+        lines.append(f"prefill {mixer}: {what} in {len(group)} of {of} layers ({group[0].reason})")
     return lines
+
+
+SCAN_FORMS = frozenset({"chunked", "sequential"})
 
 
 def role_cells(role: OpRoleRow) -> list[str]:
