@@ -6,6 +6,7 @@ FLOPs at peak or its HBM bytes at peak bandwidth; and chunking pays at prefill l
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +18,8 @@ from simulator.targets.rngd.mapping.scan_chunks import F32_BYTES, plan_scans, re
 from simulator.targets.rngd.mapping.schedule import schedule
 from simulator.targets.rngd.mapping.traits import STEP_CHAIN
 from tcp_compiler.pipeline import run
+from tcp_compiler.report.text import attention_lines
+from tcp_compiler.report.types import AttentionNote
 
 T = TensorType.of
 HW = load_hardware("rngd")
@@ -118,3 +121,24 @@ def test_chunking_pays_at_prefill_lengths() -> None:
     g = mamba2(2048)
     _, chunks = plan_scans(g, HW)
     assert cycles(rewrite_scans(g, chunks)) < 0.7 * cycles(g)
+
+
+def test_reports_give_the_scans_share_of_each_phase() -> None:
+    """The text report sums the roles a scan became (its own and the chunked form's `role.*`)."""
+    notes, _ = plan_scans(mamba2(2048), HW)
+    assert notes[0]["role"] == "y"
+    row = lambda role, share: SimpleNamespace(role=role, share=share)  # noqa: E731
+    report = SimpleNamespace(
+        attention=SimpleNamespace(
+            prefill=(AttentionNote(**notes[0]), AttentionNote(op="a", form="plain", reason="r"))
+        ),
+        op_roles=SimpleNamespace(
+            prefill=(row("y.cb", 0.25), row("y.seg", 0.125), row("yy", 0.5), row("proj", 0.125)),
+            decode=(row("y", 0.0125), row("proj", 0.9)),
+        ),
+    )
+    lines = attention_lines(report)
+    scan_line = "prefill scan: chunked, 128 positions per chunk in 1 of 1 layers, 38% of the prefill ("
+    assert lines[0].startswith(scan_line)
+    assert lines[1].startswith("prefill attention: plain softmax in 1 of 1 layers")
+    assert lines[2] == "decode scan: 1.2% of a step"

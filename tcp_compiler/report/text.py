@@ -40,8 +40,20 @@ def attention_lines(report: Report) -> list[str]:
             "sequential": "step by step on the Vector Engine",
         }[form]
         mixer, of = ("scan", scans) if form in SCAN_FORMS else ("attention", len(notes) - scans)
-        lines.append(f"prefill {mixer}: {what} in {len(group)} of {of} layers ({group[0].reason})")
+        share = ""
+        if form in SCAN_FORMS:
+            share = f", {role_share(report.op_roles.prefill, {n.role for n in group}):.0%} of the prefill"
+        lines.append(f"prefill {mixer}: {what} in {len(group)} of {of} layers{share} ({group[0].reason})")
+    scan_roles = {note.role for note in notes if note.form in SCAN_FORMS}
+    if scan_roles and report.op_roles.decode:
+        lines.append(f"decode scan: {role_share(report.op_roles.decode, scan_roles):.1%} of a step")
     return lines
+
+
+def role_share(roles: tuple[OpRoleRow, ...], scans: set[str]) -> float:
+    """The share of a phase's time the ops of the `scans` roles (and what the chunked form made of
+    them, `role.*`) take."""
+    return sum(r.share for r in roles if any(r.role == s or r.role.startswith(s + ".") for s in scans))
 
 
 SCAN_FORMS = frozenset({"chunked", "sequential"})

@@ -201,6 +201,7 @@ class AttentionNote(Record):
         default=None,
     )
     reason: str = doc("the sizes against the DM budget that chose the form")
+    role: str = doc("a scan's op role (its work: roles `role` and `role.*`); '' for attention", default="")
 
 
 @dataclass(frozen=True, kw_only=True)

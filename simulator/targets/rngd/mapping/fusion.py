@@ -73,7 +73,9 @@ def fuse(graph: Graph) -> list[FusedOp]:
         else:
             stage = STAGES.index(t.stage)
             latest = max(producers, key=lambda p: p.index, default=None)
-            op = latest if latest is not None and _can_join(latest, node, stage) else None
+            # a recurrence is a kernel of its own (its state stays on chip while the sequence streams)
+            joins = latest is not None and _can_join(latest, node, stage) and not t.step_chain
+            op = latest if joins else None
             if op is None and t.stage == "cast" and latest is not None and _fetch_converts(graph, node):
                 # Its operand is written to memory by a finished pass: readers convert it as they
                 # fetch it (Fetch Adapter) instead of a pass of its own reading and rewriting it.

@@ -48,12 +48,14 @@ def plan_scans(
             )
             if node.kind == "scan":
                 reason = f"{why}: {steps:,} steps on the VE"
-                notes.append({"op": node.name, "form": "sequential", "reason": reason})
+                notes.append({"op": node.name, "role": graph.meta.role_of(node.name), "form": "sequential",
+                              "reason": reason})  # fmt: skip
             continue
         chunks[node.name] = length
         if node.kind == "scan":
             notes.append({
-                "op": node.name, "form": "chunked", "block": length, "tiles": -(-steps // length),
+                "op": node.name, "role": graph.meta.role_of(node.name), "form": "chunked", "block": length,
+                "tiles": -(-steps // length),
                 "reason": f"chunks of {length} positions move {moved:,} B of masks and states, the fewest of "
                           f"the chunk lengths whose one chunk fits DM ({budget:,} B)",
             })  # fmt: skip
