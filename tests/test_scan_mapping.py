@@ -76,7 +76,7 @@ def test_the_chunk_fits_dm_and_is_reported() -> None:
     assert F32_BYTES * (length * length * mask + 64 * 64 * 128) <= budget
     assert f"fits DM ({budget:,} B)" in note["reason"]
     # a smaller DM share for the chunk takes a shorter chunk
-    tight = dataclasses.replace(DEFAULT_POLICY, scan_share=DEFAULT_POLICY.scan_share * 8)
+    tight = dataclasses.replace(DEFAULT_POLICY, scan_share=DEFAULT_POLICY.scan_share * 4)
     _, shorter = plan_scans(g, HW, tight)
     assert shorter["y"] < length
     # and when not even the state fits, the scan runs step by step
@@ -87,6 +87,10 @@ def test_the_chunk_fits_dm_and_is_reported() -> None:
 
 def test_decode_steps_are_not_chunked_and_mamba1_runs_step_by_step() -> None:
     assert plan_scans(mamba2(1), HW) == ([], {})
+    # a few steps are quicker one by one than through the chunked form's contractions and masks
+    notes, chunks = plan_scans(mamba2(8), HW)
+    assert chunks == {} and notes[0]["form"] == "sequential"
+    assert "step by step (" in notes[0]["reason"] and "beats chunks of 8" in notes[0]["reason"]
     notes, chunks = plan_scans(mamba1(64), HW)
     assert chunks == {}
     assert [n["form"] for n in notes] == ["sequential"]

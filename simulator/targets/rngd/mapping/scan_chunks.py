@@ -7,16 +7,22 @@ weighted C.B of every chunk grow as S x L (per position, one row of L), the stat
 as S / L x the state. L is the power of two that moves the fewest of those bytes among those whose
 one chunk (its L x L mask and weights, and the state it carries) fits the DM budget of an
 intermediate (residency.dm_budget / policy.scan_share), so a chunk's work stays on chip.
+
+Chunking pays only past a few dozen steps (its contractions and the masks they need cost more than
+a short recurrence), so the scan alone is scheduled and timed both ways and the faster form kept.
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
-from ir import Graph, Node
+from ir import Graph, Node, TensorType
 from ir.memo import per_graph
+from simulator.engine import simulate as run_engine
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from simulator.targets.rngd.mapping.residency import dm_budget
+from simulator.targets.rngd.mapping.schedule import schedule
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.passes.chunked_scan import SCANS, chunk_scans, chunkable
 
@@ -40,12 +46,14 @@ def plan_scans(
             continue  # a decode step: one step on the VE, nothing to chunk
         pair, state = _sizes(graph, node)
         length, moved = _chunk(steps, pair, state, budget) if chunkable(graph, node) else (None, 0)
-        if length is None:
-            why = (
-                f"one chunk's state ({F32_BYTES * state:,} B) exceeds DM ({budget:,} B)"
-                if chunkable(graph, node)
-                else "its decay varies along the state axes the readout sums (no SSD form)"
-            )
+        timed = _timed(tuple(graph[o].type for o in node.operands), node.attrs["axis"], length, hw, policy)
+        if length is None or timed[1] >= timed[0]:
+            if length is not None:
+                why = f"step by step ({timed[0]:,} cycles) beats chunks of {length} ({timed[1]:,} cycles)"
+            elif chunkable(graph, node):
+                why = f"one chunk's state ({F32_BYTES * state:,} B) exceeds DM ({budget:,} B)"
+            else:
+                why = "its decay varies along the state axes the readout sums (no SSD form)"
             if node.kind == "scan":
                 reason = f"{why}: {steps:,} steps on the VE"
                 notes.append({"op": node.name, "role": graph.meta.role_of(node.name), "form": "sequential",
@@ -57,7 +65,8 @@ def plan_scans(
                 "op": node.name, "role": graph.meta.role_of(node.name), "form": "chunked", "block": length,
                 "tiles": -(-steps // length),
                 "reason": f"chunks of {length} positions move {moved:,} B of masks and states, the fewest of "
-                          f"the chunk lengths whose one chunk fits DM ({budget:,} B)",
+                          f"the chunk lengths whose one chunk fits DM ({budget:,} B); {timed[1]:,} cycles "
+                          f"against {timed[0]:,} step by step",
             })  # fmt: skip
     return notes, chunks
 
@@ -93,6 +102,24 @@ def _chunk(steps: int, pair: int, state: int, budget: int) -> tuple[int | None, 
         if length >= steps:
             return best, best_moved
         length *= 2
+
+
+@lru_cache(maxsize=256)
+def _timed(
+    types: tuple[TensorType, ...], axis: str, length: int | None, hw: Hardware, policy: MappingPolicy
+) -> tuple[int, int]:
+    """(cycles step by step, cycles in chunks of `length`; 0 without a length) of a scan and its
+    scan_state over operands of `types`, scheduled alone (operands and results in HBM)."""
+    if length is None:
+        return 0, 0
+    g = Graph("scan")
+    operands = [g.input(f"operand{i}", t) for i, t in enumerate(types)]
+    g.add("scan", *operands, name="y", axis=axis)
+    g.add("scan_state", *operands, name="h", axis=axis)
+    g.set_outputs("y", "h")
+    forms = (g, chunk_scans(g, {"y": length, "h": length}))
+    rates = (hw.hbm.sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)
+    return tuple(math.ceil(run_engine(schedule(f, hw, policy), *rates).end.max()) for f in forms)
 
 
 def rewrite_scans(graph: Graph, chunks: Chunks) -> Graph:
