@@ -4,7 +4,8 @@ Qwen3-Next, and the short causal depthwise convolution these layers carry.
 Why ops and not a loop of einsums: a recurrence along S unrolled into S einsum steps makes graphs grow
 with the prompt, and a materialised per-step decay [B, S, D, N] costs far more bytes than the kernels
 (which take dt and A apart) move. One op per recurrence keeps graphs the same size at every context,
-and a pass (tcp_compiler/passes/chunked_scan.py) rewrites it into the chunked form real kernels run.
+and a pass (tcp_compiler/passes/chunked_scan.py) rewrites scan and delta_scan into the chunked
+forms real kernels run.
 
 API (every operand is broadcast by axis name; the sequence axis is the attribute `axis`, the state's
 axes are the axes of h0; all operands are float and compute in float32):

@@ -34,8 +34,8 @@ Chunks = dict[str, int]  # scan or scan_state -> chunk length
 def plan_scans(
     graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
 ) -> tuple[list[dict], Chunks]:
-    """One note per scan longer than one step (its form and why), and the chunk length of each scan
-    and scan_state to rewrite."""
+    """One note per scan (or delta_scan) longer than one step (its form and why), and the chunk
+    length of each scan and state op to rewrite."""
     budget = dm_budget(hw, policy) // policy.scan_share
     notes, chunks = [], {}
     for node in graph.nodes:
@@ -46,21 +46,23 @@ def plan_scans(
             continue  # a decode step: one step on the VE, nothing to chunk
         pair, state = _sizes(graph, node)
         length, moved = _chunk(steps, pair, state, budget) if chunkable(graph, node) else (None, 0)
-        timed = _timed(tuple(graph[o].type for o in node.operands), node.attrs["axis"], length, hw, policy)
+        family = node.kind.removesuffix("_state")
+        types = tuple(graph[o].type for o in node.operands)
+        timed = _timed(family, types, node.attrs["axis"], length, hw, policy)
         if length is None or timed[1] >= timed[0]:
             if length is not None:
                 why = f"step by step ({timed[0]:,} cycles) beats chunks of {length} ({timed[1]:,} cycles)"
             elif chunkable(graph, node):
                 why = f"one chunk's state ({F32_BYTES * state:,} B) exceeds DM ({budget:,} B)"
             else:
-                why = "its decay varies along the state axes the readout sums (no SSD form)"
-            if node.kind == "scan":
+                why = "no chunked form (chunked_scan.chunkable)"
+            if node.kind == family:
                 reason = f"{why}: {steps:,} steps on the VE"
                 notes.append({"op": node.name, "role": graph.meta.role_of(node.name), "form": "sequential",
                               "reason": reason})  # fmt: skip
             continue
         chunks[node.name] = length
-        if node.kind == "scan":
+        if node.kind == family:
             notes.append({
                 "op": node.name, "role": graph.meta.role_of(node.name), "form": "chunked", "block": length,
                 "tiles": -(-steps // length),
@@ -72,14 +74,22 @@ def plan_scans(
 
 
 def _sizes(graph: Graph, node: Node) -> tuple[int, int]:
-    """(elements per pair of positions of a chunk: the decay mask, its weighted C.B and C.B;
-    elements of the state)."""
-    x, dt, a, b, c, h0 = (graph[o].type for o in node.operands)
-    axis = node.attrs["axis"]
+    """(elements per pair of positions of a chunk, elements a chunk carries). The selective scan:
+    the decay mask, its weighted C.B and C.B per pair; the state. The delta rule: per pair and head
+    the key products, the decay, A, its inverse and the power being squared, q.k and its decayed
+    scores (7); the state and the transition over the key axis."""
+    types = [graph[o].type for o in node.operands]
+    h0, axis = types[-1], node.attrs["axis"]
+    if node.kind.startswith("delta_scan"):
+        q, k, v, g, beta, _ = types
+        keys = [n for n in k.names if n not in v.names]
+        per_head = math.prod(s for n, s in g.sizes.items() if n != axis)
+        return 7 * per_head, h0.numel + per_head * math.prod(k.size(n) ** 2 for n in keys)
+    x, dt, a, b, c, _ = types
     summed = {n for n in h0.names if n not in x.names}
 
-    def per_position(*types) -> int:
-        sizes = {ax.name: ax.size for t in types for ax in t.axes if ax.name not in {axis, *summed}}
+    def per_position(*ts) -> int:
+        sizes = {ax.name: ax.size for t in ts for ax in t.axes if ax.name not in {axis, *summed}}
         return math.prod(sizes.values())
 
     decay = per_position(dt, a, c, b)  # the mask and the weights span the heads and C.B's axes
@@ -106,16 +116,22 @@ def _chunk(steps: int, pair: int, state: int, budget: int) -> tuple[int | None, 
 
 @lru_cache(maxsize=256)
 def _timed(
-    types: tuple[TensorType, ...], axis: str, length: int | None, hw: Hardware, policy: MappingPolicy
+    family: str,
+    types: tuple[TensorType, ...],
+    axis: str,
+    length: int | None,
+    hw: Hardware,
+    policy: MappingPolicy,
 ) -> tuple[int, int]:
-    """(cycles step by step, cycles in chunks of `length`; 0 without a length) of a scan and its
-    scan_state over operands of `types`, scheduled alone (operands and results in HBM)."""
+    """(cycles step by step, cycles in chunks of `length`; 0 without a length) of a scan (or
+    delta_scan) and its state op over operands of `types`, scheduled alone (operands and results
+    in HBM)."""
     if length is None:
         return 0, 0
-    g = Graph("scan")
+    g = Graph(family)
     operands = [g.input(f"operand{i}", t) for i, t in enumerate(types)]
-    g.add("scan", *operands, name="y", axis=axis)
-    g.add("scan_state", *operands, name="h", axis=axis)
+    g.add(family, *operands, name="y", axis=axis)
+    g.add(f"{family}_state", *operands, name="h", axis=axis)
     g.set_outputs("y", "h")
     forms = (g, chunk_scans(g, {"y": length, "h": length}))
     rates = (hw.hbm.sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)
