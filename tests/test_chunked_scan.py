@@ -148,7 +148,7 @@ def delta_feeds(g: ir.Graph, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-@pytest.mark.parametrize(("steps", "chunk"), [(8, 4), (8, 8), (7, 3), (5, 8), (6, 1), (16, 16)])
+@pytest.mark.parametrize(("steps", "chunk"), [(8, 4), (8, 8), (7, 3), (5, 8), (6, 1), (16, 16), (130, 64)])
 def test_chunked_delta_rule_equals_sequential(steps: int, chunk: int) -> None:
     g = delta_graph(steps)
     chunked = chunk_scans(g, {"y": chunk, "h": chunk})
