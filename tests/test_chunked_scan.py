@@ -12,7 +12,7 @@ import ir
 from ir import BF16, F32, TensorType
 from ir.analysis import analyze
 from ir.errors import VerifyError
-from tcp_compiler.passes.chunked_scan import chunk_scans, chunkable
+from tcp_compiler.passes.chunked_scan import block_scans, chunk_scans, chunkable
 
 T = TensorType.of
 
@@ -159,3 +159,23 @@ def test_chunked_delta_rule_equals_sequential(steps: int, chunk: int) -> None:
     want, got = ir.interpret(g, f), ir.interpret(chunked, f)
     for name in ("y", "h"):
         np.testing.assert_allclose(got[name], want[name], rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("outputs", [("y", "h"), ("y",), ("h",)])
+def test_blocks_continue_from_the_state_the_block_before_left(outputs) -> None:
+    """block_scans cuts a scan into blocks, each from the previous block's state op: exact; and the
+    blocks' scans chunk like any other (the delta rule's too)."""
+    for graph, make_feeds in (
+        (mamba2_graph(11, outputs=outputs), feeds),
+        (delta_graph(11, outputs=outputs), delta_feeds),
+    ):
+        blocked, origin = block_scans(graph, dict.fromkeys(outputs, 4))
+        # 3 blocks of 4, 4 and 3 positions; the last one's state only when it is asked for
+        assert len([n for n in blocked.nodes if n.kind.endswith("_state")]) == (3 if "h" in outputs else 2)
+        chunked = chunk_scans(blocked, dict.fromkeys(origin, 2))
+        f = make_feeds(graph, 4)
+        want = ir.interpret(graph, f)
+        for form in (blocked, chunked):
+            got = ir.interpret(form, f)
+            for name in outputs:
+                np.testing.assert_allclose(got[name], want[name], rtol=2e-4, atol=2e-4)

@@ -69,8 +69,8 @@ def test_the_chunk_fits_dm_and_is_reported() -> None:
     g = mamba2(2048)
     notes, chunks = plan_scans(g, HW)
     (note,) = notes
-    length = chunks["y"]
-    assert chunks == {"y": length, "h": length}
+    length, block = chunks["y"]
+    assert chunks == {"y": (length, block), "h": (length, block)} and block == 2048  # one block
     assert note["form"] == "chunked" and note["block"] == length and note["tiles"] == 2048 // length
     budget = dm_budget(HW, DEFAULT_POLICY) // DEFAULT_POLICY.scan_share
     mask = 2 * 64 + 1  # the decay mask and the weights per head, and C.B, per pair of positions
@@ -79,7 +79,7 @@ def test_the_chunk_fits_dm_and_is_reported() -> None:
     # a smaller DM share for the chunk takes a shorter chunk
     tight = dataclasses.replace(DEFAULT_POLICY, scan_share=DEFAULT_POLICY.scan_share * 4)
     _, shorter = plan_scans(g, HW, tight)
-    assert shorter["y"] < length
+    assert shorter["y"][0] < length
     # and when not even the state fits, the scan runs step by step
     tiny = dataclasses.replace(DEFAULT_POLICY, scan_share=DEFAULT_POLICY.scan_share * 64)
     notes, chunks = plan_scans(g, HW, tiny)
@@ -128,6 +128,25 @@ def test_chunking_pays_at_prefill_lengths() -> None:
     assert cycles(rewrite_scans(g, chunks)) < 0.7 * cycles(g)
 
 
+def test_long_prompts_are_chunked_in_blocks_whose_masks_stay_in_dm() -> None:
+    """At 16k positions the masks of all chunks together would spill to HBM: the scan is cut into
+    blocks (each from the state the one before left) whose per-pair tensors fit an intermediate's
+    DM budget, and that beats chunking the whole sequence at once."""
+    g = mamba2(16384)
+    notes, chunks = plan_scans(g, HW)
+    length, block = chunks["y"]
+    assert block < 16384 and 16384 % block == 0
+    heads = 64
+    assert (
+        F32_BYTES * block * length * heads
+        <= dm_budget(HW, DEFAULT_POLICY)
+        < F32_BYTES * 2 * block * length * heads
+    )
+    assert f"in blocks of {block:,} positions" in notes[0]["reason"]
+    whole = rewrite_scans(g, {"y": (length, 16384), "h": (length, 16384)})
+    assert cycles(rewrite_scans(g, chunks)) < 0.8 * cycles(whole)
+
+
 def test_reports_give_the_scans_share_of_each_phase() -> None:
     """The text report sums the roles a scan became (its own and the chunked form's `role.*`)."""
     notes, _ = plan_scans(mamba2(2048), HW)
@@ -156,7 +175,7 @@ def test_the_delta_rule_takes_the_faster_of_its_two_forms() -> None:
     notes, chunks = plan_scans(g, HW)
     assert chunks == {} and [n["form"] for n in notes] == ["sequential"]
     assert "step by step (" in notes[0]["reason"] and "beats chunks of 128" in notes[0]["reason"]
-    chunked = rewrite_scans(g, {"y": 128, "h": 128})
+    chunked = rewrite_scans(g, {"y": (128, 2048), "h": (128, 2048)})
     for form in (g, chunked):
         program = schedule(form, HW, DEFAULT_POLICY)
         seconds = float(run(program, HW).end.max()) / HW.chip.clock_hz

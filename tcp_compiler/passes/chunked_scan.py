@@ -74,6 +74,70 @@ def chunk_scans(graph: Graph, chunks: Mapping[str, int]) -> Graph:
         return finish(graph, out, "chunked_scan")
 
 
+def block_scans(graph: Graph, blocks: Mapping[str, int]) -> tuple[Graph, dict[str, str]]:
+    """The graph with each scan (or delta_scan) group named in `blocks` (name -> positions) longer
+    than its block cut along its sequence into blocks, each a scan and its state op from the state
+    the block before left (what chunked prefill does, and exact); so a chunked form's per-chunk
+    tensors cover one block, not the whole sequence. Returns the graph and, for each block's op,
+    the op it came from."""
+    by_operands: dict[tuple, list[Node]] = {}
+    for node in graph.nodes:
+        if node.kind in SCANS and node.name in blocks:
+            steps = graph[node.operands[0]].type.size(node.attrs["axis"])
+            if steps > blocks[node.name]:
+                family = node.kind.removesuffix("_state")
+                by_operands.setdefault((family, node.operands, node.attrs["axis"]), []).append(node)
+    origin: dict[str, str] = {}
+    if not by_operands:
+        return graph, origin
+    groups = {nodes[0].name: nodes for nodes in by_operands.values()}
+    replaced = {n.name for nodes in groups.values() for n in nodes}
+    out = new_graph(graph)
+    for node in graph.nodes:
+        if node.name in groups:
+            _blocked(out, groups[node.name], blocks[node.name], origin)
+        elif node.name not in replaced:
+            out.append(clone(node))
+    with verified_once():
+        return finish(graph, out, "block_scans"), origin
+
+
+def _blocked(g: Graph, nodes: list[Node], block: int, origin: dict[str, str]) -> None:
+    first = nodes[0]
+    family, axis = first.kind.removesuffix("_state"), first.attrs["axis"]
+    main = next((n for n in nodes if n.kind == family), None)
+    final = next((n for n in nodes if n.kind != family), None)
+    operands = [g[o] for o in first.operands]
+    steps = operands[0].type.size(axis)
+    count = -(-steps // block)
+    state, made, ys = operands[-1], {}, []
+    for i in range(count):
+        lo, hi = i * block, min(steps, (i + 1) * block)
+        part = []
+        for j, o in enumerate(operands[:-1]):
+            if axis in o.type.names:
+                o = g.add("slice", o, name=f"{first.name}.b{i}.in{j}", axis=axis, start=lo, stop=hi)
+                made[o.name] = f".b*.in{j}"
+            part.append(o)
+        part.append(state)
+        name = f"{first.name}.b{i}"
+        if main is not None:
+            shape = main.type.with_axes(Axis(axis, hi - lo) if a.name == axis else a for a in main.type.axes)
+            ys.append(g.add(family, *part, name=name, type=shape, axis=axis))
+            made[name], origin[name] = ".b*", main.name
+        if i < count - 1 or final is not None:
+            last = i == count - 1 and final is not None
+            state_name = final.name if last else f"{name}.state"
+            state_type = final.type if last else operands[-1].type.with_dtype(F32)
+            state = g.add(f"{family}_state", *part, name=state_name, type=state_type, axis=axis)
+            origin[state_name] = final.name if final is not None else main.name
+            if not last:
+                made[state_name] = ".b*.state"
+    if main is not None:
+        g.add("concat", *ys, name=main.name, axis=axis)
+    g.meta.derive(made, first.name)
+
+
 class _Builder:
     """Adds one scan group's nodes to `g`, named `{prefix}.{suffix}`, recording them for the metadata."""
 

@@ -24,11 +24,11 @@ from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from simulator.targets.rngd.mapping.residency import dm_budget
 from simulator.targets.rngd.mapping.schedule import schedule
 from simulator.targets.rngd.spec import Hardware
-from tcp_compiler.passes.chunked_scan import SCANS, chunk_scans, chunkable
+from tcp_compiler.passes.chunked_scan import SCANS, block_scans, chunk_scans, chunkable
 
 F32_BYTES = 4  # the chunked form computes in float32 (tcp_compiler.passes.chunked_scan)
 
-Chunks = dict[str, int]  # scan or scan_state -> chunk length
+Chunks = dict[str, tuple[int, int]]  # scan or its state op -> (chunk length, block length)
 
 
 def plan_scans(
@@ -44,11 +44,12 @@ def plan_scans(
         steps = graph[node.operands[0]].type.size(node.attrs["axis"])
         if steps == 1:
             continue  # a decode step: one step on the VE, nothing to chunk
-        pair, state = _sizes(graph, node)
+        pair, largest, state = _sizes(graph, node)
         length, moved = _chunk(steps, pair, state, budget) if chunkable(graph, node) else (None, 0)
+        block = _block(steps, length, largest, state, dm_budget(hw, policy)) if length else 0
         family = node.kind.removesuffix("_state")
         types = tuple(graph[o].type for o in node.operands)
-        timed = _timed(family, types, node.attrs["axis"], length, hw, policy)
+        timed = _timed(family, types, node.attrs["axis"], length, block, hw, policy)
         if length is None or timed[1] >= timed[0]:
             if length is not None:
                 why = f"step by step ({timed[0]:,} cycles) beats chunks of {length} ({timed[1]:,} cycles)"
@@ -61,30 +62,31 @@ def plan_scans(
                 notes.append({"op": node.name, "role": graph.meta.role_of(node.name), "form": "sequential",
                               "reason": reason})  # fmt: skip
             continue
-        chunks[node.name] = length
+        chunks[node.name] = (length, block)
         if node.kind == family:
+            blocks = f" in blocks of {block:,} positions (whose masks stay in DM)" if block < steps else ""
             notes.append({
                 "op": node.name, "role": graph.meta.role_of(node.name), "form": "chunked", "block": length,
                 "tiles": -(-steps // length),
                 "reason": f"chunks of {length} positions move {moved:,} B of masks and states, the fewest of "
-                          f"the chunk lengths whose one chunk fits DM ({budget:,} B); {timed[1]:,} cycles "
-                          f"against {timed[0]:,} step by step",
+                          f"the chunk lengths whose one chunk fits DM ({budget:,} B){blocks}; {timed[1]:,} "
+                          f"cycles against {timed[0]:,} step by step",
             })  # fmt: skip
     return notes, chunks
 
 
-def _sizes(graph: Graph, node: Node) -> tuple[int, int]:
-    """(elements per pair of positions of a chunk, elements a chunk carries). The selective scan:
-    the decay mask, its weighted C.B and C.B per pair; the state. The delta rule: per pair and head
-    the key products, the decay, A, its inverse and the power being squared, q.k and its decayed
-    scores (7); the state and the transition over the key axis."""
+def _sizes(graph: Graph, node: Node) -> tuple[int, int, int]:
+    """(elements per pair of positions of a chunk, of its largest tensor alone, elements a chunk
+    carries). The selective scan: the decay mask, its weighted C.B and C.B per pair; the state.
+    The delta rule: per pair and head the key products, the decay, A, its inverse and the power
+    being squared, q.k and its decayed scores (7); the state and the transition over the key axis."""
     types = [graph[o].type for o in node.operands]
     h0, axis = types[-1], node.attrs["axis"]
     if node.kind.startswith("delta_scan"):
         q, k, v, g, beta, _ = types
         keys = [n for n in k.names if n not in v.names]
         per_head = math.prod(s for n, s in g.sizes.items() if n != axis)
-        return 7 * per_head, h0.numel + per_head * math.prod(k.size(n) ** 2 for n in keys)
+        return 7 * per_head, per_head, h0.numel + per_head * math.prod(k.size(n) ** 2 for n in keys)
     x, dt, a, b, c, _ = types
     summed = {n for n in h0.names if n not in x.names}
 
@@ -93,7 +95,17 @@ def _sizes(graph: Graph, node: Node) -> tuple[int, int]:
         return math.prod(sizes.values())
 
     decay = per_position(dt, a, c, b)  # the mask and the weights span the heads and C.B's axes
-    return 2 * decay + per_position(b, c), h0.numel
+    return 2 * decay + per_position(b, c), decay, h0.numel
+
+
+def _block(steps: int, length: int, largest: int, state: int, budget: int) -> int:
+    """The most positions (whole chunks, a power of two of them) whose largest per-pair tensor and
+    carried states each fit the DM budget of one intermediate, so they stay in DM; `steps` when
+    the whole sequence does."""
+    block = length
+    while block < steps and F32_BYTES * 2 * block * max(length * largest, state // length) <= budget:
+        block *= 2
+    return min(block, steps)
 
 
 def _chunk(steps: int, pair: int, state: int, budget: int) -> tuple[int | None, int]:
@@ -120,12 +132,13 @@ def _timed(
     types: tuple[TensorType, ...],
     axis: str,
     length: int | None,
+    block: int,
     hw: Hardware,
     policy: MappingPolicy,
 ) -> tuple[int, int]:
-    """(cycles step by step, cycles in chunks of `length`; 0 without a length) of a scan (or
-    delta_scan) and its state op over operands of `types`, scheduled alone (operands and results
-    in HBM)."""
+    """(cycles step by step, cycles in chunks of `length` and blocks of `block`; 0 without a
+    length) of a scan (or delta_scan) and its state op over operands of `types`, scheduled alone
+    (operands and results in HBM)."""
     if length is None:
         return 0, 0
     g = Graph(family)
@@ -133,18 +146,29 @@ def _timed(
     g.add(family, *operands, name="y", axis=axis)
     g.add(f"{family}_state", *operands, name="h", axis=axis)
     g.set_outputs("y", "h")
-    forms = (g, chunk_scans(g, {"y": length, "h": length}))
+    forms = (g, _apply(g, {"y": (length, block), "h": (length, block)}))
     rates = (hw.hbm.sustained_bytes_per_cycle, hw.dma_bytes_per_cycle)
     return tuple(math.ceil(run_engine(schedule(f, hw, policy), *rates).end.max()) for f in forms)
 
 
 def rewrite_scans(graph: Graph, chunks: Chunks) -> Graph:
-    """The graph with the planned scans in chunked form (those of `chunks` it has); kept per graph
-    and plan (ir.memo), so specs that plan the same chunks share one rewritten graph."""
+    """The graph with the planned scans in chunked form, in blocks (those of `chunks` it has); kept
+    per graph and plan (ir.memo), so specs that plan the same chunks share one rewritten graph."""
     return _rewritten(graph, tuple(sorted(chunks.items())))
 
 
 @per_graph
-def _rewritten(graph: Graph, chunks: tuple[tuple[str, int], ...]) -> Graph:
-    present = {name: length for name, length in chunks if name in graph}
-    return chunk_scans(graph, present) if present else graph
+def _rewritten(graph: Graph, plan: tuple[tuple[str, tuple[int, int]], ...]) -> Graph:
+    return _apply(graph, {name: sizes for name, sizes in plan if name in graph})
+
+
+def _apply(graph: Graph, plan: Chunks) -> Graph:
+    """Blocks, then chunks, the planned scans."""
+    if not plan:
+        return graph
+    blocked, origin = block_scans(graph, {name: block for name, (_, block) in plan.items()})
+    lengths = {name: plan[source][0] for name, source in origin.items()}
+    for name, (length, _) in plan.items():  # the scans shorter than their block, kept whole
+        if name not in origin and name in blocked and blocked[name].kind in SCANS:
+            lengths[name] = length
+    return chunk_scans(blocked, lengths)
