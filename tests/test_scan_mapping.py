@@ -148,11 +148,14 @@ def test_long_prompts_are_chunked_in_blocks_whose_masks_stay_in_dm() -> None:
 
 
 def test_reports_give_the_scans_share_of_each_phase() -> None:
-    """The text report sums the roles a scan became (its own and the chunked form's `role.*`)."""
+    """The text report sums the Tensor Unit time of the roles a scan became (its own and the
+    chunked form's `role.*`) over the phase's time."""
     notes, _ = plan_scans(mamba2(2048), HW)
     assert notes[0]["role"] == "y"
-    row = lambda role, share: SimpleNamespace(role=role, share=share)  # noqa: E731
+    row = lambda role, share: SimpleNamespace(role=role, tensor_unit_seconds=share)  # noqa: E731
     report = SimpleNamespace(
+        prefill=SimpleNamespace(seconds=1.0),
+        decode=SimpleNamespace(tpot_seconds_mean=1.0),
         attention=SimpleNamespace(
             prefill=(AttentionNote(**notes[0]), AttentionNote(op="a", form="plain", reason="r"))
         ),
