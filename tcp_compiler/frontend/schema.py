@@ -155,6 +155,13 @@ FIELDS: dict[str, Field] = {
     "routed_scaling_factor": _positive(1e6),
     "norm_topk_prob": _BOOL,
     **dict.fromkeys(("swiglu_limit", "swiglu_alpha"), _positive(1e6)),  # gpt-oss
+    # state-space (Mamba) mixers
+    **dict.fromkeys(("state_size", "num_heads", "n_groups", "chunk_size"), _count(MAX_WIDTH)),
+    "conv_kernel": _count(1024),
+    "expand": _positive(1024),
+    "time_step_rank": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    "time_step_limit": _LIST,  # [min, max]; max may be Infinity (checked by the reader)
+    "mixer_rms_eps": _EPS,
     # numbers
     **dict.fromkeys(
         ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_eps", "norm_epsilon"), _EPS
@@ -198,7 +205,8 @@ FIELDS: dict[str, Field] = {
             "multi_query", "parallel_attn", "bias", "use_parallel_residual",
             "apply_residual_connection_post_layernorm", "do_layer_norm_before", "enable_bias",
             "_remove_final_layer_norm", "layer_norm_elementwise_affine", "scale_attn_by_inverse_layer_idx",
-            "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias",
+            "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias", "use_conv_bias",
+            "residual_in_fp32",
         ),
         _BOOL,
     ),  # fmt: skip
