@@ -28,6 +28,10 @@ DMA = frozenset({"gather", "scatter", "concat", "slice", "dispatch"})
 COLLECTIVE = frozenset({"all_reduce", "reduce_scatter", "all_gather", "send"})
 # Vector Engine work that ends its pass (bincount: slots per expert; combine: sum over each token's slots)
 REDUCTION = frozenset({"reduce", "topk", "bincount", "combine"})
+# Recurrences along a sequence (ir/ops/scan.py): each step reads the state the previous step wrote,
+# so a scan run as one op is Vector Engine work that ends its pass (the chunked form the
+# chunked_scan pass makes puts its contractions on the Contraction Engine instead).
+RECURRENCE = frozenset({"scan", "scan_state", "delta_scan", "delta_scan_state"})
 # grouped_einsum: one einsum per expert's rows, on the Contraction Engine like einsum
 STAGE_OF = {
     "einsum": CONTRACTION_STAGE,
@@ -35,7 +39,8 @@ STAGE_OF = {
     "cast": CAST_STAGE,
     "transpose": TRANSPOSE_STAGE,
 }
-VECTOR = frozenset(UNARY) | frozenset(BINARY) | REDUCTION | {"where", "iota"}
+# conv1d: K multiply-adds per element along the sequence, Vector Engine work
+VECTOR = frozenset(UNARY) | frozenset(BINARY) | REDUCTION | RECURRENCE | {"where", "iota", "conv1d"}
 ELEMENTWISE = frozenset(UNARY) | frozenset(BINARY) | {"cast"}  # may transform weights as they are fetched
 
 
@@ -65,7 +70,8 @@ def _traits(kind: str) -> OpTraits:
     if kind in STAGE_OF:
         return OpTraits("pass", STAGE_OF[kind], elementwise=elementwise)
     if kind in VECTOR:
-        return OpTraits("pass", VECTOR_STAGE, ends_pass=kind in REDUCTION, elementwise=elementwise)
+        ends = kind in REDUCTION | RECURRENCE
+        return OpTraits("pass", VECTOR_STAGE, ends_pass=ends, elementwise=elementwise)
     raise TypeError(f"op kind '{kind}' has no mapping traits: add it to a group in {__name__}")
 
 
