@@ -8,7 +8,8 @@ writes them updated, kept in the precision's KV dtype (`--kv-dtype`).
 
 Axis names: B batch, S tokens, D hidden, F in_proj's outputs, I inner channels (Mamba-1), C the
 convolution's channels, Kc its taps, N the state, R dt's rank (Mamba-1); Mamba-2's heads split
-into G groups x Hg heads per group of P channels, and its gated norm sees each group's Q = Hg x P.
+into G groups x Hg heads per group of Hd channels (not P: that names the KV cache's positions),
+and its gated norm sees each group's Q = Hg x Hd.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def _mamba2(b: GraphBuilder, pre: str, ssm: Ssm, proj: Node, decode: bool) -> tu
     xbc = _part(b, proj, "F", E, E + C, "xBC", C=C)
     dt = _part(b, proj, "F", E + C, E + C + H, "dt_raw", G=G, Hg=Hg)
     conv, window = _convolve(b, pre, ssm, xbc, decode)
-    u = _part(b, conv, "C", 0, E, "u", G=G, Hg=Hg, P=P)
+    u = _part(b, conv, "C", 0, E, "u", G=G, Hg=Hg, Hd=P)
     bm = _part(b, conv, "C", E, E + G * N, "Bm", G=G, N=N)
     cm = _part(b, conv, "C", E + G * N, C, "Cm", G=G, N=N)
     heads = {"G": G, "Hg": Hg}
@@ -163,7 +164,7 @@ def _mamba2(b: GraphBuilder, pre: str, ssm: Ssm, proj: Node, decode: bool) -> tu
         dt = g.add("max", dt, b.const(ssm.dt_min), name=b.name("dt_min"))
     if not decode and ssm.dt_max != float("inf"):
         dt = g.add("min", dt, b.const(ssm.dt_max), name=b.name("dt_max"))
-    state_axes = {"G": G, "Hg": Hg, "P": P, "N": N}
+    state_axes = {"G": G, "Hg": Hg, "Hd": P, "N": N}
     y, state = _scan(b, [u, dt, _decay(b, pre, heads), bm, cm], state_axes, decode)
     skip = b.to(b.tensor(f"{pre}.D", b.p.table, heads), F32)
     y = g.add("add", y, g.add("mul", u, skip, name=b.name("skip")), name=b.name("y_skip"))

@@ -50,9 +50,17 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     return ssm_model(raw, name, ssm)
 
 
+# transformers 5 writes a float JSON cannot hold as {"__float__": "Infinity"} (PreTrainedConfig.
+# _encode_special_floats); Python's json writes Infinity bare. Both are read.
+SPECIAL_FLOATS = {"Infinity": math.inf}
+
+
 def dt_limit(raw: RawConfig) -> tuple[float, float]:
     """time_step_limit [min, max]: numbers with 0 <= min <= max (max may be Infinity)."""
-    limit = raw.require("time_step_limit", list)
+    limit = [
+        SPECIAL_FLOATS.get(x.get("__float__"), x) if isinstance(x, dict) and len(x) == 1 else x
+        for x in raw.require("time_step_limit", list)
+    ]
     ok = len(limit) == 2 and all(isinstance(x, int | float) and not isinstance(x, bool) for x in limit)
     if not ok or not 0 <= limit[0] <= limit[1] or math.isnan(limit[0]) or math.isinf(limit[0]):
         raise raw.fail(
