@@ -93,6 +93,8 @@ class Sharding:
         expert widths never refuse: a share the chips or the format's blocks do not divide is
         zero-padded up (padded rows give zero activations, padded columns add nothing)."""
         H, Hkv, N = cfg.heads, cfg.kv_heads, chips
+        if cfg.ssm is not None and N > 1:  # its heads and groups are not split over chips yet
+            raise FrontendError(f"{cfg.name}: Mamba layers run on one chip (--tp 1); got {N} chips")
         if H % N or (Hkv % N if Hkv >= N else N % Hkv):
             raise FrontendError(
                 f"{cfg.name}: {H} heads and {Hkv} KV heads do not split over {N} chips "

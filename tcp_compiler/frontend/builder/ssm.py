@@ -23,13 +23,11 @@ from tcp_compiler.frontend.config import Ssm
 
 
 def check_ssm(b: GraphBuilder, padded: bool) -> None:
-    """One-line refusals of what the Mamba layers do not build yet: tensor parallelism, and
-    prompts of different lengths or packed documents (a padded position would still move the
-    state)."""
+    """A one-line refusal of what the Mamba layers do not build yet: prompts of different lengths
+    or packed documents (a padded position would still move the state). Tensor parallelism is
+    refused where the sharding is planned (core.Sharding.plan)."""
     if b.cfg.ssm is None:
         return
-    if b.sh.chips > 1:
-        raise FrontendError(f"{b.cfg.name}: Mamba layers run on one chip (--tp 1); got {b.sh.chips} chips")
     if padded or b.packed:
         raise FrontendError(
             f"{b.cfg.name}: Mamba layers need prompts of one length (no padding or packed documents)"
