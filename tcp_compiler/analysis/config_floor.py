@@ -12,7 +12,8 @@ Per chip of a tensor-parallel group of `chips`:
   dtype): a bf16 run with an fp8 cache multiplies its weights no faster;
 - memory: the weights read once (the top-k experts of each MoE layer: any routing reads at least
   those; in a weight format, its codes plus scales and zero points), the KV cache written once
-  (prefill) or read once and written one position (decode), at
+  (prefill) or read once and written one position (decode), each Mamba layer's recurrent state and
+  convolution window written once (prefill) or read and written once (decode), at
   the published peak HBM bandwidth (MLA's latent cache whole on every chip: the roofs are
   tcp_compiler.analysis.roofline's, HBM at its peak rather than its sustained rate);
 - links: the all-reduces tensor parallelism cannot avoid (one per attention and one per MLP, or
@@ -79,7 +80,8 @@ class _Fixed:
     head_flops: float  # the logits: one token per row
     kv: DType  # the dtype attention multiplies in
     attention_scale: float  # batch x heads x FLOPs per query, head and key
-    windows: tuple[int | None, ...]  # each layer's sliding window
+    windows: tuple[int | None, ...]  # each attention layer's sliding window
+    state_bytes: float  # every Mamba layer's state and convolution window, one sequence
     roofline: Roofline  # HBM at its peak, the links
     weight_bytes: float
     kv_token: float
@@ -103,7 +105,8 @@ class _Fixed:
             head=_head_operand(cfg, precision), head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
             kv=precision.kv, attention_scale=batch * cfg.heads * _per_key(cfg),
             rate=functools.partial(peak_flops, hw),
-            windows=tuple(layer.sliding_window for layer in cfg.layers),
+            windows=tuple(layer.sliding_window for layer in cfg.layers if layer.mixer == "attention"),
+            state_bytes=cfg.state_elements() * precision.kv.bits / 8,
             roofline=Roofline.published_peak(hw, precision.operand),
             weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
             kv_token=kv_elements_per_token(cfg) * precision.kv.bits / 8,
@@ -126,6 +129,8 @@ class _Fixed:
         kv_token = self.kv_token  # prefill writes the cache once; decode reads it, the new position included
         kv = {w: batch * _kept(w, length) * kv_token for w in distinct}
         kv_bytes = sum([kv[w] for w in windows])
+        if self.state_bytes:  # prefill writes the state once; decode reads it and writes it back
+            kv_bytes += (1 if phase == "prefill" else 2) * batch * self.state_bytes
         link_bytes = 0.0
         hidden = tokens * self.cfg.hidden * self.collective_bits / 8
         if self.link_scale is not None:

@@ -420,10 +420,14 @@ class ModelConfig:
     def groups(self) -> int:
         return self.heads // self.kv_heads
 
-    @property
-    def attends(self) -> bool:
-        """Whether any layer is attention (a pure Mamba model has none, and no KV cache)."""
-        return any(layer.mixer == "attention" for layer in self.layers)
+    def state_elements(self, layers: range | None = None) -> int:
+        """Cached elements one sequence holds at any context length in `layers` (all by default):
+        every Mamba layer's recurrent state and convolution window; 0 without Mamba layers."""
+        if self.ssm is None:
+            return 0
+        chosen = self.layers if layers is None else [self.layers[i] for i in layers]
+        per_layer = self.ssm.state_elements + self.ssm.window_elements
+        return per_layer * sum(layer.mixer == "mamba" for layer in chosen)
 
     @property
     def scale(self) -> float:

@@ -121,6 +121,11 @@ def kv_budget(
     the weights alone is refused as soon as the decode plan gives the cache's size, before the
     (long) prefill is lowered."""
     check_positions(config, longest)
+    if config.state_elements():
+        raise TcpcError(
+            f"{config.name}: tcpc serve does not budget a per-sequence recurrent state yet (its Mamba layers); "
+            f"tcpc simulate runs it"
+        )
     decodes = []
     for opts in stage_options(config, CompileOptions(chips=options.chips), pp):
         decode = lower_decode(config, hw, precision, opts, max(longest - 1, 1))
