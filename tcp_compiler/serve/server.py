@@ -123,8 +123,8 @@ def kv_budget(
     check_positions(config, longest)
     if config.state_elements():
         raise TcpcError(
-            f"{config.name}: tcpc serve does not budget a per-sequence recurrent state yet (its Mamba layers); "
-            f"tcpc simulate runs it"
+            f"{config.name}: tcpc serve does not budget a per-sequence recurrent state yet (its Mamba "
+            f"layers); tcpc simulate runs it"
         )
     decodes = []
     for opts in stage_options(config, CompileOptions(chips=options.chips), pp):

@@ -64,7 +64,8 @@ def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel
     model = getattr(transformers, model_cls)(config).eval()
     with torch.no_grad():  # norm weights around 1, the rest (A_log, D, dt_bias, conv too) random
         for n, p in model.named_parameters():
-            p.copy_(0.1 * torch.randn_like(p) + (1.0 if n.endswith(("norm.weight", "norm_f.weight")) else 0.0))
+            centre = 1.0 if n.endswith(("norm.weight", "norm_f.weight")) else 0.0
+            p.copy_(0.1 * torch.randn_like(p) + centre)
     return model
 
 

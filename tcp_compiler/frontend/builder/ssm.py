@@ -84,9 +84,10 @@ def _convolve(b: GraphBuilder, pre: str, ssm: Ssm, x: Node, decode: bool) -> tup
 def _softplus(b: GraphBuilder, x: Node, label: str) -> Node:
     """log(1 + e^x) as max(x, 0) + log(1 + e^-|x|): no overflow for any x."""
     g = b.g
-    tail = g.add("exp", g.add("neg", g.add("abs", x, name=b.name(f"{label}.abs")), name=b.name(f"{label}.nabs")),
-                 name=b.name(f"{label}.exp"))  # fmt: skip
-    soft = g.add("log", g.add("add", tail, b.const(1.0), name=b.name(f"{label}.1p")), name=b.name(f"{label}.log"))
+    magnitude = g.add("abs", x, name=b.name(f"{label}.abs"))
+    tail = g.add("exp", g.add("neg", magnitude, name=b.name(f"{label}.nabs")), name=b.name(f"{label}.exp"))
+    one_plus = g.add("add", tail, b.const(1.0), name=b.name(f"{label}.1p"))
+    soft = g.add("log", one_plus, name=b.name(f"{label}.log"))
     return g.add("add", g.add("max", x, b.const(0.0), name=b.name(f"{label}.pos")), soft, name=b.name(label))
 
 
@@ -96,7 +97,9 @@ def _decay(b: GraphBuilder, pre: str, axes: dict[str, int]) -> Node:
     return b.g.add("neg", b.g.add("exp", a_log, name=b.name("A.exp")), name=b.name("A"))
 
 
-def _scan(b: GraphBuilder, operands: list[Node], state_axes: dict[str, int], decode: bool) -> tuple[Node, Node]:
+def _scan(
+    b: GraphBuilder, operands: list[Node], state_axes: dict[str, int], decode: bool
+) -> tuple[Node, Node]:
     """The scan's output and final state from the state that came in (decode) or zeros (prefill);
     the state leaves in the KV dtype."""
     g = b.g
@@ -116,7 +119,8 @@ def _rms(b: GraphBuilder, x: Node, axis: str, eps: float, label: str) -> Node:
     sq = g.add("mul", x, x, name=b.name(f"{label}.sq"))
     total = g.add("reduce", sq, name=b.name(f"{label}.sum"), op="sum", axes=[axis])
     mean = g.add("mul", total, b.const(1.0 / x.type.size(axis)), name=b.name(f"{label}.mean"))
-    rstd = g.add("rsqrt", g.add("add", mean, b.const(eps), name=b.name(f"{label}.var")), name=b.name(f"{label}.rstd"))
+    var = g.add("add", mean, b.const(eps), name=b.name(f"{label}.var"))
+    rstd = g.add("rsqrt", var, name=b.name(f"{label}.rstd"))
     return g.add("mul", x, rstd, name=b.name(label))
 
 
@@ -166,7 +170,8 @@ def _mamba2(b: GraphBuilder, pre: str, ssm: Ssm, proj: Node, decode: bool) -> tu
     y, state = _scan(b, [u, dt, _decay(b, pre, heads), bm, cm], state_axes, decode)
     skip = b.to(b.tensor(f"{pre}.D", b.p.table, heads), F32)
     y = g.add("add", y, g.add("mul", u, skip, name=b.name("skip")), name=b.name("y_skip"))
-    y = g.add("reshape", y, name=b.name("y_groups"), type=TensorType.of(F32, B=b.batch, S=b.seq, G=G, Q=E // G))
+    groups = TensorType.of(F32, B=b.batch, S=b.seq, G=G, Q=E // G)
+    y = g.add("reshape", y, name=b.name("y_groups"), type=groups)
     y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
     y = _gated_norm(b, pre, ssm, y)
     out = _out(b, pre, ssm, y, {"G": G, "Q": E // G}, ["G", "Q"])
