@@ -150,7 +150,8 @@ def simulate_generation(
                           for p in plans for note in p.prefill.attention},
         prefill_model_flops=sum(p.prefill.model_flops for p in plans) * micro_batches, pipeline=pipeline,
         prefill_chunks=micro_batches if prefill_chunk is not None else None,
-        state_bytes_per_sequence=max(state_bytes(config, precision, p.decode.options.stage) for p in plans),
+        state_bytes_per_sequence=max(state_bytes(config, precision, p.decode.options, hardware)
+                                     for p in plans),  # fmt: skip
     )  # fmt: skip
     if steps == 0:
         return result

@@ -20,7 +20,7 @@ from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
-from tcp_compiler.frontend.stages import Stage, pipeline_stages
+from tcp_compiler.frontend.stages import pipeline_stages
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import (
     Compiled,
@@ -69,12 +69,13 @@ def decode_capacity(decode: Lowered, positions: int, hw: Spec) -> Footprint:
     return book.capacity(graph, decode.weight_names, hw, decode.options.policy_on(hw))
 
 
-def state_bytes(config: ModelConfig, precision: Precision, stage: Stage | None = None) -> int:
-    """Cache bytes one sequence holds whatever its length, on a chip of `stage` (the whole model
-    by default): its Mamba layers' recurrent states and convolution windows, kept in the KV dtype
-    (a KV cache grows per token beside it)."""
-    layers = None if stage is None else stage.layers
-    return config.state_elements(layers) * precision.kv.bits // 8
+def state_bytes(config: ModelConfig, precision: Precision, options: CompileOptions, hw: Spec) -> int:
+    """Cache bytes one sequence holds whatever its length, on one chip of the stage `options` run
+    (the whole model without one): its Mamba layers' recurrent states and convolution windows,
+    split over the tensor-parallel chips as their channels are, kept in the KV dtype (a KV cache
+    grows per token beside it)."""
+    layers = None if options.stage is None else options.stage.layers
+    return config.state_elements(layers) * precision.kv.bits // 8 // options.chips_on(hw)
 
 
 def footprint(decode: Footprint, prefill: Footprint) -> Footprint:

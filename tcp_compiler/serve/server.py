@@ -131,7 +131,7 @@ def kv_budget(
     for opts in stage_options(config, CompileOptions(chips=options.chips), pp):
         decode = lower_decode(config, hw, precision, opts, max(longest - 1, 1))
         per_token = [decode_capacity(decode, n, hw).kv_cache for n in (1, 2)]
-        state = state_bytes(config, precision, opts.stage)
+        state = state_bytes(config, precision, opts, hw)
         budget = KvBudget(hw.hbm.capacity_bytes, decode.capacity.weights, 0, per_token[1] - per_token[0],
                           serve.block_size, state)  # fmt: skip
         decodes.append((opts, decode, budget))

@@ -6,17 +6,28 @@ the context: prefill hands both to decode (outputs `l{i}.ssm_state`, `l{i}.conv_
 as the graph's cache beside any KV cache), and each decode step reads them back (`..._in`) and
 writes them updated, kept in the precision's KV dtype (`--kv-dtype`).
 
+Tensor parallelism (Megatron's split of a Mamba block, as in Mamba-2's paper): each chip holds
+1/chips of the inner channels (Mamba-1) or of the groups with their heads (Mamba-2), so in_proj
+and the convolution are column-parallel (this chip's rows of each part: z, x, and Mamba-2's B, C
+and dt), the scan, the D skip and Mamba-2's per-group norm are local, and out_proj is row-parallel
+with an all_reduce; Mamba-1's x_proj contracts the split channels, so its small output [R + 2N] is
+all-reduced too. The state and window a chip carries are its channels' only.
+
 Axis names: B batch, S tokens, D hidden, F in_proj's outputs, I inner channels (Mamba-1), C the
 convolution's channels, Kc its taps, N the state, R dt's rank (Mamba-1); Mamba-2's heads split
 into G groups x Hg heads per group of Hd channels (not P: that names the KV cache's positions),
-and its gated norm sees each group's Q = Hg x Hd.
+and its gated norm sees each group's Q = Hg x Hd. Sizes in a graph are one chip's.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 from ir import F32, Node, TensorType
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.builder.core import GraphBuilder, whole
+from tcp_compiler.frontend.builder.core import Cut, GraphBuilder, cut, whole
 from tcp_compiler.frontend.builder.norms import norm
 from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Ssm
@@ -24,8 +35,8 @@ from tcp_compiler.frontend.config import Ssm
 
 def check_ssm(b: GraphBuilder, padded: bool) -> None:
     """A one-line refusal of what the Mamba layers do not build yet: prompts of different lengths
-    or packed documents (a padded position would still move the state). Tensor parallelism is
-    refused where the sharding is planned (core.Sharding.plan)."""
+    or packed documents (a padded position would still move the state). A split over chips is
+    checked where the sharding is planned (core.Sharding.plan)."""
     if b.cfg.ssm is None:
         return
     if padded or b.packed:
@@ -34,24 +45,68 @@ def check_ssm(b: GraphBuilder, padded: bool) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _Local:
+    """One chip's share of a Mamba mixer: its widths, and the cuts of the tensors it reads."""
+
+    inner: int  # E / chips
+    groups: int  # Mamba-2: G / chips
+    heads: int  # Mamba-2: H / chips
+    state: int
+    channels: int  # of the convolution: inner (+ Mamba-2's 2 x groups x state)
+    projection: Cut  # in_proj's rows (and its bias): this chip's block of each part
+    convolution: Cut  # conv1d's channels (and its bias)
+    column: Cut  # a per-channel or per-head tensor: this chip's block of rows
+    row: Cut  # out_proj (and Mamba-1's x_proj): this chip's block of columns
+    row_bias: Cut
+
+    @staticmethod
+    def of(ssm: Ssm, b: GraphBuilder) -> _Local:
+        n, E, N = b.sh.chips, ssm.inner, ssm.state
+        if ssm.kind == "mamba":
+            parts, conv = [(0, E), (E, E)], [(0, E)]
+            groups = heads = 0
+        else:
+            G, H = ssm.groups, ssm.heads
+            conv = [(0, E), (E, G * N), (E + G * N, G * N)]  # x, B, C
+            parts = [(0, E)] + [(E + s, w) for s, w in conv] + [(2 * E + 2 * G * N, H)]  # z, x, B, C, dt
+            groups, heads = G // n, H // n
+        local = E // n
+        return _Local(local, groups, heads, N, local + 2 * groups * N, _blocks(parts, n), _blocks(conv, n),
+                      cut(0, n), cut(1, n), b.sh.row_bias)  # fmt: skip
+
+
+def _blocks(spans: list[tuple[int, int]], chips: int) -> Cut:
+    """This rank's block of rows of each (start, width) span, joined in order (whole on one chip)."""
+    if chips == 1:
+        return whole
+
+    def part(w: np.ndarray, rank: int) -> np.ndarray:
+        return np.concatenate([w[s + rank * (n // chips) : s + (rank + 1) * (n // chips)] for s, n in spans])
+
+    return part
+
+
 def mamba(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, list[Node]]:
     """Layer i's Mamba mixer on the normed x [B, S, D]; returns (output [B, S, D], its caches:
     the state and the convolution window)."""
     ssm = b.cfg.ssm
     assert ssm is not None
-    pre = f"model.layers.{i}.mixer"
-    proj = _projection(b, x, pre, ssm)
+    pre, local = f"model.layers.{i}.mixer", _Local.of(ssm, b)
+    width = 2 * local.inner if ssm.kind == "mamba" else local.inner + local.channels + local.heads
+    bias = local.projection if ssm.proj_bias else None
+    proj = linear(b, x, f"{pre}.in_proj.weight", {"F": width, "D": b.cfg.hidden}, ["D"], ["B", "S", "F"],
+                  "in_proj", local.projection, bias)  # fmt: skip
     if ssm.kind == "mamba":
-        return _mamba1(b, pre, ssm, proj, decode)
-    return _mamba2(b, pre, ssm, proj, decode)
-
-
-def _projection(b: GraphBuilder, x: Node, pre: str, ssm: Ssm) -> Node:
-    """in_proj: every part (x and z; Mamba-2 also B, C and dt) in one matmul, as transformers runs it."""
-    width = 2 * ssm.inner if ssm.kind == "mamba" else ssm.inner + ssm.conv_channels + ssm.heads
-    axes = {"F": width, "D": b.cfg.hidden}
-    bias = whole if ssm.proj_bias else None
-    return linear(b, x, f"{pre}.in_proj.weight", axes, ["D"], ["B", "S", "F"], "in_proj", bias=bias)
+        y, caches = _mamba1(b, pre, ssm, local, proj, decode)
+        axes: dict[str, int] = {"I": local.inner}
+    else:
+        y, caches = _mamba2(b, pre, ssm, local, proj, decode)
+        axes = {"G": local.groups, "Q": ssm.inner // ssm.groups}
+    out_bias = local.row_bias if ssm.proj_bias else None
+    out = linear(b, y, f"{pre}.out_proj.weight", {"D": b.cfg.hidden, **axes}, list(axes), ["B", "S", "D"],
+                 "out_proj", local.row, out_bias)  # fmt: skip
+    return b.all_reduce(out, b.name("out_proj.sum")), caches
 
 
 def _part(b: GraphBuilder, x: Node, axis: str, start: int, stop: int, label: str, **axes: int) -> Node:
@@ -60,7 +115,7 @@ def _part(b: GraphBuilder, x: Node, axis: str, start: int, stop: int, label: str
     return b.g.add("reshape", cut, name=b.name(label), type=TensorType.of(F32, B=b.batch, S=b.seq, **axes))
 
 
-def _convolve(b: GraphBuilder, pre: str, ssm: Ssm, x: Node, decode: bool) -> tuple[Node, Node]:
+def _convolve(b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, x: Node, decode: bool) -> tuple[Node, Node]:
     """The causal depthwise convolution of x [B, S, C] with bias and activation, and the window the
     next step reads (the last kernel - 1 inputs), kept in the KV dtype."""
     g, k, channels = b.g, ssm.conv_kernel, x.type.size("C")
@@ -69,10 +124,10 @@ def _convolve(b: GraphBuilder, pre: str, ssm: Ssm, x: Node, decode: bool) -> tup
         window = b.to(g.input(b.name("conv_window_in"), window_type), F32)
     else:
         window = g.add("const", name=b.name("conv_window_zero"), type=window_type.with_dtype(F32), value=0.0)
-    w = b.to(b.tensor(f"{pre}.conv1d.weight", b.p.table, {"C": channels, "Kc": k}), F32)
+    w = b.to(b.tensor(f"{pre}.conv1d.weight", b.p.table, {"C": channels, "Kc": k}, local.convolution), F32)
     y = g.add("conv1d", x, w, window, name=b.name("conv"), axis="S")
     if ssm.conv_bias:
-        bias = b.to(b.tensor(f"{pre}.conv1d.bias", b.p.table, {"C": channels}), F32)
+        bias = b.to(b.tensor(f"{pre}.conv1d.bias", b.p.table, {"C": channels}, local.convolution), F32)
         y = g.add("add", y, bias, name=b.name("conv_b"))
     y = g.add(b.cfg.mlp.activation, y, name=b.name("conv_act"))
     joined = g.add("concat", window, x, name=b.name("conv_joined"), axis="S")
@@ -91,9 +146,9 @@ def _softplus(b: GraphBuilder, x: Node, label: str) -> Node:
     return g.add("add", g.add("max", x, b.const(0.0), name=b.name(f"{label}.pos")), soft, name=b.name(label))
 
 
-def _decay(b: GraphBuilder, pre: str, axes: dict[str, int]) -> Node:
-    """A = -exp(A_log)."""
-    a_log = b.to(b.tensor(f"{pre}.A_log", b.p.table, axes), F32)
+def _decay(b: GraphBuilder, pre: str, axes: dict[str, int], part: Cut) -> Node:
+    """A = -exp(A_log), this chip's rows."""
+    a_log = b.to(b.tensor(f"{pre}.A_log", b.p.table, axes, part), F32)
     return b.g.add("neg", b.g.add("exp", a_log, name=b.name("A.exp")), name=b.name("A"))
 
 
@@ -124,13 +179,19 @@ def _rms(b: GraphBuilder, x: Node, axis: str, eps: float, label: str) -> Node:
     return g.add("mul", x, rstd, name=b.name(label))
 
 
-def _mamba1(b: GraphBuilder, pre: str, ssm: Ssm, proj: Node, decode: bool) -> tuple[Node, list[Node]]:
-    g, E, N, R = b.g, ssm.inner, ssm.state, ssm.dt_rank
+def _mamba1(
+    b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, proj: Node, decode: bool
+) -> tuple[Node, list[Node]]:
+    """x and z from in_proj; conv, x_proj (all-reduced over the split channels) to dt's rank, B and
+    C; dt_proj; the scan with a per-channel decay; + D x, * silu(z)."""
+    g, E, N, R = b.g, local.inner, ssm.state, ssm.dt_rank
     xs = _part(b, proj, "F", 0, E, "x", C=E)
     z = _part(b, proj, "F", E, 2 * E, "z", I=E)
-    conv, window = _convolve(b, pre, ssm, xs, decode)
+    conv, window = _convolve(b, pre, ssm, local, xs, decode)
     u = g.add("reshape", conv, name=b.name("u"), type=TensorType.of(F32, B=b.batch, S=b.seq, I=E))
-    dbc = linear(b, u, f"{pre}.x_proj.weight", {"F": R + 2 * N, "I": E}, ["I"], ["B", "S", "F"], "x_proj")
+    dbc = linear(b, u, f"{pre}.x_proj.weight", {"F": R + 2 * N, "I": E}, ["I"], ["B", "S", "F"], "x_proj",
+                 local.row)  # fmt: skip
+    dbc = b.all_reduce(dbc, b.name("x_proj.sum"))
     dt_low = _part(b, dbc, "F", 0, R, "dt_low", R=R)
     bm = _part(b, dbc, "F", R, R + N, "Bm", N=N)
     cm = _part(b, dbc, "F", R + N, R + 2 * N, "Cm", N=N)
@@ -139,52 +200,42 @@ def _mamba1(b: GraphBuilder, pre: str, ssm: Ssm, proj: Node, decode: bool) -> tu
         bm = _rms(b, bm, "N", ssm.bcdt_norm_eps, "Bm_norm")
         cm = _rms(b, cm, "N", ssm.bcdt_norm_eps, "Cm_norm")
     dt = linear(b, dt_low, f"{pre}.dt_proj.weight", {"I": E, "R": R}, ["R"], ["B", "S", "I"], "dt_proj",
-                bias=whole)  # fmt: skip
+                local.column, local.column)  # fmt: skip
     dt = _softplus(b, dt, "dt")
-    y, state = _scan(b, [u, dt, _decay(b, pre, {"I": E, "N": N}), bm, cm], {"I": E, "N": N}, decode)
-    skip = b.to(b.tensor(f"{pre}.D", b.p.table, {"I": E}), F32)
+    channels = {"I": E, "N": N}
+    y, state = _scan(b, [u, dt, _decay(b, pre, channels, local.column), bm, cm], channels, decode)
+    skip = b.to(b.tensor(f"{pre}.D", b.p.table, {"I": E}, local.column), F32)
     y = g.add("add", y, g.add("mul", u, skip, name=b.name("skip")), name=b.name("y_skip"))
-    y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
-    out = _out(b, pre, ssm, y, {"I": E}, ["I"])
-    return out, [state, window]
+    return g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated")), [state, window]
 
 
-def _mamba2(b: GraphBuilder, pre: str, ssm: Ssm, proj: Node, decode: bool) -> tuple[Node, list[Node]]:
-    g, E, N, G, H, P = b.g, ssm.inner, ssm.state, ssm.groups, ssm.heads, ssm.head_dim
-    Hg, C = H // G, ssm.conv_channels
-    z = _part(b, proj, "F", 0, E, "z", G=G, Q=E // G)
+def _mamba2(
+    b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, proj: Node, decode: bool
+) -> tuple[Node, list[Node]]:
+    """z, x B C and dt from in_proj; conv over x, B and C; softplus(dt + dt_bias), clamped in
+    prefill; the scan with a per-head decay; + D x; the gated norm per group."""
+    g, E, N, G, H, P = b.g, local.inner, ssm.state, local.groups, local.heads, ssm.head_dim
+    Hg, C, Q = H // G, local.channels, ssm.inner // ssm.groups
+    z = _part(b, proj, "F", 0, E, "z", G=G, Q=Q)
     xbc = _part(b, proj, "F", E, E + C, "xBC", C=C)
     dt = _part(b, proj, "F", E + C, E + C + H, "dt_raw", G=G, Hg=Hg)
-    conv, window = _convolve(b, pre, ssm, xbc, decode)
+    conv, window = _convolve(b, pre, ssm, local, xbc, decode)
     u = _part(b, conv, "C", 0, E, "u", G=G, Hg=Hg, Hd=P)
     bm = _part(b, conv, "C", E, E + G * N, "Bm", G=G, N=N)
     cm = _part(b, conv, "C", E + G * N, C, "Cm", G=G, N=N)
     heads = {"G": G, "Hg": Hg}
-    dt = g.add("add", dt, b.to(b.tensor(f"{pre}.dt_bias", b.p.table, heads), F32), name=b.name("dt_biased"))
-    dt = _softplus(b, dt, "dt")
+    dt_bias = b.to(b.tensor(f"{pre}.dt_bias", b.p.table, heads, local.column), F32)
+    dt = _softplus(b, g.add("add", dt, dt_bias, name=b.name("dt_biased")), "dt")
     if not decode and ssm.dt_min > 0.0:  # the chunked (prefill) scan clamps dt; the step does not
         dt = g.add("max", dt, b.const(ssm.dt_min), name=b.name("dt_min"))
     if not decode and ssm.dt_max != float("inf"):
         dt = g.add("min", dt, b.const(ssm.dt_max), name=b.name("dt_max"))
     state_axes = {"G": G, "Hg": Hg, "Hd": P, "N": N}
-    y, state = _scan(b, [u, dt, _decay(b, pre, heads), bm, cm], state_axes, decode)
-    skip = b.to(b.tensor(f"{pre}.D", b.p.table, heads), F32)
+    y, state = _scan(b, [u, dt, _decay(b, pre, heads, local.column), bm, cm], state_axes, decode)
+    skip = b.to(b.tensor(f"{pre}.D", b.p.table, heads, local.column), F32)
     y = g.add("add", y, g.add("mul", u, skip, name=b.name("skip")), name=b.name("y_skip"))
-    groups = TensorType.of(F32, B=b.batch, S=b.seq, G=G, Q=E // G)
-    y = g.add("reshape", y, name=b.name("y_groups"), type=groups)
+    y = g.add("reshape", y, name=b.name("y_groups"), type=TensorType.of(F32, B=b.batch, S=b.seq, G=G, Q=Q))
     y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
-    y = _gated_norm(b, pre, ssm, y)
-    out = _out(b, pre, ssm, y, {"G": G, "Q": E // G}, ["G", "Q"])
-    return out, [state, window]
-
-
-def _gated_norm(b: GraphBuilder, pre: str, ssm: Ssm, y: Node) -> Node:
-    """Mamba-2's RMSNorm of y * silu(z) over each group's channels, weight [G, Q]."""
-    return norm(b, y, "Q", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps,
-                per=("G", whole))  # fmt: skip
-
-
-def _out(b: GraphBuilder, pre: str, ssm: Ssm, y: Node, axes: dict[str, int], contract: list[str]) -> Node:
-    bias = whole if ssm.proj_bias else None
-    return linear(b, y, f"{pre}.out_proj.weight", {"D": b.cfg.hidden, **axes}, contract, ["B", "S", "D"],
-                  "out_proj", bias=bias)  # fmt: skip
+    # the RMSNorm of y * silu(z) over each group's channels (a chip holds whole groups), weight [G, Q]
+    y = norm(b, y, "Q", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps, per=("G", local.column))
+    return y, [state, window]
