@@ -52,3 +52,13 @@ def test_no_mamba_phase_beats_the_config_floor(mamba, prompt_len: int) -> None:
     report = mamba[prompt_len]
     assert report.prefill.seconds >= report.prefill.config_bound_seconds
     assert report.decode.tpot_seconds_mean >= report.decode.config_bound_seconds_mean
+
+
+def test_no_phase_of_a_tensor_parallel_mamba2_beats_the_config_floor() -> None:
+    """Mamba-Codestral-7B over 2 chips: its out_proj all-reduces are the floor's link term."""
+    cfg = load_model("mamba-codestral-7b-v0.1").config
+    sim = simulate_generation(cfg, load_hardware("rngd-2"), precision("bf16"), 1, 256, 3)
+    report = build_report(sim)
+    assert report.memory.state_bytes_per_sequence == cfg.state_elements() * 2 // 2  # bf16, half per chip
+    assert report.prefill.seconds >= report.prefill.config_bound_seconds
+    assert report.decode.tpot_seconds_mean >= report.decode.config_bound_seconds_mean

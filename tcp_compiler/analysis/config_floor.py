@@ -16,8 +16,8 @@ Per chip of a tensor-parallel group of `chips`:
   convolution window written once (prefill) or read and written once (decode), at
   the published peak HBM bandwidth (MLA's latent cache whole on every chip: the roofs are
   tcp_compiler.analysis.roofline's, HBM at its peak rather than its sustained rate);
-- links: the all-reduces tensor parallelism cannot avoid (one per attention and one per MLP, or
-  one per parallel block), 2(n-1)/n of the hidden state each, in the collective dtype, at the
+- links: the all-reduces tensor parallelism cannot avoid (one per attention or Mamba mixer and one
+  per MLP, or one per parallel block), 2(n-1)/n of the hidden state each, in the collective dtype, at the
   per-direction link bandwidth.
 The bound is the largest of the three; no simulated phase may beat it (tests/test_config_bound.py).
 """
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ir import DType
 from simulator.spec import Spec
 from tcp_compiler.analysis.roofline import Roofline, peak_flops
-from tcp_compiler.frontend.config import ModelConfig
+from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.weight_shapes import canonical_shapes
 
@@ -98,8 +98,8 @@ class _Fixed:
     ) -> _Fixed:
         link_scale = None
         if chips > 1:
-            per_layer = 1 if cfg.residual.block == "parallel" else 2
-            link_scale = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips
+            all_reduces = sum(_all_reduces(cfg, layer) for layer in cfg.layers)
+            link_scale = all_reduces / pp * 2 * (chips - 1) / chips
         return cls(
             cfg=cfg, batch=batch, per_token=_weights_by_operand(cfg, precision),
             head=_head_operand(cfg, precision), head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
@@ -206,6 +206,14 @@ def _matmul_shapes(cfg: ModelConfig) -> Iterator[tuple[str, tuple[int, int], flo
         if kind in ("projection", "expert"):
             share = cfg.moe.top_k / cfg.moe.experts if kind == "expert" else 1.0
             yield name, (shape[0], shape[1]), share
+
+
+def _all_reduces(cfg: ModelConfig, layer: Layer) -> int:
+    """The hidden-state all-reduces a layer cannot avoid over tensor-parallel chips: one after its
+    mixer (attention's o_proj, Mamba's out_proj) and one after its MLP, or one for a parallel block."""
+    if cfg.residual.block == "parallel" and layer.mixer == "attention":
+        return 1
+    return 1 + int(layer.ffn)
 
 
 def _kept(window: int | None, length: int) -> int:
