@@ -793,6 +793,17 @@ def test_selective_scan_against_the_sequential_recurrence(rng) -> None:
     np.testing.assert_allclose(h, want_h, rtol=1e-5, atol=1e-5)
 
 
+@covers("recurrence")
+def test_recurrence_returns_every_state(rng) -> None:
+    a, u, h0 = f32(rng, 3, 4), f32(rng, 2, 4, 3), f32(rng, 2, 3)  # a [H, C] onto u [P, C, H]
+    g = unit("recurrence", T(F32, H=3, C=4), T(F32, P=2, C=4, H=3), T(F32, P=2, H=3), axis="C")
+    h, want = h0, np.empty_like(u)
+    for c in range(4):
+        h = a[:, c] * h + u[:, c]
+        want[:, c] = h
+    np.testing.assert_allclose(run(g, a, u, h0), want, rtol=1e-6)
+
+
 @covers("delta_scan", "delta_scan_state", "conv1d")
 def test_delta_rule_and_short_convolution_against_loops(rng) -> None:
     arrays, types = delta_case(rng, batch=1, steps=4)

@@ -401,6 +401,18 @@ CASES = [
         "%be : f32[B=1, S=4, H=2, K=3] is per head and step, not per key axis [K]",
     ),
     case(
+        "recurrence with a state in another order",
+        "%a = input() : f32[C=4, H=2]\n%u = input() : f32[C=4, H=2, N=3]\n%h = input() : f32[N=3, H=2]\n"
+        "%y = recurrence(%a, %u, %h) {axis = C} : f32[C=4, H=2, N=3]",
+        "h0 %h : f32[N=3, H=2] must have u's axes without 'C', in order",
+    ),
+    case(
+        "recurrence along an axis u lacks",
+        "%a = input() : f32[H=2]\n%u = input() : f32[C=4, H=2]\n%h = input() : f32[C=4, H=2]\n"
+        "%y = recurrence(%a, %u, %h) {axis = T} : f32[C=4, H=2]",
+        "u %u : f32[C=4, H=2] needs the axis 'T'",
+    ),
+    case(
         "conv1d with a window of the wrong length",
         "%x = input() : f32[B=1, S=4, D=3]\n%w = input() : f32[D=3, K=4]\n"
         "%win = input() : f32[B=1, S=2, D=3]\n"

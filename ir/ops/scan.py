@@ -37,6 +37,11 @@ axes are the axes of h0; all operands are float and compute in float32):
       y [B, S, H, V]. The key axes are k's axes v lacks; q and k share them (l2-norm and the
       1/sqrt(K) scale of q are outside). h0's axes are the union of k's and v's without `axis`.
 
+    %h = recurrence(%a, %u, %h0) {axis = C} : f32[...u's axes...]
+    - h_c = a_c * h_(c-1) + u_c from h0, every h_c returned (u's axes; a broadcasts onto them, h0 has
+      u's axes without `axis`, in order). The inter-chunk step of the chunked scan: a is a chunk's
+      total decay, u its state contribution.
+
     %y = conv1d(%x, %w, %window) {axis = S} : f32[...x's axes...]
     - Causal depthwise convolution: xx = concat(window, x) along S; y_t = sum_j w[.., j] * xx[t + j].
       w holds the taps axis (its one axis x lacks, size K) and per-channel axes of x; window has
@@ -309,6 +314,54 @@ class DeltaScanState(OpDef):
     def cost(self, call):
         """delta_scan's cost without the readout."""
         return _delta_cost(call, readout=False)
+
+
+# -- the plain linear recurrence (the chunked scan's inter-chunk step) -------------------------------
+
+
+@register
+class Recurrence(OpDef):
+    kind = "recurrence"
+    min_operands = max_operands = 3
+    attrs = _AXIS
+    summary = (
+        "h_t = a_t h_(t-1) + u_t along `axis` from h0, every h_t returned (u's axes). a broadcasts "
+        "onto u by axis name; h0 has u's axes without `axis`, in order. The chunked scan's "
+        "inter-chunk state step: a is each chunk's total decay, u the state the chunk adds."
+    )
+    example = "%hs = recurrence(%a, %u, %h0) {axis = C} : f32[C=4, H=2, P=8, N=16]"
+
+    def infer(self, call):
+        a, u, h0 = call.operands
+        axis = call.attrs["axis"]
+        same_sizes(call.labelled())
+        for i, t in enumerate(call.operands):
+            require(t.dtype.is_float, f"recurrence needs float operands, {call.label(i)} is {t.dtype}")
+        require(axis in u.names, f"u {call.label(1)} : {u} needs the axis '{axis}'")
+        extra = [n for n in a.names if n not in u.names]
+        require(not extra, f"a {call.label(0)} : {a} has axes [{' '.join(extra)}] u lacks")
+        require(
+            h0.names == tuple(n for n in u.names if n != axis),
+            f"h0 {call.label(2)} : {h0} must have u's axes without '{axis}', in order",
+        )
+        return _result(call, u)
+
+    def evaluate(self, args, call, ctx):
+        a_t, u_t, _ = call.operands
+        axis = call.attrs["axis"]
+        at = u_t.index(axis)
+        a = np.moveaxis(align(args[0].astype(np.float32), a_t.names, u_t.names), at, 0)
+        u = np.moveaxis(args[1].astype(np.float32), at, 0)
+        h = args[2].astype(np.float32)
+        out = np.empty_like(u)
+        for t in range(u.shape[0]):
+            h = a[min(t, a.shape[0] - 1)] * h + u[t]
+            out[t] = h
+        return np.moveaxis(out, 0, at)
+
+    def cost(self, call):
+        """A multiply and an add per element of u; reads a, u and h0, writes every state."""
+        return OpCost(2 * call.operands[1].numel, sum(t.nbytes for t in call.operands), call.out.nbytes)
 
 
 # -- the short causal convolution ------------------------------------------------------------------

@@ -31,7 +31,12 @@ REDUCTION = frozenset({"reduce", "topk", "bincount", "combine"})
 # Recurrences along a sequence (ir/ops/scan.py): each step reads the state the previous step wrote,
 # so a scan run as one op is Vector Engine work that ends its pass (the chunked form the
 # chunked_scan pass makes puts its contractions on the Contraction Engine instead).
-RECURRENCE = frozenset({"scan", "scan_state", "delta_scan", "delta_scan_state"})
+RECURRENCE = frozenset({"scan", "scan_state", "delta_scan", "delta_scan_state", "recurrence"})
+# The element ops on each state element that one step must finish before the next step's can start
+# (the rest, such as exp(dt*A) or dt*x*B, do not read the state and run ahead in the pipeline):
+# h = a*h + u is a multiply and an add; the delta rule scales by the decay, forms k.h (a multiply
+# and an add), subtracts it from v, scales by beta and adds the rank-one update.
+STEP_CHAIN = {"scan": 2, "scan_state": 2, "recurrence": 2, "delta_scan": 6, "delta_scan_state": 6}
 # grouped_einsum: one einsum per expert's rows, on the Contraction Engine like einsum
 STAGE_OF = {
     "einsum": CONTRACTION_STAGE,
@@ -54,6 +59,7 @@ class OpTraits:
     immediate: bool = False  # a scalar constant, carried in the command
     view: bool = False  # a reshape: its root's bytes
     elementwise: bool = False  # element-wise, so it can transform weights on the fly
+    step_chain: int = 0  # a recurrence: element ops per step that depend on the previous step
 
 
 def _traits(kind: str) -> OpTraits:
@@ -71,7 +77,8 @@ def _traits(kind: str) -> OpTraits:
         return OpTraits("pass", STAGE_OF[kind], elementwise=elementwise)
     if kind in VECTOR:
         ends = kind in REDUCTION | RECURRENCE
-        return OpTraits("pass", VECTOR_STAGE, ends_pass=ends, elementwise=elementwise)
+        chain = STEP_CHAIN.get(kind, 0)
+        return OpTraits("pass", VECTOR_STAGE, ends_pass=ends, elementwise=elementwise, step_chain=chain)
     raise TypeError(f"op kind '{kind}' has no mapping traits: add it to a group in {__name__}")
 
 
