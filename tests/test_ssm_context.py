@@ -62,3 +62,14 @@ def test_no_phase_of_a_tensor_parallel_mamba2_beats_the_config_floor() -> None:
     assert report.memory.state_bytes_per_sequence == cfg.state_elements() * 2 // 2  # bf16, half per chip
     assert report.prefill.seconds >= report.prefill.config_bound_seconds
     assert report.decode.tpot_seconds_mean >= report.decode.config_bound_seconds_mean
+
+
+def test_kv_dtype_is_the_dtype_the_state_is_kept_in() -> None:
+    """--kv-dtype fp8 keeps the state and window in fp8: half the bf16 bytes, in the graph, the
+    report and the floor's traffic."""
+    cfg, hw = load_model("mamba-130m").config, load_hardware("rngd")
+    bf16, fp8 = (build_report(simulate_generation(cfg, hw, precision("bf16", kv_dtype=kv), 1, 64, 2))
+                 for kv in ("bf16", "fp8"))  # fmt: skip
+    assert fp8.memory.state_bytes_per_sequence * 2 == bf16.memory.state_bytes_per_sequence
+    assert fp8.memory.kv_cache_bytes * 2 == bf16.memory.kv_cache_bytes
+    assert fp8.decode.tpot_seconds_mean >= fp8.decode.config_bound_seconds_mean
