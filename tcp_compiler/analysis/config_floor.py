@@ -209,11 +209,11 @@ def _matmul_shapes(cfg: ModelConfig) -> Iterator[tuple[str, tuple[int, int], flo
 
 
 def _all_reduces(cfg: ModelConfig, layer: Layer) -> int:
-    """The hidden-state all-reduces a layer cannot avoid over tensor-parallel chips: one after its
-    mixer (attention's o_proj, Mamba's out_proj) and one after its MLP, or one for a parallel block."""
-    if cfg.residual.block == "parallel" and layer.mixer == "attention":
+    """The hidden-state all-reduces a layer cannot avoid over tensor-parallel chips: one after
+    attention and one after its MLP, or one for a parallel block; a Mamba block's one after out_proj."""
+    if layer.mixer == "mamba" or cfg.residual.block == "parallel":
         return 1
-    return 1 + int(layer.ffn)
+    return 2
 
 
 def _kept(window: int | None, length: int) -> int:

@@ -280,15 +280,14 @@ class Ssm:
 @dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
-    MoE MLP; its mixer (attention, or a Mamba layer of ModelConfig.ssm) and whether a feed-forward
-    block follows it (pure Mamba blocks have none)."""
+    MoE MLP; its mixer: attention (followed by the MLP), or a Mamba block of ModelConfig.ssm
+    (x + mixer(norm(x)), no MLP)."""
 
     sliding_window: int | None
     rope: Rope | None
     rope_name: str
     moe: bool
     mixer: Mixer = "attention"
-    ffn: bool = True
 
     def __post_init__(self) -> None:
         check_mode(self.mixer, Mixer, "mixer")

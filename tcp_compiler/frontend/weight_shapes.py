@@ -60,8 +60,7 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
             assert cfg.ssm is not None
             yield f"{pre}.input_layernorm.weight", (D,), "vector"
             yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
-            if not layer.ffn:
-                continue
+            continue
         for norm in _NORMS:
             yield f"{pre}.{norm}.weight", (D,), "vector"
             yield f"{pre}.{norm}.bias", (D,), "vector"

@@ -213,20 +213,15 @@ def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, pas
     caches: K and V, or a Mamba layer's state and convolution window)."""
     with b.layer(i):
         if layer.mixer == "mamba":
-            return _mamba_block(b, i, layer, h, past is not None)
+            return _mamba_block(b, i, h, past is not None)
         h, k_cache, v_cache = _block(b, i, layer, h, pos, masks, past)
         return h, [k_cache, v_cache]
 
 
-def _mamba_block(b: GraphBuilder, i: int, layer: Layer, h: Node, decode: bool) -> tuple[Node, list[Node]]:
-    """x + mixer(norm(x)), then (hybrid models) x + mlp(norm(x))."""
-    pre = f"model.layers.{i}"
-    m, caches = mamba(b, i, norm(b, h, "D", f"{pre}.input_layernorm", "mixer_norm"), decode)
-    h = _residual(b, h, m, "h_mixer")
-    if layer.ffn:
-        n = norm(b, h, "D", f"{pre}.post_attention_layernorm", "mlp_norm")
-        h = _residual(b, h, feed_forward(b, i, layer, n), "out")
-    return h, caches
+def _mamba_block(b: GraphBuilder, i: int, h: Node, decode: bool) -> tuple[Node, list[Node]]:
+    """x + mixer(norm(x)): a Mamba block (no MLP)."""
+    m, caches = mamba(b, i, norm(b, h, "D", f"model.layers.{i}.input_layernorm", "mixer_norm"), decode)
+    return _residual(b, h, m, "out"), caches
 
 
 def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
