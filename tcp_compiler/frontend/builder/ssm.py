@@ -68,7 +68,6 @@ class _Local:
     inner: int  # E / chips
     groups: int  # Mamba-2: G / chips
     heads: int  # Mamba-2: H / chips
-    state: int
     channels: int  # of the convolution: inner (+ Mamba-2's 2 x groups x state)
     projection: Cut  # in_proj's rows (and its bias): this chip's block of each part
     convolution: Cut  # conv1d's channels (and its bias)
@@ -88,7 +87,7 @@ class _Local:
             parts = [(0, E)] + [(E + s, w) for s, w in conv] + [(2 * E + 2 * G * N, H)]  # z, x, B, C, dt
             groups, heads = G // n, H // n
         local = E // n
-        return _Local(local, groups, heads, N, local + 2 * groups * N, _blocks(parts, n), _blocks(conv, n),
+        return _Local(local, groups, heads, local + 2 * groups * N, _blocks(parts, n), _blocks(conv, n),
                       cut(0, n), cut(1, n), b.sh.row_bias)  # fmt: skip
 
 
