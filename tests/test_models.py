@@ -55,6 +55,10 @@ def _group_tiles(cfg, group: int) -> bool:
     """Quantisation groups tile every projection's input: the hidden size, the MLP widths (GLM-4.5-Air's
     dense 10944 = 64 x 171), and a head's K whole or whole heads per group."""
     heads = (cfg.mla.v_dim, cfg.mla.nope_dim) if cfg.mla is not None else (cfg.head_dim,)  # MLA's contracted
+    if cfg.ssm is not None:  # Mamba's x_proj and out_proj contract the inner width, dt_proj dt's rank
+        ssm = cfg.ssm
+        widths = [ssm.inner, ssm.dt_rank] if ssm.kind == "mamba" else [ssm.inner // ssm.groups]
+        return all(w % group == 0 for w in (cfg.hidden, *widths))
     widths = (cfg.hidden, cfg.intermediate, *((cfg.moe.intermediate,) if cfg.moe is not None else ()))
     return all(w % group == 0 for w in widths) and all(k % group == 0 or group % k == 0 for k in heads)
 

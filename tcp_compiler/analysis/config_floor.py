@@ -12,11 +12,12 @@ Per chip of a tensor-parallel group of `chips`:
   dtype): a bf16 run with an fp8 cache multiplies its weights no faster;
 - memory: the weights read once (the top-k experts of each MoE layer: any routing reads at least
   those; in a weight format, its codes plus scales and zero points), the KV cache written once
-  (prefill) or read once and written one position (decode), at
+  (prefill) or read once and written one position (decode), each Mamba layer's recurrent state and
+  convolution window written once (prefill) or read and written once (decode), at
   the published peak HBM bandwidth (MLA's latent cache whole on every chip: the roofs are
   tcp_compiler.analysis.roofline's, HBM at its peak rather than its sustained rate);
-- links: the all-reduces tensor parallelism cannot avoid (one per attention and one per MLP, or
-  one per parallel block), 2(n-1)/n of the hidden state each, in the collective dtype, at the
+- links: the all-reduces tensor parallelism cannot avoid (one per attention or Mamba mixer and one
+  per MLP, or one per parallel block), 2(n-1)/n of the hidden state each, in the collective dtype, at the
   per-direction link bandwidth.
 The bound is the largest of the three; no simulated phase may beat it (tests/test_config_bound.py).
 """
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from ir import DType
 from simulator.spec import Spec
 from tcp_compiler.analysis.roofline import Roofline, peak_flops
-from tcp_compiler.frontend.config import ModelConfig
+from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.weight_shapes import canonical_shapes
 
@@ -79,7 +80,8 @@ class _Fixed:
     head_flops: float  # the logits: one token per row
     kv: DType  # the dtype attention multiplies in
     attention_scale: float  # batch x heads x FLOPs per query, head and key
-    windows: tuple[int | None, ...]  # each layer's sliding window
+    windows: tuple[int | None, ...]  # each attention layer's sliding window
+    state_bytes: float  # every Mamba layer's state and convolution window, one sequence
     roofline: Roofline  # HBM at its peak, the links
     weight_bytes: float
     kv_token: float
@@ -96,14 +98,15 @@ class _Fixed:
     ) -> _Fixed:
         link_scale = None
         if chips > 1:
-            per_layer = 1 if cfg.residual.block == "parallel" else 2
-            link_scale = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips
+            all_reduces = sum(_all_reduces(cfg, layer) for layer in cfg.layers)
+            link_scale = all_reduces / pp * 2 * (chips - 1) / chips
         return cls(
             cfg=cfg, batch=batch, per_token=_weights_by_operand(cfg, precision),
             head=_head_operand(cfg, precision), head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
             kv=precision.kv, attention_scale=batch * cfg.heads * _per_key(cfg),
             rate=functools.partial(peak_flops, hw),
-            windows=tuple(layer.sliding_window for layer in cfg.layers),
+            windows=tuple(layer.sliding_window for layer in cfg.layers if layer.mixer == "attention"),
+            state_bytes=cfg.state_elements() * precision.kv.bits / 8,
             roofline=Roofline.published_peak(hw, precision.operand),
             weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
             kv_token=kv_elements_per_token(cfg) * precision.kv.bits / 8,
@@ -126,6 +129,8 @@ class _Fixed:
         kv_token = self.kv_token  # prefill writes the cache once; decode reads it, the new position included
         kv = {w: batch * _kept(w, length) * kv_token for w in distinct}
         kv_bytes = sum([kv[w] for w in windows])
+        if self.state_bytes:  # prefill writes the state once; decode reads it and writes it back
+            kv_bytes += (1 if phase == "prefill" else 2) * batch * self.state_bytes
         link_bytes = 0.0
         hidden = tokens * self.cfg.hidden * self.collective_bits / 8
         if self.link_scale is not None:
@@ -201,6 +206,14 @@ def _matmul_shapes(cfg: ModelConfig) -> Iterator[tuple[str, tuple[int, int], flo
         if kind in ("projection", "expert"):
             share = cfg.moe.top_k / cfg.moe.experts if kind == "expert" else 1.0
             yield name, (shape[0], shape[1]), share
+
+
+def _all_reduces(cfg: ModelConfig, layer: Layer) -> int:
+    """The hidden-state all-reduces a layer cannot avoid over tensor-parallel chips: one after
+    attention and one after its MLP, or one for a parallel block; a Mamba block's one after out_proj."""
+    if layer.mixer == "mamba" or cfg.residual.block == "parallel":
+        return 1
+    return 2
 
 
 def _kept(window: int | None, length: int) -> int:

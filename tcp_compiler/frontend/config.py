@@ -30,6 +30,8 @@ QkNorm = Literal["none", "per_head", "all_heads", "each_head"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
 GroupScore = Literal["top2_sum", "max"]
+Mixer = Literal["attention", "mamba"]
+SsmKind = Literal["mamba", "mamba2"]
 
 
 def check_mode(value: object, mode: object, what: str) -> None:
@@ -243,14 +245,66 @@ class Mla:
 
 
 @dataclass(frozen=True)
+class Ssm:
+    """A Mamba mixer (a selective state-space layer): its sizes and variant, as the layers whose
+    `Layer.mixer` is "mamba" build it (frontend/builder/ssm.py).
+
+    Mamba-1 (`kind` "mamba"): every one of the `inner` channels has its own [state] decay (A_log
+    [inner, state]), dt comes through a rank-`dt_rank` x_proj / dt_proj pair, and the output is
+    gated by silu(z) before out_proj. Mamba-2 ("mamba2"): one scalar decay per head of `head_dim`
+    channels, B and C shared by the heads of each of `groups` groups, dt one per head straight from
+    in_proj, and a gated RMSNorm over each group's channels before out_proj.
+    """
+
+    kind: SsmKind
+    inner: int  # expand x hidden: channels of x and of the gate z
+    state: int  # N: state entries per channel (Mamba-1) or per head channel (Mamba-2)
+    conv_kernel: int  # width of the causal depthwise convolution
+    dt_rank: int = 0  # Mamba-1: the low-rank dt projection's width
+    heads: int = 0  # Mamba-2: inner = heads x head_dim
+    head_dim: int = 0
+    groups: int = 1  # Mamba-2: heads / groups heads share one B and one C
+    conv_bias: bool = True
+    proj_bias: bool = False  # in_proj and out_proj biases (use_bias)
+    dt_min: float = 0.0  # Mamba-2's time_step_limit: the prefill's chunked scan clamps dt to it
+    dt_max: float = math.inf
+    bcdt_norm_eps: float | None = None  # Falcon-Mamba: weightless RMSNorms on B, C and dt's rank
+    norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm
+    chunk: int = 256  # Mamba-2's chunk_size (the chunked scan's chunk in transformers)
+
+    def __post_init__(self) -> None:
+        check_mode(self.kind, SsmKind, "ssm")
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the convolution: x (and Mamba-2's B and C, which go through it too)."""
+        return self.inner + (2 * self.groups * self.state if self.kind == "mamba2" else 0)
+
+    @property
+    def state_elements(self) -> int:
+        """One sequence's recurrent state in one layer: inner x state entries."""
+        return self.inner * self.state
+
+    @property
+    def window_elements(self) -> int:
+        """One sequence's convolution window in one layer: the last conv_kernel - 1 inputs."""
+        return self.conv_channels * (self.conv_kernel - 1)
+
+
+@dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
-    MoE MLP."""
+    MoE MLP; its mixer: attention (followed by the MLP), or a Mamba block of ModelConfig.ssm
+    (x + mixer(norm(x)), no MLP)."""
 
     sliding_window: int | None
     rope: Rope | None
     rope_name: str
     moe: bool
+    mixer: Mixer = "attention"
+
+    def __post_init__(self) -> None:
+        check_mode(self.mixer, Mixer, "mixer")
 
 
 @dataclass(frozen=True)
@@ -370,6 +424,7 @@ class ModelConfig:
     embedding: Embedding = Embedding()
     moe: Moe | None = None
     mla: Mla | None = None  # DeepSeek's latent attention instead of per-head K/V
+    ssm: Ssm | None = None  # the Mamba layers' mixer (Layer.mixer == "mamba")
     max_positions: int = 0
     dtype: str = "bfloat16"
     tensors: TensorMap = IDENTITY  # where the canonical weight names live in the checkpoint
@@ -377,6 +432,15 @@ class ModelConfig:
     @property
     def groups(self) -> int:
         return self.heads // self.kv_heads
+
+    def state_elements(self, layers: range | None = None) -> int:
+        """Cached elements one sequence holds at any context length in `layers` (all by default):
+        every Mamba layer's recurrent state and convolution window; 0 without Mamba layers."""
+        if self.ssm is None:
+            return 0
+        chosen = self.layers if layers is None else [self.layers[i] for i in layers]
+        per_layer = self.ssm.state_elements + self.ssm.window_elements
+        return per_layer * sum(layer.mixer == "mamba" for layer in chosen)
 
     @property
     def scale(self) -> float:

@@ -162,6 +162,13 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(("topk_method", "scoring_func"), _STR),  # DeepSeek's routing, checked by the family
     "router_jitter_noise": Field("number", 0, 1e6),  # Phi-3.5-MoE's sparsemixer eps; 0 keeps ties only
     **dict.fromkeys(("swiglu_limit", "swiglu_alpha"), _positive(1e6)),  # gpt-oss
+    # state-space (Mamba) mixers
+    **dict.fromkeys(("state_size", "num_heads", "n_groups", "chunk_size"), _count(MAX_WIDTH)),
+    "conv_kernel": _count(1024),
+    "expand": _positive(1024),
+    "time_step_rank": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    "time_step_limit": _LIST,  # [min, max]; max may be Infinity (checked by the reader)
+    "mixer_rms_eps": _EPS,
     # numbers
     **dict.fromkeys(
         (
@@ -213,6 +220,7 @@ FIELDS: dict[str, Field] = {
             "_remove_final_layer_norm", "layer_norm_elementwise_affine", "scale_attn_by_inverse_layer_idx",
             "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias", "use_qk_norm",
             "rmsnorm", "post_layer_norm", "add_bias_linear", "add_qkv_bias", "multi_query_attention",
+            "use_conv_bias", "residual_in_fp32",
         ),
         _BOOL,
     ),  # fmt: skip

@@ -139,9 +139,12 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
 
     # tcpc_decoder has no transformers model: tests/test_variants.py checks it against numpy;
     # chatglm and deepseek (V1) (remote code) are checked against numpy references in
-    # tests/oracle/test_chatglm.py and tests/oracle/test_deepseek_v1.py.
-    supported = {model_type(f) for f in FAMILIES} | {"gemma3", "tcpc_decoder", "chatglm", "deepseek"}
-    assert set(SUPPORTED) == supported
+    # tests/oracle/test_chatglm.py and tests/oracle/test_deepseek_v1.py; the state-space families
+    # have oracle tests of their own (tests/oracle/test_ssm_families.py).
+    from tests.oracle.test_ssm_families import SSM
+
+    others = {"gemma3", "tcpc_decoder", "chatglm", "deepseek", *SSM}
+    assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | others
 
 
 def test_tcpc_run_writes_the_logits_transformers_computes(tmp_path: Path) -> None:

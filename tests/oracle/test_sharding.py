@@ -248,6 +248,8 @@ def test_bad_rank_is_an_error(tmp_path) -> None:
 
 
 def _splits(cfg: ModelConfig, chips: int) -> bool:
+    if cfg.ssm is not None:  # Mamba-1 splits its inner channels, Mamba-2 whole groups of heads
+        return (cfg.ssm.inner if cfg.ssm.kind == "mamba" else cfg.ssm.groups) % chips == 0
     heads, kv = cfg.heads, cfg.kv_heads
     return heads % chips == 0 and (kv % chips == 0 if kv >= chips else chips % kv == 0)
 
@@ -265,10 +267,15 @@ def test_every_bundled_model_builds_sharded(name: str, chips: int) -> None:
         g = built.graph
         per_layer = 1 if cfg.residual.block == "parallel" else 2
         per_layer += 2 if cfg.attention.qk_norm == "all_heads" else 0  # OLMo 2's q/k norm statistics join too
+        if cfg.ssm is not None:  # out_proj's partial sums, and Mamba-1's x_proj's
+            per_layer = 2 if cfg.ssm.kind == "mamba" else 1
         vocab_parallel = cfg.vocab % chips == 0  # the embedding's rows join, the logits gather
         assert len(g.of_kind("all_reduce")) == per_layer * len(cfg.layers) + vocab_parallel
         assert len(g.of_kind("all_gather")) == vocab_parallel
         assert g["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
+        if cfg.ssm is not None:  # each chip carries its share of the state
+            assert g["l0.ssm_state"].type.numel == 2 * cfg.ssm.state_elements // chips
+            continue
         assert g["l0.q_heads"].type.size("Hkv") * g["l0.q_heads"].type.size("G") == cfg.heads // chips
 
 
