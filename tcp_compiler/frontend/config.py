@@ -26,7 +26,7 @@ BlockKind = Literal["pre", "post", "parallel"]
 PositionKind = Literal["rope", "learned", "alibi", "sinusoidal", "none"]
 MlpKind = Literal["gated", "plain"]
 Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
-QkNorm = Literal["none", "per_head", "all_heads", "each_head"]
+QkNorm = Literal["none", "per_head", "all_heads", "each_head", "l2"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
 
@@ -199,6 +199,7 @@ class Moe:
     groups: int = 1  # DeepSeek's n_group: experts pick among the best topk_groups groups only
     topk_groups: int = 1
     routed_scale: float = 1.0  # DeepSeek's routed_scaling_factor on the routing weights
+    weights_input: bool = False  # Llama 4: each routed row is scaled by its weight before its expert
     shared: SharedExpert | None = None
 
     def __post_init__(self) -> None:
@@ -229,14 +230,54 @@ class Mla:
 
 
 @dataclass(frozen=True)
+class Window:
+    """The keys a query sees beyond causality: the last `size` positions (a sliding window) or,
+    `chunked`, those of its own block of `size` positions from a multiple of `size` (Llama 4's
+    chunked attention). Either way decode needs at most `size` keys: the cache is a ring of
+    `size` slots."""
+
+    size: int
+    chunked: bool = False
+
+
+@dataclass(frozen=True)
+class Temperature:
+    """Llama 4's attention temperature tuning: queries at position p scaled by
+    1 + scale * ln(1 + floor((p + 1) / floor_scale)), so attention sharpens with the context."""
+
+    floor_scale: float
+    scale: float
+
+    def table(self, positions: int) -> np.ndarray:
+        """[positions] float32 factors, as transformers computes them."""
+        p = np.arange(positions, dtype=np.float32)
+        steps = np.floor((p + np.float32(1.0)) / np.float32(self.floor_scale))
+        return (np.log1p(steps) * np.float32(self.scale) + np.float32(1.0)).astype(np.float32)
+
+
+@dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
-    MoE MLP."""
+    MoE MLP, and Llama 4's per-layer attention options."""
 
     sliding_window: int | None
     rope: Rope | None
     rope_name: str
     moe: bool
+    chunk: int | None = None  # Llama 4's chunked attention: keys of the query's own chunk only
+    qk_norm: bool = True  # the model's q/k norm applies here (Llama 4 norms its RoPE layers only)
+    temperature: Temperature | None = None  # Llama 4 scales its NoPE layers' queries by position
+
+    def __post_init__(self) -> None:
+        if self.sliding_window is not None and self.chunk is not None:
+            raise FrontendError("a layer slides or attends in chunks, not both")
+
+    @property
+    def window(self) -> Window | None:
+        """The layer's sliding window or chunk; None when it attends to every past position."""
+        if self.chunk is not None:
+            return Window(self.chunk, chunked=True)
+        return None if self.sliding_window is None else Window(self.sliding_window)
 
 
 @dataclass(frozen=True)
@@ -294,7 +335,8 @@ class Attention:
     qkv_bias: bool = False
     out_bias: bool = False  # bias on the output projection
     # RMSNorm on q and k: per head, or over all heads' H x K (OLMo 2); each_head: Cohere's LayerNorm
-    # (without bias) over each head's K with a weight of that head's own, [H, K]
+    # (without bias) over each head's K with a weight of that head's own, [H, K]; l2: Llama 4's
+    # RMSNorm over each head's K without a weight, after RoPE, on the layers whose Layer.qk_norm is set
     qk_norm: QkNorm = "none"
     scale: float | None = None  # on the scores; default 1/sqrt(head_dim)
     softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask

@@ -117,7 +117,7 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(
         (
             "hidden_size", "n_embd", "n_embed", "intermediate_size", "ffn_dim", "n_inner",
-            "ffn_hidden_size", "moe_intermediate_size", "word_embed_proj_dim",
+            "ffn_hidden_size", "moe_intermediate_size", "word_embed_proj_dim", "intermediate_size_mlp",
         ),
         _count(MAX_WIDTH),
     ),  # fmt: skip
@@ -131,9 +131,12 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), _count(MAX_HEAD_DIM)),
     "vocab_size": _count(MAX_VOCAB),
     **dict.fromkeys(
-        ("max_position_embeddings", "n_positions", "original_max_position_embeddings", "sliding_window"),
+        (
+            "max_position_embeddings", "n_positions", "original_max_position_embeddings", "sliding_window",
+            "attention_chunk_size",
+        ),
         _count(MAX_POSITIONS),
-    ),
+    ),  # fmt: skip
     # layer patterns
     "layer_types": _LIST,
     "mlp_only_layers": _LIST,
@@ -142,6 +145,8 @@ FIELDS: dict[str, Field] = {
     "sliding_window_pattern": _count(MAX_LAYERS),
     "_sliding_window_pattern": _count(MAX_LAYERS),
     "decoder_sparse_step": _count(MAX_LAYERS),
+    "interleave_moe_layer_step": _count(MAX_LAYERS),  # Llama 4: every step-th layer is MoE
+    "moe_layers": _LIST,
     "num_ln_in_parallel_attn": _count(2),
     # experts
     **dict.fromkeys(
@@ -183,6 +188,10 @@ FIELDS: dict[str, Field] = {
     "truncate": _BOOL,
     "no_rope_layers": _LIST,
     "no_rope_layer_interval": _count(MAX_LAYERS),
+    # Llama 4's attention temperature tuning on its NoPE layers
+    "attn_temperature_tuning": _BOOL,
+    "floor_scale": _positive(),
+    "attn_scale": Field("number", 0, 1e6),
     # names of variants (each family checks the name against its own list)
     **dict.fromkeys(
         (
@@ -198,7 +207,7 @@ FIELDS: dict[str, Field] = {
             "multi_query", "parallel_attn", "bias", "use_parallel_residual",
             "apply_residual_connection_post_layernorm", "do_layer_norm_before", "enable_bias",
             "_remove_final_layer_norm", "layer_norm_elementwise_affine", "scale_attn_by_inverse_layer_idx",
-            "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias",
+            "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias", "use_qk_norm",
         ),
         _BOOL,
     ),  # fmt: skip

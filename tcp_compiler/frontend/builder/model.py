@@ -70,7 +70,7 @@ def build_prefill(
         ends = b.g.input("ends", TensorType.of(I32, B=batch, N=documents)) if stage.last else None
     else:
         pos = b.g.add("iota", name="pos", type=TensorType.of(I32, S=seq), axis="S")
-    masks = PrefillMasks(b.g, b.const, b.seq, lengths, segment)
+    masks = PrefillMasks(b.g, b.const, b.seq, lengths, segment, pos if documents else None)
     h = _enter(b, stage, lambda: _embed(b, ids, pos))
     outputs = []
     for i in stage.layers:
