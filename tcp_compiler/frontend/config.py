@@ -119,11 +119,14 @@ def _default_inv_freq(base: np.float32, head_dim: int) -> np.ndarray:
 
 
 def _llama3_scaling(inv: np.ndarray, rope: Rope) -> np.ndarray:
-    """Llama 3.1's frequency-dependent scaling: long wavelengths slowed by `factor`, smooth between."""
+    """Llama 3.1's frequency-dependent scaling: long wavelengths slowed by `factor`, smooth between
+    (no band between when the two freq factors are equal, as in Llama 4 Scout's config)."""
     low_wavelen = rope.original_max_positions / rope.low_freq_factor
     high_wavelen = rope.original_max_positions / rope.high_freq_factor
     wavelen = 2 * math.pi / inv
     scaled = np.where(wavelen > low_wavelen, inv / rope.factor, inv)
+    if rope.high_freq_factor == rope.low_freq_factor:
+        return scaled.astype(np.float32)
     smooth = (rope.original_max_positions / wavelen - rope.low_freq_factor) / (
         rope.high_freq_factor - rope.low_freq_factor
     )
@@ -535,9 +538,9 @@ def read_rope(
             float(params.require("high_freq_factor", float)),
             int(params.require("original_max_position_embeddings")),
         )
-        if rope.high_freq_factor <= rope.low_freq_factor:
+        if rope.high_freq_factor < rope.low_freq_factor:  # equal: no band between (Llama 4 Scout)
             raise params.fail(
-                f"{params.path('high_freq_factor')}: expected a number > low_freq_factor "
+                f"{params.path('high_freq_factor')}: expected a number >= low_freq_factor "
                 f"({rope.low_freq_factor:g}), got {rope.high_freq_factor:g}"
             )
         return rope

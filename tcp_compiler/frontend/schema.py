@@ -188,8 +188,8 @@ FIELDS: dict[str, Field] = {
     "truncate": _BOOL,
     "no_rope_layers": _LIST,
     "no_rope_layer_interval": _count(MAX_LAYERS),
-    # Llama 4's attention temperature tuning on its NoPE layers
-    "attn_temperature_tuning": _BOOL,
+    # Llama 4's attention temperature tuning on its NoPE layers (attn_temperature_tuning, published
+    # as 4 in Scout's config, is read by its truth value as transformers 4.51 read it)
     "floor_scale": _positive(),
     "attn_scale": Field("number", 0, 1e6),
     # names of variants (each family checks the name against its own list)

@@ -127,7 +127,7 @@ def _layers(raw: RawConfig) -> tuple[Layer, ...]:
         raise raw.fail("layer_types has chunked_attention layers but attention_chunk_size is not set")
     rope = read_rope(raw, default_theta=500_000.0)
     temperature = None
-    if raw.get("attn_temperature_tuning", kind=bool):
+    if raw.get("attn_temperature_tuning", kind=(bool, int)):  # Scout publishes 4: on
         temperature = Temperature(
             float(raw.require("floor_scale", (int, float))), float(raw.get("attn_scale", kind=(int, float)))
         )
