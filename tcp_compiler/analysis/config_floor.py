@@ -6,10 +6,10 @@ lowering at all.
 Per chip of a tensor-parallel group of `chips`:
 - compute: the model's matmul FLOPs (every projection and MLP weight, the top-k experts, the LM
   head on the tokens that need logits, and attention over the keys each query sees: causal,
-  capped by a sliding window or cut to the query's chunk), each at the peak contraction rate of the dtype its operands are
-  multiplied in (projections in the precision's operand dtype, or the activation dtype where a
-  weight format does not apply; the head in the table dtype when tied; attention in the KV
-  dtype): a bf16 run with an fp8 cache multiplies its weights no faster;
+  capped by a sliding window or cut to the query's chunk), each at the peak contraction rate of
+  the dtype its operands are multiplied in (projections in the precision's operand dtype, or the
+  activation dtype where a weight format does not apply; the head in the table dtype when tied;
+  attention in the KV dtype): a bf16 run with an fp8 cache multiplies its weights no faster;
 - memory: the weights read once (the top-k experts of each MoE layer: any routing reads at least
   those; in a weight format, its codes plus scales and zero points), the KV cache written once
   (prefill) or read once and written one position (decode), of a windowed layer only the keys

@@ -112,7 +112,8 @@ def test_scout_layers_as_transformers_lays_them_out() -> None:
         rope = bool(text.no_rope_layers[i])
         assert (layer.rope is not None) == rope and layer.qk_norm == rope
         assert (layer.temperature is not None) == (not rope)
-        assert layer.chunk == (text.attention_chunk_size if text.layer_types[i] == "chunked_attention" else None)
+        chunked = text.layer_types[i] == "chunked_attention"
+        assert layer.chunk == (text.attention_chunk_size if chunked else None)
         assert layer.moe == (i in text.moe_layers)
     assert {layer.rope.kind for layer in cfg.layers if layer.rope} == {"llama3"}
 
@@ -195,11 +196,11 @@ def _scout_with(tmp_path, **change) -> str:
         ({"no_rope_layers": [1, 0]}, "no_rope_layers: expected at least 48 entries of 0 or 1, got [1, 0]"),
         ({"no_rope_layers": [2] * 48}, "no_rope_layers: expected at least 48 entries of 0 or 1"),
         ({"moe_layers": [0, 48]}, "text_config.moe_layers[1]: expected a layer index from 0 to 47"),
-        ({"layer_types": ["sliding_attention"] * 48}, "layer_types: expected 48 entries of full_attention or"),
+        ({"layer_types": ["sliding_attention"] * 48}, "layer_types: expected 48 entries of full_attention"),
         ({"attention_chunk_size": None, "layer_types": ["chunked_attention"] * 48},
          "layer_types has chunked_attention layers but attention_chunk_size is not set"),
         ({"attention_chunk_size": 0}, "text_config.attention_chunk_size: expected an integer from 1"),
-        ({"attn_temperature_tuning": "yes"}, 'text_config.attn_temperature_tuning: expected bool or int, got "yes"'),
+        ({"attn_temperature_tuning": "yes"}, 'attn_temperature_tuning: expected bool or int, got "yes"'),
         ({"floor_scale": -1}, "text_config.floor_scale: expected a number > 0"),
         ({"intermediate_size_mlp": "big"}, 'text_config.intermediate_size_mlp: expected an integer from 1'),
         ({"num_experts_per_tok": 17}, "num_experts_per_tok (17) exceeds num_local_experts (16)"),
@@ -222,4 +223,27 @@ def test_llama4_without_text_config_is_refused(tmp_path, capsys) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps({k: v for k, v in SCOUT.items() if k != "text_config"}))
     assert main(["compile", str(path), "--seq", "4", "-o", str(tmp_path / "out.tir")]) == 2
-    assert "missing field 'text_config' (a llama4 config nests the text model there)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "missing field 'text_config' (a llama4 config nests the text model there)" in err
+
+
+def test_llama4_image_text_checkpoint_runs_its_language_model(tmp_path) -> None:
+    """Llama4ForConditionalGeneration as saved (its config model_type llama4, its text weights under
+    language_model.): tcpc runs the text model and gives the wrapper's own text-only logits."""
+    text = build("llama4")
+    vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                  image_size=28, patch_size=14, vision_output_dim=32, projector_input_dim=32,
+                  projector_output_dim=32)  # fmt: skip
+    config = transformers.Llama4Config(text_config=text.config.to_dict(), vision_config=vision)
+    config._attn_implementation = "eager"
+    whole = transformers.Llama4ForConditionalGeneration(config).eval()
+    weights = {f"language_model.{k}": v for k, v in text.state_dict().items()}
+    missing = whole.load_state_dict(weights, strict=False).missing_keys
+    assert not [k for k in missing if k.startswith("language_model.")]
+    loaded = load_model(save(whole, tmp_path))
+    assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "llama4"
+    result = generate(loaded.config, loaded.checkpoint.load, [PROMPT], PRECISIONS["f32"], 2)
+    ours = [result.prefill_logits[0]] + [d[0] for d in result.decode_logits]
+    theirs = reference_logits(whole, PROMPT, result.token_matrix[0].tolist()[:2])
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0)

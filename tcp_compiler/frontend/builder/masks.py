@@ -88,9 +88,9 @@ class PrefillMasks:
         before its position): with causality, the keys of its own chunk."""
         g, i, j = self.g, "mask.i", "mask.j"
         if self.position is not None:
-            b = self.position.type.size("B")
-            i = g.add("reshape", self.position, name=f"mask.position_q{tag}", type=TensorType.of(I32, B=b, Sq=self.seq))
-            j = g.add("reshape", self.position, name=f"mask.position_k{tag}", type=TensorType.of(I32, B=b, Sk=self.seq))
+            b, pos = self.position.type.size("B"), self.position
+            i = g.add("reshape", pos, name=f"mask.position_q{tag}", type=TensorType.of(I32, B=b, Sq=self.seq))
+            j = g.add("reshape", pos, name=f"mask.position_k{tag}", type=TensorType.of(I32, B=b, Sk=self.seq))
         into = g.add("mod", i, self.const(size, I32), name=f"mask.into{tag}")
         start = g.add("sub", i, into, name=f"mask.start{tag}")
         return g.add("ge", j, start, name=f"mask.chunk{tag}")
