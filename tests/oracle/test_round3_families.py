@@ -14,7 +14,8 @@ import torch
 import transformers
 
 from tcp_compiler.frontend.builder import build_prefill
-from tcp_compiler.frontend.config import Positions
+from tcp_compiler.frontend.config import Positions, RawConfig, Temperature
+from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.families.common import ACTIVATIONS
 from tcp_compiler.frontend.model import BUNDLED, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
@@ -105,9 +106,28 @@ def test_scout_parameter_counts_equal_transformers() -> None:
 def test_scout_layers_as_transformers_lays_them_out() -> None:
     """Every fourth layer NoPE: global, temperature-tuned, no q/k norm; the others RoPE, chunked
     (8192) and q/k-normed; every layer MoE (interleave_moe_layer_step 1)."""
-    text = _scout_for_transformers().text_config
     cfg = load_model("llama-4-scout-17b-16e-instruct").config
-    assert cfg.attention.qk_norm == "l2" and cfg.moe.weights_input and cfg.moe.shared is not None
+    _same_layers(cfg, _scout_for_transformers().text_config)
+    assert {layer.rope.kind for layer in cfg.layers if layer.rope} == {"llama3"}
+
+
+def test_llama4_fields_left_out_take_llama4_text_config_defaults() -> None:
+    """A bare llama4_text config naming only its sizes: NoPE every 4th layer, chunks of 8192,
+    every layer MoE (step 1), q/k norm, temperature tuning on, intermediate_size_mlp 16384."""
+    fields = dict(vocab_size=97, hidden_size=64, intermediate_size=32, num_hidden_layers=8,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16)  # fmt: skip
+    text = transformers.Llama4TextConfig(**fields)
+    cfg = read_model_config(RawConfig({"model_type": "llama4_text", **fields}, "config.json"), "m")
+    _same_layers(cfg, text)
+    assert cfg.intermediate == text.intermediate_size_mlp == 16384
+    assert (cfg.moe.experts, cfg.moe.top_k) == (text.num_local_experts, text.num_experts_per_tok) == (16, 1)
+    assert cfg.layers[3].temperature == Temperature(text.floor_scale, text.attn_scale)
+
+
+def _same_layers(cfg, text) -> None:
+    """Each layer's RoPE, q/k norm, temperature, chunk and MoE as Llama4TextConfig lays them out."""
+    assert cfg.attention.qk_norm == ("l2" if text.use_qk_norm else "none")
+    assert cfg.moe.weights_input and cfg.moe.shared is not None
     for i, layer in enumerate(cfg.layers):
         rope = bool(text.no_rope_layers[i])
         assert (layer.rope is not None) == rope and layer.qk_norm == rope
@@ -115,7 +135,6 @@ def test_scout_layers_as_transformers_lays_them_out() -> None:
         chunked = text.layer_types[i] == "chunked_attention"
         assert layer.chunk == (text.attention_chunk_size if chunked else None)
         assert layer.moe == (i in text.moe_layers)
-    assert {layer.rope.kind for layer in cfg.layers if layer.rope} == {"llama3"}
 
 
 def test_llama4_multimodal_config_reads_as_its_text_config(tmp_path) -> None:
