@@ -266,3 +266,13 @@ def test_llama4_image_text_checkpoint_runs_its_language_model(tmp_path) -> None:
     theirs = reference_logits(whole, PROMPT, result.token_matrix[0].tolist()[:2])
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-4, rtol=0)
+
+
+def test_an_unknown_text_model_type_declaring_llama4_for_causal_lm_reads_as_llama4_text(tmp_path) -> None:
+    """A text-only fine-tune's config under a model_type of its own, declaring Llama4ForCausalLM."""
+    text = {**SCOUT["text_config"], "model_type": "my_llama4", "architectures": ["Llama4ForCausalLM"]}
+    (tmp_path / "config.json").write_text(json.dumps(text))
+    cfg = load_model(tmp_path).config
+    assert "(my_llama4 read as llama4_text: Llama4ForCausalLM)" in cfg.name
+    scout = load_model("llama-4-scout-17b-16e-instruct").config
+    assert dataclasses.replace(cfg, name="") == dataclasses.replace(scout, name="")

@@ -58,13 +58,18 @@ LAYER = r"model\.layers\.(\d+)\."
 EXPERTS = r"model.layers.\1.feed_forward.experts."
 
 
-@family("llama4", "llama4_text", architectures=("Llama4ForConditionalGeneration", "Llama4ForCausalLM"))
+@family("llama4", architectures=("Llama4ForConditionalGeneration",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
-    if raw.data.get("model_type") == "llama4":
-        if not raw.has("text_config"):
-            raise raw.fail("missing field 'text_config' (a llama4 config nests the text model there)")
-        raw = raw.nested("text_config")
-        raw.family = "llama4"
+    """The image-text config: its text model, in `text_config`."""
+    if not raw.has("text_config"):
+        raise raw.fail("missing field 'text_config' (a llama4 config nests the text model there)")
+    text = raw.nested("text_config")
+    text.family = "llama4"
+    return read_text(text, name)
+
+
+@family("llama4_text", architectures=("Llama4ForCausalLM",))
+def read_text(raw: RawConfig, name: str) -> ModelConfig:
     # a config's explicit null keeps transformers' own rule (heads for KV heads, hidden / heads
     # for head_dim), which the readers below apply to a missing field
     raw = RawConfig({**TEXT_DEFAULTS, **raw.data}, raw.source, raw.family, raw.prefix)
