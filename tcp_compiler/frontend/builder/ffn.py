@@ -94,10 +94,11 @@ def _experts(b: GraphBuilder, i: int, x: Node, idx: Node, weights: Node, reduce:
 
 def _weighted_rows(b: GraphBuilder, x: Node, idx: Node, weights: Node) -> tuple[Node, Node]:
     """Llama 4 weighs a routed slot's input, not its output: each dispatched row [R, D] times its
-    slot's weight (dispatched the same way), and weights of one for the combine."""
-    g = b.g
-    rows = g.add("dispatch", x, idx, name=b.name("expert_rows"), axis="R")
-    row_weights = g.add("dispatch", weights, idx, name=b.name("row_weights"), axis="R")
+    slot's weight (dispatched the same way), in the activation dtype as transformers multiplies
+    them, and weights of one for the combine."""
+    g, act = b.g, b.p.act
+    rows = g.add("dispatch", b.to(x, act), idx, name=b.name("expert_rows"), axis="R")
+    row_weights = b.to(g.add("dispatch", weights, idx, name=b.name("row_weights"), axis="R"), act)
     scaled = g.add("mul", rows, row_weights, name=b.name("expert_rows_weighted"))
     ones = g.add("const", name=b.name("slot_ones"), type=weights.type, value=1.0)
     return scaled, ones
