@@ -147,9 +147,11 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     assert sorted(DENSE + MOE) == sorted(FAMILIES)
     from tcp_compiler.frontend.families import FAMILIES as SUPPORTED
 
-    # tcpc_decoder has no transformers model: tests/test_variants.py checks it against numpy.
+    # tcpc_decoder has no transformers model: tests/test_variants.py checks it against numpy;
+    # chatglm (remote code) is checked against a numpy reference in tests/oracle/test_chatglm.py.
     # gemma3 and llama4 are the multimodal configs, whose text_config the tiny text models are.
-    assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | {"gemma3", "llama4", "tcpc_decoder"}
+    multimodal = {"gemma3", "llama4"}
+    assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | multimodal | {"tcpc_decoder", "chatglm"}
 
 
 def test_tcpc_run_writes_the_logits_transformers_computes(tmp_path: Path) -> None:
