@@ -25,7 +25,8 @@ from tests.oracle.tiny_models import build, save
 
 # plain, q/k/v biases, windows + tied + (1+w), MoE, parallel block + fused QKV + partial RoPE + biases,
 # ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm, LM head bias (Phi),
-# multi-query with learned positions (GPTBigCode)
+# multi-query with learned positions (GPTBigCode), chunks + NoPE + a shared expert beside the routed
+# ones (Llama 4)
 FAMILIES = [
     "llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode", "llama4",
 ]  # fmt: skip
