@@ -70,6 +70,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
 
 @family("llama4_text", architectures=("Llama4ForCausalLM",))
 def read_text(raw: RawConfig, name: str) -> ModelConfig:
+    """The text model, with Llama4TextConfig's defaults for what the config leaves out."""
     # a config's explicit null keeps transformers' own rule (heads for KV heads, hidden / heads
     # for head_dim), which the readers below apply to a missing field
     raw = RawConfig({**TEXT_DEFAULTS, **raw.data}, raw.source, raw.family, raw.prefix)
