@@ -148,10 +148,12 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     from tcp_compiler.frontend.families import FAMILIES as SUPPORTED
 
     # tcpc_decoder has no transformers model: tests/test_variants.py checks it against numpy;
-    # chatglm (remote code) is checked against a numpy reference in tests/oracle/test_chatglm.py.
-    # gemma3 and llama4 are the multimodal configs, whose text_config the tiny text models are.
-    multimodal = {"gemma3", "llama4"}
-    assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | multimodal | {"tcpc_decoder", "chatglm"}
+    # chatglm and deepseek (V1) (remote code) are checked against numpy references in
+    # tests/oracle/test_chatglm.py and tests/oracle/test_deepseek_v1.py; gemma3 and llama4 are the
+    # multimodal configs, whose text_config the tiny text models are.
+    others = {"gemma3", "llama4", "tcpc_decoder", "chatglm", "deepseek"}
+    supported = {model_type(f) for f in FAMILIES} | others
+    assert set(SUPPORTED) == supported
 
 
 def test_tcpc_run_writes_the_logits_transformers_computes(tmp_path: Path) -> None:
