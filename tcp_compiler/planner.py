@@ -16,7 +16,7 @@ executor runs it and however many workers it has.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import partial
 from itertools import product
@@ -140,12 +140,13 @@ class Result:
 @dataclass(frozen=True)
 class Context:
     """What every candidate of a plan shares: the model and hardware (by name: a task may run in
-    another process), the requests each search serves and the SLOs they are held to."""
+    another process), the requests each search serves and the SLOs they are held to: each
+    candidate is searched under each of `slos` in turn, on the same iteration costs."""
 
     model: str
     hw: str
     work: Workload
-    slo: Slo
+    slos: tuple[Slo, ...]
 
 
 def tasks(settings: list[Setting]) -> list[tuple[Setting, ...]]:
@@ -157,48 +158,48 @@ def tasks(settings: list[Setting]) -> list[tuple[Setting, ...]]:
 
 
 def plan(context: Context, space: Space, jobs: int = 1, executor: Executor = local_executor,
-         progress: Callable[[int, int], None] = lambda done, total: None) -> list[Result]:  # fmt: skip
-    """Every candidate of `space`, ranked: those meeting the SLOs by goodput per card (best first;
-    ties: fewer chips, then the enumeration's order), then the others by status. `progress` hears
-    the tasks done."""
+         progress: Callable[[int, int], None] = lambda done, total: None) -> list[list[Result]]:  # fmt: skip
+    """Every candidate of `space`, ranked under each of the context's SLOs (a list each): those
+    meeting them by goodput per card (best first; ties: fewer chips, then the enumeration's
+    order), then the others by status. `progress` hears the tasks done."""
     settings = space.settings()
     groups = tasks(settings)
-    found: dict[Setting, Result] = {}
+    found: list[dict[Setting, Result]] = [{} for _ in context.slos]
     for done, (index, outcome) in enumerate(executor(groups, jobs, partial(search_task, context)), 1):
-        found.update(_results(groups[index], outcome))
+        for k, results in enumerate(_results(groups[index], outcome, len(context.slos))):
+            found[k].update(zip(groups[index], results, strict=True))
         progress(done, len(groups))
     order = {s: i for i, s in enumerate(settings)}
-    return sorted(found.values(), key=lambda r: (STATUS_ORDER.index(r.status), -r.goodput_per_card,
-                                                 r.setting.layout.chips, order[r.setting]))  # fmt: skip
+    return [sorted(f.values(), key=lambda r: (STATUS_ORDER.index(r.status), -r.goodput_per_card,
+                                              r.setting.layout.chips, order[r.setting]))
+            for f in found]  # fmt: skip
 
 
-def _results(group: tuple[Setting, ...], outcome: Outcome) -> Iterator[tuple[Setting, Result]]:
-    """A task's results by setting; a task that raised (a bug, a worker that died) fails each."""
+def _results(group: tuple[Setting, ...], outcome: Outcome, slos: int) -> list[list[Result]]:
+    """A task's results per SLO; a task that raised (a bug, a worker that died) fails each."""
     if isinstance(outcome, Exception):
-        for s in group:
-            yield s, Result(s, FAILED, f"{type(outcome).__name__}: {outcome}")
-        return
-    for s, r in zip(group, outcome["results"], strict=True):
-        yield s, r
+        return [[Result(s, FAILED, f"{type(outcome).__name__}: {outcome}") for s in group]] * slos
+    return outcome["results"]
 
 
 def search_task(context: Context, group: tuple[Setting, ...]) -> dict:
-    """One task (a model, layout and precision): each candidate checked for fit, then searched on
-    iteration costs compiled once for all of them. {"results": [Result per candidate]}."""
+    """One task (a model, layout and precision): each candidate checked for fit, then searched
+    under each SLO on iteration costs compiled once for all of them.
+    {"results": [[Result per candidate] per SLO]}."""
     config = load_model(context.model).config
     tp, pp, dtype, kv = group[0].costs_key
     hw = load_hardware(context.hw, tp * pp)
     prec = precision(dtype, kv_dtype=kv)
     costs: list[IterationCosts] = []  # compiled for the first candidate that fits
     unfit: dict[int, str] = {}  # by tokens per iteration: why it does not fit ("" it does)
-    results = []
+    results: list[list[Result]] = [[] for _ in context.slos]
     for s in group:
         if s.max_batch_tokens not in unfit:
             unfit[s.max_batch_tokens] = misfit(config, hw, prec, s, context.work)
-        if unfit[s.max_batch_tokens]:
-            results.append(Result(s, NO_FIT, unfit[s.max_batch_tokens]))
-            continue
-        results.append(searched(config, hw, prec, s, context, costs))
+        for slo, found in zip(context.slos, results, strict=True):
+            why = unfit[s.max_batch_tokens]
+            found.append(Result(s, NO_FIT, why) if why else searched(config, hw, prec, s, context.work, slo,
+                                                                     costs))  # fmt: skip
     return {"results": results}
 
 
@@ -222,16 +223,15 @@ def serve_options(s: Setting) -> ServeOptions:
     return replace(ServeOptions(), dp=s.layout.dp, max_seqs=s.max_seqs, max_batch_tokens=s.max_batch_tokens)
 
 
-def searched(config: ModelConfig, hw: Spec, prec: Precision, s: Setting, context: Context,
+def searched(config: ModelConfig, hw: Spec, prec: Precision, s: Setting, work: Workload, slo: Slo,
              costs: list[IterationCosts]) -> Result:  # fmt: skip
-    """The candidate's highest rate under the SLOs, on `costs` (one IterationCosts, compiled here
+    """The candidate's highest rate under `slo`, on `costs` (one IterationCosts, compiled here
     when empty: every candidate of a task shares it)."""
     options, compile_options, pp = serve_options(s), CompileOptions(chips=s.layout.tp), s.layout.pp
-    slo = context.slo
     try:
         if not costs:
             costs.append(serving_costs(config, hw, prec, compile_options, options, pp))
-        found = max_rate(lambda rate: serve(config, hw, prec, at_rate(context.work, rate), options,
+        found = max_rate(lambda rate: serve(config, hw, prec, at_rate(work, rate), options,
                                             compile_options, costs[0], pp), slo)  # fmt: skip
     except NoRate as e:
         return Result(s, MISSES, str(e).removeprefix("--max-rate: "))

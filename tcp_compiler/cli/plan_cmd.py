@@ -56,7 +56,7 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("model", help=f"config.json, checkpoint dir or bundled name: {', '.join(bundled_models())}"
                    )  # fmt: skip
-    p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec of one chip (default rngd)")
+    p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec of a chip (default rngd)")
     p.add_argument("--chips", type=arg_types.chips, required=True, metavar="N", help="chips to lay out")
     p.add_argument("--all-chips", action="store_true", help="only layouts of all N chips (default: also "
                    "fewer, which win when they serve as much per card)")  # fmt: skip
@@ -64,15 +64,15 @@ def add_parser(subparsers) -> None:
     space.add_argument("--dtype", type=flag_type(_dtypes), default=("bf16",), metavar="D,...",
                        help="precisions (default bf16)")  # fmt: skip
     space.add_argument("--kv-dtype", type=flag_type(_kv_dtypes), default=(None,), metavar="D,...",
-                       help=f"KV cache dtypes: {', '.join(KV_DTYPES)} (default: each precision's)")  # fmt: skip
+                       help=f"KV cache dtypes: {', '.join(KV_DTYPES)} (default: the precision's)"
+                       )  # fmt: skip
     defaults = ServeOptions()
     space.add_argument("--max-seqs", type=flag_type(_each(ServeOptions, "max_seqs")), metavar="S,...",
                        default=(64, defaults.max_seqs),
                        help=f"sequences running at once (default 64,{defaults.max_seqs})")  # fmt: skip
     space.add_argument("--max-batch-tokens", type=flag_type(_each(ServeOptions, "max_batch_tokens")),
                        metavar="T,...", default=(512, defaults.max_batch_tokens),
-                       help=f"tokens per iteration, the prefill chunk (default 512,{defaults.max_batch_tokens})"
-                       )  # fmt: skip
+                       help=f"tokens per iteration: prefill chunks (default 512,{defaults.max_batch_tokens})")
     add_flags(p.add_argument_group("requests (each search's; its arrivals are Poisson)"), Workload)
     slo = p.add_argument_group("SLOs")
     slo.add_argument("--slo-ttft", type=slo_seconds, metavar="S", help="TTFT SLO in seconds")
@@ -108,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
     with Progress(TextColumn("plan"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), transient=True) as bar:  # fmt: skip
         task = bar.add_task("plan", total=None)
-        results = plan(Context(args.model, args.hw, work, slo), space, jobs, executor,
-                       lambda done, total: bar.update(task, completed=done, total=total))  # fmt: skip
+        (results,) = plan(Context(args.model, args.hw, work, (slo,)), space, jobs, executor,
+                          lambda done, total: bar.update(task, completed=done, total=total))  # fmt: skip
     out = console()
     meeting = [r for r in results if r.status == OK]
     counts = {s: sum(r.status == s for r in results) for s in dict.fromkeys(r.status for r in results)}
