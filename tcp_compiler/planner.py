@@ -196,10 +196,10 @@ def search_task(context: Context, group: tuple[Setting, ...]) -> dict:
     for s in group:
         if s.max_batch_tokens not in unfit:
             unfit[s.max_batch_tokens] = misfit(config, hw, prec, s, context.work)
+        why = unfit[s.max_batch_tokens]
         for slo, found in zip(context.slos, results, strict=True):
-            why = unfit[s.max_batch_tokens]
-            found.append(Result(s, NO_FIT, why) if why else searched(config, hw, prec, s, context.work, slo,
-                                                                     costs))  # fmt: skip
+            found.append(Result(s, NO_FIT, why) if why else
+                         _highest_rate(config, hw, prec, s, context.work, slo, costs))  # fmt: skip
     return {"results": results}
 
 
@@ -223,8 +223,8 @@ def serve_options(s: Setting) -> ServeOptions:
     return replace(ServeOptions(), dp=s.layout.dp, max_seqs=s.max_seqs, max_batch_tokens=s.max_batch_tokens)
 
 
-def searched(config: ModelConfig, hw: Spec, prec: Precision, s: Setting, work: Workload, slo: Slo,
-             costs: list[IterationCosts]) -> Result:  # fmt: skip
+def _highest_rate(config: ModelConfig, hw: Spec, prec: Precision, s: Setting, work: Workload, slo: Slo,
+                  costs: list[IterationCosts]) -> Result:  # fmt: skip
     """The candidate's highest rate under `slo`, on `costs` (one IterationCosts, compiled here
     when empty: every candidate of a task shares it)."""
     options, compile_options, pp = serve_options(s), CompileOptions(chips=s.layout.tp), s.layout.pp
