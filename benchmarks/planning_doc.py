@@ -8,7 +8,10 @@ planner with both SLOs in one pass, so each layout's iteration costs are compile
 (each SLO's ranking is the one its own command gives: tests/test_plan.py). Prints the page; with
 --write-docs writes it to docs/planning.md and its plots to docs/planning/.
 
-Run: python benchmarks/planning_doc.py [--write-docs] [--model NAME ...]
+Each model's plans can run apart (--model NAME --save FILE) and the page be written from them
+(--write-docs --load FILE ...).
+
+Run: python benchmarks/planning_doc.py [--write-docs] [--model NAME ...] [--save FILE] [--load FILE ...]
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 from doc_sections import add_write_docs, write_page
 from plan_speed import CHIPS, PERCENTILE, SPACE, measure
 
-from tcp_compiler.planner import MISSES, NO_FIT, OK, Result
+from tcp_compiler.planner import MISSES, NO_FIT, OK
 from tcp_compiler.serve.max_rate import searched
 from tcp_compiler.serve.workload import Workload
 from tcp_compiler.sweep.plots import plan_figures, save_all
@@ -39,67 +42,75 @@ def command(model: str, ttft: float, tpot: float) -> str:
     return f"tcpc plan {model} --chips {CHIPS} --slo-ttft {ttft:g} --slo-tpot {tpot:g} --plot DIR"
 
 
-def setting(r: Result) -> str:
-    s = r.setting
-    return (
-        f"tp {s.layout.tp} pp {s.layout.pp} dp {s.layout.dp}, {s.max_seqs} seqs, chunk {s.max_batch_tokens}"
-    )
+def setting(r: dict) -> str:
+    return f"tp {r['tp']} pp {r['pp']} dp {r['dp']}, {r['max_seqs']} seqs, chunk {r['max_batch_tokens']}"
 
 
-def table(results: list[Result]) -> list[str]:
+def table(rows: list[dict]) -> list[str]:
     lines = [
         "| rank | tp | pp | dp | chips | seqs | chunk | rate/s | TTFT p90 ms | TPOT p90 ms | goodput/s per "
         "card | output tok/s per card | bound |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for rank, r in enumerate([r for r in results if r.status == OK][:TOP], 1):
-        s = r.setting
-        bound = "capacity" if r.capacity_bound else f"SLO (+{r.margin:.1%} fails)"
+    for rank, r in enumerate([r for r in rows if r["status"] == OK][:TOP], 1):
+        bound = "capacity" if r["capacity_bound"] else f"SLO (+{r['margin']:.1%} fails)"
         lines.append(
-            f"| {rank} | {s.layout.tp} | {s.layout.pp} | {s.layout.dp} | {s.layout.chips} | {s.max_seqs} "
-            f"| {s.max_batch_tokens} | {r.rate_per_s:.3g} | {r.ttft_s * 1e3:.0f} | {r.tpot_s * 1e3:.1f} "
-            f"| {r.goodput_per_card:.3g} | {r.output_tokens_per_s_per_card:,.0f} | {bound} |"
+            f"| {rank} | {r['tp']} | {r['pp']} | {r['dp']} | {r['chips']} | {r['max_seqs']} "
+            f"| {r['max_batch_tokens']} | {r['rate_per_s']:.3g} | {r['ttft_s'] * 1e3:.0f} "
+            f"| {r['tpot_s'] * 1e3:.1f} "
+            f"| {r['goodput_per_card']:.3g} | {r['output_tokens_per_s_per_card']:,.0f} | {bound} |"
         )
     return lines
 
 
-def findings(results: list[Result]) -> list[str]:
+def findings(rows: list[dict]) -> list[str]:
     """What decided the ranking, as figures of this plan."""
-    ok = [r for r in results if r.status == OK]
-    counts = {s: sum(r.status == s for r in results) for s in (OK, MISSES, NO_FIT)}
+    ok = [r for r in rows if r["status"] == OK]
+    counts = {s: sum(r["status"] == s for r in rows) for s in (OK, MISSES, NO_FIT)}
     lines = [
-        f"- {len(results)} candidates: {counts[OK]} meet the SLOs at some rate, {counts[MISSES]} at none, "
+        f"- {len(rows)} candidates: {counts[OK]} meet the SLOs at some rate, {counts[MISSES]} at none, "
         f"{counts[NO_FIT]} do not fit (or cannot be built: heads that do not split over tp)."
     ]
     if not ok:
         return lines
     best = ok[0]
-    lines.append(
-        f"- Best: {setting(best)} ({best.setting.layout.chips} chip{'s' * (best.setting.layout.chips > 1)}"
-        f"), {best.goodput_per_card:.3g} goodput requests/s per card at {best.rate_per_s:.3g} requests/s, "
-        + (
-            "bound by the server's capacity (the SLOs hold up to it)."
-            if best.capacity_bound
-            else f"bound by the SLOs (TTFT p90 {best.ttft_s * 1e3:.0f} ms, TPOT p90 {best.tpot_s * 1e3:.1f} "
-            "ms at the found rate)."
-        )
+    bound = (
+        "bound by the server's capacity (the SLOs hold up to it)."
+        if best["capacity_bound"]
+        else f"bound by the SLOs (TTFT p90 {best['ttft_s'] * 1e3:.0f} ms, TPOT p90 "
+        f"{best['tpot_s'] * 1e3:.1f} ms at the found rate)."
     )
-    for chips in sorted({r.setting.layout.chips for r in ok}):
-        top = next(r for r in ok if r.setting.layout.chips == chips)
+    lines.append(
+        f"- Best: {setting(best)} ({_chips(best['chips'])}), {best['goodput_per_card']:.3g} goodput "
+        f"requests/s per card at {best['rate_per_s']:.3g} requests/s, {bound}"
+    )
+    for chips in sorted({r["chips"] for r in ok}):
+        top = next(r for r in ok if r["chips"] == chips)
         lines.append(
-            f"- Best on {chips} chip{'s' * (chips > 1)}: {setting(top)}, {top.goodput_per_card:.3g} per "
-            f"card ({top.goodput_requests_per_s:.3g} requests/s in all)."
+            f"- Best on {_chips(chips)}: {setting(top)}, {top['goodput_per_card']:.3g} per card "
+            f"({top['goodput_requests_per_s']:.3g} requests/s in all)."
         )
     return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
-    add_write_docs(parser, DOCS / "planning.md", DOCS / "planning")
-    parser.add_argument("--model", action="append", choices=MODELS, help="only these (default: both)")
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--json", metavar="FILE", help="also write every candidate's result")
-    args = parser.parse_args()
+def _chips(n: int) -> str:
+    return f"{n} chip{'s' * (n > 1)}"
+
+
+def planned(model: str, jobs: int) -> dict:
+    """The model's plan under each SLO (rows by SLO name) and how long it took."""
+    slos = tuple(searched(Workload(), ttft, tpot, PERCENTILE)[1] for ttft, tpot in SLOS.values())
+    timed = measure(model, slos, jobs)
+    return {
+        "model": model,
+        "jobs": jobs,
+        "wall_s": timed.wall_s,
+        "cpu_s": timed.cpu_s,
+        "rows": {name: [r.row() for r in ranked] for name, ranked in zip(SLOS, timed.rankings, strict=True)},
+    }
+
+
+def page(plans: list[dict], write: bool) -> str:
     work = searched(Workload(), 1.0, 0.05, PERCENTILE)[0]
     lines = [
         "# Planning a deployment: Llama-3.1-8B and 70B on up to 8 RNGD chips",
@@ -118,23 +129,21 @@ def main() -> None:
         "each rate is.",
         "",
     ]
-    every = {}
-    for model in args.model or MODELS:
-        slos = tuple(searched(Workload(), ttft, tpot, PERCENTILE)[1] for ttft, tpot in SLOS.values())
-        timed = measure(model, slos, args.jobs)
+    for p in plans:
+        model = p["model"]
         lines += [
             f"## {model}",
             "",
-            f"Planned for both SLOs in {timed.wall_s:.0f} s wall with {args.jobs} worker processes on a busy "
-            f"2-core machine ({timed.cpu_s:.0f} s CPU; `python benchmarks/plan_speed.py` times one SLO).",
+            f"Planned for both SLOs in {p['wall_s']:.0f} s wall with {p['jobs']} worker processes on a busy "
+            f"2-core machine ({p['cpu_s']:.0f} s CPU; `python benchmarks/plan_speed.py` times one SLO).",
             "",
         ]
-        for (name, (ttft, tpot)), results in zip(SLOS.items(), timed.rankings, strict=True):
-            every[f"{model} {name}"] = [r.row() for r in results]
+        for name, (ttft, tpot) in SLOS.items():
+            rows = p["rows"][name]
             png = f"{model.removeprefix('llama-3.1-')}-{name}.png"
-            if args.write_docs:
+            if write:
                 (DOCS / "planning").mkdir(parents=True, exist_ok=True)
-                figures = plan_figures([r.row() for r in results], f"{model}, {name} SLO", PERCENTILE, tpot)
+                figures = plan_figures(rows, f"{model}, {name} SLO", PERCENTILE, tpot)
                 save_all({png: figures["plan.png"]}, DOCS / "planning")
             lines += [
                 f"### {name.capitalize()}: TTFT p90 <= {ttft:g} s, TPOT p90 <= {tpot * 1e3:g} ms",
@@ -145,14 +154,35 @@ def main() -> None:
                 "",
                 f"![{model} {name}](planning/{png})",
                 "",
-                *table(results),
+                *table(rows),
                 "",
-                *findings(results),
+                *findings(rows),
                 "",
             ]
-    write_page(DOCS / "planning.md", "\n".join(lines), args.write_docs)
-    if args.json:
-        Path(args.json).write_text(json.dumps(every, indent=1) + "\n")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    add_write_docs(parser, DOCS / "planning.md", DOCS / "planning")
+    parser.add_argument("--model", action="append", choices=MODELS, help="only these (default: both)")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--save", metavar="FILE", help="write the plans planned (rows and timings) as JSON")
+    parser.add_argument(
+        "--load",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="plans a --save wrote (one model each or more), instead of planning them again",
+    )
+    args = parser.parse_args()
+    plans = [p for path in args.load for p in json.loads(Path(path).read_text())]
+    done = {p["model"] for p in plans}
+    plans += [planned(model, args.jobs) for model in args.model or MODELS if model not in done]
+    if args.save:
+        Path(args.save).write_text(json.dumps(plans, indent=1) + "\n")
+    plans.sort(key=lambda p: MODELS.index(p["model"]))
+    write_page(DOCS / "planning.md", page(plans, args.write_docs), args.write_docs)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from tcp_compiler.serve.workload import Workload, lengths
 MODEL = "llama-3.2-1b"
 SLOS = ["--slo-ttft", "0.05", "--slo-tpot", "0.009"]
 SMALL = ["--max-seqs", "64", "--max-batch-tokens", "2048"]  # one server setting: 4 layouts, 3 tasks
+SHORT = ["--prompt-len", "uniform:32:128", "--gen-len", "16", "--slo-percentile", "50"]  # 24 requests a run
 
 
 @pytest.fixture(scope="module")
@@ -124,13 +125,16 @@ def test_ranked_by_goodput_per_card_with_fewer_chips_in_the_running(planned) -> 
 
 def test_all_chips_leaves_fewer_out(capsys, tmp_path) -> None:
     path = tmp_path / "p.json"
-    assert main(["plan", MODEL, "--chips", "2", "--all-chips", *SLOS, *SMALL, "--json", str(path)]) == 0
+    assert (
+        main(["plan", MODEL, "--chips", "2", "--all-chips", *SLOS, *SMALL, *SHORT, "--json", str(path)]) == 0
+    )
     assert {r["chips"] for r in json.loads(path.read_text())["candidates"]} == {2}
 
 
 def test_the_plan_is_the_same_on_one_worker_or_a_pool_and_monotone_in_the_slo() -> None:
-    work, slo = searched(Workload(requests=30, prompt_len=lengths("uniform:32:128"), gen_len=lengths("16")),
-                         0.05, 0.009, 90.0)  # fmt: skip
+    work, slo = searched(
+        Workload(prompt_len=lengths("uniform:32:128"), gen_len=lengths("16")), 0.05, 0.009, 50.0
+    )
     looser = replace(slo, tpot_s=0.02)
     context, space = (
         Context(MODEL, "rngd", work, (slo, looser)),
@@ -144,7 +148,7 @@ def test_the_plan_is_the_same_on_one_worker_or_a_pool_and_monotone_in_the_slo() 
 
 
 def test_an_slo_no_rate_meets_is_listed_not_an_error(capsys) -> None:
-    assert main(["plan", MODEL, "--chips", "1", "--slo-tpot", "0.0001", *SMALL]) == 0
+    assert main(["plan", MODEL, "--chips", "1", "--slo-tpot", "0.0001", *SMALL, *SHORT]) == 0
     out = capsys.readouterr().out
     assert MISSES in out and "1 misses the SLOs" in out and "tcpc serve" not in out
 
