@@ -84,7 +84,7 @@ def add_parser(subparsers) -> None:
     out = p.add_argument_group("outputs")
     out.add_argument("--top", type=arg_types.top, default=TOP, metavar="K",
                      help=f"configurations listed, each with its command (default {TOP})")  # fmt: skip
-    out.add_argument("--json", metavar="FILE", help="write every candidate's result and the best's command")
+    out.add_argument("--json", metavar="FILE", help="write every candidate's result and the commands listed")
     out.add_argument("--plot", metavar="DIR", help="write plan.png: throughput per card against TPOT for "
                      "every candidate, the Pareto frontier marked")  # fmt: skip
     p.set_defaults(run=run)
