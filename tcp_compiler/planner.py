@@ -108,11 +108,13 @@ class Space:
 class Result:
     """A candidate's answer. With status OK: the highest rate found meeting the SLOs, its latencies
     at the SLO percentile, the bracket's top (the lowest rate found failing) and the goodput and
-    output throughput per card of the run at it; otherwise `why`."""
+    output throughput per card of the run at it; otherwise `why`. `requests`: those each probe
+    served (Context.for_replicas)."""
 
     setting: Setting
     status: str
     why: str = ""
+    requests: int = 0
     rate_per_s: float = 0.0
     failing_rate_per_s: float = 0.0
     capacity_bound: bool = False
@@ -140,13 +142,23 @@ class Result:
 @dataclass(frozen=True)
 class Context:
     """What every candidate of a plan shares: the model and hardware (by name: a task may run in
-    another process), the requests each search serves and the SLOs they are held to: each
-    candidate is searched under each of `slos` in turn, on the same iteration costs."""
+    another process), the requests each replica's share of a search serves and the SLOs they are
+    held to: each candidate is searched under each of `slos` in turn, on the same iteration costs.
+
+    A layout of R data-parallel replicas serves R times the requests (`for_replicas`), so each
+    replica sees the load a one-replica run does: replicas share nothing, and a finite run's
+    ramp-up and drain would otherwise weigh R times as much on each, making replicas look worse
+    per card than the single server they copy."""
 
     model: str
     hw: str
     work: Workload
     slos: tuple[Slo, ...]
+
+    def for_replicas(self, dp: int) -> tuple[Workload, tuple[Slo, ...]]:
+        """The requests and SLOs of a layout of `dp` replicas: the requests and warm-up dp times."""
+        work = replace(self.work, requests=self.work.requests * dp)
+        return work, tuple(replace(slo, warmup=slo.warmup * dp) for slo in self.slos)
 
 
 def tasks(settings: list[Setting]) -> list[tuple[Setting, ...]]:
@@ -197,9 +209,10 @@ def search_task(context: Context, group: tuple[Setting, ...]) -> dict:
         if s.max_batch_tokens not in unfit:
             unfit[s.max_batch_tokens] = misfit(config, hw, prec, s, context.work)
         why = unfit[s.max_batch_tokens]
-        for slo, found in zip(context.slos, results, strict=True):
+        work, slos = context.for_replicas(s.layout.dp)
+        for slo, found in zip(slos, results, strict=True):
             found.append(Result(s, NO_FIT, why) if why else
-                         _highest_rate(config, hw, prec, s, context.work, slo, costs))  # fmt: skip
+                         _highest_rate(config, hw, prec, s, work, slo, costs))  # fmt: skip
     return {"results": results}
 
 
@@ -239,7 +252,7 @@ def _highest_rate(config: ModelConfig, hw: Spec, prec: Precision, s: Setting, wo
         return Result(s, NO_FIT, str(e))
     best, chips = found.best, s.layout.chips
     report = serve_report(best.result, slo.ttft_s, slo.tpot_s)
-    return Result(s, OK, rate_per_s=best.rate, failing_rate_per_s=found.failing_rate,
+    return Result(s, OK, requests=work.requests, rate_per_s=best.rate, failing_rate_per_s=found.failing_rate,
                   capacity_bound=found.capacity_bound, simulations=found.simulations, ttft_s=best.ttft_s,
                   tpot_s=best.tpot_s, goodput_requests_per_s=report.goodput.requests_per_s,
                   goodput_per_card=report.goodput.requests_per_s / chips,

@@ -114,17 +114,18 @@ def run(args: argparse.Namespace) -> int:
     meeting = [r for r in results if r.status == OK]
     counts = {s: sum(r.status == s for r in results) for s in dict.fromkeys(r.status for r in results)}
     out.print(f"[bold]{model.config.name}[/] on up to {args.chips} x {hw.name}: {candidates} candidates "
-              f"({', '.join(f'{n} {s}' for s, n in counts.items())}); {work.requests:,} requests per run, "
-              f"the first {slo.warmup:,} left out as warm-up", soft_wrap=True)  # fmt: skip
+              f"({', '.join(f'{n} {s}' for s, n in counts.items())}); {work.requests:,} requests per run and "
+              f"replica, the first {slo.warmup:,} left out as warm-up", soft_wrap=True)  # fmt: skip
     out.print(_table(results[: args.top], pct))
-    commands = [command(args, r, work.requests) for r in meeting[: args.top]]
+    commands = [command(args, r) for r in meeting[: args.top]]
     for rank, line in enumerate(commands, 1):
         out.print(f"{rank}. {line}", soft_wrap=True)
     if args.json:
         document = {"model": model.config.name, "hardware": hw.name, "chips": args.chips,
-                    "requests": work.requests, "warmup_requests": slo.warmup, "slo_ttft_s": slo.ttft_s,
-                    "slo_tpot_s": slo.tpot_s, "slo_percentile": pct, "candidates": [r.row() for r in results],
-                    "commands": commands, "provenance": provenance(args.argv)}  # fmt: skip
+                    "requests_per_replica": work.requests, "warmup_requests_per_replica": slo.warmup,
+                    "slo_ttft_s": slo.ttft_s, "slo_tpot_s": slo.tpot_s, "slo_percentile": pct,
+                    "candidates": [r.row() for r in results], "commands": commands,
+                    "provenance": provenance(args.argv)}  # fmt: skip
         write_atomically(args.json, json.dumps(document, indent=1) + "\n")
         announce(args.json, "every candidate's result")
     if args.plot:
@@ -160,12 +161,12 @@ def _table(results: list[Result], pct: float) -> Table:
     return table
 
 
-def command(args: argparse.Namespace, r: Result, requests: int) -> str:
+def command(args: argparse.Namespace, r: Result) -> str:
     """The `tcpc serve` command that serves candidate `r` at its found rate."""
     s = r.setting
     words = ["tcpc", "serve", args.model, "--hw", args.hw, "--tp", str(s.layout.tp), "--pp", str(s.layout.pp),
              "--dp", str(s.layout.dp), "--dtype", s.dtype, "--kv-dtype", s.kv_dtype, "--max-seqs",
-             str(s.max_seqs), "--max-batch-tokens", str(s.max_batch_tokens), "--requests", str(requests),
+             str(s.max_seqs), "--max-batch-tokens", str(s.max_batch_tokens), "--requests", str(r.requests),
              "--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len), "--seed", str(args.seed),
              "--rate", repr(r.rate_per_s)]  # fmt: skip
     words += ["--shared-prefix", str(args.shared_prefix)] if args.shared_prefix else []
