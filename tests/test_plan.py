@@ -123,6 +123,19 @@ def test_ranked_by_goodput_per_card_with_fewer_chips_in_the_running(planned) -> 
     assert (planned["dir"] / "plots" / "plan.png").stat().st_size > 10_000
 
 
+def test_replicas_of_one_card_score_per_card_as_one_card(planned) -> None:
+    """Each replica serves what a one-replica run does (the requests times dp), so two replicas
+    of a card are that card twice: per card, the same goodput up to the router's split."""
+    rows = {
+        (r["tp"], r["pp"], r["dp"], r["max_seqs"], r["max_batch_tokens"]): r
+        for r in planned["doc"]["candidates"]
+    }
+    for seqs, chunk in ((64, 512), (64, 2048), (256, 512), (256, 2048)):
+        one, two = rows[1, 1, 1, seqs, chunk], rows[1, 1, 2, seqs, chunk]
+        assert two["requests"] == 2 * one["requests"] == 240
+        assert two["goodput_per_card"] == pytest.approx(one["goodput_per_card"], rel=0.1)
+
+
 def test_all_chips_leaves_fewer_out(capsys, tmp_path) -> None:
     path = tmp_path / "p.json"
     assert (
