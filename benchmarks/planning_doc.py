@@ -36,6 +36,7 @@ SLOS = {"interactive": (1.0, 0.05), "relaxed": (5.0, 0.2)}
 # 5 to 7 stages are those left out): a busy 2-core machine's budget
 SPACES = {"llama-3.1-8b": SPACE, "llama-3.1-70b": replace(SPACE, fewer_chips=False)}
 TOP = 5
+LAYOUTS = 12  # layouts listed by their best candidate
 
 
 def _listed(values: tuple[int, ...]) -> str:
@@ -96,6 +97,38 @@ def findings(rows: list[dict]) -> list[str]:
             f"({top['goodput_requests_per_s']:.3g} requests/s in all)."
         )
     return lines
+
+
+def by_layout(rows: list[dict]) -> list[str]:
+    """Each layout's best candidate (the first ranked of its tp, pp, dp), against the plan's best:
+    what the layout itself costs per card."""
+    best: dict[tuple[int, int, int], dict] = {}
+    for r in rows:
+        if r["status"] == OK:
+            best.setdefault((r["tp"], r["pp"], r["dp"]), r)
+    if not best:
+        return []
+    top = next(iter(best.values()))["goodput_per_card"]
+    lines = [
+        "| tp | pp | dp | chips | its best seqs, chunk | goodput/s per card | of the best | TPOT p90 ms "
+        "| bound |",
+        "|---:|---:|---:|---:|---|---:|---:|---:|---|",
+    ]
+    for (tp, pp, dp), r in list(best.items())[:LAYOUTS]:
+        bound = "capacity" if r["capacity_bound"] else "SLO"
+        lines.append(
+            f"| {tp} | {pp} | {dp} | {r['chips']} | {r['max_seqs']}, {r['max_batch_tokens']} "
+            f"| {r['goodput_per_card']:.3g} | {r['goodput_per_card'] / top:.0%} | {r['tpot_s'] * 1e3:.1f} "
+            f"| {bound} |"
+        )
+    bound = sum(r["capacity_bound"] for r in rows if r["status"] == OK)
+    meeting = sum(r["status"] == OK for r in rows)
+    return [
+        *lines,
+        "",
+        f"{bound} of the {meeting} candidates meeting the SLOs are capacity-bound (the SLOs hold "
+        "up to the server's capacity, so no looser SLO raises their rate).",
+    ]
 
 
 def _chips(n: int) -> str:
@@ -164,7 +197,31 @@ def page(plans: list[dict], write: bool) -> str:
                 "",
                 *findings(rows),
                 "",
+                "Each layout at its best server settings:",
+                "",
+                *by_layout(rows),
+                "",
             ]
+    lines += [
+        "## What decides the ranking",
+        "",
+        "Goodput per card rewards the layout that turns each chip's HBM bandwidth into tokens with the",
+        "least lost. A decode step reads the weights once whatever the batch, so the ceiling per card is",
+        "the smallest replica that holds the weights and a full batch of KV cache, copied with dp:",
+        "replicas share nothing, so dp copies of it keep its goodput per card (each replica serves the",
+        "requests a one-replica run does). Tensor parallelism splits each step's weight reads over the",
+        "chips but adds two all-reduces per layer whose link latency does not shrink with the chips",
+        "(docs/study-70b-chips.md), so it pays per card only where the SLO needs the shorter TPOT or the",
+        "weights need the room. Pipeline stages each hold a layer range and hand every iteration on, and",
+        "their virtual engines split the KV blocks and the batch, so a stage waits on the others. The",
+        "tables above give each layout's best per card against the plan's best; the plots show all",
+        "candidates, throughput per card against TPOT, with the frontier that trades one for the other.",
+        "",
+        "Where every candidate is capacity-bound, the SLO does not bind and a looser one changes nothing:",
+        "the ranking is that of the servers' capacities for these requests. A tighter TPOT SLO, or longer",
+        "prompts, would bind and move the ranking toward tensor parallelism.",
+        "",
+    ]
     return "\n".join(lines)
 
 
