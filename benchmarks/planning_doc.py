@@ -151,7 +151,7 @@ def planned(model: str, jobs: int) -> dict:
 def page(plans: list[dict], write: bool) -> str:
     work = searched(Workload(), 1.0, 0.05, PERCENTILE)[0]
     lines = [
-        "# Planning a deployment: Llama-3.1-8B and 70B on up to 8 RNGD chips",
+        f"# Planning a deployment: {' and '.join(p['model'] for p in plans)} on up to {CHIPS} RNGD chips",
         "",
         "Produced by `python benchmarks/planning_doc.py --write-docs` (every figure below is its output; it",
         "runs the planner exactly as the `tcpc plan` commands shown, both SLOs in one pass so each layout's",
@@ -162,12 +162,19 @@ def page(plans: list[dict], write: bool) -> str:
         "prunes what does not fit HBM, finds each survivor's highest Poisson rate whose p90 TTFT and TPOT",
         "meet the SLOs and ranks by goodput per card (requests/s meeting both SLOs, per chip), so fewer",
         f"chips win when they serve as much per chip. Requests: prompts {work.prompt_len}, outputs "
-        f"{work.gen_len} tokens, {work.requests} per run",
+        f"{work.gen_len} tokens, {work.requests} per run and replica",
         "(the fewest a p90 takes: 100 measured after 20 of warm-up), seed 0. A small sample on a busy",
         "2-core machine: the margins (how far above a found rate the search saw a failure) say how sharp",
         "each rate is.",
         "",
     ]
+    missing = [m for m in MODELS if m not in {p["model"] for p in plans}]
+    if missing:
+        lines += [
+            f"Not planned in this page's run: {', '.join(missing)} (its plan did not finish in the session",
+            "that wrote the page; `python benchmarks/planning_doc.py --write-docs` plans every model).",
+            "",
+        ]
     for p in plans:
         model = p["model"]
         lines += [
