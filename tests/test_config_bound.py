@@ -8,6 +8,7 @@ import pytest
 from simulator.hardware import load_hardware
 from tcp_compiler.analysis.config_floor import phase_bound, visible_keys
 from tcp_compiler.errors import CapacityError, TcpcError
+from tcp_compiler.frontend.config import Window
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import GROUPED, precision
 from tcp_compiler.frontend.weight_format import FORMATS
@@ -34,15 +35,19 @@ def _simulate(name: str, dtype: str, group_size: int | None = None):
 
 
 # Models whose widths 128 x 128 fp8 blocks do not tile (partial edge blocks are not supported):
-# Falcon-7B's 71 heads, Phi-3's 96-wide heads, gpt-oss-20b's 2,880 width, DeepSeek-V3's 64-row
-# rope slice of kv_a_proj_with_mqa, GLM-4.5-Air's 10,944-wide dense MLP (64 x 171); Phi-2's
-# 80-wide heads, which neither 32- nor 128-wide groups (w4, w4-zp) nor MXFP4's 32-column blocks
-# tile either.
+# Falcon-7B's 71 heads, Phi-3's 96-wide heads, gpt-oss-20b's 2,880 width, DeepSeek-V3's and
+# V2-Lite's 64-row rope slice of kv_a_proj_with_mqa, the 10,944-wide dense MLP (64 x 171) of
+# GLM-4.5-Air and DeepSeek-MoE-16B; Phi-2's 80-wide heads, which neither 32- nor 128-wide groups
+# (w4, w4-zp) nor MXFP4's 32-column blocks tile either.
 UNTILED = {
     (m, "fp8-block")
-    for m in ("deepseek-v3", "falcon-7b", "gpt-oss-20b", "phi-3-mini-4k-instruct", "glm-4.5-air")
-}
+    for m in ("deepseek-v3", "deepseek-v2-lite", "deepseek-moe-16b-base", "falcon-7b", "gpt-oss-20b",
+              "phi-3-mini-4k-instruct", "glm-4.5-air")
+}  # fmt: skip
 UNTILED |= {("phi-2", d) for d in ("fp8-block", "mxfp4", "w4", "w4-zp")}
+# Mamba-130m's dt_proj contracts dt's rank 48 (and x_proj gives 48 + 2 x 16 = 80 rows): neither
+# 32- nor 128-wide groups, MXFP4's 32 columns nor fp8-block's 128 rows tile them.
+UNTILED |= {("mamba-130m", d) for d in ("fp8-block", "mxfp4", "w4", "w4-zp")}
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8", "w4", *sorted(FORMATS.keys() - {"w4"})])
@@ -64,7 +69,9 @@ def test_no_phase_beats_the_config_floor(name: str, dtype: str) -> None:
 @pytest.mark.parametrize(("first", "queries"), [(0, 1), (0, 16), (5, 1), (5, 20), (40, 7)])
 def test_visible_keys_closed_form(window, first: int, queries: int) -> None:
     direct = sum(min(p + 1, window or p + 1) for p in range(first, first + queries))
-    assert visible_keys(window, first, queries) == direct
+    assert visible_keys(window and Window(window), first, queries) == direct
+    chunked = sum(p % window + 1 for p in range(first, first + queries)) if window else direct
+    assert visible_keys(window and Window(window, chunked=True), first, queries) == chunked
 
 
 def test_each_operand_counts_at_its_own_dtype_rate() -> None:

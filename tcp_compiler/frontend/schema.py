@@ -117,7 +117,7 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(
         (
             "hidden_size", "n_embd", "n_embed", "intermediate_size", "ffn_dim", "n_inner",
-            "ffn_hidden_size", "moe_intermediate_size", "word_embed_proj_dim",
+            "ffn_hidden_size", "moe_intermediate_size", "word_embed_proj_dim", "intermediate_size_mlp",
         ),
         _count(MAX_WIDTH),
     ),  # fmt: skip
@@ -134,10 +134,11 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(
         (
             "max_position_embeddings", "n_positions", "original_max_position_embeddings", "sliding_window",
+            "attention_chunk_size",
             "seq_length",
         ),
         _count(MAX_POSITIONS),
-    ),
+    ),  # fmt: skip
     # layer patterns
     "layer_types": _LIST,
     "mlp_only_layers": _LIST,
@@ -146,6 +147,8 @@ FIELDS: dict[str, Field] = {
     "sliding_window_pattern": _count(MAX_LAYERS),
     "_sliding_window_pattern": _count(MAX_LAYERS),
     "decoder_sparse_step": _count(MAX_LAYERS),
+    "interleave_moe_layer_step": _count(MAX_LAYERS),  # Llama 4: every step-th layer is MoE
+    "moe_layers": _LIST,
     "num_ln_in_parallel_attn": _count(2),
     # experts
     **dict.fromkeys(
@@ -158,7 +161,17 @@ FIELDS: dict[str, Field] = {
     "shared_expert_intermediate_size": _count(MAX_WIDTH),
     "routed_scaling_factor": _positive(1e6),
     "norm_topk_prob": _BOOL,
+    "moe_layer_freq": _count(MAX_LAYERS),  # DeepSeek: experts on every moe_layer_freq-th layer
+    **dict.fromkeys(("topk_method", "scoring_func"), _STR),  # DeepSeek's routing, checked by the family
+    "router_jitter_noise": Field("number", 0, 1e6),  # Phi-3.5-MoE's sparsemixer eps; 0 keeps ties only
     **dict.fromkeys(("swiglu_limit", "swiglu_alpha"), _positive(1e6)),  # gpt-oss
+    # state-space (Mamba) mixers
+    **dict.fromkeys(("state_size", "num_heads", "n_groups", "chunk_size"), _count(MAX_WIDTH)),
+    "conv_kernel": _count(1024),
+    "expand": _positive(1024),
+    "time_step_rank": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    "time_step_limit": _LIST,  # [min, max]; max may be Infinity (checked by the reader)
+    "mixer_rms_eps": _EPS,
     # numbers
     **dict.fromkeys(
         (
@@ -188,10 +201,15 @@ FIELDS: dict[str, Field] = {
     "type": _STR,
     **dict.fromkeys(("attention_factor", "beta_fast", "beta_slow"), _positive(1e6)),
     **dict.fromkeys(("mscale", "mscale_all_dim"), Field("number", 0, 1e6)),
+    **dict.fromkeys(("short_mscale", "long_mscale"), _positive(1e6)),  # Phi-3.5-MoE's cos/sin scales
     **dict.fromkeys(("short_factor", "long_factor"), Field("numbers", 0, 1e6, lo_open=True)),
     "truncate": _BOOL,
     "no_rope_layers": _LIST,
     "no_rope_layer_interval": _count(MAX_LAYERS),
+    # Llama 4's attention temperature tuning on its NoPE layers (attn_temperature_tuning, published
+    # as 4 in Scout's config, is read by its truth value as transformers 4.51 read it)
+    "floor_scale": _positive(),
+    "attn_scale": Field("number", 0, 1e6),
     # names of variants (each family checks the name against its own list)
     **dict.fromkeys(
         (
@@ -203,12 +221,13 @@ FIELDS: dict[str, Field] = {
     # switches
     **dict.fromkeys(
         (
-            "attention_bias", "mlp_bias", "tie_word_embeddings", "alibi", "new_decoder_architecture",
-            "multi_query", "parallel_attn", "bias", "use_parallel_residual",
+            "attention_bias", "mlp_bias", "lm_head_bias", "tie_word_embeddings", "alibi",
+            "new_decoder_architecture", "multi_query", "parallel_attn", "bias", "use_parallel_residual",
             "apply_residual_connection_post_layernorm", "do_layer_norm_before", "enable_bias",
             "_remove_final_layer_norm", "layer_norm_elementwise_affine", "scale_attn_by_inverse_layer_idx",
             "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias", "use_qk_norm",
             "rmsnorm", "post_layer_norm", "add_bias_linear", "add_qkv_bias", "multi_query_attention",
+            "use_conv_bias", "residual_in_fp32",
         ),
         _BOOL,
     ),  # fmt: skip
