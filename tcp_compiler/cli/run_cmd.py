@@ -9,7 +9,9 @@ import numpy as np
 
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.output import check_outputs, write_atomically_bytes
+from tcp_compiler.cli.status import check_length
 from tcp_compiler.errors import CliError
+from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import checkpoint_precision, precision
 
@@ -42,15 +44,15 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def check_args(args: argparse.Namespace, vocab: int, max_positions: int) -> None:
-    """The rules between flags and the model (each flag's own range is its argparse type)."""
-    if max(args.prompt_ids) >= vocab:
-        raise CliError(f"--prompt-ids: token id {max(args.prompt_ids)} is not below the vocabulary {vocab}")
-    used = len(args.prompt_ids) + args.decode_steps
-    if max_positions and used > max_positions:
+def check_args(args: argparse.Namespace, cfg: ModelConfig) -> None:
+    """The rules between flags and the model (each flag's own range is its argparse type): ids in
+    the vocabulary, and the prompt plus the fed-back decode tokens within the position limit
+    `tcpc simulate` applies too (`status.check_length`)."""
+    if max(args.prompt_ids) >= cfg.vocab:
         raise CliError(
-            f"--prompt-ids and --decode-steps use {used} positions; the model has {max_positions}"
+            f"--prompt-ids: token id {max(args.prompt_ids)} is not below the vocabulary {cfg.vocab}"
         )
+    check_length(cfg, len(args.prompt_ids) + args.decode_steps)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if model.checkpoint is None:
         raise CliError(f"{args.checkpoint}: run needs a directory with *.safetensors weights; {GET}")
     cfg = model.config
-    check_args(args, cfg.vocab, cfg.max_positions)
+    check_args(args, cfg)
     stored = model.scheme.format if model.scheme is not None else None
     prec = precision(args.dtype, args.group_size) if args.dtype else checkpoint_precision(cfg.dtype, stored)
     try:
