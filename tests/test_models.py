@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import ir
+from tcp_compiler.analysis.config_floor import unrun_weights
 from tcp_compiler.cli import main
 from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
@@ -25,7 +26,7 @@ REQUIRED = {
     "gpt2", "opt-1.3b", "bloom-560m", "pythia-1.4b", "falcon-7b",
     "gemma-2-2b", "phi-3-mini-4k-instruct", "olmo-2-1124-7b", "starcoder2-3b", "granite-3.1-2b-instruct",
     "smollm3-3b", "falcon-rw-1b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3",
-    "phi-2", "starcoderbase-1b",
+    "phi-2", "starcoderbase-1b", "mimo-7b-rl",
 }  # fmt: skip
 
 
@@ -67,8 +68,9 @@ def _agrees(count: int, figure: str) -> bool:
 
 @pytest.mark.parametrize("name", bundled_models())
 def test_parameter_count_matches_the_model_card(name: str) -> None:
-    built = build_prefill(load_model(name).config, PRECISIONS["bf16"], 1, 1)
-    count = sum(p.type.numel for p in built.checkpoint_params())
+    cfg = load_model(name).config
+    built = build_prefill(cfg, PRECISIONS["bf16"], 1, 1)
+    count = sum(p.type.numel for p in built.checkpoint_params()) + unrun_weights(cfg, PRECISIONS["bf16"])[0]
     card = BY_FILE[f"{name}.json"]
     assert _agrees(count, card["params"]), f"{name}: {count / 1e9:.3f}B vs card {card['params']}"
 

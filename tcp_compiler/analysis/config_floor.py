@@ -24,6 +24,7 @@ The bound is the largest of the three; no simulated phase may beat it (tests/tes
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ from simulator.spec import Spec
 from tcp_compiler.analysis.roofline import Roofline, peak_flops
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
-from tcp_compiler.frontend.weight_shapes import canonical_shapes
+from tcp_compiler.frontend.weight_shapes import canonical_shapes, unrun_shapes
 
 
 @dataclass(frozen=True)
@@ -150,14 +151,28 @@ def matmul_weights(cfg: ModelConfig) -> tuple[float, float]:
 def matmul_weight_bytes(cfg: ModelConfig, precision: Precision) -> float:
     """Bytes of the weights `matmul_weights` counts, in the precision's weight format: each
     format's codes plus its scales and zero points (weight_format.bits_per_weight)."""
+    return sum(rows * cols * share * _projection_bits(name, rows, cols, precision) / 8
+               for name, (rows, cols), share in _matmul_shapes(cfg))  # fmt: skip
+
+
+def _projection_bits(name: str, rows: int, cols: int, precision: Precision) -> float:
+    """Bits per element of projection `name` in HBM: the weight dtype's, its format's codes plus
+    scales and zero points, or the activation dtype's where the format keeps it unquantised."""
     fmt = precision.format
-    total = 0.0
-    for name, (rows, cols), share in _matmul_shapes(cfg):
-        bits = precision.weight.bits
-        if fmt is not None:
-            bits = fmt.bits_per_weight(rows, cols) if fmt.applies(name) else precision.act.bits
-        total += rows * cols * share * bits / 8
-    return total
+    if fmt is None:
+        return precision.weight.bits
+    return fmt.bits_per_weight(rows, cols) if fmt.applies(name) else precision.act.bits
+
+
+def unrun_weights(cfg: ModelConfig, precision: Precision) -> tuple[int, float]:
+    """(parameters, bytes in the precision) of the weights a checkpoint holds that generation
+    neither runs nor loads (weight_shapes.unrun_shapes: MiMo's multi-token-prediction layers)."""
+    params, total = 0, 0.0
+    for name, shape, kind in unrun_shapes(cfg):
+        elements = math.prod(shape)
+        bits = _projection_bits(name, *shape, precision) if kind == "projection" else precision.table.bits
+        params, total = params + elements, total + elements * bits / 8
+    return params, total
 
 
 @functools.lru_cache(maxsize=64)

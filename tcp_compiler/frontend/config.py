@@ -358,7 +358,10 @@ class ModelConfig:
     mla: Mla | None = None  # DeepSeek's latent attention instead of per-head K/V
     max_positions: int = 0
     dtype: str = "bfloat16"
-    tensors: TensorMap = IDENTITY  # where the canonical weight names live in the checkpoint
+    tensors: TensorMap = IDENTITY
+    # MiMo's multi-token-prediction layers (num_nextn_predict_layers): the checkpoint holds them,
+    # generation neither runs nor loads them (weight_shapes.unrun_shapes counts them)
+    mtp_layers: int = 0  # where the canonical weight names live in the checkpoint
 
     @property
     def groups(self) -> int:

@@ -22,7 +22,7 @@ from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
-from tests.oracle.tiny_models import DENSE, FAMILIES, MOE, SDPA, build, model_type, save
+from tests.oracle.tiny_models import DENSE, FAMILIES, MOE, REMOTE, SDPA, build, model_type, save
 
 PROMPT = [5, 17, 3, 88, 42, 9]
 STEPS = 4
@@ -138,7 +138,7 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     from tcp_compiler.frontend.families import FAMILIES as SUPPORTED
 
     # tcpc_decoder has no transformers model: tests/test_variants.py checks it against numpy.
-    assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | {"gemma3", "tcpc_decoder"}
+    assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | {"gemma3", "tcpc_decoder"} | REMOTE
 
 
 def test_tcpc_run_writes_the_logits_transformers_computes(tmp_path: Path) -> None:

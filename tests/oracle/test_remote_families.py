@@ -1,0 +1,160 @@
+"""Families transformers does not ship (remote code, issue 28), checked against references written
+from their published modelling code: logits of prefill and 4 decode steps within 1e-4, greedy
+tokens equal, 2 and 4 chips equal to 1, the parameter count equal to the published module's
+parameter shapes (tiny and bundled), and each family's special part made to bite.
+
+- `mimo`: XiaomiMiMo/MiMo, modeling_mimo.py at commit 051d98d073eee95ada84581d5a9ca55249bf45e2
+  (the hub file XiaomiMiMo/MiMo-7B-RL ships the same classes). MiMoForCausalLM inherits
+  Qwen2ForCausalLM's forward, which never calls `model.mtp_layers`, so transformers' Qwen2 on the
+  same weights is the reference for the logits; each MiMoMTPLayers holds a Qwen2Attention, a
+  Qwen2MLP, five Qwen2RMSNorms (input, post-attention, token, hidden, final) and a bias-free
+  Linear(2 x hidden, hidden): its parameters are counted from those transformers modules here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from safetensors.torch import save_file
+from transformers.models.qwen2 import modeling_qwen2
+
+from tcp_compiler.analysis.config_floor import unrun_weights
+from tcp_compiler.cli import main
+from tcp_compiler.frontend.builder import build_prefill
+from tcp_compiler.frontend.model import BUNDLED, load_model
+from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.runtime.generate import generate
+from tests.oracle.test_families import reference_logits
+from tests.oracle.tiny_models import COMMON, FAMILIES, build
+
+PROMPT = [5, 17, 3, 88, 42, 9]
+STEPS = 4
+F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
+MIMO_MTP = 2  # MTP layers in the tiny MiMo
+
+
+def _params(cfg) -> int:
+    """tcpc's count: the weights the graph binds from a checkpoint plus those it holds but never runs."""
+    built = sum(p.type.numel for p in build_prefill(cfg, BF16, 1, 1).checkpoint_params())
+    return built + unrun_weights(cfg, BF16)[0]
+
+
+def _generation(directory: Path, chips: int = 1) -> tuple[list[np.ndarray], list[int]]:
+    model = load_model(directory)
+    result = generate(model.config, model.checkpoint.load, [PROMPT], F32, STEPS, chips=chips)
+    return [result.prefill_logits[0]] + [d[0] for d in result.decode_logits], result.token_matrix[0].tolist()
+
+
+def _assert_matches(ours: list[np.ndarray], tokens: list[int], theirs: list[np.ndarray], name: str) -> None:
+    assert len(ours) == len(theirs) == STEPS + 1
+    for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"{name} step {step}")
+        assert int(np.argmax(a)) == tokens[step]
+    assert np.abs(theirs[0]).max() > 0.05, "logits too small to tell a bug from noise"
+
+
+# --- mimo -------------------------------------------------------------------------------------
+
+
+def _mtp_layer(config: transformers.Qwen2Config) -> torch.nn.ModuleDict:
+    """One MiMoMTPLayers' parameters, as the published class builds them from transformers' Qwen2
+    modules (names as in its state dict)."""
+    norm = lambda: modeling_qwen2.Qwen2RMSNorm(config.hidden_size, eps=config.rms_norm_eps)  # noqa: E731
+    return torch.nn.ModuleDict({
+        "input_layernorm": norm(), "post_attention_layernorm": norm(), "token_layernorm": norm(),
+        "hidden_layernorm": norm(), "final_layernorm": norm(),
+        "input_proj": torch.nn.Linear(2 * config.hidden_size, config.hidden_size, bias=False),
+        "self_attn": modeling_qwen2.Qwen2Attention(config, layer_idx=0),
+        "mlp": modeling_qwen2.Qwen2MLP(config),
+    })  # fmt: skip
+
+
+def _mimo_config(data: dict) -> transformers.Qwen2Config:
+    return transformers.Qwen2Config(**{k: v for k, v in data.items() if k not in ("model_type", "auto_map")})
+
+
+def _save_mimo(directory: Path, mtp: int = MIMO_MTP, **overrides) -> tuple[transformers.PreTrainedModel, int]:
+    """A tiny MiMo checkpoint: Qwen 2's tiny model (sliding window and biases) with `mtp` random MTP
+    layers saved beside it, model_type mimo; returns the Qwen 2 model and the MTP parameters."""
+    model = build("qwen2", seed=7, **overrides)
+    torch.manual_seed(8)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    mtp_params = 0
+    for j in range(mtp):
+        layer = _mtp_layer(model.config)
+        for name, p in layer.named_parameters():
+            state[f"model.mtp_layers.{j}.{name}"] = 0.1 * torch.randn_like(p)
+            mtp_params += p.numel()
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(state, directory / "model.safetensors")
+    data = {**COMMON, **FAMILIES["qwen2"][2], **overrides, "model_type": "mimo", "torch_dtype": "float32",
+            "architectures": ["MiMoForCausalLM"], "num_nextn_predict_layers": mtp}  # fmt: skip
+    (directory / "config.json").write_text(json.dumps(data))
+    return model, mtp_params
+
+
+@pytest.fixture(scope="module")
+def mimo(tmp_path_factory) -> tuple[transformers.PreTrainedModel, int, Path]:
+    directory = tmp_path_factory.mktemp("mimo")
+    model, mtp_params = _save_mimo(directory, vocab_size=96)  # 96: the LM head splits over 2 and 4 chips
+    return model, mtp_params, directory
+
+
+def test_mimo_generates_what_its_published_forward_computes(mimo) -> None:
+    model, _, directory = mimo
+    ours, tokens = _generation(directory)
+    _assert_matches(ours, tokens, reference_logits(model, PROMPT, tokens[:STEPS]), "mimo")
+
+
+@pytest.mark.parametrize("chips", [2, 4])
+def test_mimo_on_chips_equals_one_chip(mimo, chips: int) -> None:
+    one, tokens = _generation(mimo[2])
+    many, many_tokens = _generation(mimo[2], chips)
+    assert many_tokens == tokens
+    for a, b in zip(one, many, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+
+
+def test_mimo_parameter_count_holds_its_mtp_layers(mimo) -> None:
+    """The count is the Qwen 2 model's plus every MTP layer's: without them it would be short."""
+    model, mtp_params, directory = mimo
+    cfg = load_model(directory).config
+    assert cfg.mtp_layers == MIMO_MTP and mtp_params > 0
+    assert _params(cfg) == sum(p.numel() for p in model.parameters()) + mtp_params
+    assert unrun_weights(cfg, BF16)[0] == mtp_params
+
+
+def test_bundled_mimo_counts_the_published_modules(capsys) -> None:
+    """MiMo-7B-RL: Qwen2ForCausalLM plus one MTP layer, built on the meta device; `tcpc simulate`
+    reports the MTP layer's parameters and bytes, and they are not in the weights it holds."""
+    data = json.loads((BUNDLED / "mimo-7b-rl.json").read_text())
+    config = _mimo_config(data)
+    with torch.device("meta"):
+        model = transformers.Qwen2ForCausalLM(config)
+        mtp = [_mtp_layer(config) for _ in range(data["num_nextn_predict_layers"])]
+    run = sum(p.numel() for p in model.parameters())
+    unrun = sum(p.numel() for layer in mtp for p in layer.parameters())
+    cfg = load_model("mimo-7b-rl").config
+    assert (_params(cfg), unrun_weights(cfg, BF16)) == (run + unrun, (unrun, unrun * 2.0))
+    capsys.readouterr()
+    assert main(["simulate", "mimo-7b-rl", "--prompt-len", "64", "--gen-len", "2", "--top", "1"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"not run: {unrun:,} parameters (422 MB) the checkpoint holds" in text
+
+
+def test_a_wrongly_shaped_mtp_tensor_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    _save_mimo(tmp_path, mtp=1)
+    from safetensors.torch import load_file
+
+    state = load_file(tmp_path / "model.safetensors")
+    state["model.mtp_layers.0.input_proj.weight"] = torch.zeros(32, 32)  # [D, D], not [D, 2D]
+    save_file(state, tmp_path / "model.safetensors")
+    assert main(["run", str(tmp_path), "--prompt-ids", "1,2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'model.mtp_layers.0.input_proj.weight' has shape [32, 32]" in err
+    assert "implies [32, 64]" in err
