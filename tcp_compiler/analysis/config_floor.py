@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ir import DType
 from simulator.spec import Spec
 from tcp_compiler.analysis.roofline import Roofline, peak_flops
-from tcp_compiler.frontend.config import ModelConfig
+from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.weight_shapes import canonical_shapes, unrun_shapes
 
@@ -80,10 +80,9 @@ class _Fixed:
     head_flops: float  # the logits: one token per row
     kv: DType  # the dtype attention multiplies in
     attention_scale: float  # batch x heads x FLOPs per query, head and key
-    windows: tuple[int | None, ...]  # each layer's sliding window
+    caches: tuple[tuple[int | None, float], ...]  # each attending layer's window and KV bytes per token
     roofline: Roofline  # HBM at its peak, the links
     weight_bytes: float
-    kv_token: float
     kv_split: int
     collective_bits: int
     link_scale: float | None  # the tensor-parallel all-reduces' bytes per hidden state's (chips > 1)
@@ -97,17 +96,16 @@ class _Fixed:
     ) -> _Fixed:
         link_scale = None
         if chips > 1:
-            per_layer = 1 if cfg.residual.block == "parallel" else 2
-            link_scale = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips
+            link_scale = _all_reduces(cfg) / pp * 2 * (chips - 1) / chips
         return cls(
             cfg=cfg, batch=batch, per_token=_weights_by_operand(cfg, precision),
             head=_head_operand(cfg, precision), head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
             kv=precision.kv, attention_scale=batch * cfg.heads * _per_key(cfg),
             rate=functools.partial(peak_flops, hw),
-            windows=tuple(layer.sliding_window for layer in cfg.layers),
+            caches=tuple((layer.sliding_window, kv_elements_per_token(cfg, layer) * precision.kv.bits / 8)
+                         for layer in cfg.layers if layer.caches),
             roofline=Roofline.published_peak(hw, precision.operand),
             weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
-            kv_token=kv_elements_per_token(cfg) * precision.kv.bits / 8,
             kv_split=1 if cfg.mla is not None else chips,  # every chip holds MLA's whole latent cache
             collective_bits=precision.collective.bits, link_scale=link_scale,
             pp=pp, everywhere=chips * pp,
@@ -115,18 +113,18 @@ class _Fixed:
 
     def bound(self, phase: str, length: int) -> PhaseBound:
         queries = length if phase == "prefill" else 1
-        batch, windows = self.batch, self.windows
+        batch, caches = self.batch, self.caches
         tokens = batch * queries
         flops = {dtype: 2.0 * n * tokens for dtype, n in self.per_token.items()}
         flops[self.head] = flops.get(self.head, 0.0) + self.head_flops
         # Layers of one window see the same keys: each distinct window's term once, summed per layer.
         first, scale = length - queries, self.attention_scale
-        distinct = set(windows)
-        attention = {w: scale * visible_keys(w, first, queries) for w in distinct}
-        flops[self.kv] = flops.get(self.kv, 0.0) + sum([attention[w] for w in windows])
-        kv_token = self.kv_token  # prefill writes the cache once; decode reads it, the new position included
-        kv = {w: batch * _kept(w, length) * kv_token for w in distinct}
-        kv_bytes = sum([kv[w] for w in windows])
+        distinct = set(caches)
+        attention = {w: scale * visible_keys(w, first, queries) for w, _ in distinct}
+        flops[self.kv] = flops.get(self.kv, 0.0) + sum([attention[w] for w, _ in caches])
+        # prefill writes the cache once; decode reads it, the new position included
+        kv = {(w, token): batch * _kept(w, length) * token for w, token in distinct}
+        kv_bytes = sum([kv[c] for c in caches])
         link_bytes = 0.0
         hidden = tokens * self.cfg.hidden * self.collective_bits / 8
         if self.link_scale is not None:
@@ -222,12 +220,20 @@ def _kept(window: int | None, length: int) -> int:
     return length if window is None else min(window, length)
 
 
-def kv_elements_per_token(cfg: ModelConfig) -> int:
-    """One layer's cached elements per token: K and V of every KV head, or MLA's latent and the
-    rope key all heads share."""
+def kv_elements_per_token(cfg: ModelConfig, layer: Layer | None = None) -> int:
+    """One layer's cached elements per token: K and V of every KV head (`layer`'s own, else the
+    model's), or MLA's latent and the rope key all heads share."""
     if cfg.mla is not None:
         return cfg.mla.kv_lora_rank + cfg.mla.rope_dim
-    return 2 * cfg.kv_heads * cfg.head_dim
+    return 2 * (cfg.kv_heads if layer is None else cfg.kv_heads_of(layer)) * cfg.head_dim
+
+
+def _all_reduces(cfg: ModelConfig) -> int:
+    """Tensor-parallel all-reduces of one forward's layers: one per parallel block, else one per
+    attention and one per MLP (a skipped part has none, nor has DeciLM's replicated linear)."""
+    if cfg.residual.block == "parallel":
+        return len(cfg.layers)
+    return sum((layer.attention == "standard") + (layer.ffn == "standard") for layer in cfg.layers)
 
 
 def _attention_flops(cfg: ModelConfig, window: int | None, batch: int, queries: int, length: int) -> float:

@@ -29,6 +29,9 @@ Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
 QkNorm = Literal["none", "per_head", "all_heads", "each_head"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
+# A layer's attention or feed-forward part: the model's own, skipped (nothing, not even its norm),
+# or one bias-free [D, D] linear after its norm (DeciLM's no_op and replace_with_linear)
+LayerPart = Literal["standard", "skip", "linear"]
 
 
 def check_mode(value: object, mode: object, what: str) -> None:
@@ -231,12 +234,25 @@ class Mla:
 @dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
-    MoE MLP."""
+    MoE MLP; and in DeciLM's searched stacks, which parts the layer has and their sizes."""
 
     sliding_window: int | None
     rope: Rope | None
     rope_name: str
     moe: bool
+    attention: LayerPart = "standard"
+    ffn: LayerPart = "standard"
+    kv_heads: int | None = None  # this layer's KV heads where they differ from the model's
+    intermediate: int | None = None  # its MLP width where it differs from the model's
+
+    def __post_init__(self) -> None:
+        check_mode(self.attention, LayerPart, "layer attention")
+        check_mode(self.ffn, LayerPart, "layer feed-forward")
+
+    @property
+    def caches(self) -> bool:
+        """Whether the layer attends, and so keeps a KV cache."""
+        return self.attention == "standard"
 
 
 @dataclass(frozen=True)
@@ -366,6 +382,14 @@ class ModelConfig:
     @property
     def groups(self) -> int:
         return self.heads // self.kv_heads
+
+    def kv_heads_of(self, layer: Layer) -> int:
+        """Layer `layer`'s KV heads: its own, else the model's."""
+        return layer.kv_heads if layer.kv_heads is not None else self.kv_heads
+
+    def intermediate_of(self, layer: Layer) -> int:
+        """Layer `layer`'s MLP width: its own, else the model's."""
+        return layer.intermediate if layer.intermediate is not None else self.intermediate
 
     @property
     def scale(self) -> float:

@@ -67,7 +67,7 @@ def unrun_shapes(cfg: ModelConfig) -> Iterator[WeightShape]:
 
 
 def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
-    V, D, F = cfg.vocab, cfg.hidden, cfg.intermediate
+    V, D = cfg.vocab, cfg.hidden
     yield "model.embed_tokens.weight", (V, D), "table"
     yield "lm_head.weight", (V, D), "table"
     yield "lm_head.bias", (V,), "vector"
@@ -81,10 +81,19 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
         for norm in _NORMS:
             yield f"{pre}.{norm}.weight", (D,), "vector"
             yield f"{pre}.{norm}.bias", (D,), "vector"
-        if cfg.mla is not None:
+        if layer.attention == "linear":  # DeciLM's stand-in for attention
+            yield f"{pre}.self_attn.linear_attn.weight", (D, D), "projection"
+        elif layer.attention == "skip":
+            pass
+        elif cfg.mla is not None:
             yield from _mla_shapes(cfg, f"{pre}.self_attn")
         else:
-            yield from _attention_shapes(cfg, pre)
+            yield from _attention_shapes(cfg, pre, cfg.kv_heads_of(layer))
+        if layer.ffn != "standard":
+            if layer.ffn == "linear":  # DeciLM's stand-in for the MLP
+                yield f"{pre}.mlp.linear_mlp.weight", (D, D), "projection"
+            continue
+        F = cfg.intermediate_of(layer)
         if layer.moe and cfg.moe is not None:
             moe = cfg.moe
             yield moe.router_name.format(i=i), (moe.experts, D), "projection"
@@ -108,9 +117,9 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
         yield f"{pre}.mlp.down_proj.bias", (D,), "vector"
 
 
-def _attention_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
-    """Per-head attention: q/k/v/o projections, biases, sinks, q/k norms."""
-    D, H, Hkv, K = cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim
+def _attention_shapes(cfg: ModelConfig, pre: str, Hkv: int) -> Iterator[tuple[str, Shape, Kind]]:
+    """Per-head attention with `Hkv` KV heads: q/k/v/o projections, biases, sinks, q/k norms."""
+    D, H, K = cfg.hidden, cfg.heads, cfg.head_dim
     for proj, rows in (("q_proj", H * K), ("k_proj", Hkv * K), ("v_proj", Hkv * K)):
         yield f"{pre}.self_attn.{proj}.weight", (rows, D), "projection"
         yield f"{pre}.self_attn.{proj}.bias", (rows,), "vector"

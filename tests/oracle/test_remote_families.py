@@ -9,11 +9,15 @@ parameter shapes (tiny and bundled), and each family's special part made to bite
   same weights is the reference for the logits; each MiMoMTPLayers holds a Qwen2Attention, a
   Qwen2MLP, five Qwen2RMSNorms (input, post-attention, token, hidden, final) and a bias-free
   Linear(2 x hidden, hidden): its parameters are counted from those transformers modules here.
+- `nemotron-nas` (DeciLM): the numpy reference in tests/oracle/remote_reference.py (which cites
+  modeling_decilm.py); a tiny stack with every kind of block: attention kept with 2, 1 and 4 KV
+  heads, skipped and replaced by a linear; MLPs of two widths (ffn_mult), skipped and replaced.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +33,7 @@ from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.model import BUNDLED, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
+from tests.oracle import remote_reference as ref
 from tests.oracle.test_families import reference_logits
 from tests.oracle.tiny_models import COMMON, FAMILIES, build
 
@@ -158,3 +163,126 @@ def test_a_wrongly_shaped_mtp_tensor_is_refused_in_one_line(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'model.mtp_layers.0.input_proj.weight' has shape [32, 32]" in err
     assert "implies [32, 64]" in err
+
+
+# --- shared by the numpy references -------------------------------------------------------------
+
+
+def _save_random(directory: Path, config: dict, shapes: dict[str, tuple[int, ...]], seed: int) -> dict:
+    """Random weights of `shapes` (0.1 x randn; norm weights around 1) saved with `config` as a
+    float32 checkpoint; returns them in float64 for the reference."""
+    rng = np.random.default_rng(seed)
+    weights = {}
+    for name, shape in shapes.items():
+        centre = 1.0 if name.endswith("norm.weight") else 0.0
+        weights[name] = (centre + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file({k: torch.from_numpy(v) for k, v in weights.items()}, directory / "model.safetensors")
+    (directory / "config.json").write_text(json.dumps({**config, "torch_dtype": "float32"}))
+    return {k: v.astype(np.float64) for k, v in weights.items()}
+
+
+def _reference_steps(logits_of, tokens: list[int]) -> list[np.ndarray]:
+    """The reference's last-position logits for the prompt, then for each fed token."""
+    return [logits_of(PROMPT + tokens[:step])[-1] for step in range(STEPS + 1)]
+
+
+def _check_remote(directory: Path, logits_of, name: str) -> None:
+    """Prefill + 4 decode steps equal to the reference, and 2 and 4 chips equal to 1."""
+    ours, tokens = _generation(directory)
+    _assert_matches(ours, tokens, _reference_steps(logits_of, tokens), name)
+    for chips in (2, 4):
+        many, many_tokens = _generation(directory, chips)
+        assert many_tokens == tokens, f"{name} on {chips} chips"
+        for a, b in zip(ours, many, strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-5, rtol=0, err_msg=f"{name} on {chips} chips")
+
+
+# --- nemotron-nas (DeciLM) ----------------------------------------------------------------------
+
+
+def _deci_block(group: int | None = None, attn: str = "", ffn_mult: float | None = None, ffn: str = "",
+                ) -> dict:  # fmt: skip
+    """A block_configs entry as the published files spell it: `attn` / `ffn` "no_op" or
+    "replace_with_linear", else kept (n_heads_in_group / ffn_mult)."""
+    return {
+        "attention": {"n_heads_in_group": group, "no_op": attn == "no_op", "num_sink_tokens": None,
+                      "replace_with_linear": attn == "replace_with_linear", "sparsify": None,
+                      "unshifted_sink": False, "use_prefill_window_in_sink_attention": False,
+                      "window_length": None},
+        "ffn": {"ffn_mult": ffn_mult, "no_op": ffn == "no_op",
+                "replace_with_linear": ffn == "replace_with_linear", "sparsify": None},
+    }  # fmt: skip
+
+
+DECI_BLOCKS = [
+    _deci_block(2, ffn_mult=1.0),  # 2 KV heads, MLP 256 wide
+    _deci_block(attn="no_op", ffn_mult=13.0),  # no attention (no norm, no cache), MLP 512 wide
+    _deci_block(attn="replace_with_linear", ffn="replace_with_linear"),
+    _deci_block(4, ffn="no_op"),  # 1 KV head, no MLP
+    _deci_block(1, ffn_mult=1.0),  # 4 KV heads
+]
+DECI = {
+    "architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas", "vocab_size": 96, "hidden_size": 32,
+    "num_attention_heads": 4, "num_key_value_heads": None, "intermediate_size": None,
+    "num_hidden_layers": len(DECI_BLOCKS), "block_configs": DECI_BLOCKS, "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0, "rope_scaling": None, "max_position_embeddings": 64, "hidden_act": "silu",
+    "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def deci(tmp_path_factory) -> tuple[dict, Path]:
+    directory = tmp_path_factory.mktemp("deci")
+    return _save_random(directory, DECI, ref.decilm_shapes(DECI), seed=11), directory
+
+
+def test_nemotron_nas_generates_what_decilm_computes(deci) -> None:
+    weights, directory = deci
+    _check_remote(directory, lambda ids: ref.decilm_logits(DECI, weights, ids), "nemotron-nas")
+
+
+def test_nemotron_nas_layers_have_their_own_parts_and_sizes(deci) -> None:
+    """What bites in the tiny stack: each layer's KV heads, MLP width and kept / skipped / linear
+    parts as read, and a cache only for the layers that attend."""
+    weights, directory = deci
+    cfg = load_model(directory).config
+    layers = cfg.layers
+    assert [(layer.attention, layer.ffn) for layer in layers] == [
+        ("standard", "standard"), ("skip", "standard"), ("linear", "linear"), ("standard", "skip"),
+        ("standard", "standard"),
+    ]  # fmt: skip
+    assert [cfg.kv_heads_of(layers[i]) for i in (0, 3, 4)] == [2, 1, 4]
+    assert [cfg.intermediate_of(layers[i]) for i in (0, 1, 4)] == [256, 512, 256]
+    built = build_prefill(cfg, F32, 1, 4)
+    assert len(built.graph.meta.kv_outputs) == 2 * 3
+    assert _params(cfg) == sum(w.size for w in weights.values())
+
+
+def test_bundled_nemotron_super_counts_the_published_modules() -> None:
+    """Llama-3.3-Nemotron-Super-49B-v1: the parameter shapes DeciLM builds from its block_configs
+    (49 attention layers with 8 KV heads, 31 without attention, MLPs from 0.5 to 5.25 x hidden)."""
+    data = json.loads((BUNDLED / "llama-3.3-nemotron-super-49b-v1.json").read_text())
+    cfg = load_model("llama-3.3-nemotron-super-49b-v1").config
+    assert _params(cfg) == sum(math.prod(s) for s in ref.decilm_shapes(data).values())
+    assert sum(layer.caches for layer in cfg.layers) == 49
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        (_deci_block(3, ffn_mult=1.0), "block_configs[0].attention.n_heads_in_group: expected a divisor of "
+                                       "num_attention_heads (4), got 3"),
+        (_deci_block(attn="no_op", ffn_mult=None), "missing field 'block_configs[0].ffn.ffn_mult'"),
+        ({**_deci_block(2, ffn_mult=1.0), "attention": {**_deci_block(2)["attention"], "window_length": 8}},
+         "block_configs[0].attention.window_length: windowed and sink attention are not supported"),
+        ({**_deci_block(2, ffn_mult=1.0), "ffn": {"no_op": True, "replace_with_linear": True}},
+         "block_configs[0].ffn.no_op and block_configs[0].ffn.replace_with_linear cannot both be true"),
+    ],
+)
+def test_bad_block_configs_are_one_line_errors(block: dict, message: str, tmp_path: Path, capsys) -> None:
+    config = {**DECI, "num_hidden_layers": 1, "block_configs": [block]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert main(["simulate", str(tmp_path / "config.json"), "--prompt-len", "4", "--gen-len", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
