@@ -27,7 +27,7 @@ REQUIRED = {
     "gemma-2-2b", "phi-3-mini-4k-instruct", "olmo-2-1124-7b", "starcoder2-3b", "granite-3.1-2b-instruct",
     "smollm3-3b", "falcon-rw-1b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3",
     "phi-2", "starcoderbase-1b", "mimo-7b-rl",
-    "llama-3.3-nemotron-super-49b-v1",
+    "llama-3.3-nemotron-super-49b-v1", "phi-3-small-8k-instruct",
 }  # fmt: skip
 
 

@@ -195,8 +195,6 @@ class Moe:
     router_bias: bool = False  # gpt-oss: the router is a linear with a bias
     softmax_after_top_k: bool = False  # gpt-oss: top-k of the router logits, softmax over those k
     expert_bias: bool = False  # gpt-oss: every expert projection adds a bias (the weight's .bias twin)
-    swiglu_limit: float | None = None  # gpt-oss's clamped SwiGLU (build.ffn); None: act(gate) * up
-    swiglu_alpha: float = 1.0  # its sigmoid gain: gate * sigmoid(alpha * gate)
     scoring: Scoring = "softmax"  # over all experts, or DeepSeek's independent sigmoid scores
     correction_bias_name: str | None = None  # DeepSeek: added to pick experts, not to weigh them
     groups: int = 1  # DeepSeek's n_group: experts pick among the best topk_groups groups only
@@ -232,6 +230,24 @@ class Mla:
 
 
 @dataclass(frozen=True)
+class BlockSparse:
+    """Phi-3-small's block-sparse attention: keys and queries in blocks of `block` positions; a
+    query block sees the `local` blocks up to its own and every key block b with
+    (b + offset(h) + 1) mod `vert_stride` == 0, causally. Heads share offset 0 (`homo_heads`) or
+    head h of `heads` has offset h x max(1, vert_stride // heads), each head its own vertical stripes."""
+
+    block: int
+    local: int
+    vert_stride: int
+    heads: int
+    homo_heads: bool = False
+
+    def offset(self, head: int) -> int:
+        """Head `head`'s (of all the model's query heads) shift of the vertical stripes, in blocks."""
+        return 0 if self.homo_heads else head * max(1, int(self.vert_stride / self.heads))
+
+
+@dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
     MoE MLP; and in DeciLM's searched stacks, which parts the layer has and their sizes."""
@@ -244,6 +260,7 @@ class Layer:
     ffn: LayerPart = "standard"
     kv_heads: int | None = None  # this layer's KV heads where they differ from the model's
     intermediate: int | None = None  # its MLP width where it differs from the model's
+    block_sparse: BlockSparse | None = None  # its attention's block-sparse pattern (None: dense)
 
     def __post_init__(self) -> None:
         check_mode(self.attention, LayerPart, "layer attention")
@@ -327,6 +344,9 @@ class Mlp:
     activation: Activation  # an IR unary op
     kind: MlpKind = "gated"  # gated: down(act(gate) * up); plain: down(act(up))
     bias: bool = False
+    # the clamped SwiGLU of gpt-oss's experts and Phi-3-small's gegelu (builder.ffn); None: act(gate) * up
+    swiglu_limit: float | None = None
+    swiglu_alpha: float = 1.0  # its sigmoid gain: gate * sigmoid(alpha * gate)
 
     def __post_init__(self) -> None:
         check_mode(self.activation, Activation, "activation")

@@ -12,6 +12,10 @@ parameter shapes (tiny and bundled), and each family's special part made to bite
 - `nemotron-nas` (DeciLM): the numpy reference in tests/oracle/remote_reference.py (which cites
   modeling_decilm.py); a tiny stack with every kind of block: attention kept with 2, 1 and 4 KV
   heads, skipped and replaced by a linear; MLPs of two widths (ffn_mult), skipped and replaced.
+- `phi3small`: the numpy reference in tests/oracle/remote_reference.py (which cites
+  modeling_phi3_small.py and its helpers); a tiny model whose blocks (2 positions), local span (2
+  blocks) and vertical stride (3, each of the 4 heads its own stripes) cut the 10 positions the
+  test runs, a dense second layer, a gegelu limit that clamps, and muP multipliers far from 1.
 """
 
 from __future__ import annotations
@@ -283,6 +287,79 @@ def test_bundled_nemotron_super_counts_the_published_modules() -> None:
 def test_bad_block_configs_are_one_line_errors(block: dict, message: str, tmp_path: Path, capsys) -> None:
     config = {**DECI, "num_hidden_layers": 1, "block_configs": [block]}
     (tmp_path / "config.json").write_text(json.dumps(config))
+    assert main(["simulate", str(tmp_path / "config.json"), "--prompt-len", "4", "--gen-len", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+# --- phi3small ----------------------------------------------------------------------------------
+
+PHI3SMALL = {
+    "architectures": ["Phi3SmallForCausalLM"], "model_type": "phi3small", "vocab_size": 96, "hidden_size": 32,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 3, "ff_intermediate_size": 48,
+    "ff_dim_multiplier": None, "hidden_act": "gegelu", "gegelu_limit": 0.5, "gegelu_pad_to_256": True,
+    "blocksparse_block_size": 2, "blocksparse_num_local_blocks": 2, "blocksparse_vert_stride": 3,
+    "blocksparse_homo_head_pattern": False, "blocksparse_triton_kernel_block_size": 2,
+    "dense_attention_every_n_layers": 2, "layer_norm_epsilon": 1e-5, "max_position_embeddings": 64,
+    "rope_embedding_base": 100.0, "rope_position_scale": 1.0, "mup_use_scaling": True,
+    "mup_attn_multiplier": 16.0, "mup_embedding_multiplier": 10.0, "mup_width_multiplier": 8.0,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def phi3small(tmp_path_factory) -> tuple[dict, Path]:
+    directory = tmp_path_factory.mktemp("phi3small")
+    return _save_random(directory, PHI3SMALL, ref.phi3small_shapes(PHI3SMALL), seed=13), directory
+
+
+def test_phi3small_generates_what_its_published_code_computes(phi3small) -> None:
+    weights, directory = phi3small
+    _check_remote(directory, lambda ids: ref.phi3small_logits(PHI3SMALL, weights, ids), "phi3small")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"dense_attention_every_n_layers": 1},  # every layer dense: the block pattern off
+        {"blocksparse_homo_head_pattern": True},  # one pattern for all heads
+        {"gegelu_limit": 1e3},  # nothing clamped
+        {"mup_use_scaling": False},  # 1/sqrt(head_dim), not mup_attn_multiplier / head_dim
+    ],
+)
+def test_phi3small_special_parts_bite(phi3small, change: dict) -> None:
+    """The reference with one part changed moves the prompt's logits by more than the tolerance:
+    each part is exercised by the tiny model's config."""
+    weights, _ = phi3small
+    ours = ref.phi3small_logits(PHI3SMALL, weights, PROMPT + [7, 1, 60, 33])
+    changed = ref.phi3small_logits({**PHI3SMALL, **change}, weights, PROMPT + [7, 1, 60, 33])
+    assert np.abs(ours - changed).max() > 1e-2
+
+
+def test_phi3small_parameter_count_and_layers(phi3small) -> None:
+    weights, directory = phi3small
+    cfg = load_model(directory).config
+    assert _params(cfg) == sum(w.size for w in weights.values())
+    assert [layer.block_sparse is None for layer in cfg.layers] == [False, True, False]
+
+
+def test_bundled_phi3small_counts_the_published_modules() -> None:
+    data = json.loads((BUNDLED / "phi-3-small-8k-instruct.json").read_text())
+    cfg = load_model("phi-3-small-8k-instruct").config
+    assert _params(cfg) == sum(math.prod(s) for s in ref.phi3small_shapes(data).values()) == 7_392_272_384
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hidden_act": "gelu"}, "hidden_act: Phi-3-small supports only 'gegelu', got 'gelu'"),
+        ({"rope_scaling": {"type": "longrope"}}, "rope_scaling: Phi-3-small's longrope (the 128k models)"),
+        ({"ff_intermediate_size": None, "ff_dim_multiplier": None}, "missing field 'ff_dim_multiplier'"),
+        ({"num_key_value_heads": 3}, "num_attention_heads (4) and num_key_value_heads (3) must divide"),
+    ],
+)
+def test_bad_phi3small_configs_are_one_line_errors(change: dict, message: str, tmp_path: Path,
+                                                   capsys) -> None:  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps({**PHI3SMALL, **change}))
     assert main(["simulate", str(tmp_path / "config.json"), "--prompt-len", "4", "--gen-len", "2"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err

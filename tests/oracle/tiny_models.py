@@ -367,7 +367,7 @@ OWN_SIZES.update({f: ISSUE_28[f] for f in ("phi", "gpt_bigcode", "gpt_bigcode_mh
 FAMILIES.update(ISSUE_28)
 # Remote-code families: no transformers class, so no tiny model here; each is
 # checked against a reference from its published code in tests/oracle/test_remote_families.py.
-REMOTE = {"mimo", "nemotron-nas"}
+REMOTE = {"mimo", "nemotron-nas", "phi3small"}
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
 DENSE += [f for f in ISSUE_28 if f not in OWN_SIZES]  # the ones on COMMON's sizes
 MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss"]
