@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                 f"prompt {args.prompt_len} (not {DEFAULT_PROMPT}): {model.config.name} has "
                 f"{model.config.max_positions:,} positions and the generation takes {args.gen_len}"
             )
-    check_length(model.config, args.prompt_len + args.gen_len - 1)  # the last token is not fed back
+    past_context = check_length(model.config, args.prompt_len + args.gen_len - 1)  # the last is not fed back
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, args.group_size, args.kv_dtype)
 
@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(sim)
     sites = target_of(sim.hardware).sites
     print_report(report, sites, console(), args.top)
+    past_context()
     if args.json:
         document = {**report.to_dict(), "provenance": provenance(args.argv)}
         write_atomically(args.json, json.dumps(document, indent=2) + "\n")

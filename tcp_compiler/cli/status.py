@@ -6,6 +6,7 @@ a graph large enough that compiling it takes minutes; and the model's position l
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.status import Status
@@ -52,11 +53,16 @@ def large_plan_note(notes: list[dict]) -> str | None:
     )
 
 
-def check_length(cfg: ModelConfig, positions: int) -> None:
+def check_length(cfg: ModelConfig, positions: int) -> Callable[[], None]:
     """A generation of `positions` positions refused where the model cannot run it (learned
-    positions past their table), else a note on standard error when it passes the context the
-    model's positions are made for (it runs, as transformers runs it)."""
+    positions past their table); else what to say once it has run: a note on standard error when it
+    passes the context the model's positions are made for (it ran, as transformers runs it). Said
+    after the run, so a run refused for another reason still ends in one line."""
     check_positions(cfg, positions)
     note = past_context(cfg, positions)
-    if note is not None:
-        print(note, file=sys.stderr)
+
+    def say() -> None:
+        if note is not None:
+            print(note, file=sys.stderr)
+
+    return say
