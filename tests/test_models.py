@@ -26,8 +26,8 @@ REQUIRED = {
     "gpt2", "opt-1.3b", "bloom-560m", "pythia-1.4b", "falcon-7b",
     "gemma-2-2b", "phi-3-mini-4k-instruct", "olmo-2-1124-7b", "starcoder2-3b", "granite-3.1-2b-instruct",
     "smollm3-3b", "falcon-rw-1b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3",
-    "phi-2", "starcoderbase-1b", "mimo-7b-rl",
-    "llama-3.3-nemotron-super-49b-v1", "phi-3-small-8k-instruct",
+    "phi-2", "starcoderbase-1b", "glm-4-9b-chat-hf", "glm-4-9b-0414", "glm-4.5-air", "chatglm3-6b",
+    "mimo-7b-rl", "llama-3.3-nemotron-super-49b-v1", "phi-3-small-8k-instruct",
 }  # fmt: skip
 
 
@@ -54,10 +54,11 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
 
 
 def _group_tiles(cfg, group: int) -> bool:
-    """Quantisation groups tile every projection's input: the hidden size, and a head's K whole or
-    whole heads per group."""
+    """Quantisation groups tile every projection's input: the hidden size, the MLP widths (GLM-4.5-Air's
+    dense 10944 = 64 x 171), and a head's K whole or whole heads per group."""
     heads = (cfg.mla.v_dim, cfg.mla.nope_dim) if cfg.mla is not None else (cfg.head_dim,)  # MLA's contracted
-    return cfg.hidden % group == 0 and all(k % group == 0 or group % k == 0 for k in heads)
+    widths = (cfg.hidden, cfg.intermediate, *((cfg.moe.intermediate,) if cfg.moe is not None else ()))
+    return all(w % group == 0 for w in widths) and all(k % group == 0 or group % k == 0 for k in heads)
 
 
 def _agrees(count: int, figure: str) -> bool:
@@ -82,7 +83,8 @@ def test_agreement_rule() -> None:
 
 
 def test_moe_active_parameters_match_the_card() -> None:
-    for name in ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3"):
+    moe = ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3", "glm-4.5-air")
+    for name in moe:
         cfg = load_model(name).config
         built = build_prefill(cfg, PRECISIONS["bf16"], 1, 1)
         total = sum(p.type.numel for p in built.checkpoint_params())
@@ -93,6 +95,8 @@ def test_moe_active_parameters_match_the_card() -> None:
         inactive = moe_layers * (cfg.moe.experts - cfg.moe.top_k) * per_expert
         if name == "gpt-oss-20b":  # OpenAI counts the unembedding as active, not the embedding
             inactive += cfg.vocab * cfg.hidden
+        if name == "glm-4.5-air":  # Z.ai's 12B active leaves out the embedding and the LM head
+            inactive += 2 * cfg.vocab * cfg.hidden
         card = BY_FILE[f"{name}.json"]
         assert _agrees(total - inactive, card["active_params"]), name
 

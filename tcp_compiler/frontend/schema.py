@@ -113,7 +113,7 @@ FIELDS: dict[str, Field] = {
     "dtype": _STR,
     "text_config": _OBJECT,
     # sizes
-    **dict.fromkeys(("num_hidden_layers", "n_layer"), _count(MAX_LAYERS)),
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), _count(MAX_LAYERS)),
     **dict.fromkeys(
         (
             "hidden_size", "n_embd", "n_embed", "intermediate_size", "ffn_dim", "n_inner",
@@ -122,16 +122,20 @@ FIELDS: dict[str, Field] = {
         _count(MAX_WIDTH),
     ),  # fmt: skip
     **dict.fromkeys(
-        ("num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads"), _count(MAX_HEADS)
+        ("num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads", "multi_query_group_num"),
+        _count(MAX_HEADS),
     ),
-    "head_dim": _count(MAX_HEAD_DIM),
+    **dict.fromkeys(("head_dim", "kv_channels"), _count(MAX_HEAD_DIM)),
     "rotary_dim": _count(MAX_HEAD_DIM),  # GPT-J: RoPE on the first rotary_dim dims of each head
     # DeepSeek's latent attention
     **dict.fromkeys(("q_lora_rank", "kv_lora_rank"), _count(MAX_WIDTH)),
     **dict.fromkeys(("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), _count(MAX_HEAD_DIM)),
-    "vocab_size": _count(MAX_VOCAB),
+    **dict.fromkeys(("vocab_size", "padded_vocab_size"), _count(MAX_VOCAB)),
     **dict.fromkeys(
-        ("max_position_embeddings", "n_positions", "original_max_position_embeddings", "sliding_window"),
+        (
+            "max_position_embeddings", "n_positions", "original_max_position_embeddings", "sliding_window",
+            "seq_length",
+        ),
         _count(MAX_POSITIONS),
     ),
     # layer patterns
@@ -166,9 +170,14 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(("swiglu_limit", "swiglu_alpha"), _positive(1e6)),  # gpt-oss
     # numbers
     **dict.fromkeys(
-        ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_eps", "norm_epsilon"), _EPS
+        (
+            "rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_eps", "norm_epsilon",
+            "layernorm_epsilon",
+        ),
+        _EPS,
     ),
     **dict.fromkeys(("rope_theta", "rope_local_base_freq", "rotary_emb_base"), _positive()),
+    "rope_ratio": _positive(1e6),  # ChatGLM: RoPE base 10000 x rope_ratio
     **dict.fromkeys(("factor", "low_freq_factor", "high_freq_factor"), _positive(1e6)),
     **dict.fromkeys(("rotary_pct", "partial_rotary_factor"), _FRACTION),
     "query_pre_attn_scalar": _positive(),
@@ -207,7 +216,8 @@ FIELDS: dict[str, Field] = {
             "multi_query", "parallel_attn", "bias", "use_parallel_residual",
             "apply_residual_connection_post_layernorm", "do_layer_norm_before", "enable_bias",
             "_remove_final_layer_norm", "layer_norm_elementwise_affine", "scale_attn_by_inverse_layer_idx",
-            "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias",
+            "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias", "use_qk_norm",
+            "rmsnorm", "post_layer_norm", "add_bias_linear", "add_qkv_bias", "multi_query_attention",
         ),
         _BOOL,
     ),  # fmt: skip

@@ -34,7 +34,7 @@ EXTRA = {
 # way, or have one latent for every head as DeepSeek's MLA does).
 KV_FAMILIES = [
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "olmo2", "starcoder2", "granite",
-    "smollm3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "phi",
+    "smollm3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "phi", "glm", "glm4", "glm4_moe",
 ]  # fmt: skip
 
 

@@ -363,14 +363,44 @@ ISSUE_28 = {
         ),
     ),
 }
+# GLM: head_dim 16 (not hidden / heads = 8) with GlmConfig's default partial_rotary_factor 0.5 and
+# attention_bias true left to the class; RoPE on interleaved pairs of the first 8 dims, the fused
+# gate_up_proj. GLM-4: RoPE on a quarter of each head, the norms after attention and after the MLP.
+# GLM-4.5: q/k norm, q/k/v biases, RoPE on rotate-half pairs of half of each head; one dense layer,
+# then MoE with a nonzero correction bias (set in `build`), experts in 4 groups of which 2 are
+# searched, a routed scale != 1 and 2 shared experts.
+GLM_TOKENS = dict(pad_token_id=0, eos_token_id=1)  # the class defaults (151329, ...) exceed the vocab
+GLM = {
+    "glm": ("GlmConfig", "GlmForCausalLM", dict(GLM_TOKENS, head_dim=16)),
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(GLM_TOKENS, head_dim=16, partial_rotary_factor=0.25)),
+    "glm4_moe": (
+        "Glm4MoeConfig",
+        "Glm4MoeForCausalLM",
+        dict(
+            head_dim=16,
+            attention_bias=True,
+            use_qk_norm=True,
+            n_routed_experts=8,
+            num_experts_per_tok=3,
+            moe_intermediate_size=24,
+            n_shared_experts=2,
+            n_group=4,
+            topk_group=2,
+            first_k_dense_replace=1,
+            routed_scaling_factor=2.5,
+        ),
+    ),
+}
+ISSUE_28.update(GLM)
+ISSUE_28_MOE = ["glm4_moe"]
 OWN_SIZES.update({f: ISSUE_28[f] for f in ("phi", "gpt_bigcode", "gpt_bigcode_mha", "gptj")})
 FAMILIES.update(ISSUE_28)
 # Remote-code families: no transformers class, so no tiny model here; each is
 # checked against a reference from its published code in tests/oracle/test_remote_families.py.
 REMOTE = {"mimo", "nemotron-nas", "phi3small"}
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
-DENSE += [f for f in ISSUE_28 if f not in OWN_SIZES]  # the ones on COMMON's sizes
-MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss"]
+DENSE += [f for f in ISSUE_28 if f not in OWN_SIZES and f not in ISSUE_28_MOE]  # on COMMON's sizes
+MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss", *ISSUE_28_MOE]
 
 
 def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:

@@ -38,7 +38,7 @@ def sizes(raw: RawConfig, head_dim_default: int | None = None) -> dict[str, Any]
         raise raw.fail(
             f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})"
         )
-    if head_dim_default is None:
+    if head_dim_default is None and not raw.has("head_dim"):  # GLM-4.5-Air: 96 heads of 128 in 4096
         if hidden % heads:
             raise raw.fail(
                 f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}); set head_dim"
@@ -57,6 +57,22 @@ def sizes(raw: RawConfig, head_dim_default: int | None = None) -> dict[str, Any]
         "max_positions": raw.get("max_position_embeddings", 0, kind=int),
         "dtype": saved_dtype(raw, "bfloat16"),
     }
+
+
+def partial_rotary(raw: RawConfig, head_dim: int, default: float = 1.0) -> int | None:
+    """RoPE's dims per head from partial_rotary_factor (transformers 5 keeps it in
+    rope_parameters, older files at the top level; `default` when neither has it), as
+    transformers computes them, int(head_dim * factor); None when RoPE rotates the whole head."""
+    fraction = raw.nested("rope_parameters").get(
+        "partial_rotary_factor", raw.get("partial_rotary_factor", default, kind=(int, float))
+    )
+    rotary = int(head_dim * fraction)
+    if rotary <= 0 or rotary % 2 or rotary > head_dim:
+        raise raw.fail(
+            f"partial_rotary_factor {fraction} gives {rotary} rotary dims of {head_dim}; "
+            "expected an even count > 0"
+        )
+    return None if rotary == head_dim else rotary
 
 
 def layer_types(raw: RawConfig, fallback: list[str]) -> list[str]:

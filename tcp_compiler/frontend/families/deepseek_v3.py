@@ -52,18 +52,20 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         ),
         attention=Attention(scale=(mla.nope_dim + mla.rope_dim) ** -0.5 * _mscale_squared(raw)),
         mla=mla,
-        moe=_moe(raw),
+        moe=sigmoid_moe(raw),
         layers=layers(
             raw, layer_types(raw, ["full_attention"] * n), None, {"default": rope}, set(range(first_moe, n))
         ),  # fmt: skip
     )
 
 
-def _moe(raw: RawConfig) -> Moe:
+def sigmoid_moe(raw: RawConfig) -> Moe:
+    """DeepSeek-V3's MoE (GLM-4.5's too): sigmoid scores, the correction bias, grouped top-k,
+    routed_scaling_factor and n_shared_experts shared experts, under DeepSeek's tensor names."""
     pre = "model.layers.{i}.mlp"
     experts = raw.get("n_routed_experts", raw.get("num_local_experts"), kind=int)
     if experts is None:
-        raise raw.fail("missing field 'n_routed_experts' (needed for deepseek_v3 models)")
+        raise raw.fail(f"missing field 'n_routed_experts' (needed for {raw.family} models)")
     groups = raw.get("n_group", 1, kind=int)
     topk_groups = raw.get("topk_group", groups, kind=int)
     top_k = raw.require("num_experts_per_tok")

@@ -13,7 +13,7 @@ from tcp_compiler.frontend.config import (
     Residual,
     read_rope,
 )
-from tcp_compiler.frontend.families.common import activation, layers, saved_dtype, sizes
+from tcp_compiler.frontend.families.common import activation, layers, partial_rotary, saved_dtype, sizes
 from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import Rename, TensorMap
 
@@ -28,16 +28,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     if raw.get("qk_layernorm", False, kind=bool):
         raise raw.fail("field 'qk_layernorm' = true is not supported (LayerNorm on q and k)")
     fields = sizes(raw)
-    head_dim = fields["head_dim"]
-    fraction = raw.nested("rope_parameters").get(
-        "partial_rotary_factor", raw.get("partial_rotary_factor", kind=(int, float))
-    )
-    rotary = int(head_dim * fraction)
-    if rotary <= 0 or rotary % 2 or rotary > head_dim:
-        raise raw.fail(
-            f"partial_rotary_factor {fraction} gives {rotary} rotary dims of {head_dim}; "
-            "expected an even count > 0"
-        )
+    rotary = partial_rotary(raw, fields["head_dim"])  # PhiConfig's default 0.5 comes from DEFAULTS
     tensors = TensorMap(
         (
             (LAYER + r"self_attn\.o_proj\.(weight|bias)", Rename(PREFIX + r"self_attn.dense.\2")),
@@ -55,7 +46,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         norms=Norms(float(raw.get("layer_norm_eps", 1e-5, kind=(int, float))), "layer", parallel=1),
         mlp=Mlp(activation(raw, "gelu_new", "hidden_act"), "plain", bias=True),
         residual=Residual("parallel"),
-        positions=Positions(rotary_dim=None if rotary == head_dim else rotary),
+        positions=Positions(rotary_dim=rotary),
         attention=Attention(qkv_bias=True, out_bias=True),
         embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", False, kind=bool)), head_bias=True),
         tensors=tensors,

@@ -4,7 +4,7 @@ both split at load; longrope RoPE (older configs spell it "su" or "yarn", which 
 as longrope), partial rotary (partial_rotary_factor), a sliding window on every layer when set."""
 
 from tcp_compiler.frontend.config import ModelConfig, Positions, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import dense, layer_types, layers, sizes
+from tcp_compiler.frontend.families.common import dense, layer_types, layers, partial_rotary, sizes
 from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import Chunk, FusedQkv, TensorMap
 
@@ -20,15 +20,7 @@ ROPE_ALIASES = {"su": "longrope", "yarn": "longrope"}
 def read(raw: RawConfig, name: str) -> ModelConfig:
     fields = sizes(raw)
     heads, kv_heads, head_dim = fields["heads"], fields["kv_heads"], fields["head_dim"]
-    fraction = raw.nested("rope_parameters").get(
-        "partial_rotary_factor", raw.get("partial_rotary_factor", 1.0, kind=(int, float))
-    )
-    rotary = int(head_dim * fraction)
-    if rotary <= 0 or rotary % 2:
-        raise raw.fail(
-            f"partial_rotary_factor {fraction} gives {rotary} rotary dims of {head_dim}; "
-            "expected an even count > 0"
-        )
+    rotary = partial_rotary(raw, head_dim)
     tensors = TensorMap(
         (
             (
@@ -48,6 +40,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         "phi3",
         name,
         layers=layers(raw, types, window, {"default": rope}),
-        positions=Positions(rotary_dim=None if rotary == head_dim else rotary),
+        positions=Positions(rotary_dim=rotary),
         tensors=tensors,
     )
