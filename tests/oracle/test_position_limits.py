@@ -6,12 +6,14 @@ limit, dynamic NTK's logits are transformers' own."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tcp_compiler.cli import main
+from tcp_compiler.errors import FrontendError
 from tests.oracle.test_families import reference_logits
 from tests.oracle.tiny_models import build, save
 
@@ -82,3 +84,30 @@ def test_tcpc_run_past_dynamic_ntks_max_positions_writes_transformers_logits(tmp
     ours = [saved["prefill"]] + [saved[f"decode_{k}"] for k in range(steps)]
     for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"step {step}")
+
+
+def test_the_context_each_scheme_is_made_for() -> None:
+    """RoPE's context is max_position_embeddings, yarn's its original context x factor when longer;
+    ALiBi and dynamic NTK have none (they extrapolate); learned positions are refused past theirs."""
+    from tcp_compiler.frontend.builder import check_positions, past_context
+    from tcp_compiler.frontend.config import Rope
+    from tcp_compiler.frontend.model import load_model
+
+    llama = load_model("llama-3.2-1b").config
+    assert past_context(llama, 131_072) is None and "131,073 positions, past the 131,072" in past_context(
+        llama, 131_073
+    )
+    yarn = dataclasses.replace(llama, layers=tuple(
+        dataclasses.replace(layer, rope=Rope(500000.0, "yarn", 4.0, original_max_positions=65_536))
+        for layer in llama.layers))  # fmt: skip
+    assert past_context(yarn, 262_144) is None and "past the 262,144" in past_context(yarn, 262_145)
+    dynamic = dataclasses.replace(llama, layers=tuple(
+        dataclasses.replace(layer, rope=Rope(500000.0, "dynamic", 4.0, max_positions=131_072))
+        for layer in llama.layers))  # fmt: skip
+    assert past_context(dynamic, 10**6) is None
+    bloom = load_model("bloom-560m").config
+    assert past_context(dataclasses.replace(bloom, max_positions=2048), 10**6) is None  # ALiBi
+    gpt2 = load_model("gpt2").config
+    check_positions(gpt2, 1024)
+    with pytest.raises(FrontendError, match="1025 positions exceed its 1024 learned position embeddings"):
+        check_positions(gpt2, 1025)
