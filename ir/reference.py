@@ -68,6 +68,9 @@ GROUPS = [
     ("Selection and conversion", ["where", "cast"]),
     ("Collectives", ["all_reduce", "reduce_scatter", "all_gather"]),
     ("Mixture of experts", ["dispatch", "bincount", "grouped_einsum", "combine"]),
+    ("Recurrences along a sequence", [
+        "scan", "scan_state", "delta_scan", "delta_scan_state", "recurrence", "conv1d",
+    ]),  # fmt: skip
 ]
 
 

@@ -129,7 +129,8 @@ def _layer_period(s: _Lowering) -> None:
 
 
 def _attention(s: _Lowering) -> None:
-    """A prefill's attention form per layer; with `check`, a prefill that cannot fit HBM (alone,
+    """A prefill's attention form per layer, and its scans' (chunked or step by step: the same
+    notes); with `check`, a prefill that cannot fit HBM (alone,
     or beside `fits_with`) is refused first: what the rewrite does not replace already spills."""
     if s.phase != "prefill":
         return
@@ -137,9 +138,13 @@ def _attention(s: _Lowering) -> None:
         bound = _bound(s)
         bound = bound if s.fits_with is None else larger(bound, s.fits_with)
         recipes(s.hw).check_capacity(bound, subject(s.config, s.options), s.hw, at_least=True)
-    s.attention, tiles = recipes(s.hw).plan_attention(s.graph, s.hw, s.options.policy_on(s.hw))
+    book, policy = recipes(s.hw), s.options.policy_on(s.hw)
+    s.attention, tiles = book.plan_attention(s.graph, s.hw, policy)
+    scans, chunks = book.plan_scans(s.graph, s.hw, policy)
+    s.attention += scans
     s.observer.planned(s.attention)
-    s.scheduled = recipes(s.hw).rewrite_attention(s.graph if s.scheduled is None else s.scheduled, tiles)
+    s.scheduled = book.rewrite_attention(s.graph if s.scheduled is None else s.scheduled, tiles)
+    s.scheduled = book.rewrite_scans(s.scheduled, chunks)
 
 
 def _bound(s: _Lowering) -> Footprint:

@@ -55,9 +55,9 @@ class Steps(Protocol):
 
 class Recipes(Protocol):
     """A target's recipe book, as the generic compiler calls it. `period` values are the book's
-    own (a repeating layer period it found); `tiles` its attention tiling; `links` its list of
-    which stage block waits for which; `policy` its mapping policy (`DEFAULT_POLICY` unless the
-    options say otherwise: CompileOptions.policy_on)."""
+    own (a repeating layer period it found); `tiles` its attention tiling; `chunks` its scans'
+    chunk lengths; `links` its list of which stage block waits for which; `policy` its mapping
+    policy (`DEFAULT_POLICY` unless the options say otherwise: CompileOptions.policy_on)."""
 
     DEFAULT_POLICY: Any
     SENT: str  # the kind of op that ends an earlier pipeline stage's graph (its one send)
@@ -65,6 +65,10 @@ class Recipes(Protocol):
     def plan_attention(self, graph: Graph, hw: Spec, policy: Any) -> tuple[list[dict], Any]: ...
 
     def rewrite_attention(self, graph: Graph, tiles: Any) -> Graph: ...
+
+    def plan_scans(self, graph: Graph, hw: Spec, policy: Any) -> tuple[list[dict], Any]: ...
+
+    def rewrite_scans(self, graph: Graph, chunks: Any) -> Graph: ...
 
     def capacity(self, graph: Graph, weights: Iterable[str], hw: Spec, policy: Any, *,
                  ignore: frozenset[str] = ..., spills: Graph | None = ...) -> Footprint: ...  # fmt: skip

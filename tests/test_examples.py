@@ -301,3 +301,46 @@ def test_decoder_layer_rejects_out_of_range_positions():
     x, positions = _layer_inputs(20, P - S + 1)  # last position is P, one past the table
     with pytest.raises(ir.InterpretError, match="axis 'P' has size 32"):
         _run_layer(x, positions, ir_params(w))
+
+
+# -- Mamba-2 mixer ----------------------------------------------------------------------------------
+
+
+def reference_mamba2_mixer(xbc, win, dt_raw, h0, conv_w, conv_b, dt_bias, a_log, d):
+    """Written from Mamba2Mixer.torch_forward (transformers 5.23.0): the causal depthwise conv over
+    [window, x], SiLU, split, softplus(dt + bias), then one head at a time, one step at a time."""
+    joined = np.concatenate([win, xbc], axis=1)[0]  # [11, 24]
+    conv = np.stack([np.convolve(joined[:, c], conv_w[c][::-1], mode="valid") for c in range(24)], axis=1)
+    act = conv + conv_b
+    act = act / (1 + np.exp(-act))
+    x, b, c = act[:, :8].reshape(8, 2, 4), act[:, 8:16], act[:, 16:24]
+    dt = np.log1p(np.exp(dt_raw[0] + dt_bias))  # [8, 2]
+    a = -np.exp(a_log)
+    h = h0[0, 0].astype(np.float64).copy()  # [2, 4, 8]
+    out = np.zeros((8, 2, 4))
+    for t in range(8):
+        for head in range(2):
+            h[head] = np.exp(dt[t, head] * a[head]) * h[head] + dt[t, head] * np.outer(x[t, head], b[t])
+            out[t, head] = h[head] @ c[t] + d[head] * x[t, head]
+    return out.reshape(1, 8, 1, 2, 4), h.reshape(1, 1, 2, 4, 8), joined[-3:][None]
+
+
+def test_mamba2_mixer_matches_numpy():
+    rng = np.random.default_rng(7)
+    feeds = {
+        "xbc": rng.standard_normal((1, 8, 24)).astype(np.float32),
+        "win": rng.standard_normal((1, 3, 24)).astype(np.float32),
+        "dt_raw": rng.standard_normal((1, 8, 2)).astype(np.float32),
+        "h0": rng.standard_normal((1, 1, 2, 4, 8)).astype(np.float32),
+    }
+    params = {
+        "conv_w": rng.standard_normal((24, 4)).astype(np.float32) * 0.5,
+        "conv_b": rng.standard_normal(24).astype(np.float32) * 0.1,
+        "dt_bias": rng.standard_normal(2).astype(np.float32),
+        "A_log": rng.standard_normal(2).astype(np.float32),
+        "D": rng.standard_normal(2).astype(np.float32),
+    }
+    got = ir.interpret(ir.load(EXAMPLES / "mamba2_mixer.tir"), feeds, params)
+    want = reference_mamba2_mixer(*feeds.values(), *params.values())
+    for name, ref in zip(("out", "h", "next_win"), want, strict=True):
+        np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=1e-4)

@@ -15,6 +15,14 @@ import pytest
 import ir
 from ir import BF16, BOOL, F16, F32, FP8E4M3, FP8E5M2, I4, I8, I32, TensorType
 from ir.ops.elementwise import BINARY, UNARY
+from tests.test_scan_ops import (
+    conv_reference,
+    delta_case,
+    delta_reference,
+    mamba1_case,
+    mamba1_reference,
+    run_mamba1,
+)
 
 T = TensorType.of
 COVERED: set[str] = set()
@@ -771,6 +779,59 @@ def test_missing_param_raises_naming_it() -> None:
     g.set_outputs("w")
     with pytest.raises(ir.InterpretError, match="param %w"):
         ir.interpret(g)
+
+
+# -- recurrences along a sequence (their full checks: tests/test_scan_ops.py) ---------------------
+
+
+@covers("scan", "scan_state")
+def test_selective_scan_against_the_sequential_recurrence(rng) -> None:
+    arrays = mamba1_case(rng, batch=1, steps=5, dims=3, n=2)
+    y, h = run_mamba1(arrays)
+    want_y, want_h = mamba1_reference(*arrays)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(h, want_h, rtol=1e-5, atol=1e-5)
+
+
+@covers("recurrence")
+def test_recurrence_returns_every_state(rng) -> None:
+    a, u, h0 = f32(rng, 3, 4), f32(rng, 2, 4, 3), f32(rng, 2, 3)  # a [H, C] onto u [P, C, H]
+    g = unit("recurrence", T(F32, H=3, C=4), T(F32, P=2, C=4, H=3), T(F32, P=2, H=3), axis="C")
+    h, want = h0, np.empty_like(u)
+    for c in range(4):
+        h = a[:, c] * h + u[:, c]
+        want[:, c] = h
+    np.testing.assert_allclose(run(g, a, u, h0), want, rtol=1e-6)
+    # a matrix transition over the state axis H (column axis J): h_c = a_c @ h_(c-1) + u_c
+    m = f32(rng, 4, 3, 3)  # [C, H, J]
+    types = T(F32, C=4, H=3, J=3), T(F32, P=2, C=4, H=3), T(F32, P=2, H=3)
+    g = unit("recurrence", *types, axis="C", mix=["H", "J"])
+    h, want = h0, np.empty_like(u)
+    for c in range(4):
+        h = h @ m[c].T + u[:, c]  # h [P, H]: h_new[p, i] = sum_j m[c, i, j] h[p, j]
+        want[:, c] = h
+    np.testing.assert_allclose(run(g, m, u, h0), want, rtol=1e-5, atol=1e-6)
+
+
+@covers("delta_scan", "delta_scan_state", "conv1d")
+def test_delta_rule_and_short_convolution_against_loops(rng) -> None:
+    arrays, types = delta_case(rng, batch=1, steps=4)
+    g = ir.Graph("d")
+    xs = [g.input(n, t) for n, t in types.items()]
+    g.add("delta_scan", *xs, name="y", axis="S")
+    g.add("delta_scan_state", *xs, name="h", axis="S")
+    w = g.input("w", T(F32, H=2, V=3, Kc=2))
+    win = g.input("win", T(F32, B=1, S=1, H=2, V=3))
+    g.add("conv1d", "v", w, win, name="c", axis="S")
+    g.set_outputs("y", "h", "c")
+    wv, winv = f32(rng, 2, 3, 2), f32(rng, 1, 1, 2, 3)
+    out = ir.interpret(g, {**dict(zip(types, arrays, strict=True)), "w": wv, "win": winv})
+    want_y, want_h = delta_reference(*arrays)
+    np.testing.assert_allclose(out["y"], want_y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out["h"], want_h, rtol=1e-5, atol=1e-5)
+    v = arrays[2].reshape(1, 4, 6)
+    want_c = conv_reference(v, wv.reshape(6, 2), winv.reshape(1, 1, 6))
+    np.testing.assert_allclose(out["c"].reshape(1, 4, 6), want_c, rtol=1e-5, atol=1e-5)
 
 
 # -- coverage --------------------------------------------------------------------------------------

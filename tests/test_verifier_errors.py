@@ -347,6 +347,126 @@ CASES = [
         ": f32[R=4, E=2, F=5]",
         "group axis 'E' must be an axis of the weight only, not of the rows or the result",
     ),
+    # -- recurrences along a sequence --------------------------------------------------------------
+    case(
+        "scan with a state holding the sequence axis",
+        "%x = input() : f32[B=1, S=4, D=3]\n%dt = input() : f32[B=1, S=4, D=3]\n"
+        "%A = input() : f32[D=3, N=2]\n"
+        "%b = input() : f32[B=1, S=4, N=2]\n%c = input() : f32[B=1, S=4, N=2]\n"
+        "%h = input() : f32[B=1, S=4, D=3, N=2]\n"
+        "%y = scan(%x, %dt, %A, %b, %c, %h) {axis = S} : f32[B=1, S=4, D=3]",
+        "the state %h : f32[B=1, S=4, D=3, N=2] must not have the sequence axis 'S'",
+    ),
+    case(
+        "scan with A stepped along the sequence",
+        "%x = input() : f32[B=1, S=4, D=3]\n%dt = input() : f32[B=1, S=4, D=3]\n"
+        "%A = input() : f32[S=4, D=3]\n"
+        "%b = input() : f32[B=1, S=4, N=2]\n%c = input() : f32[B=1, S=4, N=2]\n"
+        "%h = input() : f32[B=1, D=3, N=2]\n"
+        "%y = scan(%x, %dt, %A, %b, %c, %h) {axis = S} : f32[B=1, S=4, D=3]",
+        "%A : f32[S=4, D=3] must not have the sequence axis 'S'",
+    ),
+    case(
+        "scan_state with B of another state size",
+        "%x = input() : f32[B=1, S=4, D=3]\n%dt = input() : f32[B=1, S=4, D=3]\n"
+        "%A = input() : f32[D=3, N=2]\n"
+        "%b = input() : f32[B=1, S=4, N=5]\n%c = input() : f32[B=1, S=4, N=2]\n"
+        "%h = input() : f32[B=1, D=3, N=2]\n"
+        "%y = scan_state(%x, %dt, %A, %b, %c, %h) {axis = S} : f32[B=1, D=3, N=2]",
+        "axis 'N' has size 2 in %A but 5 in %b",
+    ),
+    case(
+        "scan_state with an axis the state lacks",
+        "%x = input() : f32[B=1, S=4, D=3]\n%dt = input() : f32[B=1, S=4, D=3]\n"
+        "%A = input() : f32[D=3, N=2]\n"
+        "%b = input() : f32[B=1, S=4, N=2]\n%c = input() : f32[B=1, S=4, N=2]\n"
+        "%h = input() : f32[B=1, D=3]\n"
+        "%y = scan_state(%x, %dt, %A, %b, %c, %h) {axis = S} : f32[B=1, D=3]",
+        "%A : f32[D=3, N=2] has axes [N] the state %h : f32[B=1, D=3] lacks",
+    ),
+    case(
+        "delta_scan with a state missing the value axis",
+        "%q = input() : f32[B=1, S=4, H=2, K=3]\n%k = input() : f32[B=1, S=4, H=2, K=3]\n"
+        "%v = input() : f32[B=1, S=4, H=2, V=5]\n%g = input() : f32[B=1, S=4, H=2]\n"
+        "%be = input() : f32[B=1, S=4, H=2]\n%h = input() : f32[B=1, H=2, K=3]\n"
+        "%y = delta_scan(%q, %k, %v, %g, %be, %h) {axis = S} : f32[B=1, S=4, H=2, V=5]",
+        "%v : f32[B=1, S=4, H=2, V=5] has axes [V] the state %h : f32[B=1, H=2, K=3] lacks",
+    ),
+    case(
+        "delta_scan_state with beta per key",
+        "%q = input() : f32[B=1, S=4, H=2, K=3]\n%k = input() : f32[B=1, S=4, H=2, K=3]\n"
+        "%v = input() : f32[B=1, S=4, H=2, V=5]\n%g = input() : f32[B=1, S=4, H=2]\n"
+        "%be = input() : f32[B=1, S=4, H=2, K=3]\n%h = input() : f32[B=1, H=2, K=3, V=5]\n"
+        "%y = delta_scan_state(%q, %k, %v, %g, %be, %h) {axis = S} : f32[B=1, H=2, K=3, V=5]",
+        "%be : f32[B=1, S=4, H=2, K=3] is per head and step, not per key axis [K]",
+    ),
+    case(
+        "scan with a list for its axis",
+        "%x = input() : f32[B=1, S=4, D=3]\n%dt = input() : f32[B=1, S=4, D=3]\n"
+        "%A = input() : f32[D=3, N=2]\n"
+        "%b = input() : f32[B=1, S=4, N=2]\n%c = input() : f32[B=1, S=4, N=2]\n"
+        "%h = input() : f32[B=1, D=3, N=2]\n"
+        "%y = scan(%x, %dt, %A, %b, %c, %h) {axis = [S]} : f32[B=1, S=4, D=3]",
+        "attribute 'axis' must be a name or string, got ('S',)",
+    ),
+    case(
+        "scan_state without its axis",
+        "%x = input() : f32[B=1, S=4, D=3]\n%dt = input() : f32[B=1, S=4, D=3]\n"
+        "%A = input() : f32[D=3, N=2]\n"
+        "%b = input() : f32[B=1, S=4, N=2]\n%c = input() : f32[B=1, S=4, N=2]\n"
+        "%h = input() : f32[B=1, D=3, N=2]\n"
+        "%y = scan_state(%x, %dt, %A, %b, %c, %h) : f32[B=1, D=3, N=2]",
+        "missing attribute 'axis' (the sequence axis the recurrence runs along)",
+    ),
+    case(
+        "scan with five operands",
+        "%x = input() : f32[B=1, S=4, D=3]\n%dt = input() : f32[B=1, S=4, D=3]\n"
+        "%A = input() : f32[D=3, N=2]\n"
+        "%b = input() : f32[B=1, S=4, N=2]\n%h = input() : f32[B=1, D=3, N=2]\n"
+        "%y = scan(%x, %dt, %A, %b, %h) {axis = S} : f32[B=1, S=4, D=3]",
+        "takes 6 operands, got 5",
+    ),
+    case(
+        "conv1d with an unknown attribute",
+        "%x = input() : f32[B=1, S=4, D=3]\n%w = input() : f32[D=3, K=2]\n"
+        "%win = input() : f32[B=1, S=1, D=3]\n"
+        "%y = conv1d(%x, %w, %win) {axis = S, taps = 2} : f32[B=1, S=4, D=3]",
+        "unknown attribute 'taps' (allowed: axis)",
+    ),
+    case(
+        "conv1d along an axis x lacks",
+        "%x = input() : f32[B=1, S=4, D=3]\n%w = input() : f32[D=3, K=2]\n"
+        "%win = input() : f32[B=1, S=1, D=3]\n"
+        "%y = conv1d(%x, %w, %win) {axis = T} : f32[B=1, S=4, D=3]",
+        "conv1d axis 'T' is not an axis of %x : f32[B=1, S=4, D=3]",
+    ),
+    case(
+        "recurrence with a state in another order",
+        "%a = input() : f32[C=4, H=2]\n%u = input() : f32[C=4, H=2, N=3]\n%h = input() : f32[N=3, H=2]\n"
+        "%y = recurrence(%a, %u, %h) {axis = C} : f32[C=4, H=2, N=3]",
+        "h0 %h : f32[N=3, H=2] must have u's axes without 'C', in order",
+    ),
+    case(
+        "recurrence along an axis u lacks",
+        "%a = input() : f32[H=2]\n%u = input() : f32[C=4, H=2]\n%h = input() : f32[C=4, H=2]\n"
+        "%y = recurrence(%a, %u, %h) {axis = T} : f32[C=4, H=2]",
+        "u %u : f32[C=4, H=2] needs the axis 'T'",
+    ),
+    case(
+        "conv1d with a window of the wrong length",
+        "%x = input() : f32[B=1, S=4, D=3]\n%w = input() : f32[D=3, K=4]\n"
+        "%win = input() : f32[B=1, S=2, D=3]\n"
+        "%y = conv1d(%x, %w, %win) {axis = S} : f32[B=1, S=4, D=3]",
+        "window %win : f32[B=1, S=2, D=3] must have x's axes [B S D] with 'S' of size 3 (taps - 1)",
+    ),
+    case(
+        "conv1d declared as an integer",
+        "%x = input() : f32[B=1, S=4, D=3]\n%w = input() : f32[D=3, K=2]\n"
+        "%win = input() : f32[B=1, S=1, D=3]\n"
+        "%y = conv1d(%x, %w, %win) {axis = S} : i32[B=1, S=4, D=3]",
+        "conv1d gives a float result, not i32",
+        declared=True,
+    ),
     case(
         "combine with one row too few",
         "%h = input() : f32[R=3, D=4]\n%i = input() : i32[T=2, Kk=2]\n%g = input() : f32[T=2, Kk=2]\n"

@@ -8,6 +8,7 @@ from ir.ops import (  # noqa: F401
     layout,
     moe,
     reduce,
+    scan,
     select,
     sources,
 )

@@ -39,12 +39,36 @@ def attention_lines(report: Report) -> list[str]:
     for note in notes:
         groups.setdefault((note.form, note.rows, note.block), []).append(note)
     lines = []
+    scans = sum(note.form in SCAN_FORMS for note in notes)
     for (form, rows, block), group in groups.items():
-        what = (
-            "plain softmax" if form == "plain" else f"online softmax, tiles of {rows} queries x {block} keys"
-        )
-        lines.append(f"prefill attention: {what} in {len(group)} of {len(notes)} layers ({group[0].reason})")
+        what = {
+            "plain": "plain softmax",
+            "online": f"online softmax, tiles of {rows} queries x {block} keys",
+            "chunked": f"chunked, {block} positions per chunk",
+            "sequential": "step by step on the Vector Engine",
+        }[form]
+        mixer, of = ("scan", scans) if form in SCAN_FORMS else ("attention", len(notes) - scans)
+        share = ""
+        if form in SCAN_FORMS:
+            part = role_share(report.op_roles.prefill, {n.role for n in group}, report.prefill.seconds)
+            share = f", {part:.0%} of the prefill"
+        lines.append(f"prefill {mixer}: {what} in {len(group)} of {of} layers{share} ({group[0].reason})")
+    scan_roles = {note.role for note in notes if note.form in SCAN_FORMS}
+    step = report.decode.tpot_seconds_mean
+    if scan_roles and report.op_roles.decode and step:
+        lines.append(f"decode scan: {role_share(report.op_roles.decode, scan_roles, step):.1%} of a step")
     return lines
+
+
+def role_share(roles: tuple[OpRoleRow, ...], scans: set[str], seconds: float) -> float:
+    """The share of a phase's `seconds` the Tensor Unit spends on the ops of the `scans` roles (and
+    what the chunked form made of them, `role.*`): Tensor Unit time, as the unit runs one pass at a
+    time while the data moves of the scan's blocks overlap with other work."""
+    mine = (r for r in roles if any(r.role == s or r.role.startswith(s + ".") for s in scans))
+    return sum(r.tensor_unit_seconds for r in mine) / seconds
+
+
+SCAN_FORMS = frozenset({"chunked", "sequential"})
 
 
 def role_cells(role: OpRoleRow) -> list[str]:

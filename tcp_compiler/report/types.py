@@ -187,16 +187,21 @@ class OpRow(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class AttentionNote(Record):
-    """How one attention op of the prefill computes its softmax, and why."""
+    """How one attention op (or selective scan) of the prefill mixes the sequence, and why."""
 
-    op: str = doc("the attention's output value")
-    form: Literal["plain", "online"] = doc("plain softmax, or online softmax over tiles")
-    block: int | None = doc("online only: keys per tile", "keys", default=None)
+    op: str = doc("the attention's (or scan's) output value")
+    form: Literal["plain", "online", "chunked", "sequential"] = doc(
+        "plain softmax, online softmax over tiles; a scan chunked (SSD) or run step by step"
+    )
+    block: int | None = doc("online: keys per tile; chunked: positions per chunk", "positions", default=None)
     rows: int | None = doc("online only: queries per tile", "queries", default=None)
     tiles: int | None = doc(
-        "online only: query x key tiles, before the blocks a mask hides are skipped", "tiles", default=None
+        "online: query x key tiles, before the blocks a mask hides are skipped; chunked: chunks",
+        "tiles",
+        default=None,
     )
-    reason: str = doc("the scores' size against the DM budget that chose the form")
+    reason: str = doc("the sizes against the DM budget that chose the form")
+    role: str = doc("a scan's op role (its work: roles `role` and `role.*`); '' for attention", default="")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -138,9 +138,10 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     from tcp_compiler.frontend.families import FAMILIES as SUPPORTED
 
     # tcpc_decoder has no transformers model: tests/test_variants.py checks it against numpy;
-    # chatglm (remote code) is checked against a numpy reference in tests/oracle/test_chatglm.py,
-    # the other remote-code families (REMOTE) in tests/oracle/test_remote_families.py.
-    numpy_checked = {"tcpc_decoder", "chatglm", *REMOTE}
+    # chatglm and deepseek (V1) (remote code) are checked against numpy references in
+    # tests/oracle/test_chatglm.py and tests/oracle/test_deepseek_v1.py, the other remote-code
+    # families (REMOTE) in tests/oracle/test_remote_families.py.
+    numpy_checked = {"tcpc_decoder", "chatglm", "deepseek", *REMOTE}
     assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | {"gemma3"} | numpy_checked
 
 

@@ -160,6 +160,14 @@ def vector_cycles(hw: Hardware, elements: int, is_float: bool, ops: int, reduces
     return throughput, latency
 
 
+def recurrence_cycles(hw: Hardware, steps: int, state: int, chain: int, slices: int) -> int:
+    """Throughput cycles of a recurrence along a sequence on the VE: `steps` sequential steps over
+    `state` elements, each step waiting for the previous one's `chain` dependent element ops on an
+    element unless there are enough elements per lane to fill the pipeline meanwhile."""
+    per_step = max(math.ceil(state / (slices * hw.vector.float_ways)), chain * hw.vector.alu_latency)
+    return steps * per_step
+
+
 # --- fetch --------------------------------------------------------------------------------------
 
 

@@ -53,10 +53,19 @@ def fuse(graph: Graph) -> list[FusedOp]:
     fly = on_the_fly(graph, aliases)
     ops: list[FusedOp] = []
     owner: dict[str, FusedOp] = {}  # value root -> the op that computes it
+    recurrences: dict[tuple, FusedOp] = {}  # a recurrence's operands and attributes -> its pass
     for node in graph.nodes:
         t = traits(node.kind)
         if node.name in aliases and aliases[node.name] != node.name or t.work == "free" or node.name in fly:
             continue
+        if t.step_chain:
+            # a scan and its scan_state over the same operands are one kernel: the final state
+            # comes out of the pass that runs the recurrence, not a second run of it
+            twin = recurrences.get(_recurrence_key(node))
+            if twin is not None:
+                twin.nodes.append(node)
+                owner[node.name] = twin
+                continue
         producers = [owner[aliases[o]] for o in node.operands if aliases[o] in owner]
         if t.work != "pass":
             op = FusedOp(len(ops), t.work, [node])
@@ -64,7 +73,9 @@ def fuse(graph: Graph) -> list[FusedOp]:
         else:
             stage = STAGES.index(t.stage)
             latest = max(producers, key=lambda p: p.index, default=None)
-            op = latest if latest is not None and _can_join(latest, node, stage) else None
+            # a recurrence is a kernel of its own (its state stays on chip while the sequence streams)
+            joins = latest is not None and _can_join(latest, node, stage) and not t.step_chain
+            op = latest if joins else None
             if op is None and t.stage == "cast" and latest is not None and _fetch_converts(graph, node):
                 # Its operand is written to memory by a finished pass: readers convert it as they
                 # fetch it (Fetch Adapter) instead of a pass of its own reading and rewriting it.
@@ -76,11 +87,18 @@ def fuse(graph: Graph) -> list[FusedOp]:
             op.nodes.append(node)
             op.stage = stage
             op.open = not t.ends_pass
+            if t.step_chain:
+                recurrences[_recurrence_key(node)] = op
         owner[node.name] = op
     _wire(graph, ops, owner, aliases, fly)
     for op in ops:
         op.layer, op.role = graph.meta.layer_of(op.name), graph.meta.role_of(op.name)
     return ops
+
+
+def _recurrence_key(node: Node) -> tuple:
+    """What a recurrence (scan, delta_scan) and its final-state twin share."""
+    return node.kind.removesuffix("_state"), node.operands, tuple(sorted(node.attrs.items()))
 
 
 # Conversions the Fetch Adapter does as a pass reads its operands (tcp-hardware.md, Fetch Adapter).

@@ -28,6 +28,9 @@ class MappingPolicy:
     # An online-softmax tile's scores, and its query rows' accumulator, each take at most
     # 1/attention_share of the DM budget of one intermediate.
     attention_share: int = 2
+    # One chunk of a chunked scan (its L x L decay mask and weights, and the state it carries) takes
+    # at most 1/scan_share of the DM budget of one intermediate, as an online-softmax tile does.
+    scan_share: int = 2
 
 
 DEFAULT_POLICY = MappingPolicy()

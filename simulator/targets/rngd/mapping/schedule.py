@@ -464,10 +464,23 @@ def _vector_cycles(
         return _share(t, grouped)
 
     elements = max(max(numel(t) for t in n.operands) if n.operands else numel(n.type) for n in vector)
-    return units.vector_cycles(
+    throughput, latency = units.vector_cycles(
         hw, elements, any(n.type.dtype.is_float for n in vector), len(vector),
         any(traits(n.kind).ends_pass for n in vector), slices,
     )  # fmt: skip
+    steps = [_recurrence_cycles(n, hw, slices) for n in vector if traits(n.kind).step_chain]
+    return max([throughput, *steps]), latency
+
+
+def _recurrence_cycles(node: NodeView, hw: Hardware, slices: int) -> int:
+    """A recurrence's VE cycles: its steps (the size of its sequence axis) over its state (the last
+    operand, h0; times the columns of a matrix transition, `mix`), one after another
+    (units.recurrence_cycles)."""
+    attrs = dict(node.attrs)
+    axis, mix = attrs["axis"], attrs.get("mix")
+    steps = max(t.size(axis) for t in node.operands if axis in t.names)
+    work = node.operands[-1].numel * (node.operands[0].size(mix[1]) if mix else 1)
+    return units.recurrence_cycles(hw, steps, work, traits(node.kind).step_chain, slices)
 
 
 def _share(t: TensorType, grouped: GroupedCost | None) -> int:

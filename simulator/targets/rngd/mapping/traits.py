@@ -28,6 +28,15 @@ DMA = frozenset({"gather", "scatter", "concat", "slice", "dispatch"})
 COLLECTIVE = frozenset({"all_reduce", "reduce_scatter", "all_gather", "send"})
 # Vector Engine work that ends its pass (bincount: slots per expert; combine: sum over each token's slots)
 REDUCTION = frozenset({"reduce", "topk", "bincount", "combine"})
+# Recurrences along a sequence (ir/ops/scan.py): each step reads the state the previous step wrote,
+# so a scan run as one op is Vector Engine work that ends its pass (the chunked form the
+# chunked_scan pass makes puts its contractions on the Contraction Engine instead).
+RECURRENCE = frozenset({"scan", "scan_state", "delta_scan", "delta_scan_state", "recurrence"})
+# The element ops on each state element that one step must finish before the next step's can start
+# (the rest, such as exp(dt*A) or dt*x*B, do not read the state and run ahead in the pipeline):
+# h = a*h + u is a multiply and an add; the delta rule scales by the decay, forms k.h (a multiply
+# and an add), subtracts it from v, scales by beta and adds the rank-one update.
+STEP_CHAIN = {"scan": 2, "scan_state": 2, "recurrence": 2, "delta_scan": 6, "delta_scan_state": 6}
 # grouped_einsum: one einsum per expert's rows, on the Contraction Engine like einsum
 STAGE_OF = {
     "einsum": CONTRACTION_STAGE,
@@ -35,7 +44,8 @@ STAGE_OF = {
     "cast": CAST_STAGE,
     "transpose": TRANSPOSE_STAGE,
 }
-VECTOR = frozenset(UNARY) | frozenset(BINARY) | REDUCTION | {"where", "iota"}
+# conv1d: K multiply-adds per element along the sequence, Vector Engine work
+VECTOR = frozenset(UNARY) | frozenset(BINARY) | REDUCTION | RECURRENCE | {"where", "iota", "conv1d"}
 ELEMENTWISE = frozenset(UNARY) | frozenset(BINARY) | {"cast"}  # may transform weights as they are fetched
 
 
@@ -49,6 +59,7 @@ class OpTraits:
     immediate: bool = False  # a scalar constant, carried in the command
     view: bool = False  # a reshape: its root's bytes
     elementwise: bool = False  # element-wise, so it can transform weights on the fly
+    step_chain: int = 0  # a recurrence: element ops per step that depend on the previous step
 
 
 def _traits(kind: str) -> OpTraits:
@@ -65,7 +76,9 @@ def _traits(kind: str) -> OpTraits:
     if kind in STAGE_OF:
         return OpTraits("pass", STAGE_OF[kind], elementwise=elementwise)
     if kind in VECTOR:
-        return OpTraits("pass", VECTOR_STAGE, ends_pass=kind in REDUCTION, elementwise=elementwise)
+        ends = kind in REDUCTION | RECURRENCE
+        chain = STEP_CHAIN.get(kind, 0)
+        return OpTraits("pass", VECTOR_STAGE, ends_pass=ends, elementwise=elementwise, step_chain=chain)
     raise TypeError(f"op kind '{kind}' has no mapping traits: add it to a group in {__name__}")
 
 
