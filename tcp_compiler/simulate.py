@@ -30,6 +30,7 @@ from tcp_compiler.generation.plan import (
     default_micro_batches,
     plan_stages,
     stage_options,
+    state_bytes,
 )
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import CompileOptions, larger
@@ -61,6 +62,7 @@ class Simulation:
     # run the stages on chips 0..pp-1.
     pipeline: PipelineFigures | None = None
     prefill_chunks: int | None = None  # with a prefill chunk: the programs the prefill runs in turn
+    state_bytes_per_sequence: int = 0  # cache a sequence holds at any length, per chip (Mamba layers)
 
     @property
     def stages(self) -> int:
@@ -148,6 +150,8 @@ def simulate_generation(
                           for p in plans for note in p.prefill.attention},
         prefill_model_flops=sum(p.prefill.model_flops for p in plans) * micro_batches, pipeline=pipeline,
         prefill_chunks=micro_batches if prefill_chunk is not None else None,
+        state_bytes_per_sequence=max(state_bytes(config, precision, p.decode.options, hardware)
+                                     for p in plans),  # fmt: skip
     )  # fmt: skip
     if steps == 0:
         return result

@@ -6,17 +6,19 @@ lowering at all.
 Per chip of a tensor-parallel group of `chips`:
 - compute: the model's matmul FLOPs (every projection and MLP weight, the top-k experts, the LM
   head on the tokens that need logits, and attention over the keys each query sees: causal,
-  capped by a sliding window), each at the peak contraction rate of the dtype its operands are
-  multiplied in (projections in the precision's operand dtype, or the activation dtype where a
-  weight format does not apply; the head in the table dtype when tied; attention in the KV
-  dtype): a bf16 run with an fp8 cache multiplies its weights no faster;
+  capped by a sliding window or cut to the query's chunk), each at the peak contraction rate of
+  the dtype its operands are multiplied in (projections in the precision's operand dtype, or the
+  activation dtype where a weight format does not apply; the head in the table dtype when tied;
+  attention in the KV dtype): a bf16 run with an fp8 cache multiplies its weights no faster;
 - memory: the weights read once (the top-k experts of each MoE layer: any routing reads at least
   those; in a weight format, its codes plus scales and zero points), the KV cache written once
-  (prefill) or read once and written one position (decode), at
+  (prefill) or read once and written one position (decode), of a windowed layer only the keys
+  the last position sees, each Mamba layer's recurrent state and convolution window written once
+  (prefill) or read and written once (decode), at
   the published peak HBM bandwidth (MLA's latent cache whole on every chip: the roofs are
   tcp_compiler.analysis.roofline's, HBM at its peak rather than its sustained rate);
-- links: the all-reduces tensor parallelism cannot avoid (one per attention and one per MLP, or
-  one per parallel block), 2(n-1)/n of the hidden state each, in the collective dtype, at the
+- links: the all-reduces tensor parallelism cannot avoid (one per attention or Mamba mixer and one
+  per MLP, or one per parallel block), 2(n-1)/n of the hidden state each, in the collective dtype, at the
   per-direction link bandwidth.
 The bound is the largest of the three; no simulated phase may beat it (tests/test_config_bound.py).
 """
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from ir import DType
 from simulator.spec import Spec
 from tcp_compiler.analysis.roofline import Roofline, peak_flops
-from tcp_compiler.frontend.config import Layer, ModelConfig
+from tcp_compiler.frontend.config import Layer, ModelConfig, Window
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.weight_shapes import canonical_shapes, unrun_shapes
 
@@ -80,7 +82,8 @@ class _Fixed:
     head_flops: float  # the logits: one token per row
     kv: DType  # the dtype attention multiplies in
     attention_scale: float  # batch x heads x FLOPs per query, head and key
-    caches: tuple[tuple[int | None, float], ...]  # each attending layer's window and KV bytes per token
+    caches: tuple[tuple[Window | None, float], ...]  # each attending layer's window or chunk, KV B/token
+    state_bytes: float  # every Mamba layer's state and convolution window, one sequence
     roofline: Roofline  # HBM at its peak, the links
     weight_bytes: float
     kv_split: int
@@ -96,14 +99,16 @@ class _Fixed:
     ) -> _Fixed:
         link_scale = None
         if chips > 1:
-            link_scale = _all_reduces(cfg) / pp * 2 * (chips - 1) / chips
+            all_reduces = sum(_all_reduces(cfg, layer) for layer in cfg.layers)
+            link_scale = all_reduces / pp * 2 * (chips - 1) / chips
         return cls(
             cfg=cfg, batch=batch, per_token=_weights_by_operand(cfg, precision),
             head=_head_operand(cfg, precision), head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
             kv=precision.kv, attention_scale=batch * cfg.heads * _per_key(cfg),
             rate=functools.partial(peak_flops, hw),
-            caches=tuple((layer.sliding_window, kv_elements_per_token(cfg, layer) * precision.kv.bits / 8)
-                         for layer in cfg.layers if layer.caches),
+            caches=tuple((layer.window, kv_elements_per_token(cfg, layer) * precision.kv.bits / 8)
+                         for layer in cfg.layers if layer.attends),
+            state_bytes=cfg.state_elements() * precision.kv.bits / 8,
             roofline=Roofline.published_peak(hw, precision.operand),
             weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
             kv_split=1 if cfg.mla is not None else chips,  # every chip holds MLA's whole latent cache
@@ -125,6 +130,8 @@ class _Fixed:
         # prefill writes the cache once; decode reads it, the new position included
         kv = {(w, token): batch * _kept(w, length) * token for w, token in distinct}
         kv_bytes = sum([kv[c] for c in caches])
+        if self.state_bytes:  # prefill writes the state once; decode reads it and writes it back
+            kv_bytes += (1 if phase == "prefill" else 2) * batch * self.state_bytes
         link_bytes = 0.0
         hidden = tokens * self.cfg.hidden * self.collective_bits / 8
         if self.link_scale is not None:
@@ -216,8 +223,22 @@ def _matmul_shapes(cfg: ModelConfig) -> Iterator[tuple[str, tuple[int, int], flo
             yield name, (shape[0], shape[1]), share
 
 
-def _kept(window: int | None, length: int) -> int:
-    return length if window is None else min(window, length)
+def _all_reduces(cfg: ModelConfig, layer: Layer) -> int:
+    """The hidden-state all-reduces a layer cannot avoid over tensor-parallel chips: one after
+    attention and one after its MLP (none for a part DeciLM skips or replaces by its replicated
+    linear), or one for a parallel block; a Mamba block's one after out_proj."""
+    if layer.mixer == "mamba" or cfg.residual.block == "parallel":
+        return 1
+    return (layer.attention == "standard") + (layer.ffn == "standard")
+
+
+def _kept(window: Window | None, length: int) -> int:
+    """Cached positions the last of `length` positions sees: all, its window's, its chunk's."""
+    if window is None:
+        return length
+    if window.chunked:
+        return (length - 1) % window.size + 1
+    return min(window.size, length)
 
 
 def kv_elements_per_token(cfg: ModelConfig, layer: Layer | None = None) -> int:
@@ -228,15 +249,9 @@ def kv_elements_per_token(cfg: ModelConfig, layer: Layer | None = None) -> int:
     return 2 * (cfg.kv_heads if layer is None else cfg.kv_heads_of(layer)) * cfg.head_dim
 
 
-def _all_reduces(cfg: ModelConfig) -> int:
-    """Tensor-parallel all-reduces of one forward's layers: one per parallel block, else one per
-    attention and one per MLP (a skipped part has none, nor has DeciLM's replicated linear)."""
-    if cfg.residual.block == "parallel":
-        return len(cfg.layers)
-    return sum((layer.attention == "standard") + (layer.ffn == "standard") for layer in cfg.layers)
-
-
-def _attention_flops(cfg: ModelConfig, window: int | None, batch: int, queries: int, length: int) -> float:
+def _attention_flops(
+    cfg: ModelConfig, window: Window | None, batch: int, queries: int, length: int
+) -> float:
     """Scores and weighted values: 2 x 2 x head_dim FLOPs per query, head and key it sees; MLA's
     the cheaper of its expanded form (q.k over nope + rope dims, then v_head_dim) and its absorbed
     one (q.latent + q.rope key, then the latent)."""
@@ -251,12 +266,22 @@ def _per_key(cfg: ModelConfig) -> float:
     return 4.0 * cfg.head_dim
 
 
-def visible_keys(window: int | None, first: int, queries: int) -> float:
+def visible_keys(window: Window | None, first: int, queries: int) -> float:
     """Keys seen, summed over `queries` consecutive queries from position `first`: query p sees
-    p + 1 keys, at most `window`."""
+    p + 1 keys, at most a sliding window's size, or p mod C + 1 in chunks of C."""
+    if window is not None and window.chunked:
+        return float(_chunked_keys(window.size, first + queries) - _chunked_keys(window.size, first))
     last = first + queries  # keys seen by the last query, without a window
     lo = first + 1
-    if window is None or window >= last:
+    size = None if window is None else window.size
+    if size is None or size >= last:
         return (lo + last) * queries / 2
-    whole = max(0, window - lo + 1)  # the first queries, which see all their past
-    return (lo + lo + whole - 1) * whole / 2 + window * (queries - whole)
+    whole = max(0, size - lo + 1)  # the first queries, which see all their past
+    return (lo + lo + whole - 1) * whole / 2 + size * (queries - whole)
+
+
+def _chunked_keys(chunk: int, n: int) -> int:
+    """Keys seen by queries 0 .. n-1 in chunks of `chunk`: 1 + 2 + ... + chunk per whole chunk,
+    then 1 + ... + r for the r queries of the last one."""
+    whole, r = divmod(n, chunk)
+    return whole * chunk * (chunk + 1) // 2 + r * (r + 1) // 2

@@ -26,13 +26,15 @@ BlockKind = Literal["pre", "post", "parallel"]
 PositionKind = Literal["rope", "learned", "alibi", "sinusoidal", "none"]
 MlpKind = Literal["gated", "plain"]
 Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
-QkNorm = Literal["none", "per_head", "all_heads", "each_head"]
+QkNorm = Literal["none", "per_head", "all_heads", "each_head", "l2"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
 GroupScore = Literal["top2_sum", "max"]
 # A layer's attention or feed-forward part: the model's own, skipped (nothing, not even its norm),
 # or one bias-free [D, D] linear after its norm (DeciLM's no_op and replace_with_linear)
 LayerPart = Literal["standard", "skip", "linear"]
+Mixer = Literal["attention", "mamba"]
+SsmKind = Literal["mamba", "mamba2"]
 
 
 def check_mode(value: object, mode: object, what: str) -> None:
@@ -130,11 +132,14 @@ def _default_inv_freq(base: np.float32, head_dim: int) -> np.ndarray:
 
 
 def _llama3_scaling(inv: np.ndarray, rope: Rope) -> np.ndarray:
-    """Llama 3.1's frequency-dependent scaling: long wavelengths slowed by `factor`, smooth between."""
+    """Llama 3.1's frequency-dependent scaling: long wavelengths slowed by `factor`, smooth between
+    (no band between when the two freq factors are equal, as in Llama 4 Scout's config)."""
     low_wavelen = rope.original_max_positions / rope.low_freq_factor
     high_wavelen = rope.original_max_positions / rope.high_freq_factor
     wavelen = 2 * math.pi / inv
     scaled = np.where(wavelen > low_wavelen, inv / rope.factor, inv)
+    if rope.high_freq_factor == rope.low_freq_factor:
+        return scaled.astype(np.float32)
     smooth = (rope.original_max_positions / wavelen - rope.low_freq_factor) / (
         rope.high_freq_factor - rope.low_freq_factor
     )
@@ -210,6 +215,7 @@ class Moe:
     # a group's rank: the sum of its two best scores (DeepSeek-V3) or its best one (DeepSeek-V2)
     group_score: GroupScore = "top2_sum"
     routed_scale: float = 1.0  # DeepSeek's routed_scaling_factor on the routing weights
+    weights_input: bool = False  # Llama 4: each routed row is scaled by its weight before its expert
     # Phi-3.5-MoE's sparsemixer (router_jitter_noise): the top 2 experts, each weighed by a softmax
     # over the experts scoring within 2 x eps (relative) of it; None: other routing
     sparsemixer_eps: float | None = None
@@ -262,14 +268,93 @@ class BlockSparse:
 
 
 @dataclass(frozen=True)
+class Ssm:
+    """A Mamba mixer (a selective state-space layer): its sizes and variant, as the layers whose
+    `Layer.mixer` is "mamba" build it (frontend/builder/ssm.py).
+
+    Mamba-1 (`kind` "mamba"): every one of the `inner` channels has its own [state] decay (A_log
+    [inner, state]), dt comes through a rank-`dt_rank` x_proj / dt_proj pair, and the output is
+    gated by silu(z) before out_proj. Mamba-2 ("mamba2"): one scalar decay per head of `head_dim`
+    channels, B and C shared by the heads of each of `groups` groups, dt one per head straight from
+    in_proj, and a gated RMSNorm over each group's channels before out_proj.
+    """
+
+    kind: SsmKind
+    inner: int  # expand x hidden: channels of x and of the gate z
+    state: int  # N: state entries per channel (Mamba-1) or per head channel (Mamba-2)
+    conv_kernel: int  # width of the causal depthwise convolution
+    dt_rank: int = 0  # Mamba-1: the low-rank dt projection's width
+    heads: int = 0  # Mamba-2: inner = heads x head_dim
+    head_dim: int = 0
+    groups: int = 1  # Mamba-2: heads / groups heads share one B and one C
+    conv_bias: bool = True
+    proj_bias: bool = False  # in_proj and out_proj biases (use_bias)
+    dt_min: float = 0.0  # Mamba-2's time_step_limit: the prefill's chunked scan clamps dt to it
+    dt_max: float = math.inf
+    bcdt_norm_eps: float | None = None  # Falcon-Mamba: weightless RMSNorms on B, C and dt's rank
+    norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm
+    chunk: int = 256  # Mamba-2's chunk_size (the chunked scan's chunk in transformers)
+
+    def __post_init__(self) -> None:
+        check_mode(self.kind, SsmKind, "ssm")
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the convolution: x (and Mamba-2's B and C, which go through it too)."""
+        return self.inner + (2 * self.groups * self.state if self.kind == "mamba2" else 0)
+
+    @property
+    def state_elements(self) -> int:
+        """One sequence's recurrent state in one layer: inner x state entries."""
+        return self.inner * self.state
+
+    @property
+    def window_elements(self) -> int:
+        """One sequence's convolution window in one layer: the last conv_kernel - 1 inputs."""
+        return self.conv_channels * (self.conv_kernel - 1)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The keys a query sees beyond causality: the last `size` positions (a sliding window) or,
+    `chunked`, those of its own block of `size` positions from a multiple of `size` (Llama 4's
+    chunked attention). Either way decode needs at most `size` keys: the cache is a ring of
+    `size` slots."""
+
+    size: int
+    chunked: bool = False
+
+
+@dataclass(frozen=True)
+class Temperature:
+    """Llama 4's attention temperature tuning: queries at position p scaled by
+    1 + scale * ln(1 + floor((p + 1) / floor_scale)), so attention sharpens with the context."""
+
+    floor_scale: float
+    scale: float
+
+    def table(self, positions: int) -> np.ndarray:
+        """[positions] float32 factors, as transformers computes them."""
+        p = np.arange(positions, dtype=np.float32)
+        steps = np.floor((p + np.float32(1.0)) / np.float32(self.floor_scale))
+        return (np.log1p(steps) * np.float32(self.scale) + np.float32(1.0)).astype(np.float32)
+
+
+@dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
-    MoE MLP; and in DeciLM's searched stacks, which parts the layer has and their sizes."""
+    MoE MLP, and Llama 4's per-layer attention options; its mixer: attention (followed by the MLP),
+    or a Mamba block of ModelConfig.ssm (x + mixer(norm(x)), no MLP); and in DeciLM's searched
+    stacks, which parts the layer has and their sizes."""
 
     sliding_window: int | None
     rope: Rope | None
     rope_name: str
     moe: bool
+    mixer: Mixer = "attention"
+    chunk: int | None = None  # Llama 4's chunked attention: keys of the query's own chunk only
+    qk_norm: bool = True  # the model's q/k norm applies here (Llama 4 norms its RoPE layers only)
+    temperature: Temperature | None = None  # Llama 4 scales its NoPE layers' queries by position
     attention: LayerPart = "standard"
     ffn: LayerPart = "standard"
     kv_heads: int | None = None  # this layer's KV heads where they differ from the model's
@@ -277,13 +362,24 @@ class Layer:
     block_sparse: BlockSparse | None = None  # its attention's block-sparse pattern (None: dense)
 
     def __post_init__(self) -> None:
+        check_mode(self.mixer, Mixer, "mixer")
         check_mode(self.attention, LayerPart, "layer attention")
         check_mode(self.ffn, LayerPart, "layer feed-forward")
+        if self.sliding_window is not None and self.chunk is not None:
+            raise FrontendError("a layer slides or attends in chunks, not both")
 
     @property
-    def caches(self) -> bool:
-        """Whether the layer attends, and so keeps a KV cache."""
-        return self.attention == "standard"
+    def window(self) -> Window | None:
+        """The layer's sliding window or chunk; None when it attends to every past position."""
+        if self.chunk is not None:
+            return Window(self.chunk, chunked=True)
+        return None if self.sliding_window is None else Window(self.sliding_window)
+
+    @property
+    def attends(self) -> bool:
+        """Whether the layer runs attention, and so keeps a KV cache (not a Mamba layer, nor a
+        DeciLM layer whose attention is skipped or replaced)."""
+        return self.mixer == "attention" and self.attention == "standard"
 
 
 @dataclass(frozen=True)
@@ -341,7 +437,8 @@ class Attention:
     qkv_bias: bool = False
     out_bias: bool = False  # bias on the output projection
     # RMSNorm on q and k: per head, or over all heads' H x K (OLMo 2); each_head: Cohere's LayerNorm
-    # (without bias) over each head's K with a weight of that head's own, [H, K]
+    # (without bias) over each head's K with a weight of that head's own, [H, K]; l2: Llama 4's
+    # RMSNorm over each head's K without a weight, after RoPE, on the layers whose Layer.qk_norm is set
     qk_norm: QkNorm = "none"
     scale: float | None = None  # on the scores; default 1/sqrt(head_dim)
     softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
@@ -406,12 +503,13 @@ class ModelConfig:
     embedding: Embedding = Embedding()
     moe: Moe | None = None
     mla: Mla | None = None  # DeepSeek's latent attention instead of per-head K/V
+    ssm: Ssm | None = None  # the Mamba layers' mixer (Layer.mixer == "mamba")
     max_positions: int = 0
     dtype: str = "bfloat16"
-    tensors: TensorMap = IDENTITY
+    tensors: TensorMap = IDENTITY  # where the canonical weight names live in the checkpoint
     # MiMo's multi-token-prediction layers (num_nextn_predict_layers): the checkpoint holds them,
     # generation neither runs nor loads them (weight_shapes.unrun_shapes counts them)
-    mtp_layers: int = 0  # where the canonical weight names live in the checkpoint
+    mtp_layers: int = 0
 
     @property
     def groups(self) -> int:
@@ -424,6 +522,15 @@ class ModelConfig:
     def intermediate_of(self, layer: Layer) -> int:
         """Layer `layer`'s MLP width: its own, else the model's."""
         return layer.intermediate if layer.intermediate is not None else self.intermediate
+
+    def state_elements(self, layers: range | None = None) -> int:
+        """Cached elements one sequence holds at any context length in `layers` (all by default):
+        every Mamba layer's recurrent state and convolution window; 0 without Mamba layers."""
+        if self.ssm is None:
+            return 0
+        chosen = self.layers if layers is None else [self.layers[i] for i in layers]
+        per_layer = self.ssm.state_elements + self.ssm.window_elements
+        return per_layer * sum(layer.mixer == "mamba" for layer in chosen)
 
     @property
     def scale(self) -> float:
@@ -554,9 +661,9 @@ def read_rope(
             float(params.require("high_freq_factor", float)),
             int(params.require("original_max_position_embeddings")),
         )
-        if rope.high_freq_factor <= rope.low_freq_factor:
+        if rope.high_freq_factor < rope.low_freq_factor:  # equal: no band between (Llama 4 Scout)
             raise params.fail(
-                f"{params.path('high_freq_factor')}: expected a number > low_freq_factor "
+                f"{params.path('high_freq_factor')}: expected a number >= low_freq_factor "
                 f"({rope.low_freq_factor:g}), got {rope.high_freq_factor:g}"
             )
         return rope

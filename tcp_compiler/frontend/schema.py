@@ -117,7 +117,7 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(
         (
             "hidden_size", "n_embd", "n_embed", "intermediate_size", "ffn_dim", "n_inner",
-            "ffn_hidden_size", "moe_intermediate_size", "word_embed_proj_dim",
+            "ffn_hidden_size", "moe_intermediate_size", "word_embed_proj_dim", "intermediate_size_mlp",
         ),
         _count(MAX_WIDTH),
     ),  # fmt: skip
@@ -134,10 +134,11 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(
         (
             "max_position_embeddings", "n_positions", "original_max_position_embeddings", "sliding_window",
+            "attention_chunk_size",
             "seq_length",
         ),
         _count(MAX_POSITIONS),
-    ),
+    ),  # fmt: skip
     # layer patterns
     "layer_types": _LIST,
     "mlp_only_layers": _LIST,
@@ -146,6 +147,8 @@ FIELDS: dict[str, Field] = {
     "sliding_window_pattern": _count(MAX_LAYERS),
     "_sliding_window_pattern": _count(MAX_LAYERS),
     "decoder_sparse_step": _count(MAX_LAYERS),
+    "interleave_moe_layer_step": _count(MAX_LAYERS),  # Llama 4: every step-th layer is MoE
+    "moe_layers": _LIST,
     "num_ln_in_parallel_attn": _count(2),
     # experts
     **dict.fromkeys(
@@ -171,6 +174,13 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(("topk_method", "scoring_func"), _STR),  # DeepSeek's routing, checked by the family
     "router_jitter_noise": Field("number", 0, 1e6),  # Phi-3.5-MoE's sparsemixer eps; 0 keeps ties only
     **dict.fromkeys(("swiglu_limit", "swiglu_alpha"), _positive(1e6)),  # gpt-oss
+    # state-space (Mamba) mixers
+    **dict.fromkeys(("state_size", "num_heads", "n_groups", "chunk_size"), _count(MAX_WIDTH)),
+    "conv_kernel": _count(1024),
+    "expand": _positive(1024),
+    "time_step_rank": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    "time_step_limit": _LIST,  # [min, max]; max may be Infinity (checked by the reader)
+    "mixer_rms_eps": _EPS,
     # numbers
     **dict.fromkeys(
         (
@@ -205,6 +215,10 @@ FIELDS: dict[str, Field] = {
     "truncate": _BOOL,
     "no_rope_layers": _LIST,
     "no_rope_layer_interval": _count(MAX_LAYERS),
+    # Llama 4's attention temperature tuning on its NoPE layers (attn_temperature_tuning, published
+    # as 4 in Scout's config, is read by its truth value as transformers 4.51 read it)
+    "floor_scale": _positive(),
+    "attn_scale": Field("number", 0, 1e6),
     # names of variants (each family checks the name against its own list)
     **dict.fromkeys(
         (
@@ -222,6 +236,7 @@ FIELDS: dict[str, Field] = {
             "_remove_final_layer_norm", "layer_norm_elementwise_affine", "scale_attn_by_inverse_layer_idx",
             "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias", "use_qk_norm",
             "rmsnorm", "post_layer_norm", "add_bias_linear", "add_qkv_bias", "multi_query_attention",
+            "use_conv_bias", "residual_in_fp32",
         ),
         _BOOL,
     ),  # fmt: skip

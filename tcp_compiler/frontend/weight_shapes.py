@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from tcp_compiler.frontend.checkpoint import Checkpoint, CheckpointError
-from tcp_compiler.frontend.config import ModelConfig, SharedExpert
+from tcp_compiler.frontend.config import ModelConfig, SharedExpert, Ssm
 
 Shape = tuple[int, ...]
 # What a weight is for, so readers of the shapes never classify names: a table (embedding,
@@ -78,6 +78,11 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
         yield f"model.norm.{part}", (D,), "vector"
     for i, layer in enumerate(cfg.layers):
         pre = f"model.layers.{i}"
+        if layer.mixer == "mamba":
+            assert cfg.ssm is not None
+            yield f"{pre}.input_layernorm.weight", (D,), "vector"
+            yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
+            continue
         for norm in _NORMS:
             yield f"{pre}.{norm}.weight", (D,), "vector"
             yield f"{pre}.{norm}.bias", (D,), "vector"
@@ -115,6 +120,30 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
             yield f"{pre}.mlp.{proj}.bias", (F,), "vector"
         yield f"{pre}.mlp.down_proj.weight", (D, F), "projection"
         yield f"{pre}.mlp.down_proj.bias", (D,), "vector"
+
+
+def _ssm_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
+    """A Mamba mixer's tensors as transformers stores them: in_proj (Mamba-2: z, x B C and dt in
+    one), the depthwise conv [channels, 1, kernel], Mamba-1's x_proj and dt_proj, A_log, D, Mamba-2's
+    dt_bias and gated norm, out_proj."""
+    E, N, C = ssm.inner, ssm.state, ssm.conv_channels
+    projected = 2 * E if ssm.kind == "mamba" else E + C + ssm.heads
+    yield f"{pre}.in_proj.weight", (projected, D), "projection"
+    yield f"{pre}.in_proj.bias", (projected,), "vector"
+    yield f"{pre}.conv1d.weight", (C, 1, ssm.conv_kernel), "vector"
+    yield f"{pre}.conv1d.bias", (C,), "vector"
+    if ssm.kind == "mamba":
+        yield f"{pre}.x_proj.weight", (ssm.dt_rank + 2 * N, E), "projection"
+        yield f"{pre}.dt_proj.weight", (E, ssm.dt_rank), "projection"
+        yield f"{pre}.dt_proj.bias", (E,), "vector"
+        yield f"{pre}.A_log", (E, N), "vector"
+        yield f"{pre}.D", (E,), "vector"
+    else:
+        for name in ("dt_bias", "A_log", "D"):
+            yield f"{pre}.{name}", (ssm.heads,), "vector"
+        yield f"{pre}.norm.weight", (E,), "vector"
+    yield f"{pre}.out_proj.weight", (D, E), "projection"
+    yield f"{pre}.out_proj.bias", (D,), "vector"
 
 
 def _attention_shapes(cfg: ModelConfig, pre: str, Hkv: int) -> Iterator[tuple[str, Shape, Kind]]:

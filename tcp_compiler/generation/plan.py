@@ -69,6 +69,15 @@ def decode_capacity(decode: Lowered, positions: int, hw: Spec) -> Footprint:
     return book.capacity(graph, decode.weight_names, hw, decode.options.policy_on(hw))
 
 
+def state_bytes(config: ModelConfig, precision: Precision, options: CompileOptions, hw: Spec) -> int:
+    """Cache bytes one sequence holds whatever its length, on one chip of the stage `options` run
+    (the whole model without one): its Mamba layers' recurrent states and convolution windows,
+    split over the tensor-parallel chips as their channels are, kept in the KV dtype (a KV cache
+    grows per token beside it)."""
+    layers = None if options.stage is None else options.stage.layers
+    return config.state_elements(layers) * precision.kv.bits // 8 // options.chips_on(hw)
+
+
 def footprint(decode: Footprint, prefill: Footprint) -> Footprint:
     """HBM per chip of a generation, the one accounting simulate checks and serve budgets: the
     weights (each phase's tables sized by its positions: the larger), the decode step's KV cache

@@ -230,7 +230,9 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
     steps = decode.steps
     total = prefill_seconds + (decode.seconds_total if steps else 0.0)
     cap = sim.capacity
-    kv_per_token = cap.kv_cache / max(1, sim.batch * (sim.prompt_len + max(sim.gen_len - 1, 0)))
+    state = sim.state_bytes_per_sequence
+    cached = sim.batch * (sim.prompt_len + max(sim.gen_len - 1, 0))
+    kv_per_token = (cap.kv_cache - sim.batch * state) / max(1, cached)
     prefill_ops = _ops(sim.prefill_ops, 1, sim)
     decode_ops = _ops(sim.decode_ops, steps, sim) if steps else None
     return Report(
@@ -266,7 +268,8 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         attention=Attention(prefill=tuple(AttentionNote(**note) for note in sim.attention)),
         memory=Memory(
             hbm_capacity_bytes=cap.available, weights_bytes=cap.weights, kv_cache_bytes=cap.kv_cache,
-            kv_cache_bytes_per_token=kv_per_token, activations_bytes=cap.activations, free_bytes=cap.free,
+            kv_cache_bytes_per_token=kv_per_token, state_bytes_per_sequence=state,
+            activations_bytes=cap.activations, free_bytes=cap.free,
             unrun_params=unrun_params, unrun_weights_bytes=round(unrun_bytes),
         ),
         pipeline=_pipeline(sim, prefill_seconds, decode) if sim.pipeline else None,

@@ -95,7 +95,10 @@ def render_markdown(report: Report, sites: Sites, top: int = 10) -> str:
         "## Memory per chip",
         "",
         f"Weights {mem.weights_bytes:,} B, KV cache {mem.kv_cache_bytes:,} B "
-        f"({mem.kv_cache_bytes_per_token:.0f} B per token), free {mem.free_bytes:,} B of "
+        f"({mem.kv_cache_bytes_per_token:.0f} B per token"
+        + (f" + {mem.state_bytes_per_sequence:,} B per sequence of state" if mem.state_bytes_per_sequence
+           else "")
+        + f"), free {mem.free_bytes:,} B of "
         f"{mem.hbm_capacity_bytes:,} B.",
     ]
     if mem.unrun_params:

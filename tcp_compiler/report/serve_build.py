@@ -179,7 +179,9 @@ def _kv_cache(result: ServeResult) -> KvCache:
     return KvCache(
         hbm_bytes=budget.hbm_bytes, weight_bytes=budget.weight_bytes,
         activation_bytes=budget.activation_bytes,
-        kv_bytes=budget.kv_bytes, kv_bytes_per_token=budget.kv_bytes_per_token, block_size=budget.block_size,
+        kv_bytes=budget.kv_bytes, kv_bytes_per_token=budget.kv_bytes_per_token,
+        state_bytes_per_sequence=budget.state_bytes_per_sequence, state_blocks=budget.state_blocks,
+        block_size=budget.block_size,
         blocks=budget.blocks, tokens=budget.blocks * budget.block_size,
         peak_blocks_used=int(used.max()) if len(it) else 0,
         mean_blocks_used=float(np.average(used, weights=times)) if len(it) and times.sum() > 0 else 0.0,

@@ -56,8 +56,14 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
         slos = ", ".join(f"{k} <= {v * 1e3:g} ms" for k, v in pairs if v is not None)
         out.print(f"goodput ({slos}): {g.requests_per_s:.2f} requests/s, {g.fraction:.0%} of requests")
     kv = f.kv_cache
+    if kv.kv_bytes_per_token:
+        blocks = f"{kv.blocks:,} blocks of {kv.block_size} tokens"
+        if kv.state_bytes_per_sequence:
+            blocks += f" (+ {kv.state_blocks} per sequence for its state)"
+    else:
+        blocks = f"{kv.blocks:,} blocks of one sequence's state ({kv.state_bytes_per_sequence / 1e6:.1f} MB)"
     out.print(
-        f"KV cache: {kv.blocks:,} blocks of {kv.block_size} tokens per chip "
+        f"KV cache: {blocks} per chip "
         f"({kv.kv_bytes / 1e9:.1f} GB "
         f"beside {kv.weight_bytes / 1e9:.1f} GB of weights); peak {kv.peak_blocks_used:,} used, "
         f"mean {kv.mean_blocks_used:,.0f}; {f.preemptions:,} preemptions (recompute)"

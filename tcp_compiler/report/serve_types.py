@@ -75,6 +75,13 @@ class KvCache(Record):
     activation_bytes: int = doc("the largest spill of the programs the run may execute", "B")
     kv_bytes: int = doc("what is left for the KV cache", "B")
     kv_bytes_per_token: int = doc("every layer's K and V of one token, on one chip", "B")
+    state_bytes_per_sequence: int = doc(
+        "every Mamba layer's recurrent state and convolution window of one sequence, on one chip (0 "
+        "without Mamba layers): whole blocks of its own while the sequence runs; a model without a "
+        "per-token cache has blocks of one such state",
+        "B",
+    )
+    state_blocks: int = doc("blocks one sequence's state takes", "blocks")
     block_size: int = doc("tokens per block (`--block-size`)", "tokens")
     blocks: int = doc("blocks that fit in `kv_bytes`", "blocks")
     tokens: int = doc("`blocks * block_size`", "tokens")

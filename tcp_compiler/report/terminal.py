@@ -53,7 +53,10 @@ def print_report(report: Report, sites: Sites, console: Console, top: int = 10) 
     mem = report.memory
     console.print(
         f"HBM per chip: weights {si(mem.weights_bytes, 'B')}, KV cache {si(mem.kv_cache_bytes, 'B')} "
-        f"({si(mem.kv_cache_bytes_per_token, 'B')}/token), free {si(mem.free_bytes, 'B')} of "
+        f"({si(mem.kv_cache_bytes_per_token, 'B')}/token"
+        + (f" + {si(mem.state_bytes_per_sequence, 'B')}/sequence of state" if mem.state_bytes_per_sequence
+           else "")
+        + f"), free {si(mem.free_bytes, 'B')} of "
         f"{si(mem.hbm_capacity_bytes, 'B')}"
     )
     if mem.unrun_params:

@@ -217,7 +217,16 @@ class Memory(Record):
         "the chip's KV heads)",
         "B",
     )
-    kv_cache_bytes_per_token: float = doc("`kv_cache_bytes` per cached token of one sequence", "B")
+    kv_cache_bytes_per_token: float = doc(
+        "what grows with the context: `kv_cache_bytes` less the sequences' `state_bytes_per_sequence`, per "
+        "cached token of one sequence",
+        "B",
+    )
+    state_bytes_per_sequence: int = doc(
+        "cache one sequence holds at any context length: every Mamba layer's recurrent state and convolution "
+        "window (0 without Mamba layers), included in `kv_cache_bytes`",
+        "B",
+    )
     activations_bytes: int = doc("intermediates too large for DM, spilled to HBM", "B")
     free_bytes: int = doc("what is left", "B")
     unrun_params: int = doc(

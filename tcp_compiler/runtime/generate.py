@@ -109,14 +109,18 @@ def _next(logits, sampling, history, rng, result: Generation, stop: StopState) -
 
 
 def _grown_caches(graph: ir.Graph, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """One rank's KV caches from the last step (the outputs `graph` declares as its KV cache) as the
+    """One rank's caches from the last step (the outputs `graph` declares as its cache) as the
     next decode's inputs (`{name}_in`), one slot longer along the KV axis (a sliding window's
-    ring stops at its window: the next position overwrites the oldest slot)."""
+    ring stops at its window: the next position overwrites the oldest slot); a cache without a
+    KV axis (a Mamba layer's state and convolution window) passes as it is."""
     grown = {}
     meta = graph.meta
     for name in meta.kv_outputs:
         t = graph[name].type
-        axis = next(i for i, a in enumerate(t.names) if a in meta.kv_axes)
+        axis = next((i for i, a in enumerate(t.names) if a in meta.kv_axes), None)
+        if axis is None:
+            grown[f"{name}_in"] = out[name]
+            continue
         size = t.shape[axis]
         more = int(size < meta.kv_windows.get(t.names[axis], size + 1))
         pad = [(0, more) if i == axis else (0, 0) for i in range(t.rank)]

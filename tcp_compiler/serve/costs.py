@@ -194,7 +194,9 @@ class IterationCosts:
         self.stats = CostStats()
         self.stages = stage_options(config, CompileOptions(chips=options.chips, policy=options.policy), pp)
         self.zero = Cost((0.0,) * pp, 0.0, 0.0, 0.0, 0.0)
-        self.layers = [len(o.stage.layers) if o.stage else len(config.layers) for o in self.stages]
+        # each stage's layers with a paged KV cache (a Mamba layer's fixed state has no block table)
+        self.layers = [sum(config.layers[i].mixer == "attention" for i in (o.stage.layers if o.stage else
+                           range(len(config.layers)))) for o in self.stages]  # fmt: skip
         self._templates: dict[int, list[Steps]] = {}
         self._kv_token_bytes: list[float] = []  # each stage's K and V of one position, on one chip
         self._decodes: dict[tuple[int, int], Cost] = {}

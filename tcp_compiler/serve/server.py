@@ -20,10 +20,16 @@ from tcp_compiler.errors import TcpcError
 from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
-from tcp_compiler.generation.plan import decode_capacity, footprint, lower_decode, stage_options
+from tcp_compiler.generation.plan import (
+    decode_capacity,
+    footprint,
+    lower_decode,
+    stage_options,
+    state_bytes,
+)
 from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import CompileOptions, lower
-from tcp_compiler.serve.blocks import BlockManager, KvBudget
+from tcp_compiler.serve.blocks import KvBudget
 from tcp_compiler.serve.costs import Cost, CostStats, IterationCosts, Piece
 from tcp_compiler.serve.host import HostWork, host_work
 from tcp_compiler.serve.options import ServeOptions
@@ -125,8 +131,10 @@ def kv_budget(
     for opts in stage_options(config, CompileOptions(chips=options.chips), pp):
         decode = lower_decode(config, hw, precision, opts, max(longest - 1, 1))
         per_token = [decode_capacity(decode, n, hw).kv_cache for n in (1, 2)]
-        decodes.append((opts, decode, KvBudget(hw.hbm.capacity_bytes, decode.capacity.weights, 0,
-                                               per_token[1] - per_token[0], serve.block_size)))  # fmt: skip
+        state = state_bytes(config, precision, opts, hw)
+        budget = KvBudget(hw.hbm.capacity_bytes, decode.capacity.weights, 0, per_token[1] - per_token[0],
+                          serve.block_size, state)  # fmt: skip
+        decodes.append((opts, decode, budget))
     check_fits(min((b for _, _, b in decodes), key=lambda b: b.blocks), longest, hw, pp)
     budgets = []
     for opts, decode, budget in decodes:  # the generation's footprint, its KV cache left to the blocks
@@ -152,7 +160,7 @@ def check_request_positions(config: ModelConfig, requests: list[Request]) -> Non
 def check_fits(budget: KvBudget, longest: int, hw: Spec, pp: int) -> None:
     """A TcpcError when a request of `longest` tokens needs more KV blocks than one (virtual)
     engine's share of `budget` holds."""
-    blocks, total = -(-longest // budget.block_size), budget.blocks // pp
+    blocks, total = budget.blocks_for(longest), budget.blocks // pp
     if blocks > total:
         raise TcpcError(
             f"a request of {longest:,} tokens needs {blocks:,} KV blocks of "
@@ -209,7 +217,7 @@ def serve(
     for home, engines in enumerate(replicas):
         stage_free = [0.0] * pp  # when each stage is done with the iterations it has taken
         engines.extend(
-            _Engine(ServerState(BlockManager(budget.blocks // pp, options.block_size), options.max_seqs,
+            _Engine(ServerState(budget.manager(budget.blocks // pp), options.max_seqs,
                                 options.max_batch_tokens, int(options.watermark * budget.blocks // pp)),
                     scheduler(options.scheduler), home, stage_free)
             for _ in range(pp)

@@ -93,14 +93,13 @@ class ServerState:
         """Running sequences past their prefill that get a decode this iteration (at most `budget`),
         in admission order; when a cache cannot grow, the latest admitted sequence is preempted."""
         decodes: list[Sequence] = []
-        size = self.blocks.block_size
         k = 0
         while k < len(self.running) and len(decodes) < budget:
             seq = self.running[k]
             k += 1
             if seq.prefilling:
                 continue
-            if seq.cached < seq.blocks * size:  # room in its last block: the common case
+            if seq.cached < self.blocks.tokens_in(seq.blocks):  # room in its last block: the common case
                 decodes.append(seq)
                 continue
             while self.blocks.free == 0 and self.running[-1] is not seq:
@@ -115,4 +114,4 @@ class ServerState:
 
     def holdable(self, seq: Sequence) -> int:
         """Tokens `seq` can add with the blocks it holds plus every free one."""
-        return (seq.blocks + self.blocks.free) * self.blocks.block_size - seq.cached
+        return self.blocks.tokens_in(seq.blocks + self.blocks.free) - seq.cached

@@ -269,7 +269,7 @@ def test_bundled_nemotron_super_counts_the_published_modules() -> None:
     data = json.loads((BUNDLED / "llama-3.3-nemotron-super-49b-v1.json").read_text())
     cfg = load_model("llama-3.3-nemotron-super-49b-v1").config
     assert _params(cfg) == sum(math.prod(s) for s in ref.decilm_shapes(data).values())
-    assert sum(layer.caches for layer in cfg.layers) == 49
+    assert sum(layer.attends for layer in cfg.layers) == 49
 
 
 @pytest.mark.parametrize(

@@ -25,15 +25,19 @@ from tests.oracle.tiny_models import build, save
 
 # plain, q/k/v biases, windows + tied + (1+w), MoE, parallel block + fused QKV + partial RoPE + biases,
 # ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm, LM head bias (Phi),
-# multi-query with learned positions (GPTBigCode)
-FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode"]
+# multi-query with learned positions (GPTBigCode), chunks + NoPE + a shared expert beside the routed
+# ones (Llama 4)
+FAMILIES = [
+    "llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode", "llama4",
+]  # fmt: skip
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
 STEPS = 3
 VOCAB = 96
 F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
 ROW_BIAS = re.compile(r"\.(o_proj|down_proj)\.bias$")
-REPLICATED = re.compile(r"norm|\.gate\.weight$|embed_positions")  # norms, MoE router, positions (V=96 splits)
+# norms, MoE routers (Llama 4's is `router`), positions (V=96 splits)
+REPLICATED = re.compile(r"norm|\.gate\.weight$|\.router\.weight$|embed_positions")
 TINY = ModelConfig(
     name="tiny", family="llama", vocab=96, hidden=32, heads=4, kv_heads=2, head_dim=8, intermediate=48,
     layers=(Layer(None, Rope(10000.0), "rope", False),), norms=Norms(1e-5), mlp=Mlp("silu"),
@@ -105,8 +109,9 @@ def test_one_collective_where_each_partial_result_joins(tiny, chips: int) -> Non
                 expected[f"l{i}.parallel.sum"] = f"l{i}.parallel"
             else:
                 expected[f"l{i}.o.sum"] = f"l{i}.o_b" if cfg.attention.out_bias else f"l{i}.o"
+                routed = f"l{i}.moe_shared" if cfg.moe is not None and cfg.moe.shared else f"l{i}.moe"
                 expected[f"l{i}.moe.sum" if layer.moe else f"l{i}.down.sum"] = (
-                    f"l{i}.moe" if layer.moe else f"l{i}.down_b" if cfg.mlp.bias else f"l{i}.down"
+                    routed if layer.moe else f"l{i}.down_b" if cfg.mlp.bias else f"l{i}.down"
                 )
             assert f"model.layers.{i}.self_attn.o_proj.weight" in g[f"l{i}.o"].operands
         reduces = g.of_kind("all_reduce")
@@ -248,6 +253,8 @@ def test_bad_rank_is_an_error(tmp_path) -> None:
 
 
 def _splits(cfg: ModelConfig, chips: int) -> bool:
+    if cfg.ssm is not None:  # Mamba-1 splits its inner channels, Mamba-2 whole groups of heads
+        return (cfg.ssm.inner if cfg.ssm.kind == "mamba" else cfg.ssm.groups) % chips == 0
     heads, kv = cfg.heads, cfg.kv_heads
     return heads % chips == 0 and (kv % chips == 0 if kv >= chips else chips % kv == 0)
 
@@ -268,10 +275,15 @@ def test_every_bundled_model_builds_sharded(name: str, chips: int) -> None:
         reduces = len(parts) if cfg.residual.block == "parallel" else sum(a + f for a, f in parts)
         if cfg.attention.qk_norm == "all_heads":  # OLMo 2's q/k norm statistics join too
             reduces += 2 * sum(a for a, _ in parts)
+        if cfg.ssm is not None:  # out_proj's partial sums, and Mamba-1's x_proj's
+            reduces = len(cfg.layers) * (2 if cfg.ssm.kind == "mamba" else 1)
         vocab_parallel = cfg.vocab % chips == 0  # the embedding's rows join, the logits gather
         assert len(g.of_kind("all_reduce")) == reduces + vocab_parallel
         assert len(g.of_kind("all_gather")) == vocab_parallel
         assert g["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
+        if cfg.ssm is not None:  # each chip carries its share of the state
+            assert g["l0.ssm_state"].type.numel == 2 * cfg.ssm.state_elements // chips
+            continue
         assert g["l0.q_heads"].type.size("Hkv") * g["l0.q_heads"].type.size("G") == cfg.heads // chips
 
 

@@ -66,6 +66,22 @@ def cut(
     return block
 
 
+def _check_ssm_split(cfg: ModelConfig, chips: int) -> None:
+    """Mamba layers split over chips as Megatron splits a block: Mamba-1 by inner channels, Mamba-2
+    by whole groups of heads (each chip's heads keep their own B and C); a one-line refusal when
+    the chips do not divide them."""
+    ssm = cfg.ssm
+    if ssm is None or chips == 1:
+        return
+    if ssm.kind == "mamba" and ssm.inner % chips:
+        raise FrontendError(f"{cfg.name}: Mamba's inner width {ssm.inner} does not split over {chips} chips")
+    if ssm.kind == "mamba2" and ssm.groups % chips:
+        raise FrontendError(
+            f"{cfg.name}: Mamba-2's {ssm.heads} heads in {ssm.groups} groups (n_groups) do not split over "
+            f"{chips} chips (the groups must be a multiple of the chips)"
+        )
+
+
 def padded_width(width: int, chips: int, align: int) -> int:
     """A chip's share of a width split over `chips`, rounded up to a multiple of `align` (a weight
     format's blocks along it): width / chips when both divide, else the zero-padded share."""
@@ -95,7 +111,9 @@ class Sharding:
         activations, padded columns add nothing)."""
         H, Hkv, N = cfg.heads, cfg.kv_heads if layer is None else cfg.kv_heads_of(layer), chips
         intermediate = cfg.intermediate if layer is None else cfg.intermediate_of(layer)
-        if H % N or (Hkv % N if Hkv >= N else N % Hkv):
+        _check_ssm_split(cfg, N)
+        attends = any(each.mixer == "attention" for each in cfg.layers)
+        if attends and (H % N or (Hkv % N if Hkv >= N else N % Hkv)):
             raise FrontendError(
                 f"{cfg.name}: {H} heads and {Hkv} KV heads do not split over {N} chips "
                 f"(heads must be a multiple of the chips, KV heads a multiple or a divisor of them)"
@@ -107,7 +125,7 @@ class Sharding:
         replicas = N // Hkv if Hkv < N else 1
         kv = max(Hkv // N, 1)
         widths = (padded_width(intermediate, N, align), padded_width(moe_f, N, align))
-        return Sharding(N, H // N, kv, replicas, *widths, vocab, align)
+        return Sharding(N, H // N if attends else H, kv, replicas, *widths, vocab, align)
 
     def width(self, whole: int) -> int:
         """A chip's share of an MLP or expert width (`padded_width`)."""

@@ -20,6 +20,7 @@ from tcp_compiler.frontend.builder.ffn import feed_forward
 from tcp_compiler.frontend.builder.masks import DecodeMasks, PrefillMasks
 from tcp_compiler.frontend.builder.norms import norm
 from tcp_compiler.frontend.builder.positions import absolute
+from tcp_compiler.frontend.builder.ssm import check_ssm, mamba
 from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -70,7 +71,8 @@ def build_prefill(
         ends = b.g.input("ends", TensorType.of(I32, B=batch, N=documents)) if stage.last else None
     else:
         pos = b.g.add("iota", name="pos", type=TensorType.of(I32, S=seq), axis="S")
-    masks = PrefillMasks(b.g, b.const, b.seq, lengths, segment)
+    check_ssm(b)
+    masks = PrefillMasks(b.g, b.const, b.seq, lengths, segment, pos if documents else None)
     h = _enter(b, stage, lambda: _embed(b, ids, pos))
     outputs = []
     for i in stage.layers:
@@ -99,6 +101,8 @@ def build_decode(
 
     Each layer's cache comes in as `l{i}.k_cache_in` / `l{i}.v_cache_in` [B, Hkv, P, K] and goes out
     updated (a scatter at `pos`) as `l{i}.k_cache` / `l{i}.v_cache`; keys after `pos` are masked.
+    A Mamba layer's cache is its state and convolution window instead (builder/ssm.py), of one
+    size at every length.
     With `chips` > 1 the caches hold only this chip's KV heads; with a pipeline `stage`, only its
     layers' caches (see build_prefill).
     """
@@ -108,6 +112,7 @@ def build_decode(
     b = GraphBuilder(cfg, precision, name, batch, 1, positions=past + 1, chips=chips)
     ids = b.g.input("ids", TensorType.of(I32, B=batch, S=1)) if stage.first else None
     pos = b.g.input("pos", TensorType.of(I32, B=batch))
+    check_ssm(b)
     masks = DecodeMasks(b.g, b.const, b.positions, pos)
     h = _enter(b, stage, lambda: _embed(b, ids, pos))
     outputs = []
@@ -204,16 +209,25 @@ def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
 
 def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
     """Decoder layer i, its values named in the layer (GraphBuilder.layer): pre-norm (optionally
-    with Gemma's sandwich norms), post-norm or parallel. Returns (output, its K and V caches: none
-    for a layer that does not attend)."""
+    with Gemma's sandwich norms), post-norm or parallel, or a Mamba block. Returns (output, its
+    caches: K and V, none for a layer whose attention DeciLM skips or replaces, or a Mamba layer's
+    state and convolution window)."""
     if (layer.attention, layer.ffn) != ("standard", "standard") and b.cfg.residual.block != "pre":
         raise FrontendError(
             f"{b.cfg.name}: layer {i} skips or replaces a part, which only pre-norm blocks do "
             f"(this model's are {b.cfg.residual.block})"
         )
     with b.layer(i, layer):
+        if layer.mixer == "mamba":
+            return _mamba_block(b, i, h, past is not None)
         h, k_cache, v_cache = _block(b, i, layer, h, pos, masks, past)
-    return h, [c for c in (k_cache, v_cache) if c is not None]
+        return h, [c for c in (k_cache, v_cache) if c is not None]
+
+
+def _mamba_block(b: GraphBuilder, i: int, h: Node, decode: bool) -> tuple[Node, list[Node]]:
+    """x + mixer(norm(x)): a Mamba block (no MLP)."""
+    m, caches = mamba(b, i, norm(b, h, "D", f"model.layers.{i}.input_layernorm", "mixer_norm"), decode)
+    return _residual(b, h, m, "out"), caches
 
 
 def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):

@@ -1,0 +1,270 @@
+"""Mamba mixers as IR (ModelConfig.ssm, layers whose mixer is "mamba"): Mamba-1's selective scan
+and Mamba-2's SSD, on the IR's `conv1d`, `scan` and `scan_state` ops (ir/ops/scan.py).
+
+A Mamba layer's cache is its recurrent state and its convolution window, of fixed size whatever
+the context: prefill hands both to decode (outputs `l{i}.ssm_state`, `l{i}.conv_window`, declared
+as the graph's cache beside any KV cache), and each decode step reads them back (`..._in`) and
+writes them updated, kept in the precision's KV dtype (`--kv-dtype`).
+
+Tensor parallelism (Megatron's split of a Mamba block, as in Mamba-2's paper): each chip holds
+1/chips of the inner channels (Mamba-1) or of the groups with their heads (Mamba-2), so in_proj
+and the convolution are column-parallel (this chip's rows of each part: z, x, and Mamba-2's B, C
+and dt), the scan, the D skip and Mamba-2's per-group norm are local, and out_proj is row-parallel
+with an all_reduce; Mamba-1's x_proj contracts the split channels, so its small output [R + 2N] is
+all-reduced too. The state and window a chip carries are its channels' only.
+
+Axis names: B batch, S tokens, D hidden, F in_proj's outputs, I inner channels (Mamba-1), C the
+convolution's channels, Kc its taps, N the state, R dt's rank (Mamba-1); Mamba-2's heads split
+into G groups x Hg heads per group of Hd channels (not P: that names the KV cache's positions),
+and its gated norm sees each group's Q = Hg x Hd. Sizes in a graph are one chip's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ir import F32, I32, Node, TensorType
+from tcp_compiler.errors import FrontendError
+from tcp_compiler.frontend.builder.core import Cut, GraphBuilder, cut, whole
+from tcp_compiler.frontend.builder.norms import norm
+from tcp_compiler.frontend.builder.weights import linear
+from tcp_compiler.frontend.config import Ssm
+
+
+def check_ssm(b: GraphBuilder) -> None:
+    """A one-line refusal of what the Mamba layers do not build yet: packed documents (each
+    document would need its own state). A split over chips is checked where the sharding is
+    planned (core.Sharding.plan)."""
+    if b.cfg.ssm is not None and b.packed:
+        raise FrontendError(f"{b.cfg.name}: Mamba layers take no packed documents (one state per row)")
+
+
+def _real(b: GraphBuilder) -> Node | None:
+    """[B, S] f32: 1 at positions before each sequence's length, 0 past it (a right-padded prefill,
+    whose graph has `lengths`); None when nothing is padded. A padded step with dt = 0 leaves the
+    state as it is (decay exp(0) = 1, no input), so each row's final state is its last real token's."""
+    g = b.g
+    if "lengths" not in g:
+        return None
+    if "ssm.real" not in g:
+        positions = g.add("iota", name="ssm.pos", type=TensorType.of(I32, S=b.seq), axis="S")
+        inside = g.add("lt", positions, g["lengths"], name="ssm.inside")
+        g.add("cast", inside, name="ssm.real", type=inside.type.with_dtype(F32))
+    return g["ssm.real"]
+
+
+def _masked_dt(b: GraphBuilder, dt: Node) -> Node:
+    """dt, zero at padded positions (`_real`)."""
+    real = _real(b)
+    return dt if real is None else b.g.add("mul", dt, real, name=b.name("dt_real"))
+
+
+@dataclass(frozen=True)
+class _Local:
+    """One chip's share of a Mamba mixer: its widths, and the cuts of the tensors it reads."""
+
+    inner: int  # E / chips
+    groups: int  # Mamba-2: G / chips
+    heads: int  # Mamba-2: H / chips
+    channels: int  # of the convolution: inner (+ Mamba-2's 2 x groups x state)
+    projection: Cut  # in_proj's rows (and its bias): this chip's block of each part
+    convolution: Cut  # conv1d's channels (and its bias)
+    column: Cut  # a per-channel or per-head tensor: this chip's block of rows
+    row: Cut  # out_proj (and Mamba-1's x_proj): this chip's block of columns
+    row_bias: Cut
+
+    @staticmethod
+    def of(ssm: Ssm, b: GraphBuilder) -> _Local:
+        n, E, N = b.sh.chips, ssm.inner, ssm.state
+        if ssm.kind == "mamba":
+            parts, conv = [(0, E), (E, E)], [(0, E)]
+            groups = heads = 0
+        else:
+            G, H = ssm.groups, ssm.heads
+            conv = [(0, E), (E, G * N), (E + G * N, G * N)]  # x, B, C
+            parts = [(0, E)] + [(E + s, w) for s, w in conv] + [(2 * E + 2 * G * N, H)]  # z, x, B, C, dt
+            groups, heads = G // n, H // n
+        local = E // n
+        return _Local(local, groups, heads, local + 2 * groups * N, _blocks(parts, n), _blocks(conv, n),
+                      cut(0, n), cut(1, n), b.sh.row_bias)  # fmt: skip
+
+
+def _blocks(spans: list[tuple[int, int]], chips: int) -> Cut:
+    """This rank's block of rows of each (start, width) span, joined in order (whole on one chip)."""
+    if chips == 1:
+        return whole
+
+    def part(w: np.ndarray, rank: int) -> np.ndarray:
+        return np.concatenate([w[s + rank * (n // chips) : s + (rank + 1) * (n // chips)] for s, n in spans])
+
+    return part
+
+
+def mamba(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, list[Node]]:
+    """Layer i's Mamba mixer on the normed x [B, S, D]; returns (output [B, S, D], its caches:
+    the state and the convolution window)."""
+    ssm = b.cfg.ssm
+    assert ssm is not None
+    pre, local = f"model.layers.{i}.mixer", _Local.of(ssm, b)
+    width = 2 * local.inner if ssm.kind == "mamba" else local.inner + local.channels + local.heads
+    bias = local.projection if ssm.proj_bias else None
+    proj = linear(b, x, f"{pre}.in_proj.weight", {"F": width, "D": b.cfg.hidden}, ["D"], ["B", "S", "F"],
+                  "in_proj", local.projection, bias)  # fmt: skip
+    if ssm.kind == "mamba":
+        y, caches = _mamba1(b, pre, ssm, local, proj, decode)
+        axes: dict[str, int] = {"I": local.inner}
+    else:
+        y, caches = _mamba2(b, pre, ssm, local, proj, decode)
+        axes = {"G": local.groups, "Q": ssm.inner // ssm.groups}
+    out_bias = local.row_bias if ssm.proj_bias else None
+    out = linear(b, y, f"{pre}.out_proj.weight", {"D": b.cfg.hidden, **axes}, list(axes), ["B", "S", "D"],
+                 "out_proj", local.row, out_bias)  # fmt: skip
+    return b.all_reduce(out, b.name("out_proj.sum")), caches
+
+
+def _part(b: GraphBuilder, x: Node, axis: str, start: int, stop: int, label: str, **axes: int) -> Node:
+    """Entries [start, stop) of x's `axis`, reshaped to B, S and `axes`."""
+    cut = b.g.add("slice", x, name=b.name(f"{label}.cut"), axis=axis, start=start, stop=stop)
+    return b.g.add("reshape", cut, name=b.name(label), type=TensorType.of(F32, B=b.batch, S=b.seq, **axes))
+
+
+def _convolve(b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, x: Node, decode: bool) -> tuple[Node, Node]:
+    """The causal depthwise convolution of x [B, S, C] with bias and activation, and the window the
+    next step reads (the last kernel - 1 inputs), kept in the KV dtype."""
+    g, k, channels = b.g, ssm.conv_kernel, x.type.size("C")
+    window_type = TensorType.of(b.p.kv, B=b.batch, S=k - 1, C=channels)
+    if decode:
+        window = b.to(g.input(b.name("conv_window_in"), window_type), F32)
+    else:
+        window = g.add("const", name=b.name("conv_window_zero"), type=window_type.with_dtype(F32), value=0.0)
+    w = b.to(b.tensor(f"{pre}.conv1d.weight", b.p.table, {"C": channels, "Kc": k}, local.convolution), F32)
+    y = g.add("conv1d", x, w, window, name=b.name("conv"), axis="S")
+    if ssm.conv_bias:
+        bias = b.to(b.tensor(f"{pre}.conv1d.bias", b.p.table, {"C": channels}, local.convolution), F32)
+        y = g.add("add", y, bias, name=b.name("conv_b"))
+    y = g.add(b.cfg.mlp.activation, y, name=b.name("conv_act"))
+    joined = g.add("concat", window, x, name=b.name("conv_joined"), axis="S")
+    seq = x.type.size("S")
+    if "lengths" in g and not decode:  # each row's last kernel - 1 inputs before its length
+        at = g.add("add", g["lengths"], _taps(b, k - 1), name=b.name("conv_at"))
+        kept = g.add("gather", joined, at, name=b.name("conv_rows"), axis="S")
+        kept = g.add("reshape", kept, name=b.name("conv_kept"), type=window_type.with_dtype(F32))
+    else:
+        kept = g.add("slice", joined, name=b.name("conv_kept"), axis="S", start=seq, stop=seq + k - 1)
+    return y, b.g.add("cast", kept, name=b.name("conv_window"), type=kept.type.with_dtype(b.p.kv))
+
+
+def _taps(b: GraphBuilder, n: int) -> Node:
+    """[Sw] i32: 0 .. n - 1, the window's slots."""
+    name = f"ssm.window{n}"
+    if name not in b.g:
+        b.g.add("iota", name=name, type=TensorType.of(I32, Sw=n), axis="Sw")
+    return b.g[name]
+
+
+def _softplus(b: GraphBuilder, x: Node, label: str) -> Node:
+    """log(1 + e^x) as max(x, 0) + log(1 + e^-|x|): no overflow for any x."""
+    g = b.g
+    magnitude = g.add("abs", x, name=b.name(f"{label}.abs"))
+    tail = g.add("exp", g.add("neg", magnitude, name=b.name(f"{label}.nabs")), name=b.name(f"{label}.exp"))
+    one_plus = g.add("add", tail, b.const(1.0), name=b.name(f"{label}.1p"))
+    soft = g.add("log", one_plus, name=b.name(f"{label}.log"))
+    return g.add("add", g.add("max", x, b.const(0.0), name=b.name(f"{label}.pos")), soft, name=b.name(label))
+
+
+def _decay(b: GraphBuilder, pre: str, axes: dict[str, int], part: Cut) -> Node:
+    """A = -exp(A_log), this chip's rows."""
+    a_log = b.to(b.tensor(f"{pre}.A_log", b.p.table, axes, part), F32)
+    return b.g.add("neg", b.g.add("exp", a_log, name=b.name("A.exp")), name=b.name("A"))
+
+
+def _scan(
+    b: GraphBuilder, operands: list[Node], state_axes: dict[str, int], decode: bool
+) -> tuple[Node, Node]:
+    """The scan's output and final state from the state that came in (decode) or zeros (prefill);
+    the state leaves in the KV dtype."""
+    g = b.g
+    state_type = TensorType.of(b.p.kv, B=b.batch, **state_axes)
+    if decode:
+        h0 = b.to(g.input(b.name("ssm_state_in"), state_type), F32)
+    else:
+        h0 = g.add("const", name=b.name("ssm_state_zero"), type=state_type.with_dtype(F32), value=0.0)
+    y = g.add("scan", *operands, h0, name=b.name("scan"), axis="S")
+    h = g.add("scan_state", *operands, h0, name=b.name("scan_final"), axis="S")
+    return y, g.add("cast", h, name=b.name("ssm_state"), type=h.type.with_dtype(b.p.kv))
+
+
+def _rms(b: GraphBuilder, x: Node, axis: str, eps: float, label: str) -> Node:
+    """A weightless RMSNorm over `axis` (Falcon-Mamba's on B, C and dt)."""
+    g = b.g
+    sq = g.add("mul", x, x, name=b.name(f"{label}.sq"))
+    total = g.add("reduce", sq, name=b.name(f"{label}.sum"), op="sum", axes=[axis])
+    mean = g.add("mul", total, b.const(1.0 / x.type.size(axis)), name=b.name(f"{label}.mean"))
+    var = g.add("add", mean, b.const(eps), name=b.name(f"{label}.var"))
+    rstd = g.add("rsqrt", var, name=b.name(f"{label}.rstd"))
+    return g.add("mul", x, rstd, name=b.name(label))
+
+
+def _mamba1(
+    b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, proj: Node, decode: bool
+) -> tuple[Node, list[Node]]:
+    """x and z from in_proj; conv, x_proj (all-reduced over the split channels) to dt's rank, B and
+    C; dt_proj; the scan with a per-channel decay; + D x, * silu(z)."""
+    g, E, N, R = b.g, local.inner, ssm.state, ssm.dt_rank
+    xs = _part(b, proj, "F", 0, E, "x", C=E)
+    z = _part(b, proj, "F", E, 2 * E, "z", I=E)
+    conv, window = _convolve(b, pre, ssm, local, xs, decode)
+    u = g.add("reshape", conv, name=b.name("u"), type=TensorType.of(F32, B=b.batch, S=b.seq, I=E))
+    dbc = linear(b, u, f"{pre}.x_proj.weight", {"F": R + 2 * N, "I": E}, ["I"], ["B", "S", "F"], "x_proj",
+                 local.row)  # fmt: skip
+    dbc = b.all_reduce(dbc, b.name("x_proj.sum"))
+    dt_low = _part(b, dbc, "F", 0, R, "dt_low", R=R)
+    bm = _part(b, dbc, "F", R, R + N, "Bm", N=N)
+    cm = _part(b, dbc, "F", R + N, R + 2 * N, "Cm", N=N)
+    if ssm.bcdt_norm_eps is not None:
+        dt_low = _rms(b, dt_low, "R", ssm.bcdt_norm_eps, "dt_low_norm")
+        bm = _rms(b, bm, "N", ssm.bcdt_norm_eps, "Bm_norm")
+        cm = _rms(b, cm, "N", ssm.bcdt_norm_eps, "Cm_norm")
+    dt = linear(b, dt_low, f"{pre}.dt_proj.weight", {"I": E, "R": R}, ["R"], ["B", "S", "I"], "dt_proj",
+                local.column, local.column)  # fmt: skip
+    dt = _masked_dt(b, _softplus(b, dt, "dt"))
+    channels = {"I": E, "N": N}
+    y, state = _scan(b, [u, dt, _decay(b, pre, channels, local.column), bm, cm], channels, decode)
+    skip = b.to(b.tensor(f"{pre}.D", b.p.table, {"I": E}, local.column), F32)
+    y = g.add("add", y, g.add("mul", u, skip, name=b.name("skip")), name=b.name("y_skip"))
+    return g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated")), [state, window]
+
+
+def _mamba2(
+    b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, proj: Node, decode: bool
+) -> tuple[Node, list[Node]]:
+    """z, x B C and dt from in_proj; conv over x, B and C; softplus(dt + dt_bias), clamped in
+    prefill; the scan with a per-head decay; + D x; the gated norm per group."""
+    g, E, N, G, H, P = b.g, local.inner, ssm.state, local.groups, local.heads, ssm.head_dim
+    Hg, C, Q = H // G, local.channels, ssm.inner // ssm.groups
+    z = _part(b, proj, "F", 0, E, "z", G=G, Q=Q)
+    xbc = _part(b, proj, "F", E, E + C, "xBC", C=C)
+    dt = _part(b, proj, "F", E + C, E + C + H, "dt_raw", G=G, Hg=Hg)
+    conv, window = _convolve(b, pre, ssm, local, xbc, decode)
+    u = _part(b, conv, "C", 0, E, "u", G=G, Hg=Hg, Hd=P)
+    bm = _part(b, conv, "C", E, E + G * N, "Bm", G=G, N=N)
+    cm = _part(b, conv, "C", E + G * N, C, "Cm", G=G, N=N)
+    heads = {"G": G, "Hg": Hg}
+    dt_bias = b.to(b.tensor(f"{pre}.dt_bias", b.p.table, heads, local.column), F32)
+    dt = _softplus(b, g.add("add", dt, dt_bias, name=b.name("dt_biased")), "dt")
+    if not decode and ssm.dt_min > 0.0:  # the chunked (prefill) scan clamps dt; the step does not
+        dt = g.add("max", dt, b.const(ssm.dt_min), name=b.name("dt_min"))
+    if not decode and ssm.dt_max != float("inf"):
+        dt = g.add("min", dt, b.const(ssm.dt_max), name=b.name("dt_max"))
+    dt = _masked_dt(b, dt)
+    state_axes = {"G": G, "Hg": Hg, "Hd": P, "N": N}
+    y, state = _scan(b, [u, dt, _decay(b, pre, heads, local.column), bm, cm], state_axes, decode)
+    skip = b.to(b.tensor(f"{pre}.D", b.p.table, heads, local.column), F32)
+    y = g.add("add", y, g.add("mul", u, skip, name=b.name("skip")), name=b.name("y_skip"))
+    y = g.add("reshape", y, name=b.name("y_groups"), type=TensorType.of(F32, B=b.batch, S=b.seq, G=G, Q=Q))
+    y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
+    # the RMSNorm of y * silu(z) over each group's channels (a chip holds whole groups), weight [G, Q]
+    y = norm(b, y, "Q", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps, per=("G", local.column))
+    return y, [state, window]
