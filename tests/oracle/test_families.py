@@ -23,7 +23,17 @@ from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
 from tests.oracle.remote_code import SHAPES as REMOTE_SHAPES
-from tests.oracle.tiny_models import DENSE, DENSE_EXPERTS, FAMILIES, MOE, SDPA, build, model_type, save
+from tests.oracle.tiny_models import (
+    DENSE,
+    DENSE_EXPERTS,
+    FAMILIES,
+    MOE,
+    REMOTE,
+    SDPA,
+    build,
+    model_type,
+    save,
+)
 
 PROMPT = [5, 17, 3, 88, 42, 9]
 STEPS = 4
@@ -151,12 +161,13 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     # tcpc_decoder has no transformers model: tests/test_variants.py checks it against numpy;
     # chatglm and deepseek (V1) (remote code) are checked against numpy references in
     # tests/oracle/test_chatglm.py and tests/oracle/test_deepseek_v1.py, the other remote-code
-    # families in tests/oracle/test_remote_families.py; gemma3 and llama4 are the
+    # families in tests/oracle/test_remote_families.py and (REMOTE)
+    # tests/oracle/test_remote_mimo_nas_phi3small.py; gemma3 and llama4 are the
     # multimodal configs, whose text_config the tiny text models are; the state-space families
     # have oracle tests of their own (tests/oracle/test_ssm_families.py).
     from tests.oracle.test_ssm_families import SSM
 
-    others = {"gemma3", "llama4", "tcpc_decoder", "chatglm", "deepseek", *SSM, *REMOTE_SHAPES}
+    others = {"gemma3", "llama4", "tcpc_decoder", "chatglm", "deepseek", *SSM, *REMOTE_SHAPES, *REMOTE}
     assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | others
 
 

@@ -272,12 +272,15 @@ def test_every_bundled_model_builds_sharded(name: str, chips: int) -> None:
     for built in (build_prefill(cfg, BF16, 2, 4, chips=chips), build_decode(cfg, BF16, 2, 4, chips=chips)):
         ir.verify(built.graph)
         g = built.graph
-        per_layer = 1 if cfg.residual.block == "parallel" else 2
-        per_layer += 2 if cfg.attention.qk_norm == "all_heads" else 0  # OLMo 2's q/k norm statistics join too
+        # one per parallel block, else one per attention and MLP a layer keeps (DeciLM skips some)
+        parts = [(layer.attention == "standard", layer.ffn == "standard") for layer in cfg.layers]
+        reduces = len(parts) if cfg.residual.block == "parallel" else sum(a + f for a, f in parts)
+        if cfg.attention.qk_norm == "all_heads":  # OLMo 2's q/k norm statistics join too
+            reduces += 2 * sum(a for a, _ in parts)
         if cfg.ssm is not None:  # out_proj's partial sums, and Mamba-1's x_proj's
-            per_layer = 2 if cfg.ssm.kind == "mamba" else 1
+            reduces = len(cfg.layers) * (2 if cfg.ssm.kind == "mamba" else 1)
         vocab_parallel = cfg.vocab % chips == 0  # the embedding's rows join, the logits gather
-        assert len(g.of_kind("all_reduce")) == per_layer * len(cfg.layers) + vocab_parallel
+        assert len(g.of_kind("all_reduce")) == reduces + vocab_parallel
         assert len(g.of_kind("all_gather")) == vocab_parallel
         assert g["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
         if cfg.ssm is not None:  # each chip carries its share of the state

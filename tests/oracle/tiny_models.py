@@ -549,6 +549,9 @@ DEEPSEEK_V2_PHIMOE = {
 ISSUE_28.update(DEEPSEEK_V2_PHIMOE)
 ISSUE_28_MOE += list(DEEPSEEK_V2_PHIMOE)
 FAMILIES.update(DEEPSEEK_V2_PHIMOE)
+# Remote-code families: no transformers class, so no tiny model here; each is
+# checked against a reference from its published code in tests/oracle/test_remote_mimo_nas_phi3small.py.
+REMOTE = {"mimo", "nemotron-nas", "phi3small"}
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
 DENSE += [f for f in ISSUE_28 if f not in OWN_SIZES and f not in ISSUE_28_MOE]  # on COMMON's sizes
 MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss", *ISSUE_28_MOE]

@@ -210,12 +210,18 @@ def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
 def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
     """Decoder layer i, its values named in the layer (GraphBuilder.layer): pre-norm (optionally
     with Gemma's sandwich norms), post-norm or parallel, or a Mamba block. Returns (output, its
-    caches: K and V, or a Mamba layer's state and convolution window)."""
-    with b.layer(i):
+    caches: K and V, none for a layer whose attention DeciLM skips or replaces, or a Mamba layer's
+    state and convolution window)."""
+    if (layer.attention, layer.ffn) != ("standard", "standard") and b.cfg.residual.block != "pre":
+        raise FrontendError(
+            f"{b.cfg.name}: layer {i} skips or replaces a part, which only pre-norm blocks do "
+            f"(this model's are {b.cfg.residual.block})"
+        )
+    with b.layer(i, layer):
         if layer.mixer == "mamba":
             return _mamba_block(b, i, h, past is not None)
         h, k_cache, v_cache = _block(b, i, layer, h, pos, masks, past)
-        return h, [k_cache, v_cache]
+        return h, [c for c in (k_cache, v_cache) if c is not None]
 
 
 def _mamba_block(b: GraphBuilder, i: int, h: Node, decode: bool) -> tuple[Node, list[Node]]:
@@ -233,23 +239,42 @@ def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, pas
         h = norm(b, _residual(b, h, a, "h_attn"), "D", attn_norm, "attn_norm")
         m = feed_forward(b, i, layer, h)
         return norm(b, _residual(b, h, m, "h_mlp"), "D", mlp_norm, "out"), k_cache, v_cache
-    n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
     if cfg.residual.block == "parallel":
+        n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
         a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past, reduce=False)
         n2 = n if cfg.norms.parallel == 1 else norm(b, h, "D", mlp_norm, "mlp_norm")
         m = feed_forward(b, i, layer, n2, reduce=False)
         both = b.all_reduce(g.add("add", a, m, name=b.name("parallel")), b.name("parallel.sum"))
         return _residual(b, h, both, "out"), k_cache, v_cache
-    a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
-    if cfg.norms.sandwich:
-        a = norm(b, a, "D", f"{pre}.post_attention_layernorm", "attn_out_norm")
-        mlp_norm = f"{pre}.pre_feedforward_layernorm"
-    h = _residual(b, n if cfg.residual.from_norm else h, a, "h_attn")
-    n = norm(b, h, "D", mlp_norm, "mlp_norm") if cfg.norms.pre else h
-    m = feed_forward(b, i, layer, n)
-    if cfg.norms.sandwich:
-        m = norm(b, m, "D", f"{pre}.post_feedforward_layernorm", "mlp_out_norm")
-    return _residual(b, n if cfg.residual.from_norm else h, m, "out"), k_cache, v_cache
+    k_cache = v_cache = None
+    if layer.attention != "skip":
+        n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
+        if layer.attention == "linear":
+            a = _replacement(b, n, f"{pre}.self_attn.linear_attn.weight", "attn_linear")
+        else:
+            a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
+        if cfg.norms.sandwich:
+            a = norm(b, a, "D", f"{pre}.post_attention_layernorm", "attn_out_norm")
+            mlp_norm = f"{pre}.pre_feedforward_layernorm"
+        h = _residual(b, n if cfg.residual.from_norm else h, a, "h_attn")
+    if layer.ffn != "skip":
+        n = norm(b, h, "D", mlp_norm, "mlp_norm") if cfg.norms.pre else h
+        if layer.ffn == "linear":
+            m = _replacement(b, n, f"{pre}.mlp.linear_mlp.weight", "mlp_linear")
+        else:
+            m = feed_forward(b, i, layer, n)
+        if cfg.norms.sandwich:
+            m = norm(b, m, "D", f"{pre}.post_feedforward_layernorm", "mlp_out_norm")
+        h = _residual(b, n if cfg.residual.from_norm else h, m, "out")
+    return h, k_cache, v_cache
+
+
+def _replacement(b: GraphBuilder, x: Node, weight: str, label: str) -> Node:
+    """DeciLM's stand-in for a layer's attention or MLP: one bias-free [D, D] linear, whole on
+    every chip (no collective)."""
+    D = b.cfg.hidden
+    y = linear(b, x, weight, {"Do": D, "D": D}, ["D"], ["B", "S", "Do"], f"{label}.o", whole)
+    return b.g.add("reshape", y, name=b.name(label), type=TensorType.of(F32, B=b.batch, S=b.seq, D=D))
 
 
 def _head(b: GraphBuilder, x: Node) -> Node:
