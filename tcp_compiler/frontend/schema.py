@@ -198,7 +198,7 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(
         (
             "embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling",
-            "logit_scale",
+            "logit_scale", "scale_emb", "scale_depth", "dim_model_base",  # MiniCPM's muP: any positive number
         ),
         _positive(1e6),
     ),
