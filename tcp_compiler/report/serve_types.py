@@ -275,7 +275,8 @@ class ServeReport(Record):
     time: ServeTime = doc("where the iterations' time goes: device, padding and host work")
     model_bound_ratio: float = doc(
         "sum of iteration times over the sum of an independent bound per iteration: the larger of the "
-        "weights read once at sustained HBM bandwidth and 2 x active parameters x tokens at peak compute "
+        "weights any forward must read (a MoE layer's top-k experts) read once at sustained HBM bandwidth "
+        "and 2 x active parameters x tokens at peak compute "
         "(tcp_compiler/analysis/roofline.py)",
         "x",
     )

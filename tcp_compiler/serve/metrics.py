@@ -7,8 +7,9 @@ report that carries them is built by tcp_compiler.report.serve_build.
 - Goodput: requests per second that met every SLO given (DistServe's definition).
 - Power: each iteration's energy over its time, per chip (the simulator's energy model).
 - Bound: each iteration's time beside an independent floor from the model alone, the roofline
-  (tcp_compiler.analysis.roofline) of every weight read once and 2 x parameters x tokens FLOPs:
-  their ratio shows how far the compiled programs are from the machine's limits.
+  (tcp_compiler.analysis.roofline) of the weights any forward must read, read once (of a MoE
+  layer the top-k experts: every token may pick the same ones), and 2 x active parameters x
+  tokens FLOPs: their ratio shows how far the compiled programs are from the machine's limits.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.targets import energy_of
-from tcp_compiler.analysis.config_floor import matmul_weights
+from tcp_compiler.analysis.config_floor import head_bytes, matmul_weight_bytes, matmul_weights
 from tcp_compiler.analysis.roofline import Roofline
 from tcp_compiler.serve.server import ServeResult
 
@@ -44,11 +45,12 @@ def duration(result: ServeResult) -> float:
 def model_bound_cycles(result: ServeResult) -> np.ndarray:
     """Per iteration, the independent floor (module docstring), in cycles of one chip: compute at
     the faster peak of the operand and activation dtypes, the weights at sustained HBM bandwidth."""
-    hw, it = result.hardware, result.iterations
+    hw, it, cfg, chips = result.hardware, result.iterations, result.config, result.replica_chips
     tokens = it.array("decodes") + it.array("prefill_tokens")
-    params = matmul_weights(result.config)[0] / result.replica_chips  # weights each token multiplies by
+    params = matmul_weights(cfg)[0] / chips  # weights each token multiplies by
+    weight_bytes = (matmul_weight_bytes(cfg, result.precision) + head_bytes(cfg, result.precision)) / chips
     roofline = Roofline.of(hw, result.precision.operand, result.precision.act)
-    compute, memory, _ = roofline.terms(2.0 * params * tokens, result.budget.weight_bytes, 0.0)
+    compute, memory, _ = roofline.terms(2.0 * params * tokens, weight_bytes, 0.0)
     return np.maximum(compute, memory) * hw.chip.clock_hz
 
 
