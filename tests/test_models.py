@@ -53,13 +53,17 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
 
 def _group_tiles(cfg, group: int) -> bool:
     """Quantisation groups tile every projection's input: the hidden size, the MLP widths (GLM-4.5-Air's
-    dense 10944 = 64 x 171), and a head's K whole or whole heads per group."""
+    dense 10944 = 64 x 171), a head's K whole or whole heads per group, and the Mamba mixers' inner
+    widths (x_proj and out_proj contract the inner width, dt_proj dt's rank; Mamba-2's out_proj a group's)."""
     heads = (cfg.mla.v_dim, cfg.mla.nope_dim) if cfg.mla is not None else (cfg.head_dim,)  # MLA's contracted
-    if cfg.ssm is not None:  # Mamba's x_proj and out_proj contract the inner width, dt_proj dt's rank
+    if not any(layer.mixer == "attention" for layer in cfg.layers):
+        heads = ()
+    widths = [cfg.hidden]
+    if any(layer.ffn for layer in cfg.layers):
+        widths += [cfg.intermediate, *((cfg.moe.intermediate,) if cfg.moe is not None else ())]
+    if cfg.ssm is not None:
         ssm = cfg.ssm
-        widths = [ssm.inner, ssm.dt_rank] if ssm.kind == "mamba" else [ssm.inner // ssm.groups]
-        return all(w % group == 0 for w in (cfg.hidden, *widths))
-    widths = (cfg.hidden, cfg.intermediate, *((cfg.moe.intermediate,) if cfg.moe is not None else ()))
+        widths += [ssm.inner, ssm.dt_rank] if ssm.kind == "mamba" else [ssm.inner // ssm.groups]
     return all(w % group == 0 for w in widths) and all(k % group == 0 or group % k == 0 for k in heads)
 
 

@@ -166,6 +166,14 @@ FIELDS: dict[str, Field] = {
     "time_step_rank": Field("int", 1, MAX_WIDTH, words=("auto",)),
     "time_step_limit": _LIST,  # [min, max]; max may be Infinity (checked by the reader)
     "mixer_rms_eps": _EPS,
+    # the hybrids' Mamba-2 mixers (Bamba, Granite 4, Falcon-H1, Nemotron-H)
+    **dict.fromkeys(
+        ("mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_chunk_size"), _count(MAX_WIDTH)
+    ),
+    "mamba_d_conv": _count(1024),
+    "mamba_expand": _positive(1024),
+    "mamba_d_head": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    "attn_layer_indices": _LIST,
     # numbers
     **dict.fromkeys(
         (
@@ -216,7 +224,7 @@ FIELDS: dict[str, Field] = {
             "_remove_final_layer_norm", "layer_norm_elementwise_affine", "scale_attn_by_inverse_layer_idx",
             "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias", "use_qk_norm",
             "rmsnorm", "post_layer_norm", "add_bias_linear", "add_qkv_bias", "multi_query_attention",
-            "use_conv_bias", "residual_in_fp32",
+            "use_conv_bias", "residual_in_fp32", "mamba_conv_bias", "mamba_proj_bias",
         ),
         _BOOL,
     ),  # fmt: skip

@@ -61,9 +61,9 @@ def ssm_model(raw: RawConfig, name: str, ssm: Ssm) -> ModelConfig:
     )
 
 
-def inner_width(raw: RawConfig) -> int:
-    """expand x hidden_size, as transformers takes it (int of the product)."""
-    return int(raw.require("expand", (int, float)) * raw.require("hidden_size"))
+def inner_width(raw: RawConfig, expand: str = "expand") -> int:
+    """`expand` x hidden_size, as transformers takes it (int of the product)."""
+    return int(raw.require(expand, (int, float)) * raw.require("hidden_size"))
 
 
 def time_step_rank(raw: RawConfig) -> int:

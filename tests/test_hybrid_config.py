@@ -1,0 +1,81 @@
+"""The attention / Mamba hybrid families' config readers: transformers' class defaults for fields a
+config leaves out, which layers attend, and hostile values refused in one line naming the file and
+field."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from transformers import AutoConfig  # noqa: E402
+
+from tcp_compiler.errors import FrontendError  # noqa: E402
+from tcp_compiler.frontend.config import RawConfig  # noqa: E402
+from tcp_compiler.frontend.families import read_model_config  # noqa: E402
+
+
+def _read(fields: dict):
+    return read_model_config(RawConfig(fields, "config.json"), "m")
+
+
+def _mixers(cfg) -> list[str]:
+    return [layer.mixer for layer in cfg.layers]
+
+
+def test_bamba_left_out_fields_are_transformers_class_defaults() -> None:
+    theirs = AutoConfig.for_model("bamba", attn_layer_indices=[3, 7])
+    ours = _read({"model_type": "bamba", "attn_layer_indices": [3, 7]})
+    ssm = ours.ssm
+    assert _mixers(ours) == ["attention" if t == "full_attention" else "mamba" for t in theirs.layer_types]
+    assert (ours.vocab, ours.hidden, ours.intermediate, ours.heads, ours.kv_heads) == (
+        theirs.vocab_size, theirs.hidden_size, theirs.intermediate_size, theirs.num_attention_heads,
+        theirs.num_key_value_heads,
+    )  # fmt: skip
+    sizes = (ssm.kind, ssm.inner, ssm.heads, ssm.head_dim, ssm.groups, ssm.state, ssm.conv_kernel, ssm.chunk)
+    assert sizes == (
+        "mamba2", theirs.mamba_expand * theirs.hidden_size, theirs.mamba_n_heads, theirs.mamba_d_head,
+        theirs.mamba_n_groups, theirs.mamba_d_state, theirs.mamba_d_conv, theirs.mamba_chunk_size,
+    )  # fmt: skip
+    assert (ssm.conv_bias, ssm.proj_bias, ssm.norm_eps) == (
+        theirs.mamba_conv_bias, theirs.mamba_proj_bias, theirs.rms_norm_eps
+    )  # fmt: skip
+    assert (ssm.dt_min, ssm.dt_max) == tuple(theirs.time_step_limit) == (0.0, math.inf)
+    assert ours.rotary == int(ours.head_dim * theirs.rope_parameters["partial_rotary_factor"])
+    assert all(layer.ffn for layer in ours.layers)  # an MLP after every mixer
+    assert ours.embedding.tied == theirs.tie_word_embeddings
+
+
+def test_bamba_rope_fraction() -> None:
+    """transformers forces 0.5 over a top-level partial_rotary_factor; rope_parameters' own wins."""
+    assert _read({"model_type": "bamba", "partial_rotary_factor": 1.0}).rotary == 64
+    full = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0}
+    assert _read({"model_type": "bamba", "rope_parameters": full}).rotary == 128
+
+
+BAMBA = {"model_type": "bamba", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4,
+         "mamba_n_heads": 8, "mamba_n_groups": 2}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({**BAMBA, "attn_layer_indices": [4]}, r"indices\[0\]: expected a layer index from 0 to 3"),
+        ({**BAMBA, "attn_layer_indices": [True]}, r"attn_layer_indices\[0\]: expected a layer index"),
+        ({**BAMBA, "attn_layer_indices": 2}, r"attn_layer_indices: expected a list, got 2"),
+        ({**BAMBA, "mamba_d_head": 8},
+         r"x mamba_expand \(128\) must equal mamba_n_heads x mamba_d_head \(8 x 8\)"),
+        ({**BAMBA, "mamba_d_head": "big"}, r"mamba_d_head: expected an integer .* \"auto\""),
+        ({**BAMBA, "mamba_n_groups": 3}, r"mamba_n_heads \(8\) must be a multiple of mamba_n_groups \(3\)"),
+        ({**BAMBA, "mamba_d_state": 0}, r"mamba_d_state: expected an integer from 1"),
+        ({**BAMBA, "mamba_expand": -1}, r"mamba_expand: expected a number > 0"),
+        ({**BAMBA, "mamba_conv_bias": "yes"}, r"mamba_conv_bias: expected true or false"),
+    ],
+)
+def test_hostile_values_are_refused_in_one_line(fields: dict, message: str) -> None:
+    with pytest.raises(FrontendError, match=message) as raised:
+        _read(fields)
+    assert str(raised.value).startswith("config.json: ") and "\n" not in str(raised.value)
