@@ -79,3 +79,60 @@ def test_hostile_values_are_refused_in_one_line(fields: dict, message: str) -> N
     with pytest.raises(FrontendError, match=message) as raised:
         _read(fields)
     assert str(raised.value).startswith("config.json: ") and "\n" not in str(raised.value)
+
+
+def test_nemotron_h_left_out_fields_are_transformers_class_defaults() -> None:
+    pattern = "M-*-M"
+    theirs = AutoConfig.for_model("nemotron_h", hybrid_override_pattern=pattern)
+    ours = _read({"model_type": "nemotron_h", "hybrid_override_pattern": pattern})
+    ssm = ours.ssm
+    blocks = {"linear_attention": ("mamba", False), "full_attention": ("attention", False),
+              "mlp": ("none", True)}  # fmt: skip
+    assert [(x.mixer, x.ffn) for x in ours.layers] == [blocks[t] for t in theirs.layers_block_type]
+    assert (ours.vocab, ours.hidden, ours.intermediate, ours.heads, ours.kv_heads, ours.head_dim) == (
+        theirs.vocab_size, theirs.hidden_size, theirs.intermediate_size, theirs.num_attention_heads,
+        theirs.num_key_value_heads, theirs.head_dim,
+    )  # fmt: skip
+    sizes = (ssm.inner, ssm.heads, ssm.head_dim, ssm.groups, ssm.state, ssm.conv_kernel, ssm.chunk)
+    assert sizes == (
+        theirs.mamba_num_heads * theirs.mamba_head_dim, theirs.mamba_num_heads, theirs.mamba_head_dim,
+        theirs.n_groups, theirs.ssm_state_size, theirs.conv_kernel, theirs.chunk_size,
+    )  # fmt: skip
+    assert (ssm.dt_min, ssm.dt_max) == (theirs.time_step_min, math.inf)  # not time_step_limit
+    assert (ssm.conv_bias, ssm.proj_bias, ssm.norm_eps) == (
+        theirs.use_conv_bias, theirs.use_bias, theirs.layer_norm_epsilon
+    )  # fmt: skip
+    assert (ours.mlp.activation, ours.mlp.kind, ours.positions.kind) == ("relu2", "plain", "none")
+    assert ours.embedding.tied == theirs.tie_word_embeddings
+
+
+def test_nemotron_h_reads_the_older_spellings_and_block_lists() -> None:
+    """mamba_n_groups, mamba_chunk_size ... as transformers takes them; layers_block_type over the
+    pattern."""
+    cfg = _read({"model_type": "nemotron_h", "hybrid_override_pattern": "M", "mamba_n_groups": 4,
+                 "mamba_chunk_size": 64, "mamba_dt_min": 0.01})  # fmt: skip
+    assert (cfg.ssm.groups, cfg.ssm.chunk, cfg.ssm.dt_min) == (4, 64, 0.01)
+    listed = _read({"model_type": "nemotron_h", "layers_block_type": ["mlp", "full_attention"]})
+    assert [layer.mixer for layer in listed.layers] == ["none", "attention"]
+
+
+NEMOTRON = {"model_type": "nemotron_h", "hybrid_override_pattern": "M*-"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({**NEMOTRON, "hybrid_override_pattern": "M*X"}, r"pattern: expected letters M, \*, - or E"),
+        ({**NEMOTRON, "hybrid_override_pattern": ""}, r"hybrid_override_pattern: expected letters"),
+        ({**NEMOTRON, "hybrid_override_pattern": "ME"}, r"MoE blocks \(E, 'moe'\) are not supported yet"),
+        ({"model_type": "nemotron_h"}, r"MoE blocks .* not supported yet"),  # the class default has one
+        ({**NEMOTRON, "layers_block_type": ["mlp", "conv"]}, r"layers_block_type\[1\]: expected one of"),
+        ({**NEMOTRON, "mamba_hidden_act": "relu2"}, r"mamba_hidden_act: relu2 is an MLP activation"),
+        ({**NEMOTRON, "mlp_hidden_act": "tanh"}, r"'mlp_hidden_act' = 'tanh' is not supported"),
+        ({**NEMOTRON, "mamba_num_heads": 12}, r"mamba_num_heads \(12\) must be a multiple of n_groups \(8\)"),
+    ],
+)
+def test_nemotron_h_hostile_values_are_refused_in_one_line(fields: dict, message: str) -> None:
+    with pytest.raises(FrontendError, match=message) as raised:
+        _read(fields)
+    assert str(raised.value).startswith("config.json: ") and "\n" not in str(raised.value)

@@ -210,10 +210,11 @@ def _matmul_shapes(cfg: ModelConfig) -> Iterator[tuple[str, tuple[int, int], flo
 
 def _all_reduces(cfg: ModelConfig, layer: Layer) -> int:
     """The hidden-state all-reduces a layer cannot avoid over tensor-parallel chips: one after its
-    mixer (attention's o_proj, Mamba's out_proj) and one after its MLP, or one for a parallel block."""
+    mixer (attention's o_proj, Mamba's out_proj; an MLP-only layer has none) and one after its MLP, or
+    one for a parallel block."""
     if cfg.residual.block == "parallel" and layer.mixer == "attention":
         return 1
-    return 1 + int(layer.ffn)
+    return int(layer.mixer != "none") + int(layer.ffn)
 
 
 def _kept(window: int | None, length: int) -> int:

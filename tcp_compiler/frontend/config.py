@@ -25,11 +25,11 @@ NormKind = Literal["rms", "layer"]
 BlockKind = Literal["pre", "post", "parallel"]
 PositionKind = Literal["rope", "learned", "alibi", "sinusoidal", "none"]
 MlpKind = Literal["gated", "plain"]
-Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
+Activation = Literal["silu", "gelu_tanh", "gelu", "relu", "relu2"]  # relu2: relu(x)^2 (Nemotron-H)
 QkNorm = Literal["none", "per_head", "all_heads", "each_head"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
-Mixer = Literal["attention", "mamba"]
+Mixer = Literal["attention", "mamba", "none"]  # none: an MLP-only layer (Nemotron-H)
 SsmKind = Literal["mamba", "mamba2"]
 
 
@@ -257,9 +257,11 @@ class Ssm:
     bcdt_norm_eps: float | None = None  # Falcon-Mamba: weightless RMSNorms on B, C and dt's rank
     norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm
     chunk: int = 256  # Mamba-2's chunk_size (the chunked scan's chunk in transformers)
+    activation: Activation = "silu"  # after the convolution (hidden_act; Nemotron-H's mamba_hidden_act)
 
     def __post_init__(self) -> None:
         check_mode(self.kind, SsmKind, "ssm")
+        check_mode(self.activation, Activation, "activation")
 
     @property
     def conv_channels(self) -> int:
@@ -280,8 +282,9 @@ class Ssm:
 @dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
-    MoE MLP; its mixer (attention, or a Mamba layer of ModelConfig.ssm) and whether a feed-forward
-    block follows it (pure Mamba blocks have none)."""
+    MoE MLP; its mixer (attention, a Mamba layer of ModelConfig.ssm, or none) and whether a
+    feed-forward block follows it (pure Mamba blocks and Nemotron-H's attention layers have none;
+    its MLP layers have no mixer)."""
 
     sliding_window: int | None
     rope: Rope | None
@@ -363,7 +366,7 @@ class Attention:
 class Mlp:
     """The dense MLP (and the experts' activation)."""
 
-    activation: Activation  # an IR unary op
+    activation: Activation  # an IR unary op, or relu2 (relu, squared)
     kind: MlpKind = "gated"  # gated: down(act(gate) * up); plain: down(act(up))
     bias: bool = False
 

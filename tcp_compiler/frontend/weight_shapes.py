@@ -60,15 +60,18 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
             assert cfg.ssm is not None
             yield f"{pre}.input_layernorm.weight", (D,), "vector"
             yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
-            if not layer.ffn:
-                continue
-        for norm in _NORMS:
-            yield f"{pre}.{norm}.weight", (D,), "vector"
-            yield f"{pre}.{norm}.bias", (D,), "vector"
-        if cfg.mla is not None:
-            yield from _mla_shapes(cfg, f"{pre}.self_attn")
-        else:
-            yield from _attention_shapes(cfg, pre)
+        elif layer.mixer == "attention":
+            for norm in _NORMS:
+                yield f"{pre}.{norm}.weight", (D,), "vector"
+                yield f"{pre}.{norm}.bias", (D,), "vector"
+            if cfg.mla is not None:
+                yield from _mla_shapes(cfg, f"{pre}.self_attn")
+            else:
+                yield from _attention_shapes(cfg, pre)
+        if not layer.ffn:
+            continue
+        if layer.mixer != "attention":  # a hybrid layer's MLP norm (an attention layer's is above)
+            yield f"{pre}.post_attention_layernorm.weight", (D,), "vector"
         if layer.moe and cfg.moe is not None:
             moe = cfg.moe
             yield moe.router_name.format(i=i), (moe.experts, D), "projection"

@@ -1,5 +1,5 @@
 """The attention / Mamba hybrid families (issue 29) against transformers 5.23.0's slow torch path
-on tiny random-weight models, eager attention: Bamba.
+on tiny random-weight models, eager attention: Bamba and Nemotron-H.
 
 - prefill plus 4 decode steps within 1e-4 of transformers decoding from its own cache (KV on the
   attention layers, conv and SSM states on the Mamba layers), greedy tokens equal. transformers'
@@ -15,8 +15,9 @@ on tiny random-weight models, eager attention: Bamba.
   is its own bmm, not compared (the IR's `scan` op has its own count, see test_ssm_families);
 - 2 and 4 chips equal 1.
 
-Each family's special parts bite: Bamba's attention layers (the same weights with them made Mamba
-layers move the logits), the RoPE on half of each head, the Mamba groups and chunking.
+Each family's special parts bite: the attention layers (their output zeroed on the same weights),
+Bamba's RoPE on half of each head, the Mamba groups, the prefill's dt clamp (Bamba's
+time_step_limit, Nemotron-H's time_step_min), Nemotron-H's squared relu; Bamba's chunking is exact.
 """
 
 from __future__ import annotations
@@ -40,19 +41,31 @@ PROMPT = [5, 17, 3, 88, 42, 9]
 STEPS = 4
 ATTENTION = dict(vocab_size=97, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
                  num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
+# family -> (config class, model class, tiny config, the overrides that lift its prefill's dt clamp)
 HYBRID = {
     "bamba": (
         "BambaConfig",
         "BambaForCausalLM",
         dict(ATTENTION, attn_layer_indices=[1], mamba_n_heads=8, mamba_n_groups=4, mamba_d_state=6,
              mamba_chunk_size=4, time_step_limit=(0.0, 0.9)),
-    ),  # fmt: skip
+        dict(time_step_limit=(0.0, float("inf"))),
+    ),
+    "nemotron_h": (
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        dict(ATTENTION, head_dim=8, hybrid_override_pattern="M-*-M", mamba_num_heads=8, mamba_head_dim=8,
+             n_groups=4, ssm_state_size=6, chunk_size=4, time_step_min=0.75),
+        dict(time_step_min=1e-6),  # 0 breaks transformers' init (log 0); a floor that never bites
+    ),
+}  # fmt: skip
+BUNDLED_CLASSES = {
+    "bamba-9b": ("BambaConfig", "BambaForCausalLM"),
+    "nemotron-h-8b-base-8k": ("NemotronHConfig", "NemotronHForCausalLM"),
 }
-BUNDLED_CLASSES = {"bamba-9b": ("BambaConfig", "BambaForCausalLM")}
 
 
 def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
-    config_cls, model_cls, extra = HYBRID[name]
+    config_cls, model_cls, extra, _ = HYBRID[name]
     config = getattr(transformers, config_cls)(**{**extra, **overrides})
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
@@ -99,10 +112,10 @@ def test_prefill_and_decode_match_transformers(family) -> None:
 
 
 def test_decode_from_the_carried_caches_equals_the_full_recompute(family, tmp_path) -> None:
-    """Without a time_step_limit: transformers clamps dt in the chunked prefill scan only, so with
-    a limit that bites a step and a recompute differ there as they do here."""
+    """Without the dt clamp: transformers clamps dt in the chunked prefill scan only, so with a
+    clamp that bites a step and a recompute differ there as they do here."""
     name, _, loaded = family
-    build(name, time_step_limit=(0.0, float("inf"))).save_pretrained(tmp_path)
+    build(name, **HYBRID[name][3]).save_pretrained(tmp_path)
     loaded = load_model(tmp_path)
     result = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, STEPS)
     sequence = PROMPT + result.token_matrix[0].tolist()
@@ -112,17 +125,22 @@ def test_decode_from_the_carried_caches_equals_the_full_recompute(family, tmp_pa
                                    err_msg=f"{name} step {step}")  # fmt: skip
 
 
+# (family, config overrides, a parameter zeroed on the same weights)
 SWITCHED_OFF = [
-    ("bamba", dict(attn_layer_indices=[])),  # every layer a Mamba layer
-    ("bamba", dict(rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=1.0))),
-    ("bamba", dict(mamba_n_groups=1)),
-    ("bamba", dict(mamba_chunk_size=256)),  # one chunk: the inter-chunk recurrence unused
-    ("bamba", dict(time_step_limit=(0.0, float("inf")))),
+    ("bamba", {}, "layers.1.self_attn.o_proj.weight"),  # the attention layer's output
+    ("bamba", dict(rope_parameters=dict(rope_type="default", rope_theta=1e4, partial_rotary_factor=1)), None),
+    ("bamba", dict(mamba_n_groups=1), None),
+    ("bamba", dict(mamba_chunk_size=256), None),  # one chunk: the inter-chunk recurrence unused
+    ("bamba", HYBRID["bamba"][3], None),
+    ("nemotron_h", {}, "layers.2.mixer.o_proj.weight"),  # the attention block's output
+    ("nemotron_h", dict(mlp_hidden_act="relu"), None),  # relu, not squared
+    ("nemotron_h", dict(n_groups=1), None),
+    ("nemotron_h", HYBRID["nemotron_h"][3], None),  # time_step_min: the prefill's dt floor
 ]
 
 
-@pytest.mark.parametrize("name, overrides", SWITCHED_OFF)
-def test_the_special_parts_bite(name: str, overrides: dict) -> None:
+@pytest.mark.parametrize("name, overrides, zeroed", SWITCHED_OFF)
+def test_the_special_parts_bite(name: str, overrides: dict, zeroed: str | None) -> None:
     """Switched off on the same weights where they exist, transformers' prompt logits (no cache:
     an all-Mamba Bamba has none to decode from there) move past the tolerance, so matching them
     within 1e-4 checks each part. The chunk size moves nothing in exact arithmetic: that one is
@@ -132,7 +150,11 @@ def test_the_special_parts_bite(name: str, overrides: dict) -> None:
         with torch.no_grad():
             return model(torch.tensor([PROMPT]), use_cache=False).logits[0].numpy()
 
-    moved = np.abs(logits(build(name)) - logits(build(name, **overrides))).max()
+    off = build(name, **overrides)
+    if zeroed is not None:
+        with torch.no_grad():
+            off.get_parameter(f"model.{zeroed}").zero_()
+    moved = np.abs(logits(build(name)) - logits(off)).max()
     if "mamba_chunk_size" in overrides:
         assert moved < 1e-5
     else:
@@ -145,7 +167,7 @@ def test_each_layer_caches_its_own_kind(family) -> None:
     _, _, loaded = family
     cfg = loaded.config
     kinds = {layer.mixer for layer in cfg.layers}
-    assert kinds == {"attention", "mamba"}
+    assert {"attention", "mamba"} <= kinds
     sizes = {}
     for past in (8, 800):
         graph = build_decode(cfg, F32, 2, past).graph
@@ -157,6 +179,8 @@ def test_each_layer_caches_its_own_kind(family) -> None:
         if layer.mixer == "mamba":
             assert sum(s[0] for s in mine.values()) == 2 * (ssm.state_elements + ssm.window_elements) * 4
             assert all(s[0] == s[1] for s in mine.values())
+        elif layer.mixer == "none":
+            assert not mine  # an MLP-only block caches nothing
         else:
             assert len(mine) == 2 and all(s[1] == s[0] * 801 // 9 for s in mine.values())
     assert build_decode(cfg, F32, 1, 8).graph.meta  # builds at batch 1 too
@@ -187,8 +211,9 @@ def test_matmul_flops_equal_flop_counter(family, seq) -> None:
         model(torch.zeros((1, seq), dtype=torch.long), logits_to_keep=1)
     counts = counter.get_flop_counts()
     mm = sum(v for op, v in counts["Global"].items() if str(op) == "aten.mm")
+    attends = tuple(f".{n}" for n, m in model.named_modules() if type(m).__name__.endswith("Attention"))
     attention = sum(
-        v for module, ops in counts.items() if module.endswith("self_attn")
+        v for module, ops in counts.items() if module.endswith(attends)
         for op, v in ops.items() if str(op) == "aten.bmm"
     )  # fmt: skip
     assert attention > 0

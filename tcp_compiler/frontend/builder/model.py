@@ -208,21 +208,31 @@ def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
 
 
 def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
-    """Decoder layer i, its values named in the layer (GraphBuilder.layer): pre-norm (optionally
-    with Gemma's sandwich norms), post-norm or parallel, or a Mamba block. Returns (output, its
-    caches: K and V, or a Mamba layer's state and convolution window)."""
+    """Decoder layer i, its values named in the layer (GraphBuilder.layer): an attention layer with
+    its MLP, pre-norm (optionally with Gemma's sandwich norms), post-norm or parallel; or a hybrid
+    model's layer (`_mixer_block`). Returns (output, its caches: K and V, a Mamba layer's state and
+    convolution window, or none for an MLP-only layer)."""
     with b.layer(i):
-        if layer.mixer == "mamba":
-            return _mamba_block(b, i, layer, h, past is not None)
+        if layer.mixer != "attention" or not layer.ffn:
+            return _mixer_block(b, i, layer, h, pos, masks, past)
         h, k_cache, v_cache = _block(b, i, layer, h, pos, masks, past)
         return h, [k_cache, v_cache]
 
 
-def _mamba_block(b: GraphBuilder, i: int, layer: Layer, h: Node, decode: bool) -> tuple[Node, list[Node]]:
-    """x + mixer(norm(x)), then (hybrid models) x + mlp(norm(x))."""
-    pre = f"model.layers.{i}"
-    m, caches = mamba(b, i, norm(b, h, "D", f"{pre}.input_layernorm", "mixer_norm"), decode)
-    h = _residual(b, h, m, "h_mixer")
+def _mixer_block(
+    b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None
+) -> tuple[Node, list[Node]]:
+    """A hybrid model's pre-norm layer: x + mixer(norm(x)) for its mixer (Mamba, attention, or
+    none), then x + mlp(norm(x)) when it has a feed-forward block."""
+    pre, caches = f"model.layers.{i}", []
+    if layer.mixer != "none":
+        n = norm(b, h, "D", f"{pre}.input_layernorm", "mixer_norm")
+        if layer.mixer == "mamba":
+            m, caches = mamba(b, i, n, past is not None)
+        else:
+            m, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
+            caches = [k_cache, v_cache]
+        h = _residual(b, h, m, "h_mixer")
     if layer.ffn:
         n = norm(b, h, "D", f"{pre}.post_attention_layernorm", "mlp_norm")
         h = _residual(b, h, feed_forward(b, i, layer, n), "out")

@@ -129,7 +129,7 @@ def _convolve(b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, x: Node, decod
     if ssm.conv_bias:
         bias = b.to(b.tensor(f"{pre}.conv1d.bias", b.p.table, {"C": channels}, local.convolution), F32)
         y = g.add("add", y, bias, name=b.name("conv_b"))
-    y = g.add(b.cfg.mlp.activation, y, name=b.name("conv_act"))
+    y = g.add(ssm.activation, y, name=b.name("conv_act"))
     joined = g.add("concat", window, x, name=b.name("conv_joined"), axis="S")
     seq = x.type.size("S")
     kept = g.add("slice", joined, name=b.name("conv_kept"), axis="S", start=seq, stop=seq + k - 1)

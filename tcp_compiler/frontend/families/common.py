@@ -14,6 +14,7 @@ ACTIVATIONS = {
     "gelu_new": "gelu_tanh",
     "gelu": "gelu",
     "relu": "relu",
+    "relu2": "relu2",
 }
 
 

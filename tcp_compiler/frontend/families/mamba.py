@@ -66,6 +66,14 @@ def inner_width(raw: RawConfig, expand: str = "expand") -> int:
     return int(raw.require(expand, (int, float)) * raw.require("hidden_size"))
 
 
+def conv_activation(raw: RawConfig, key: str) -> str:
+    """The activation after a Mamba convolution (`key`, silu by default): an IR unary op."""
+    act = activation(raw, "silu", key)
+    if act == "relu2":
+        raise raw.fail(f"{raw.path(key)}: relu2 is an MLP activation, not supported after the convolution")
+    return act
+
+
 def time_step_rank(raw: RawConfig) -> int:
     """time_step_rank, or for "auto" ceil(hidden_size / 16) as transformers sets it."""
     rank = raw.require("time_step_rank", (int, str))
@@ -83,6 +91,7 @@ def mamba1(raw: RawConfig, name: str, bcdt_norm_eps: float | None = None) -> Mod
         conv_bias=bool(raw.get("use_conv_bias", kind=bool)),
         proj_bias=bool(raw.get("use_bias", kind=bool)),
         bcdt_norm_eps=bcdt_norm_eps,
+        activation=conv_activation(raw, "hidden_act"),
     )
     return ssm_model(raw, name, ssm)
 

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from tcp_compiler.frontend.config import ModelConfig, RawConfig, Ssm
-from tcp_compiler.frontend.families.mamba import inner_width, ssm_model
+from tcp_compiler.frontend.families.mamba import conv_activation, inner_width, ssm_model
 from tcp_compiler.frontend.families.registry import family
 
 # Mamba2Config's class defaults (transformers 5.23.0), for the fields a config may leave out.
@@ -32,17 +32,24 @@ class Mamba2Keys:
     groups: str = "n_groups"
     state: str = "state_size"
     conv_kernel: str = "conv_kernel"
-    expand: str = "expand"
+    expand: str | None = "expand"  # None: the inner width is heads x head_dim (Nemotron-H)
     chunk: str = "chunk_size"
     conv_bias: str = "use_conv_bias"
     proj_bias: str = "use_bias"
     norm_eps: str = "layer_norm_epsilon"  # the gated RMSNorm's
+    activation: str = "hidden_act"  # after the convolution
+    dt_floor: str | None = None  # Nemotron-H clamps dt to [this field, inf), not to time_step_limit
 
 
 def mamba2_mixer(raw: RawConfig, keys: Mamba2Keys = Mamba2Keys()) -> Ssm:
     """Mamba-2's mixer from the fields `keys` names, checked as transformers checks them."""
-    inner, heads = inner_width(raw, keys.expand), raw.require(keys.heads)
-    head_dim = raw.require(keys.head_dim, (int, str))
+    heads, head_dim = raw.require(keys.heads), raw.require(keys.head_dim, (int, str))
+    if keys.expand is None:
+        if not isinstance(head_dim, int):
+            raise raw.fail(f"{raw.path(keys.head_dim)}: expected an integer, got {head_dim!r}")
+        inner = heads * head_dim
+    else:
+        inner = inner_width(raw, keys.expand)
     if head_dim == "auto":
         head_dim = inner // heads
     if not isinstance(head_dim, int) or inner != heads * head_dim:
@@ -53,7 +60,10 @@ def mamba2_mixer(raw: RawConfig, keys: Mamba2Keys = Mamba2Keys()) -> Ssm:
     groups = raw.require(keys.groups)
     if heads % groups:
         raise raw.fail(f"{keys.heads} ({heads}) must be a multiple of {keys.groups} ({groups})")
-    dt_min, dt_max = dt_limit(raw)
+    if keys.dt_floor is None:
+        dt_min, dt_max = dt_limit(raw)
+    else:
+        dt_min, dt_max = float(raw.require(keys.dt_floor, (int, float))), math.inf
     return Ssm(
         "mamba2",
         inner=inner,
@@ -68,6 +78,7 @@ def mamba2_mixer(raw: RawConfig, keys: Mamba2Keys = Mamba2Keys()) -> Ssm:
         dt_max=dt_max,
         norm_eps=float(raw.require(keys.norm_eps, (int, float))),
         chunk=raw.require(keys.chunk),
+        activation=conv_activation(raw, keys.activation),
     )
 
 
