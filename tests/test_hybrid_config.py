@@ -136,3 +136,44 @@ def test_nemotron_h_hostile_values_are_refused_in_one_line(fields: dict, message
     with pytest.raises(FrontendError, match=message) as raised:
         _read(fields)
     assert str(raised.value).startswith("config.json: ") and "\n" not in str(raised.value)
+
+
+def test_granitemoehybrid_left_out_fields_are_transformers_class_defaults() -> None:
+    types = ["mamba", "attention"]
+    theirs = AutoConfig.for_model("granitemoehybrid", num_hidden_layers=2, layer_types=types)
+    ours = _read({"model_type": "granitemoehybrid", "num_hidden_layers": 2, "layer_types": types})
+    moe, ssm = ours.moe, ours.ssm
+    assert [x.mixer for x in ours.layers] == types and all(x.moe and x.ffn for x in ours.layers)
+    assert (moe.experts, moe.top_k, moe.intermediate, moe.shared.intermediate, moe.softmax_after_top_k) == (
+        theirs.num_local_experts, theirs.num_experts_per_tok, theirs.intermediate_size,
+        theirs.shared_intermediate_size, True,
+    )  # fmt: skip
+    assert (ssm.heads, ssm.head_dim, ssm.groups, ssm.state, ssm.chunk) == (
+        theirs.mamba_n_heads, theirs.mamba_d_head, theirs.mamba_n_groups, theirs.mamba_d_state,
+        theirs.mamba_chunk_size,
+    )  # fmt: skip
+    assert ours.positions.kind == "none" and theirs.position_embedding_type is None  # RoPE only on "rope"
+    assert (ours.heads, ours.kv_heads, ours.norms.eps) == (
+        theirs.num_attention_heads, theirs.num_key_value_heads, theirs.rms_norm_eps
+    )  # fmt: skip
+    assert ours.attention.scale == theirs.attention_multiplier and ours.residual.branch_scale == 1.0
+
+
+def test_granitemoehybrid_without_experts_runs_the_shared_mlp_as_its_mlp() -> None:
+    cfg = _read({"model_type": "granitemoehybrid", "num_hidden_layers": 1, "num_local_experts": 0,
+                 "shared_intermediate_size": 96})  # fmt: skip
+    assert cfg.moe is None and cfg.intermediate == 96 and not cfg.layers[0].moe
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"layer_types": ["mamba"]}, r"layer_types has 1 entries but num_hidden_layers is 2"),
+        ({"layer_types": ["mamba", "conv"]}, r"layer_types\[1\]: expected one of mamba"),
+        ({"num_experts_per_tok": 9}, r"num_experts_per_tok \(9\) exceeds num_local_experts \(8\)"),
+    ],
+)
+def test_granitemoehybrid_hostile_values_are_refused_in_one_line(fields: dict, message: str) -> None:
+    with pytest.raises(FrontendError, match=message) as raised:
+        _read({"model_type": "granitemoehybrid", "num_hidden_layers": 2, **fields})
+    assert str(raised.value).startswith("config.json: ") and "\n" not in str(raised.value)

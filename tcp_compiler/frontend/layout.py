@@ -124,21 +124,30 @@ class Expert:
     """One expert's [out, in] weight (or [out] bias) from `target`, a tensor stacking all `experts`
     as [E, in, out] (or [E, out]), as gpt-oss stores them; with `parts` > 1 the out axis
     interleaves that many projections and this one takes every `parts`-th column from `part`
-    (gate_up_proj: gate at even columns, up at odd). `expert` and `target` are templates."""
+    (gate_up_proj: gate at even columns, up at odd). With `blocks`, the stack is [E, out, in] and
+    the out axis holds the parts one after another (Granite's input_linear: gate rows, then up
+    rows). `expert` and `target` are templates."""
 
     target: str
     expert: str
     experts: int
     part: int = 0
     parts: int = 1
+    blocks: bool = False
 
     def source(self, match: re.Match[str]) -> Source:
         name, e = match.expand(self.target), int(match.expand(self.expert))
 
         def load(get: Getter) -> np.ndarray:
-            return get(name)[e][..., self.part :: self.parts].T
+            w = get(name)[e]
+            if self.blocks:
+                n = w.shape[0] // self.parts
+                return w[self.part * n : (self.part + 1) * n]
+            return w[..., self.part :: self.parts].T
 
         def stored(shape: Shape) -> Shape:
+            if self.blocks:
+                return (self.experts, shape[0] * self.parts, *shape[1:])
             return (self.experts, *shape[1:], shape[0] * self.parts)
 
         return Source((name,), load, stored)

@@ -1,5 +1,6 @@
 """The attention / Mamba hybrid families (issue 29) against transformers 5.23.0's slow torch path
-on tiny random-weight models, eager attention: Bamba and Nemotron-H.
+on tiny random-weight models, eager attention and experts: Bamba, Nemotron-H and Granite 4's
+GraniteMoeHybrid.
 
 - prefill plus 4 decode steps within 1e-4 of transformers decoding from its own cache (KV on the
   attention layers, conv and SSM states on the Mamba layers), greedy tokens equal. transformers'
@@ -17,7 +18,8 @@ on tiny random-weight models, eager attention: Bamba and Nemotron-H.
 
 Each family's special parts bite: the attention layers (their output zeroed on the same weights),
 Bamba's RoPE on half of each head, the Mamba groups, the prefill's dt clamp (Bamba's
-time_step_limit, Nemotron-H's time_step_min), Nemotron-H's squared relu; Bamba's chunking is exact.
+time_step_limit, Nemotron-H's time_step_min), Nemotron-H's squared relu, Granite's RoPE, four
+multipliers, top-k and shared MLP; Bamba's chunking is exact.
 """
 
 from __future__ import annotations
@@ -57,11 +59,32 @@ HYBRID = {
              n_groups=4, ssm_state_size=6, chunk_size=4, time_step_min=0.75),
         dict(time_step_min=1e-6),  # 0 breaks transformers' init (log 0); a floor that never bites
     ),
+    "granitemoehybrid": (
+        "GraniteMoeHybridConfig",
+        "GraniteMoeHybridForCausalLM",
+        dict(ATTENTION, intermediate_size=12, layer_types=["mamba", "attention", "mamba"], mamba_n_heads=8,
+             mamba_n_groups=4, mamba_d_state=6, mamba_chunk_size=4, time_step_limit=(0.0, 0.9),
+             num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=20,
+             position_embedding_type="rope", embedding_multiplier=3.0, attention_multiplier=0.3,
+             residual_multiplier=0.5, logits_scaling=2.0),
+        dict(time_step_limit=(0.0, float("inf"))),
+    ),
+    "granitemoehybrid-dense": (  # no experts (Granite-4.0-H-1B): the shared MLP alone
+        "GraniteMoeHybridConfig",
+        "GraniteMoeHybridForCausalLM",
+        dict(ATTENTION, layer_types=["attention", "mamba", "mamba"], mamba_n_heads=8, mamba_n_groups=4,
+             mamba_d_state=6, mamba_chunk_size=4, num_local_experts=0, shared_intermediate_size=20,
+             position_embedding_type="rope", embedding_multiplier=3.0, attention_multiplier=0.3,
+             residual_multiplier=0.5, logits_scaling=2.0),
+        {},
+    ),
 }  # fmt: skip
 BUNDLED_CLASSES = {
     "bamba-9b": ("BambaConfig", "BambaForCausalLM"),
     "nemotron-h-8b-base-8k": ("NemotronHConfig", "NemotronHForCausalLM"),
+    "granite-4.0-h-tiny": ("GraniteMoeHybridConfig", "GraniteMoeHybridForCausalLM"),
 }
+MOE = {"granitemoehybrid"}
 
 
 def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
@@ -70,6 +93,8 @@ def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config).eval()
+    if name in MOE:
+        model.set_experts_implementation("eager")
     with torch.no_grad():  # norm weights around 1, the rest (A_log, D, dt_bias, conv too) random
         for n, p in model.named_parameters():
             centre = 1.0 if n.endswith(("norm.weight", "layernorm.weight")) else 0.0
@@ -136,6 +161,13 @@ SWITCHED_OFF = [
     ("nemotron_h", dict(mlp_hidden_act="relu"), None),  # relu, not squared
     ("nemotron_h", dict(n_groups=1), None),
     ("nemotron_h", HYBRID["nemotron_h"][3], None),  # time_step_min: the prefill's dt floor
+    ("granitemoehybrid", {}, "layers.1.self_attn.o_proj.weight"),
+    ("granitemoehybrid", dict(position_embedding_type=None), None),  # no RoPE
+    *[("granitemoehybrid", {key: 1.0}, None)
+      for key in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")],
+    ("granitemoehybrid", dict(num_experts_per_tok=1), None),
+    ("granitemoehybrid", {}, "layers.0.shared_mlp.output_linear.weight"),  # the shared MLP's output
+    ("granitemoehybrid", HYBRID["granitemoehybrid"][3], None),
 ]
 
 
