@@ -12,7 +12,7 @@ import ir
 from ir import BF16, F32, TensorType
 from ir.analysis import analyze
 from ir.errors import VerifyError
-from tcp_compiler.passes.chunked_scan import chunk_scans, chunkable
+from tcp_compiler.passes.chunked_scan import block_scans, chunk_scans, chunkable
 
 T = TensorType.of
 
@@ -108,6 +108,74 @@ def test_mamba1_decay_per_state_element_is_not_chunkable() -> None:
     g.add("scan", *xs, name="y", axis="S")
     g.set_outputs("y")
     assert not chunkable(g, g["y"])
-    with pytest.raises(VerifyError, match="decay varies along its summed state axes"):
+    with pytest.raises(VerifyError, match="has no chunked form"):
         chunk_scans(g, {"y": 2})
     assert chunkable(mamba2_graph(4), mamba2_graph(4)["y"])
+
+
+def delta_graph(steps: int, outputs=("y", "h"), batch=2, heads=2, kd=4, vd=3) -> ir.Graph:
+    g = ir.Graph("gdn")
+    xs = [
+        g.input("q", T(F32, B=batch, S=steps, H=heads, K=kd)),
+        g.input("k", T(F32, B=batch, S=steps, H=heads, K=kd)),
+        g.input("v", T(F32, B=batch, S=steps, H=heads, V=vd)),
+        g.input("g", T(F32, B=batch, S=steps, H=heads)),
+        g.input("beta", T(F32, B=batch, S=steps, H=heads)),
+        g.input("h0", T(F32, B=batch, H=heads, K=kd, V=vd)),
+    ]
+    if "y" in outputs:
+        g.add("delta_scan", *xs, name="y", axis="S")
+    if "h" in outputs:
+        g.add("delta_scan_state", *xs, name="h", axis="S")
+    g.set_outputs(*outputs)
+    return g
+
+
+def delta_feeds(g: ir.Graph, seed: int) -> dict[str, np.ndarray]:
+    """Qwen3-Next's ranges: l2-normalised q and k, log decays g < 0, beta in (0, 1)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for n in g.nodes:
+        if n.kind == "input":
+            z = rng.standard_normal(n.type.shape).astype(np.float32)
+            if n.name in ("q", "k"):
+                z /= np.linalg.norm(z, axis=-1, keepdims=True)
+            elif n.name == "g":
+                z = -np.exp(z) * 0.3
+            elif n.name == "beta":
+                z = 1 / (1 + np.exp(-z))
+            out[n.name] = z.astype(np.float32)
+    return out
+
+
+@pytest.mark.parametrize(("steps", "chunk"), [(8, 4), (8, 8), (7, 3), (5, 8), (6, 1), (16, 16), (130, 64)])
+def test_chunked_delta_rule_equals_sequential(steps: int, chunk: int) -> None:
+    g = delta_graph(steps)
+    chunked = chunk_scans(g, {"y": chunk, "h": chunk})
+    assert not chunked.of_kind("delta_scan") and not chunked.of_kind("delta_scan_state")
+    (states,) = [n for n in chunked.of_kind("recurrence") if "mix" in n.attrs]
+    assert states.type.size("Sc") == -(-steps // chunk)
+    f = delta_feeds(g, steps * 10 + chunk)
+    want, got = ir.interpret(g, f), ir.interpret(chunked, f)
+    for name in ("y", "h"):
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("outputs", [("y", "h"), ("y",), ("h",)])
+def test_blocks_continue_from_the_state_the_block_before_left(outputs) -> None:
+    """block_scans cuts a scan into blocks, each from the previous block's state op: exact; and the
+    blocks' scans chunk like any other (the delta rule's too)."""
+    for graph, make_feeds in (
+        (mamba2_graph(11, outputs=outputs), feeds),
+        (delta_graph(11, outputs=outputs), delta_feeds),
+    ):
+        blocked, origin = block_scans(graph, dict.fromkeys(outputs, 4))
+        # 3 blocks of 4, 4 and 3 positions; the last one's state only when it is asked for
+        assert len([n for n in blocked.nodes if n.kind.endswith("_state")]) == (3 if "h" in outputs else 2)
+        chunked = chunk_scans(blocked, dict.fromkeys(origin, 2))
+        f = make_feeds(graph, 4)
+        want = ir.interpret(graph, f)
+        for form in (blocked, chunked):
+            got = ir.interpret(form, f)
+            for name in outputs:
+                np.testing.assert_allclose(got[name], want[name], rtol=2e-4, atol=2e-4)

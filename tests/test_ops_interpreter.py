@@ -802,6 +802,15 @@ def test_recurrence_returns_every_state(rng) -> None:
         h = a[:, c] * h + u[:, c]
         want[:, c] = h
     np.testing.assert_allclose(run(g, a, u, h0), want, rtol=1e-6)
+    # a matrix transition over the state axis H (column axis J): h_c = a_c @ h_(c-1) + u_c
+    m = f32(rng, 4, 3, 3)  # [C, H, J]
+    types = T(F32, C=4, H=3, J=3), T(F32, P=2, C=4, H=3), T(F32, P=2, H=3)
+    g = unit("recurrence", *types, axis="C", mix=["H", "J"])
+    h, want = h0, np.empty_like(u)
+    for c in range(4):
+        h = h @ m[c].T + u[:, c]  # h [P, H]: h_new[p, i] = sum_j m[c, i, j] h[p, j]
+        want[:, c] = h
+    np.testing.assert_allclose(run(g, m, u, h0), want, rtol=1e-5, atol=1e-6)
 
 
 @covers("delta_scan", "delta_scan_state", "conv1d")

@@ -77,3 +77,14 @@ def test_transformers_encoded_infinity_is_read() -> None:
     assert (cfg.ssm.dt_min, cfg.ssm.dt_max) == (0.001, math.inf)
     with pytest.raises(FrontendError, match="time_step_limit"):
         _read({**MAMBA2, "time_step_limit": [0.0, {"__float__": "NaN"}]})
+
+
+def test_a_bad_mamba_config_is_one_line_and_exit_2(tmp_path, capsys) -> None:
+    from tcp_compiler.cli import main
+
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "mamba2", "hidden_size": 64, "num_heads": 8, "head_dim": 16, '
+                   '"n_groups": 2, "time_step_limit": [1, 0]}')  # fmt: skip
+    assert main(["simulate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tcpc: error: ") and "time_step_limit" in err and err.count("\n") == 1

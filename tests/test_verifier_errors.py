@@ -401,6 +401,46 @@ CASES = [
         "%be : f32[B=1, S=4, H=2, K=3] is per head and step, not per key axis [K]",
     ),
     case(
+        "scan with a list for its axis",
+        "%x = input() : f32[B=1, S=4, D=3]\n%dt = input() : f32[B=1, S=4, D=3]\n"
+        "%A = input() : f32[D=3, N=2]\n"
+        "%b = input() : f32[B=1, S=4, N=2]\n%c = input() : f32[B=1, S=4, N=2]\n"
+        "%h = input() : f32[B=1, D=3, N=2]\n"
+        "%y = scan(%x, %dt, %A, %b, %c, %h) {axis = [S]} : f32[B=1, S=4, D=3]",
+        "attribute 'axis' must be a name or string, got ('S',)",
+    ),
+    case(
+        "scan_state without its axis",
+        "%x = input() : f32[B=1, S=4, D=3]\n%dt = input() : f32[B=1, S=4, D=3]\n"
+        "%A = input() : f32[D=3, N=2]\n"
+        "%b = input() : f32[B=1, S=4, N=2]\n%c = input() : f32[B=1, S=4, N=2]\n"
+        "%h = input() : f32[B=1, D=3, N=2]\n"
+        "%y = scan_state(%x, %dt, %A, %b, %c, %h) : f32[B=1, D=3, N=2]",
+        "missing attribute 'axis' (the sequence axis the recurrence runs along)",
+    ),
+    case(
+        "scan with five operands",
+        "%x = input() : f32[B=1, S=4, D=3]\n%dt = input() : f32[B=1, S=4, D=3]\n"
+        "%A = input() : f32[D=3, N=2]\n"
+        "%b = input() : f32[B=1, S=4, N=2]\n%h = input() : f32[B=1, D=3, N=2]\n"
+        "%y = scan(%x, %dt, %A, %b, %h) {axis = S} : f32[B=1, S=4, D=3]",
+        "takes 6 operands, got 5",
+    ),
+    case(
+        "conv1d with an unknown attribute",
+        "%x = input() : f32[B=1, S=4, D=3]\n%w = input() : f32[D=3, K=2]\n"
+        "%win = input() : f32[B=1, S=1, D=3]\n"
+        "%y = conv1d(%x, %w, %win) {axis = S, taps = 2} : f32[B=1, S=4, D=3]",
+        "unknown attribute 'taps' (allowed: axis)",
+    ),
+    case(
+        "conv1d along an axis x lacks",
+        "%x = input() : f32[B=1, S=4, D=3]\n%w = input() : f32[D=3, K=2]\n"
+        "%win = input() : f32[B=1, S=1, D=3]\n"
+        "%y = conv1d(%x, %w, %win) {axis = T} : f32[B=1, S=4, D=3]",
+        "conv1d axis 'T' is not an axis of %x : f32[B=1, S=4, D=3]",
+    ),
+    case(
         "recurrence with a state in another order",
         "%a = input() : f32[C=4, H=2]\n%u = input() : f32[C=4, H=2, N=3]\n%h = input() : f32[N=3, H=2]\n"
         "%y = recurrence(%a, %u, %h) {axis = C} : f32[C=4, H=2, N=3]",

@@ -4,7 +4,8 @@ Qwen3-Next, and the short causal depthwise convolution these layers carry.
 Why ops and not a loop of einsums: a recurrence along S unrolled into S einsum steps makes graphs grow
 with the prompt, and a materialised per-step decay [B, S, D, N] costs far more bytes than the kernels
 (which take dt and A apart) move. One op per recurrence keeps graphs the same size at every context,
-and a pass (tcp_compiler/passes/chunked_scan.py) rewrites it into the chunked form real kernels run.
+and a pass (tcp_compiler/passes/chunked_scan.py) rewrites scan and delta_scan into the chunked
+forms real kernels run.
 
 API (every operand is broadcast by axis name; the sequence axis is the attribute `axis`, the state's
 axes are the axes of h0; all operands are float and compute in float32):
@@ -40,7 +41,9 @@ axes are the axes of h0; all operands are float and compute in float32):
     %h = recurrence(%a, %u, %h0) {axis = C} : f32[...u's axes...]
     - h_c = a_c * h_(c-1) + u_c from h0, every h_c returned (u's axes; a broadcasts onto them, h0 has
       u's axes without `axis`, in order). The inter-chunk step of the chunked scan: a is a chunk's
-      total decay, u its state contribution.
+      total decay, u its state contribution. With {mix = [K, Kt]} a is a matrix per step over the
+      state axis K (column axis Kt, a's only): h_c[K] = sum_Kt a_c[K, Kt] h_(c-1)[K=Kt] + u_c
+      (the chunked delta rule's transition).
 
     %y = conv1d(%x, %w, %window) {axis = S} : f32[...x's axes...]
     - Causal depthwise convolution: xx = concat(window, x) along S; y_t = sum_j w[.., j] * xx[t + j].
@@ -323,22 +326,44 @@ class DeltaScanState(OpDef):
 class Recurrence(OpDef):
     kind = "recurrence"
     min_operands = max_operands = 3
-    attrs = _AXIS
+    attrs = {
+        **_AXIS,
+        "mix": AttrSpec(
+            "str_list", required=False,
+            doc="[state axis, a's column axis]: a is a matrix over the state axis per step "
+                "(h_c = a_c . h_(c-1) + u_c, summing the column axis), not a factor",
+        ),
+    }  # fmt: skip
     summary = (
         "h_t = a_t h_(t-1) + u_t along `axis` from h0, every h_t returned (u's axes). a broadcasts "
-        "onto u by axis name; h0 has u's axes without `axis`, in order. The chunked scan's "
-        "inter-chunk state step: a is each chunk's total decay, u the state the chunk adds."
+        "onto u by axis name; h0 has u's axes without `axis`, in order. With `mix = [K, Kt]`, a also "
+        "has the column axis Kt and multiplies h as a matrix over K: h_t[K] = sum_Kt a_t[K, Kt] "
+        "h_(t-1)[K=Kt] + u_t. The chunked scans' inter-chunk state step: a is each chunk's total decay "
+        "(or, for the delta rule, its transition matrix), u the state the chunk adds."
     )
     example = "%hs = recurrence(%a, %u, %h0) {axis = C} : f32[C=4, H=2, P=8, N=16]"
 
     def infer(self, call):
         a, u, h0 = call.operands
         axis = call.attrs["axis"]
-        same_sizes(call.labelled())
         for i, t in enumerate(call.operands):
             require(t.dtype.is_float, f"recurrence needs float operands, {call.label(i)} is {t.dtype}")
         require(axis in u.names, f"u {call.label(1)} : {u} needs the axis '{axis}'")
-        extra = [n for n in a.names if n not in u.names]
+        mix = call.attrs.get("mix")
+        column = None
+        if mix is not None:
+            require(len(mix) == 2, f"mix names [state axis, column axis], got {list(mix)}")
+            row, column = mix
+            require(
+                row in u.names and row != axis and column in a.names and column not in u.names,
+                f"mix [{row}, {column}]: '{row}' must be a state axis of u and '{column}' an axis of a only",
+            )
+            require(
+                a.size(column) == u.size(row),
+                f"mix column '{column}' has size {a.size(column)} but state axis '{row}' {u.size(row)}",
+            )
+        same_sizes(call.labelled())
+        extra = [n for n in a.names if n not in u.names and n != column]
         require(not extra, f"a {call.label(0)} : {a} has axes [{' '.join(extra)}] u lacks")
         require(
             h0.names == tuple(n for n in u.names if n != axis),
@@ -349,19 +374,30 @@ class Recurrence(OpDef):
     def evaluate(self, args, call, ctx):
         a_t, u_t, _ = call.operands
         axis = call.attrs["axis"]
+        mix = call.attrs.get("mix")
         at = u_t.index(axis)
-        a = np.moveaxis(align(args[0].astype(np.float32), a_t.names, u_t.names), at, 0)
+        order = [*u_t.names, mix[1]] if mix else list(u_t.names)
+        a = np.moveaxis(align(args[0].astype(np.float32), a_t.names, order), at, 0)
         u = np.moveaxis(args[1].astype(np.float32), at, 0)
         h = args[2].astype(np.float32)
+        row = [n for n in u_t.names if n != axis].index(mix[0]) if mix else 0
         out = np.empty_like(u)
         for t in range(u.shape[0]):
-            h = a[min(t, a.shape[0] - 1)] * h + u[t]
+            step = a[min(t, a.shape[0] - 1)]
+            if mix:  # h_new[.., i, ..] = sum_j step[.., i, .., j] h[.., j, ..]
+                h = (step * np.expand_dims(np.moveaxis(h, row, -1), row)).sum(axis=-1) + u[t]
+            else:
+                h = step * h + u[t]
             out[t] = h
         return np.moveaxis(out, 0, at)
 
     def cost(self, call):
-        """A multiply and an add per element of u; reads a, u and h0, writes every state."""
-        return OpCost(2 * call.operands[1].numel, sum(t.nbytes for t in call.operands), call.out.nbytes)
+        """A multiply and an add per element of u (per element and column with `mix`); reads a, u
+        and h0, writes every state."""
+        a, u, _ = call.operands
+        mix = call.attrs.get("mix")
+        per = a.size(mix[1]) if mix else 1
+        return OpCost(2 * u.numel * per, sum(t.nbytes for t in call.operands), call.out.nbytes)
 
 
 # -- the short causal convolution ------------------------------------------------------------------

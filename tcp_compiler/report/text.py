@@ -42,18 +42,22 @@ def attention_lines(report: Report) -> list[str]:
         mixer, of = ("scan", scans) if form in SCAN_FORMS else ("attention", len(notes) - scans)
         share = ""
         if form in SCAN_FORMS:
-            share = f", {role_share(report.op_roles.prefill, {n.role for n in group}):.0%} of the prefill"
+            part = role_share(report.op_roles.prefill, {n.role for n in group}, report.prefill.seconds)
+            share = f", {part:.0%} of the prefill"
         lines.append(f"prefill {mixer}: {what} in {len(group)} of {of} layers{share} ({group[0].reason})")
     scan_roles = {note.role for note in notes if note.form in SCAN_FORMS}
-    if scan_roles and report.op_roles.decode:
-        lines.append(f"decode scan: {role_share(report.op_roles.decode, scan_roles):.1%} of a step")
+    step = report.decode.tpot_seconds_mean
+    if scan_roles and report.op_roles.decode and step:
+        lines.append(f"decode scan: {role_share(report.op_roles.decode, scan_roles, step):.1%} of a step")
     return lines
 
 
-def role_share(roles: tuple[OpRoleRow, ...], scans: set[str]) -> float:
-    """The share of a phase's time the ops of the `scans` roles (and what the chunked form made of
-    them, `role.*`) take."""
-    return sum(r.share for r in roles if any(r.role == s or r.role.startswith(s + ".") for s in scans))
+def role_share(roles: tuple[OpRoleRow, ...], scans: set[str], seconds: float) -> float:
+    """The share of a phase's `seconds` the Tensor Unit spends on the ops of the `scans` roles (and
+    what the chunked form made of them, `role.*`): Tensor Unit time, as the unit runs one pass at a
+    time while the data moves of the scan's blocks overlap with other work."""
+    mine = (r for r in roles if any(r.role == s or r.role.startswith(s + ".") for s in scans))
+    return sum(r.tensor_unit_seconds for r in mine) / seconds
 
 
 SCAN_FORMS = frozenset({"chunked", "sequential"})

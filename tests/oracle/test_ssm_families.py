@@ -195,9 +195,25 @@ def test_tensor_parallel_equals_one_chip(family, chips: int) -> None:
     assert graph.of_kind("all_reduce")  # out_proj (and Mamba-1's x_proj) are row-parallel
 
 
-def test_padded_prompts_are_refused_in_one_line(family) -> None:
+def test_batched_padded_prefill_matches_single_runs(family) -> None:
+    """Right-padded prompts of 6, 3 (shorter than the conv kernel's window) and 5 tokens: each
+    row's logits and decode steps are its own run's (padded steps leave the state, dt = 0; the
+    window is each row's last inputs before its length)."""
+    name, _, loaded = family
+    prompts = [PROMPT, [7, 1, 60], [11, 12, 13, 14, 15]]
+    batched = generate(loaded.config, loaded.checkpoint.load, prompts, F32, 2)
+    for b, prompt in enumerate(prompts):
+        single = generate(loaded.config, loaded.checkpoint.load, [prompt], F32, 2)
+        np.testing.assert_allclose(batched.prefill_logits[b], single.prefill_logits[0], atol=1e-5,
+                                   err_msg=name)  # fmt: skip
+        for k in range(2):
+            np.testing.assert_allclose(batched.decode_logits[k][b], single.decode_logits[k][0], atol=1e-5)
+        assert batched.token_matrix[b].tolist() == single.token_matrix[0].tolist()
+
+
+def test_packed_documents_and_unsplittable_chips_are_refused_in_one_line(family) -> None:
     _, _, loaded = family
-    with pytest.raises(FrontendError, match="prompts of one length"):
-        build_prefill(loaded.config, F32, 2, 6, padded=True)
+    with pytest.raises(FrontendError, match="take no packed documents"):
+        build_prefill(loaded.config, F32, 1, 6, documents=2)
     with pytest.raises(FrontendError, match="does not split over 3 chips|do not split over 3 chips"):
         build_decode(loaded.config, F32, 1, 6, chips=3)

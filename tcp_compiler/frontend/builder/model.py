@@ -71,7 +71,7 @@ def build_prefill(
         ends = b.g.input("ends", TensorType.of(I32, B=batch, N=documents)) if stage.last else None
     else:
         pos = b.g.add("iota", name="pos", type=TensorType.of(I32, S=seq), axis="S")
-    check_ssm(b, padded)
+    check_ssm(b)
     masks = PrefillMasks(b.g, b.const, b.seq, lengths, segment)
     h = _enter(b, stage, lambda: _embed(b, ids, pos))
     outputs = []
@@ -112,7 +112,7 @@ def build_decode(
     b = GraphBuilder(cfg, precision, name, batch, 1, positions=past + 1, chips=chips)
     ids = b.g.input("ids", TensorType.of(I32, B=batch, S=1)) if stage.first else None
     pos = b.g.input("pos", TensorType.of(I32, B=batch))
-    check_ssm(b, padded=False)
+    check_ssm(b)
     masks = DecodeMasks(b.g, b.const, b.positions, pos)
     h = _enter(b, stage, lambda: _embed(b, ids, pos))
     outputs = []

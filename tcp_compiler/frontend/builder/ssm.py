@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ir import F32, Node, TensorType
+from ir import F32, I32, Node, TensorType
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder.core import Cut, GraphBuilder, cut, whole
 from tcp_compiler.frontend.builder.norms import norm
@@ -33,16 +33,32 @@ from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Ssm
 
 
-def check_ssm(b: GraphBuilder, padded: bool) -> None:
-    """A one-line refusal of what the Mamba layers do not build yet: prompts of different lengths
-    or packed documents (a padded position would still move the state). A split over chips is
-    checked where the sharding is planned (core.Sharding.plan)."""
-    if b.cfg.ssm is None:
-        return
-    if padded or b.packed:
-        raise FrontendError(
-            f"{b.cfg.name}: Mamba layers need prompts of one length (no padding or packed documents)"
-        )
+def check_ssm(b: GraphBuilder) -> None:
+    """A one-line refusal of what the Mamba layers do not build yet: packed documents (each
+    document would need its own state). A split over chips is checked where the sharding is
+    planned (core.Sharding.plan)."""
+    if b.cfg.ssm is not None and b.packed:
+        raise FrontendError(f"{b.cfg.name}: Mamba layers take no packed documents (one state per row)")
+
+
+def _real(b: GraphBuilder) -> Node | None:
+    """[B, S] f32: 1 at positions before each sequence's length, 0 past it (a right-padded prefill,
+    whose graph has `lengths`); None when nothing is padded. A padded step with dt = 0 leaves the
+    state as it is (decay exp(0) = 1, no input), so each row's final state is its last real token's."""
+    g = b.g
+    if "lengths" not in g:
+        return None
+    if "ssm.real" not in g:
+        positions = g.add("iota", name="ssm.pos", type=TensorType.of(I32, S=b.seq), axis="S")
+        inside = g.add("lt", positions, g["lengths"], name="ssm.inside")
+        g.add("cast", inside, name="ssm.real", type=inside.type.with_dtype(F32))
+    return g["ssm.real"]
+
+
+def _masked_dt(b: GraphBuilder, dt: Node) -> Node:
+    """dt, zero at padded positions (`_real`)."""
+    real = _real(b)
+    return dt if real is None else b.g.add("mul", dt, real, name=b.name("dt_real"))
 
 
 @dataclass(frozen=True)
@@ -52,7 +68,6 @@ class _Local:
     inner: int  # E / chips
     groups: int  # Mamba-2: G / chips
     heads: int  # Mamba-2: H / chips
-    state: int
     channels: int  # of the convolution: inner (+ Mamba-2's 2 x groups x state)
     projection: Cut  # in_proj's rows (and its bias): this chip's block of each part
     convolution: Cut  # conv1d's channels (and its bias)
@@ -72,7 +87,7 @@ class _Local:
             parts = [(0, E)] + [(E + s, w) for s, w in conv] + [(2 * E + 2 * G * N, H)]  # z, x, B, C, dt
             groups, heads = G // n, H // n
         local = E // n
-        return _Local(local, groups, heads, N, local + 2 * groups * N, _blocks(parts, n), _blocks(conv, n),
+        return _Local(local, groups, heads, local + 2 * groups * N, _blocks(parts, n), _blocks(conv, n),
                       cut(0, n), cut(1, n), b.sh.row_bias)  # fmt: skip
 
 
@@ -132,8 +147,21 @@ def _convolve(b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, x: Node, decod
     y = g.add(ssm.activation, y, name=b.name("conv_act"))
     joined = g.add("concat", window, x, name=b.name("conv_joined"), axis="S")
     seq = x.type.size("S")
-    kept = g.add("slice", joined, name=b.name("conv_kept"), axis="S", start=seq, stop=seq + k - 1)
+    if "lengths" in g and not decode:  # each row's last kernel - 1 inputs before its length
+        at = g.add("add", g["lengths"], _taps(b, k - 1), name=b.name("conv_at"))
+        kept = g.add("gather", joined, at, name=b.name("conv_rows"), axis="S")
+        kept = g.add("reshape", kept, name=b.name("conv_kept"), type=window_type.with_dtype(F32))
+    else:
+        kept = g.add("slice", joined, name=b.name("conv_kept"), axis="S", start=seq, stop=seq + k - 1)
     return y, b.g.add("cast", kept, name=b.name("conv_window"), type=kept.type.with_dtype(b.p.kv))
+
+
+def _taps(b: GraphBuilder, n: int) -> Node:
+    """[Sw] i32: 0 .. n - 1, the window's slots."""
+    name = f"ssm.window{n}"
+    if name not in b.g:
+        b.g.add("iota", name=name, type=TensorType.of(I32, Sw=n), axis="Sw")
+    return b.g[name]
 
 
 def _softplus(b: GraphBuilder, x: Node, label: str) -> Node:
@@ -201,7 +229,7 @@ def _mamba1(
         cm = _rms(b, cm, "N", ssm.bcdt_norm_eps, "Cm_norm")
     dt = linear(b, dt_low, f"{pre}.dt_proj.weight", {"I": E, "R": R}, ["R"], ["B", "S", "I"], "dt_proj",
                 local.column, local.column)  # fmt: skip
-    dt = _softplus(b, dt, "dt")
+    dt = _masked_dt(b, _softplus(b, dt, "dt"))
     channels = {"I": E, "N": N}
     y, state = _scan(b, [u, dt, _decay(b, pre, channels, local.column), bm, cm], channels, decode)
     skip = b.to(b.tensor(f"{pre}.D", b.p.table, {"I": E}, local.column), F32)
@@ -230,6 +258,7 @@ def _mamba2(
         dt = g.add("max", dt, b.const(ssm.dt_min), name=b.name("dt_min"))
     if not decode and ssm.dt_max != float("inf"):
         dt = g.add("min", dt, b.const(ssm.dt_max), name=b.name("dt_max"))
+    dt = _masked_dt(b, dt)
     state_axes = {"G": G, "Hg": Hg, "Hd": P, "N": N}
     y, state = _scan(b, [u, dt, _decay(b, pre, heads, local.column), bm, cm], state_axes, decode)
     skip = b.to(b.tensor(f"{pre}.D", b.p.table, heads, local.column), F32)

@@ -474,10 +474,13 @@ def _vector_cycles(
 
 def _recurrence_cycles(node: NodeView, hw: Hardware, slices: int) -> int:
     """A recurrence's VE cycles: its steps (the size of its sequence axis) over its state (the last
-    operand, h0), one after another (units.recurrence_cycles)."""
-    axis = dict(node.attrs)["axis"]
+    operand, h0; times the columns of a matrix transition, `mix`), one after another
+    (units.recurrence_cycles)."""
+    attrs = dict(node.attrs)
+    axis, mix = attrs["axis"], attrs.get("mix")
     steps = max(t.size(axis) for t in node.operands if axis in t.names)
-    return units.recurrence_cycles(hw, steps, node.operands[-1].numel, traits(node.kind).step_chain, slices)
+    work = node.operands[-1].numel * (node.operands[0].size(mix[1]) if mix else 1)
+    return units.recurrence_cycles(hw, steps, work, traits(node.kind).step_chain, slices)
 
 
 def _share(t: TensorType, grouped: GroupedCost | None) -> int:
