@@ -232,7 +232,7 @@ def _mixer_block(
         else:
             m, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
             caches = [k_cache, v_cache]
-        h = _residual(b, h, m, "h_mixer")
+        h = _residual(b, h, m, "h_mixer" if layer.ffn else "out")
     if layer.ffn:
         n = norm(b, h, "D", f"{pre}.post_attention_layernorm", "mlp_norm")
         h = _residual(b, h, feed_forward(b, i, layer, n), "out")
