@@ -60,9 +60,9 @@ def tensors(experts: int) -> TensorMap:
         rules += [(LAYER + rf"(?:shared_mlp|mlp)\.{proj}_proj\.weight", rule)]
     fused, down = stacked + "input_linear.weight", stacked + "output_linear.weight"
     rules += [
-        (expert + r"gate_proj\.weight", Expert(fused, r"\2", experts, 0, 2, blocks=True)),
-        (expert + r"up_proj\.weight", Expert(fused, r"\2", experts, 1, 2, blocks=True)),
-        (expert + r"down_proj\.weight", Expert(down, r"\2", experts, blocks=True)),
+        (expert + r"gate_proj\.weight", Expert(fused, r"\2", experts, 0, 2, False, out_in=True)),
+        (expert + r"up_proj\.weight", Expert(fused, r"\2", experts, 1, 2, False, out_in=True)),
+        (expert + r"down_proj\.weight", Expert(down, r"\2", experts, out_in=True)),
     ]
     return TensorMap(tuple(rules))
 
