@@ -151,10 +151,13 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     # chatglm and deepseek (V1) (remote code) are checked against numpy references in
     # tests/oracle/test_chatglm.py and tests/oracle/test_deepseek_v1.py; gemma3 and llama4 are the
     # multimodal configs, whose text_config the tiny text models are; the state-space families
-    # have oracle tests of their own (tests/oracle/test_ssm_families.py).
+    # and the attention / Mamba hybrids have oracle tests of their own
+    # (tests/oracle/test_ssm_families.py, tests/oracle/test_hybrid_families.py).
+    from tests.oracle.test_hybrid_families import HYBRID
     from tests.oracle.test_ssm_families import SSM
 
-    others = {"gemma3", "llama4", "tcpc_decoder", "chatglm", "deepseek", *SSM}
+    hybrids = {name.split("-")[0] for name in HYBRID}  # granitemoehybrid-dense is granitemoehybrid
+    others = {"gemma3", "llama4", "tcpc_decoder", "chatglm", "deepseek", *SSM, *hybrids}
     assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | others
 
 
