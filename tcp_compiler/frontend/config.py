@@ -29,8 +29,8 @@ Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
 QkNorm = Literal["none", "per_head", "all_heads", "each_head"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
-Mixer = Literal["attention", "mamba"]
-SsmKind = Literal["mamba", "mamba2"]
+Mixer = Literal["attention", "mamba", "deltanet"]
+SsmKind = Literal["mamba", "mamba2", "gated_delta"]
 
 
 def check_mode(value: object, mode: object, what: str) -> None:
@@ -233,13 +233,16 @@ class Mla:
 @dataclass(frozen=True)
 class Ssm:
     """A Mamba mixer (a selective state-space layer): its sizes and variant, as the layers whose
-    `Layer.mixer` is "mamba" build it (frontend/builder/ssm.py).
+    `Layer.mixer` is "mamba" or "deltanet" build it (frontend/builder/ssm.py).
 
     Mamba-1 (`kind` "mamba"): every one of the `inner` channels has its own [state] decay (A_log
     [inner, state]), dt comes through a rank-`dt_rank` x_proj / dt_proj pair, and the output is
     gated by silu(z) before out_proj. Mamba-2 ("mamba2"): one scalar decay per head of `head_dim`
     channels, B and C shared by the heads of each of `groups` groups, dt one per head straight from
-    in_proj, and a gated RMSNorm over each group's channels before out_proj.
+    in_proj, and a gated RMSNorm over each group's channels before out_proj. Qwen3-Next's gated
+    DeltaNet ("gated_delta", layers whose mixer is "deltanet"): `heads` value heads of `head_dim`
+    channels (inner = heads x head_dim), `groups` query/key heads of `state` channels each shared by
+    heads / groups value heads; the state is [heads, state, head_dim].
     """
 
     kind: SsmKind
@@ -263,8 +266,9 @@ class Ssm:
 
     @property
     def conv_channels(self) -> int:
-        """Channels of the convolution: x (and Mamba-2's B and C, which go through it too)."""
-        return self.inner + (2 * self.groups * self.state if self.kind == "mamba2" else 0)
+        """Channels of the convolution: x (and Mamba-2's B and C, or DeltaNet's q and k, which go
+        through it too)."""
+        return self.inner + (0 if self.kind == "mamba" else 2 * self.groups * self.state)
 
     @property
     def state_elements(self) -> int:
@@ -280,8 +284,8 @@ class Ssm:
 @dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
-    MoE MLP; its mixer: attention (followed by the MLP), or a Mamba block of ModelConfig.ssm
-    (x + mixer(norm(x)), no MLP)."""
+    MoE MLP; its mixer: attention (followed by the MLP), a Mamba block of ModelConfig.ssm
+    (x + mixer(norm(x)), no MLP), or Qwen3-Next's gated DeltaNet in attention's place (with the MLP)."""
 
     sliding_window: int | None
     rope: Rope | None
@@ -353,6 +357,7 @@ class Attention:
     scale: float | None = None  # on the scores; default 1/sqrt(head_dim)
     softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
     sinks: bool = False  # gpt-oss: a learned logit per head joins each softmax's denominator
+    output_gate: bool = False  # Qwen3-Next: q_proj also gives a gate per head; out * sigmoid(gate)
 
     def __post_init__(self) -> None:
         check_mode(self.qk_norm, QkNorm, "q/k norm")
@@ -410,7 +415,7 @@ class ModelConfig:
     embedding: Embedding = Embedding()
     moe: Moe | None = None
     mla: Mla | None = None  # DeepSeek's latent attention instead of per-head K/V
-    ssm: Ssm | None = None  # the Mamba layers' mixer (Layer.mixer == "mamba")
+    ssm: Ssm | None = None  # the mixer of the layers whose Layer.mixer is "mamba" or "deltanet"
     max_positions: int = 0
     dtype: str = "bfloat16"
     tensors: TensorMap = IDENTITY  # where the canonical weight names live in the checkpoint
@@ -421,12 +426,12 @@ class ModelConfig:
 
     def state_elements(self, layers: range | None = None) -> int:
         """Cached elements one sequence holds at any context length in `layers` (all by default):
-        every Mamba layer's recurrent state and convolution window; 0 without Mamba layers."""
+        every recurrent (Mamba or DeltaNet) layer's state and convolution window; 0 without them."""
         if self.ssm is None:
             return 0
         chosen = self.layers if layers is None else [self.layers[i] for i in layers]
         per_layer = self.ssm.state_elements + self.ssm.window_elements
-        return per_layer * sum(layer.mixer == "mamba" for layer in chosen)
+        return per_layer * sum(layer.mixer != "attention" for layer in chosen)
 
     @property
     def scale(self) -> float:

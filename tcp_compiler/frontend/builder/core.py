@@ -73,6 +73,8 @@ def _check_ssm_split(cfg: ModelConfig, chips: int) -> None:
     ssm = cfg.ssm
     if ssm is None or chips == 1:
         return
+    if ssm.kind == "gated_delta":
+        raise FrontendError(f"{cfg.name}: the gated DeltaNet layers do not split over chips yet (use --chips 1)")
     if ssm.kind == "mamba" and ssm.inner % chips:
         raise FrontendError(f"{cfg.name}: Mamba's inner width {ssm.inner} does not split over {chips} chips")
     if ssm.kind == "mamba2" and ssm.groups % chips:

@@ -20,7 +20,7 @@ from tcp_compiler.frontend.builder.ffn import feed_forward
 from tcp_compiler.frontend.builder.masks import DecodeMasks, PrefillMasks
 from tcp_compiler.frontend.builder.norms import norm
 from tcp_compiler.frontend.builder.positions import absolute
-from tcp_compiler.frontend.builder.ssm import check_ssm, mamba
+from tcp_compiler.frontend.builder.ssm import check_ssm, gated_delta, mamba
 from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -210,12 +210,11 @@ def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
 def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
     """Decoder layer i, its values named in the layer (GraphBuilder.layer): pre-norm (optionally
     with Gemma's sandwich norms), post-norm or parallel, or a Mamba block. Returns (output, its
-    caches: K and V, or a Mamba layer's state and convolution window)."""
+    caches: K and V, or a Mamba or DeltaNet layer's state and convolution window)."""
     with b.layer(i):
         if layer.mixer == "mamba":
             return _mamba_block(b, i, h, past is not None)
-        h, k_cache, v_cache = _block(b, i, layer, h, pos, masks, past)
-        return h, [k_cache, v_cache]
+        return _block(b, i, layer, h, pos, masks, past)
 
 
 def _mamba_block(b: GraphBuilder, i: int, h: Node, decode: bool) -> tuple[Node, list[Node]]:
@@ -232,15 +231,19 @@ def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, pas
         a, k_cache, v_cache = attention(b, i, layer, h, pos, masks, past)
         h = norm(b, _residual(b, h, a, "h_attn"), "D", attn_norm, "attn_norm")
         m = feed_forward(b, i, layer, h)
-        return norm(b, _residual(b, h, m, "h_mlp"), "D", mlp_norm, "out"), k_cache, v_cache
+        return norm(b, _residual(b, h, m, "h_mlp"), "D", mlp_norm, "out"), [k_cache, v_cache]
     n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
     if cfg.residual.block == "parallel":
         a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past, reduce=False)
         n2 = n if cfg.norms.parallel == 1 else norm(b, h, "D", mlp_norm, "mlp_norm")
         m = feed_forward(b, i, layer, n2, reduce=False)
         both = b.all_reduce(g.add("add", a, m, name=b.name("parallel")), b.name("parallel.sum"))
-        return _residual(b, h, both, "out"), k_cache, v_cache
-    a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
+        return _residual(b, h, both, "out"), [k_cache, v_cache]
+    if layer.mixer == "deltanet":  # Qwen3-Next: the gated DeltaNet in attention's place
+        a, caches = gated_delta(b, i, n, past is not None)
+    else:
+        a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
+        caches = [k_cache, v_cache]
     if cfg.norms.sandwich:
         a = norm(b, a, "D", f"{pre}.post_attention_layernorm", "attn_out_norm")
         mlp_norm = f"{pre}.pre_feedforward_layernorm"
@@ -249,7 +252,7 @@ def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, pas
     m = feed_forward(b, i, layer, n)
     if cfg.norms.sandwich:
         m = norm(b, m, "D", f"{pre}.post_feedforward_layernorm", "mlp_out_norm")
-    return _residual(b, n if cfg.residual.from_norm else h, m, "out"), k_cache, v_cache
+    return _residual(b, n if cfg.residual.from_norm else h, m, "out"), caches
 
 
 def _head(b: GraphBuilder, x: Node) -> Node:

@@ -78,6 +78,8 @@ class _Local:
     @staticmethod
     def of(ssm: Ssm, b: GraphBuilder) -> _Local:
         n, E, N = b.sh.chips, ssm.inner, ssm.state
+        if ssm.kind == "gated_delta":  # one chip only (core._check_ssm_split)
+            return _Local(E, ssm.groups, ssm.heads, ssm.conv_channels, whole, whole, whole, whole, whole)
         if ssm.kind == "mamba":
             parts, conv = [(0, E), (E, E)], [(0, E)]
             groups = heads = 0
@@ -181,18 +183,18 @@ def _decay(b: GraphBuilder, pre: str, axes: dict[str, int], part: Cut) -> Node:
 
 
 def _scan(
-    b: GraphBuilder, operands: list[Node], state_axes: dict[str, int], decode: bool
+    b: GraphBuilder, operands: list[Node], state_axes: dict[str, int], decode: bool, op: str = "scan"
 ) -> tuple[Node, Node]:
-    """The scan's output and final state from the state that came in (decode) or zeros (prefill);
-    the state leaves in the KV dtype."""
+    """The scan's (or `op`'s: delta_scan) output and final state from the state that came in
+    (decode) or zeros (prefill); the state leaves in the KV dtype."""
     g = b.g
     state_type = TensorType.of(b.p.kv, B=b.batch, **state_axes)
     if decode:
         h0 = b.to(g.input(b.name("ssm_state_in"), state_type), F32)
     else:
         h0 = g.add("const", name=b.name("ssm_state_zero"), type=state_type.with_dtype(F32), value=0.0)
-    y = g.add("scan", *operands, h0, name=b.name("scan"), axis="S")
-    h = g.add("scan_state", *operands, h0, name=b.name("scan_final"), axis="S")
+    y = g.add(op, *operands, h0, name=b.name("scan"), axis="S")
+    h = g.add(f"{op}_state", *operands, h0, name=b.name("scan_final"), axis="S")
     return y, g.add("cast", h, name=b.name("ssm_state"), type=h.type.with_dtype(b.p.kv))
 
 
@@ -268,3 +270,56 @@ def _mamba2(
     # the RMSNorm of y * silu(z) over each group's channels (a chip holds whole groups), weight [G, Q]
     y = norm(b, y, "Q", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps, per=("G", local.column))
     return y, [state, window]
+
+
+def gated_delta(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, list[Node]]:
+    """Layer i's gated DeltaNet (Qwen3-Next) on the normed x [B, S, D]; returns (output [B, S, D],
+    its caches: the state [Hk, Hr, K, V] and the convolution window).
+
+    in_proj_qkvz holds, per key head, its query and key (K each) then its Hr value heads' values
+    and gates z (V each); in_proj_ba per key head Hr betas then Hr decay inputs a. q, k and v go
+    through the convolution (channels q of all heads, then k, then v) and SiLU; q and k are
+    l2-normed over K and q scaled by 1/sqrt(K); beta = sigmoid(b), g = -exp(A_log) softplus(a +
+    dt_bias); the delta rule's output goes through an RMSNorm over V (weight w, no offset) times
+    silu(z), then out_proj. A key head's Hr value heads read its q and k by broadcasting (Hk)."""
+    ssm, g = b.cfg.ssm, b.g
+    assert ssm is not None
+    pre, local = f"model.layers.{i}.linear_attn", _Local.of(ssm, b)
+    Hk, K, V, D = ssm.groups, ssm.state, ssm.head_dim, b.cfg.hidden
+    Hr = ssm.heads // Hk
+    per_head = 2 * K + 2 * Hr * V
+    qkvz = linear(b, x, f"{pre}.in_proj_qkvz.weight", {"Hk": Hk, "F": per_head, "D": D}, ["D"],
+                  ["B", "S", "Hk", "F"], "in_proj_qkvz")  # fmt: skip
+    ba = linear(b, x, f"{pre}.in_proj_ba.weight", {"Hk": Hk, "F": 2 * Hr, "D": D}, ["D"],
+                ["B", "S", "Hk", "F"], "in_proj_ba")  # fmt: skip
+    spans = {"q": (0, K), "k": (K, 2 * K), "v": (2 * K, 2 * K + Hr * V)}
+    flat = [_part(b, qkvz, "F", start, stop, f"{n}_flat", C=Hk * (stop - start)) for n, (start, stop) in spans.items()]
+    mixed = g.add("concat", *flat, name=b.name("qkv"), axis="C")
+    z = _part(b, qkvz, "F", 2 * K + Hr * V, per_head, "z", Hk=Hk, Hr=Hr, V=V)
+    beta_in = _part(b, ba, "F", 0, Hr, "b", Hk=Hk, Hr=Hr)
+    a = _part(b, ba, "F", Hr, 2 * Hr, "a", Hk=Hk, Hr=Hr)
+    conv, window = _convolve(b, pre, ssm, local, mixed, decode)
+    q = _l2norm(b, _part(b, conv, "C", 0, Hk * K, "q", Hk=Hk, K=K), "q_l2")
+    q = g.add("mul", q, b.const(K**-0.5), name=b.name("q_scaled"))
+    k = _l2norm(b, _part(b, conv, "C", Hk * K, 2 * Hk * K, "k", Hk=Hk, K=K), "k_l2")
+    v = _part(b, conv, "C", 2 * Hk * K, local.channels, "v", Hk=Hk, Hr=Hr, V=V)
+    heads = {"Hk": Hk, "Hr": Hr}
+    beta = _masked_dt(b, g.add("sigmoid", beta_in, name=b.name("beta")))
+    dt_bias = b.to(b.tensor(f"{pre}.dt_bias", b.p.table, heads), F32)
+    dt = _softplus(b, g.add("add", a, dt_bias, name=b.name("a_biased")), "dt")
+    decay = _masked_dt(b, g.add("mul", dt, _decay(b, pre, heads, whole), name=b.name("g")))
+    y, state = _scan(b, [q, k, v, decay, beta], {"Hk": Hk, "Hr": Hr, "K": K, "V": V}, decode, "delta_scan")
+    y = norm(b, y, "V", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps, offset=False)
+    y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
+    out = linear(b, y, f"{pre}.out_proj.weight", {"D": D, "Hk": Hk, "Hr": Hr, "V": V}, ["Hk", "Hr", "V"],
+                 ["B", "S", "D"], "out_proj")  # fmt: skip
+    return out, [state, window]
+
+
+def _l2norm(b: GraphBuilder, x: Node, label: str) -> Node:
+    """x / sqrt(sum over K of x^2 + 1e-6), as transformers' (and FLA's) l2norm of q and k."""
+    g = b.g
+    total = g.add("reduce", g.add("mul", x, x, name=b.name(f"{label}.sq")), name=b.name(f"{label}.sum"),
+                  op="sum", axes=["K"])  # fmt: skip
+    rstd = g.add("rsqrt", g.add("add", total, b.const(1e-6), name=b.name(f"{label}.eps")), name=b.name(f"{label}.r"))
+    return g.add("mul", x, rstd, name=b.name(label))
