@@ -55,10 +55,10 @@ def _real(b: GraphBuilder) -> Node | None:
     return g["ssm.real"]
 
 
-def _masked_dt(b: GraphBuilder, dt: Node) -> Node:
-    """dt, zero at padded positions (`_real`)."""
+def _masked_dt(b: GraphBuilder, dt: Node, label: str = "dt_real") -> Node:
+    """dt (or another per-step input: DeltaNet's beta and g), zero at padded positions (`_real`)."""
     real = _real(b)
-    return dt if real is None else b.g.add("mul", dt, real, name=b.name("dt_real"))
+    return dt if real is None else b.g.add("mul", dt, real, name=b.name(label))
 
 
 @dataclass(frozen=True)
@@ -304,10 +304,10 @@ def gated_delta(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, l
     k = _l2norm(b, _part(b, conv, "C", Hk * K, 2 * Hk * K, "k", Hk=Hk, K=K), "k_l2")
     v = _part(b, conv, "C", 2 * Hk * K, local.channels, "v", Hk=Hk, Hr=Hr, V=V)
     heads = {"Hk": Hk, "Hr": Hr}
-    beta = _masked_dt(b, g.add("sigmoid", beta_in, name=b.name("beta")))
+    beta = _masked_dt(b, g.add("sigmoid", beta_in, name=b.name("beta")), "beta_real")
     dt_bias = b.to(b.tensor(f"{pre}.dt_bias", b.p.table, heads), F32)
     dt = _softplus(b, g.add("add", a, dt_bias, name=b.name("a_biased")), "dt")
-    decay = _masked_dt(b, g.add("mul", dt, _decay(b, pre, heads, whole), name=b.name("g")))
+    decay = _masked_dt(b, g.add("mul", dt, _decay(b, pre, heads, whole), name=b.name("g")), "g_real")
     y, state = _scan(b, [q, k, v, decay, beta], {"Hk": Hk, "Hr": Hr, "K": K, "V": V}, decode, "delta_scan")
     y = norm(b, y, "V", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps, offset=False)
     y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
