@@ -45,9 +45,10 @@ PROMPT = [5, 17, 3, 88, 42, 9]
 STEPS = 4
 QWEN3_NEXT = dict(
     vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=16, linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=6,
-    linear_num_key_heads=2, linear_num_value_heads=4, moe_intermediate_size=12, shared_expert_intermediate_size=20,
-    num_experts=6, num_experts_per_tok=2, full_attention_interval=2, mlp_only_layers=[1],
+    num_key_value_heads=2, head_dim=16, linear_conv_kernel_dim=4, linear_key_head_dim=8,
+    linear_value_head_dim=6, linear_num_key_heads=2, linear_num_value_heads=4, moe_intermediate_size=12,
+    shared_expert_intermediate_size=20, num_experts=6, num_experts_per_tok=2, full_attention_interval=2,
+    mlp_only_layers=[1],
 )  # fmt: skip
 # roles transformers counts as aten.bmm (beside its delta rule), not aten.mm
 BMM_ROLES = ("rot", "scores", "attn")
@@ -153,9 +154,10 @@ def test_layers_and_cache(qwen3_next) -> None:
     assert cfg.state_elements() == 2 * (4 * 8 * 6 + 3 * 56)
     for past in (8, 800):
         graph = build_decode(cfg, F32, 1, past).graph
-        state = sum(graph[o].type.nbytes for o in graph.meta.kv_outputs if "ssm_state" in o or "conv_window" in o)
+        outputs = graph.meta.kv_outputs
+        state = sum(graph[o].type.nbytes for o in outputs if "ssm_state" in o or "conv_window" in o)
         assert state == cfg.state_elements() * 4
-        kv = sum(graph[o].type.nbytes for o in graph.meta.kv_outputs) - state
+        kv = sum(graph[o].type.nbytes for o in outputs) - state
         assert kv == 2 * 2 * (past + 1) * 2 * 16 * 4  # 2 layers, K and V, 2 KV heads of 16, f32
 
 
@@ -204,7 +206,19 @@ def test_batched_padded_prefill_matches_single_runs(qwen3_next) -> None:
             np.testing.assert_allclose(batched.decode_logits[k][b], single.decode_logits[k][0], atol=1e-5)
 
 
-def test_a_split_over_chips_is_refused_in_one_line(qwen3_next) -> None:
+@pytest.mark.parametrize("chips", [2, 4])
+def test_tensor_parallel_equals_one_chip(qwen3_next, chips: int) -> None:
+    """Whole key heads (with their value heads) per chip give one chip's logits; 2 key heads do not
+    split over 4 chips, refused in one line."""
     _, loaded = qwen3_next
-    with pytest.raises(FrontendError, match="gated DeltaNet layers do not split over chips"):
-        build_decode(loaded.config, F32, 1, 6, chips=2)
+    one = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, 2)
+    if chips == 4:
+        with pytest.raises(FrontendError, match=r"2 key heads \(linear_num_key_heads\) do not split"):
+            build_decode(loaded.config, F32, 1, 6, chips=chips)
+        return
+    split = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, 2, chips=chips)
+    for a, b in zip([one.prefill_logits, *one.decode_logits], [split.prefill_logits, *split.decode_logits],
+                    strict=True):  # fmt: skip
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    graph = build_decode(loaded.config, F32, 1, 6, chips=chips).graph
+    assert any(n.name.endswith("out_proj.sum") for n in graph.of_kind("all_reduce"))

@@ -1,5 +1,6 @@
-"""Mamba mixers as IR (ModelConfig.ssm, layers whose mixer is "mamba"): Mamba-1's selective scan
-and Mamba-2's SSD, on the IR's `conv1d`, `scan` and `scan_state` ops (ir/ops/scan.py).
+"""Recurrent mixers as IR (ModelConfig.ssm, layers whose mixer is "mamba" or "deltanet"): Mamba-1's
+selective scan and Mamba-2's SSD on the IR's `conv1d`, `scan` and `scan_state` ops, Qwen3-Next's
+gated DeltaNet on `conv1d` and `delta_scan` / `delta_scan_state` (ir/ops/scan.py).
 
 A Mamba layer's cache is its recurrent state and its convolution window, of fixed size whatever
 the context: prefill hands both to decode (outputs `l{i}.ssm_state`, `l{i}.conv_window`, declared
@@ -11,12 +12,15 @@ Tensor parallelism (Megatron's split of a Mamba block, as in Mamba-2's paper): e
 and the convolution are column-parallel (this chip's rows of each part: z, x, and Mamba-2's B, C
 and dt), the scan, the D skip and Mamba-2's per-group norm are local, and out_proj is row-parallel
 with an all_reduce; Mamba-1's x_proj contracts the split channels, so its small output [R + 2N] is
-all-reduced too. The state and window a chip carries are its channels' only.
+all-reduced too. The gated DeltaNet splits by whole key heads with the value heads they serve
+(in_proj_qkvz and in_proj_ba hold each key head's rows together). The state and window a chip
+carries are its channels' only.
 
 Axis names: B batch, S tokens, D hidden, F in_proj's outputs, I inner channels (Mamba-1), C the
 convolution's channels, Kc its taps, N the state, R dt's rank (Mamba-1); Mamba-2's heads split
 into G groups x Hg heads per group of Hd channels (not P: that names the KV cache's positions),
-and its gated norm sees each group's Q = Hg x Hd. Sizes in a graph are one chip's.
+and its gated norm sees each group's Q = Hg x Hd; DeltaNet's Hk key heads of K channels each
+serve Hr value heads of V. Sizes in a graph are one chip's.
 """
 
 from __future__ import annotations
@@ -78,8 +82,11 @@ class _Local:
     @staticmethod
     def of(ssm: Ssm, b: GraphBuilder) -> _Local:
         n, E, N = b.sh.chips, ssm.inner, ssm.state
-        if ssm.kind == "gated_delta":  # one chip only (core._check_ssm_split)
-            return _Local(E, ssm.groups, ssm.heads, ssm.conv_channels, whole, whole, whole, whole, whole)
+        if ssm.kind == "gated_delta":  # whole key heads with their value heads per chip
+            keys, values = ssm.groups * ssm.state, ssm.inner
+            conv = [(0, keys), (keys, keys), (2 * keys, values)]  # q, k, v
+            return _Local(E // n, ssm.groups // n, ssm.heads // n, ssm.conv_channels // n, cut(0, n),
+                          _blocks(conv, n), cut(0, n), cut(1, n), b.sh.row_bias)  # fmt: skip
         if ssm.kind == "mamba":
             parts, conv = [(0, E), (E, E)], [(0, E)]
             groups = heads = 0
@@ -285,35 +292,36 @@ def gated_delta(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, l
     ssm, g = b.cfg.ssm, b.g
     assert ssm is not None
     pre, local = f"model.layers.{i}.linear_attn", _Local.of(ssm, b)
-    Hk, K, V, D = ssm.groups, ssm.state, ssm.head_dim, b.cfg.hidden
-    Hr = ssm.heads // Hk
+    Hk, K, V, D, Hr = local.groups, ssm.state, ssm.head_dim, b.cfg.hidden, ssm.heads // ssm.groups
     per_head = 2 * K + 2 * Hr * V
-    qkvz = linear(b, x, f"{pre}.in_proj_qkvz.weight", {"Hk": Hk, "F": per_head, "D": D}, ["D"],
-                  ["B", "S", "Hk", "F"], "in_proj_qkvz")  # fmt: skip
-    ba = linear(b, x, f"{pre}.in_proj_ba.weight", {"Hk": Hk, "F": 2 * Hr, "D": D}, ["D"],
-                ["B", "S", "Hk", "F"], "in_proj_ba")  # fmt: skip
+    qkvz, ba = (
+        linear(b, x, f"{pre}.{n}.weight", {"Hk": Hk, "F": f, "D": D}, ["D"], ["B", "S", "Hk", "F"], n,
+               local.projection)
+        for n, f in (("in_proj_qkvz", per_head), ("in_proj_ba", 2 * Hr))
+    )  # fmt: skip
     spans = {"q": (0, K), "k": (K, 2 * K), "v": (2 * K, 2 * K + Hr * V)}
-    flat = [_part(b, qkvz, "F", start, stop, f"{n}_flat", C=Hk * (stop - start)) for n, (start, stop) in spans.items()]
+    flat = [_part(b, qkvz, "F", lo, hi, f"{n}_flat", C=Hk * (hi - lo)) for n, (lo, hi) in spans.items()]
     mixed = g.add("concat", *flat, name=b.name("qkv"), axis="C")
-    z = _part(b, qkvz, "F", 2 * K + Hr * V, per_head, "z", Hk=Hk, Hr=Hr, V=V)
-    beta_in = _part(b, ba, "F", 0, Hr, "b", Hk=Hk, Hr=Hr)
-    a = _part(b, ba, "F", Hr, 2 * Hr, "a", Hk=Hk, Hr=Hr)
+    heads = {"Hk": Hk, "Hr": Hr}
+    z = _part(b, qkvz, "F", 2 * K + Hr * V, per_head, "z", **heads, V=V)
+    beta_in = _part(b, ba, "F", 0, Hr, "b", **heads)
+    a = _part(b, ba, "F", Hr, 2 * Hr, "a", **heads)
     conv, window = _convolve(b, pre, ssm, local, mixed, decode)
     q = _l2norm(b, _part(b, conv, "C", 0, Hk * K, "q", Hk=Hk, K=K), "q_l2")
     q = g.add("mul", q, b.const(K**-0.5), name=b.name("q_scaled"))
     k = _l2norm(b, _part(b, conv, "C", Hk * K, 2 * Hk * K, "k", Hk=Hk, K=K), "k_l2")
-    v = _part(b, conv, "C", 2 * Hk * K, local.channels, "v", Hk=Hk, Hr=Hr, V=V)
-    heads = {"Hk": Hk, "Hr": Hr}
+    v = _part(b, conv, "C", 2 * Hk * K, local.channels, "v", **heads, V=V)
     beta = _masked_dt(b, g.add("sigmoid", beta_in, name=b.name("beta")), "beta_real")
-    dt_bias = b.to(b.tensor(f"{pre}.dt_bias", b.p.table, heads), F32)
+    dt_bias = b.to(b.tensor(f"{pre}.dt_bias", b.p.table, heads, local.column), F32)
     dt = _softplus(b, g.add("add", a, dt_bias, name=b.name("a_biased")), "dt")
-    decay = _masked_dt(b, g.add("mul", dt, _decay(b, pre, heads, whole), name=b.name("g")), "g_real")
-    y, state = _scan(b, [q, k, v, decay, beta], {"Hk": Hk, "Hr": Hr, "K": K, "V": V}, decode, "delta_scan")
+    decay = g.add("mul", dt, _decay(b, pre, heads, local.column), name=b.name("g"))
+    decay = _masked_dt(b, decay, "g_real")
+    y, state = _scan(b, [q, k, v, decay, beta], {**heads, "K": K, "V": V}, decode, "delta_scan")
     y = norm(b, y, "V", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps, offset=False)
     y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
-    out = linear(b, y, f"{pre}.out_proj.weight", {"D": D, "Hk": Hk, "Hr": Hr, "V": V}, ["Hk", "Hr", "V"],
-                 ["B", "S", "D"], "out_proj")  # fmt: skip
-    return out, [state, window]
+    out = linear(b, y, f"{pre}.out_proj.weight", {"D": D, **heads, "V": V}, ["Hk", "Hr", "V"],
+                 ["B", "S", "D"], "out_proj", local.row)  # fmt: skip
+    return b.all_reduce(out, b.name("out_proj.sum")), [state, window]
 
 
 def _l2norm(b: GraphBuilder, x: Node, label: str) -> Node:
@@ -321,5 +329,6 @@ def _l2norm(b: GraphBuilder, x: Node, label: str) -> Node:
     g = b.g
     total = g.add("reduce", g.add("mul", x, x, name=b.name(f"{label}.sq")), name=b.name(f"{label}.sum"),
                   op="sum", axes=["K"])  # fmt: skip
-    rstd = g.add("rsqrt", g.add("add", total, b.const(1e-6), name=b.name(f"{label}.eps")), name=b.name(f"{label}.r"))
+    eps = g.add("add", total, b.const(1e-6), name=b.name(f"{label}.eps"))
+    rstd = g.add("rsqrt", eps, name=b.name(f"{label}.r"))
     return g.add("mul", x, rstd, name=b.name(label))

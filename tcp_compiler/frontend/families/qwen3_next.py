@@ -9,8 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcp_compiler.frontend.config import Attention, Layer, ModelConfig, Moe, Norms, Positions, RawConfig
-from tcp_compiler.frontend.config import SharedExpert, Ssm, read_rope
+from tcp_compiler.frontend.config import (
+    Attention,
+    Layer,
+    ModelConfig,
+    Moe,
+    Norms,
+    Positions,
+    RawConfig,
+    SharedExpert,
+    Ssm,
+    read_rope,
+)
 from tcp_compiler.frontend.families.common import dense, partial_rotary, sizes, sparse_layers
 from tcp_compiler.frontend.families.registry import family
 
@@ -20,8 +30,8 @@ DEFAULTS: dict[str, Any] = dict(
     num_key_value_heads=2, hidden_act="silu", max_position_embeddings=32768, rms_norm_eps=1e-6,
     tie_word_embeddings=False, attention_bias=False, head_dim=256, linear_conv_kernel_dim=4,
     linear_key_head_dim=128, linear_value_head_dim=128, linear_num_key_heads=16, linear_num_value_heads=32,
-    decoder_sparse_step=1, moe_intermediate_size=512, shared_expert_intermediate_size=512, num_experts_per_tok=10,
-    num_experts=512, norm_topk_prob=True, full_attention_interval=4,
+    decoder_sparse_step=1, moe_intermediate_size=512, shared_expert_intermediate_size=512,
+    num_experts_per_tok=10, num_experts=512, norm_topk_prob=True, full_attention_interval=4,
 )  # fmt: skip
 
 MIXERS = {"linear_attention": "deltanet", "full_attention": "attention"}
