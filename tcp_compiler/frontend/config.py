@@ -29,8 +29,8 @@ Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
 QkNorm = Literal["none", "per_head", "all_heads", "each_head"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
-Mixer = Literal["attention", "mamba", "deltanet"]
-SsmKind = Literal["mamba", "mamba2", "gated_delta"]
+Mixer = Literal["attention", "mamba", "deltanet", "rwkv"]
+SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4"]
 
 
 def check_mode(value: object, mode: object, what: str) -> None:
@@ -242,7 +242,10 @@ class Ssm:
     in_proj, and a gated RMSNorm over each group's channels before out_proj. Qwen3-Next's gated
     DeltaNet ("gated_delta", layers whose mixer is "deltanet"): `heads` value heads of `head_dim`
     channels (inner = heads x head_dim), `groups` query/key heads of `state` channels each shared by
-    heads / groups value heads; the state is [heads, state, head_dim].
+    heads / groups value heads; the state is [heads, state, head_dim]. RWKV-4 ("rwkv4", layers whose
+    mixer is "rwkv"): `inner` WKV channels, each with a numerator and a denominator state (state 1,
+    two scans); its token shifts carry one previous input (conv_kernel 2) of `token_shift` channels
+    beside the WKV's lagged inputs.
     """
 
     kind: SsmKind
@@ -260,6 +263,8 @@ class Ssm:
     bcdt_norm_eps: float | None = None  # Falcon-Mamba: weightless RMSNorms on B, C and dt's rank
     norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm
     chunk: int = 256  # Mamba-2's chunk_size (the chunked scan's chunk in transformers)
+    token_shift: int = 0  # RWKV: the channels its time- and channel-mixing token shifts carry
+    rescale_every: int = 0  # RWKV: the hidden state halves after every n-th block (transformers' eval)
 
     def __post_init__(self) -> None:
         check_mode(self.kind, SsmKind, "ssm")
@@ -268,12 +273,15 @@ class Ssm:
     def conv_channels(self) -> int:
         """Channels of the convolution: x (and Mamba-2's B and C, or DeltaNet's q and k, which go
         through it too)."""
+        if self.kind == "rwkv4":  # exp(k) and exp(k) v of the step before, and the token shifts
+            return 2 * self.inner + self.token_shift
         return self.inner + (0 if self.kind == "mamba" else 2 * self.groups * self.state)
 
     @property
     def state_elements(self) -> int:
-        """One sequence's recurrent state in one layer: inner x state entries."""
-        return self.inner * self.state
+        """One sequence's recurrent state in one layer: inner x state entries (RWKV: a numerator
+        and a denominator per channel)."""
+        return self.inner * self.state * (2 if self.kind == "rwkv4" else 1)
 
     @property
     def window_elements(self) -> int:
@@ -285,7 +293,8 @@ class Ssm:
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
     MoE MLP; its mixer: attention (followed by the MLP), a Mamba block of ModelConfig.ssm
-    (x + mixer(norm(x)), no MLP), or Qwen3-Next's gated DeltaNet in attention's place (with the MLP)."""
+    (x + mixer(norm(x)), no MLP), Qwen3-Next's gated DeltaNet in attention's place (with the MLP),
+    or an RWKV block (time mixing, then channel mixing)."""
 
     sliding_window: int | None
     rope: Rope | None

@@ -56,6 +56,10 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
         yield f"model.norm.{part}", (D,), "vector"
     for i, layer in enumerate(cfg.layers):
         pre = f"model.layers.{i}"
+        if layer.mixer == "rwkv":
+            assert cfg.ssm is not None
+            yield from _rwkv_shapes(cfg, cfg.ssm, pre)
+            continue
         if layer.mixer == "mamba":
             assert cfg.ssm is not None
             yield f"{pre}.input_layernorm.weight", (D,), "vector"
@@ -116,6 +120,28 @@ def _ssm_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]
         yield f"{pre}.norm.weight", (E,), "vector"
     yield f"{pre}.out_proj.weight", (D, E), "projection"
     yield f"{pre}.out_proj.bias", (D,), "vector"
+
+
+def _rwkv_shapes(cfg: ModelConfig, ssm: Ssm, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
+    """An RWKV-4 block as transformers stores it: ln1, ln2, time mixing (per-channel decay, bonus
+    and three token-shift mixes; key, value, receptance, output) and channel mixing (two mixes;
+    key, receptance, value)."""
+    D, A, F = cfg.hidden, ssm.inner, cfg.intermediate
+    for norm in ("ln1", "ln2"):
+        for part in ("weight", "bias"):
+            yield f"{pre}.{norm}.{part}", (D,), "vector"
+    att, ffn = f"{pre}.attention", f"{pre}.feed_forward"
+    for name in ("time_decay", "time_first"):
+        yield f"{att}.{name}", (A,), "vector"
+    for name in ("key", "value", "receptance"):
+        yield f"{att}.time_mix_{name}", (1, 1, D), "vector"
+        yield f"{att}.{name}.weight", (A, D), "projection"
+    yield f"{att}.output.weight", (D, A), "projection"
+    for name in ("key", "receptance"):
+        yield f"{ffn}.time_mix_{name}", (1, 1, D), "vector"
+    yield f"{ffn}.key.weight", (F, D), "projection"
+    yield f"{ffn}.receptance.weight", (D, D), "projection"
+    yield f"{ffn}.value.weight", (D, F), "projection"
 
 
 def _deltanet_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]:

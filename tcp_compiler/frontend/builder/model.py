@@ -20,6 +20,7 @@ from tcp_compiler.frontend.builder.ffn import feed_forward
 from tcp_compiler.frontend.builder.masks import DecodeMasks, PrefillMasks
 from tcp_compiler.frontend.builder.norms import norm
 from tcp_compiler.frontend.builder.positions import absolute
+from tcp_compiler.frontend.builder.rwkv import rwkv_block
 from tcp_compiler.frontend.builder.ssm import check_ssm, gated_delta, mamba
 from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Layer, ModelConfig
@@ -210,10 +211,13 @@ def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
 def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
     """Decoder layer i, its values named in the layer (GraphBuilder.layer): pre-norm (optionally
     with Gemma's sandwich norms), post-norm or parallel, or a Mamba block. Returns (output, its
-    caches: K and V, or a Mamba or DeltaNet layer's state and convolution window)."""
+    caches: K and V, a Mamba or DeltaNet layer's state and convolution window, or an RWKV block's
+    sums and shifted inputs)."""
     with b.layer(i):
         if layer.mixer == "mamba":
             return _mamba_block(b, i, h, past is not None)
+        if layer.mixer == "rwkv":
+            return rwkv_block(b, i, h, past is not None)
         return _block(b, i, layer, h, pos, masks, past)
 
 

@@ -43,6 +43,8 @@ def check_ssm(b: GraphBuilder) -> None:
     planned (core.Sharding.plan)."""
     if b.cfg.ssm is not None and b.packed:
         raise FrontendError(f"{b.cfg.name}: Mamba layers take no packed documents (one state per row)")
+    if b.cfg.ssm is not None and b.cfg.ssm.kind == "rwkv4" and "lengths" in b.g:
+        raise FrontendError(f"{b.cfg.name}: RWKV blocks take no padded batches yet (prompts of one length)")
 
 
 def _real(b: GraphBuilder) -> Node | None:
@@ -189,20 +191,26 @@ def _decay(b: GraphBuilder, pre: str, axes: dict[str, int], part: Cut) -> Node:
     return b.g.add("neg", b.g.add("exp", a_log, name=b.name("A.exp")), name=b.name("A"))
 
 
-def _scan(
-    b: GraphBuilder, operands: list[Node], state_axes: dict[str, int], decode: bool, op: str = "scan"
+def carried_scan(
+    b: GraphBuilder,
+    operands: list[Node],
+    state_axes: dict[str, int],
+    decode: bool,
+    op: str = "scan",
+    label: str = "",
 ) -> tuple[Node, Node]:
     """The scan's (or `op`'s: delta_scan) output and final state from the state that came in
-    (decode) or zeros (prefill); the state leaves in the KV dtype."""
+    (decode) or zeros (prefill); the state leaves in the KV dtype. `label` prefixes the names of a
+    layer's second scan (RWKV's denominator)."""
     g = b.g
     state_type = TensorType.of(b.p.kv, B=b.batch, **state_axes)
     if decode:
-        h0 = b.to(g.input(b.name("ssm_state_in"), state_type), F32)
+        h0 = b.to(g.input(b.name(f"{label}ssm_state_in"), state_type), F32)
     else:
-        h0 = g.add("const", name=b.name("ssm_state_zero"), type=state_type.with_dtype(F32), value=0.0)
-    y = g.add(op, *operands, h0, name=b.name("scan"), axis="S")
-    h = g.add(f"{op}_state", *operands, h0, name=b.name("scan_final"), axis="S")
-    return y, g.add("cast", h, name=b.name("ssm_state"), type=h.type.with_dtype(b.p.kv))
+        h0 = g.add("const", name=b.name(f"{label}ssm_state_zero"), type=state_type.with_dtype(F32), value=0.0)
+    y = g.add(op, *operands, h0, name=b.name(f"{label}scan"), axis="S")
+    h = g.add(f"{op}_state", *operands, h0, name=b.name(f"{label}scan_final"), axis="S")
+    return y, g.add("cast", h, name=b.name(f"{label}ssm_state"), type=h.type.with_dtype(b.p.kv))
 
 
 def _rms(b: GraphBuilder, x: Node, axis: str, eps: float, label: str) -> Node:
@@ -240,7 +248,7 @@ def _mamba1(
                 local.column, local.column)  # fmt: skip
     dt = _masked_dt(b, _softplus(b, dt, "dt"))
     channels = {"I": E, "N": N}
-    y, state = _scan(b, [u, dt, _decay(b, pre, channels, local.column), bm, cm], channels, decode)
+    y, state = carried_scan(b, [u, dt, _decay(b, pre, channels, local.column), bm, cm], channels, decode)
     skip = b.to(b.tensor(f"{pre}.D", b.p.table, {"I": E}, local.column), F32)
     y = g.add("add", y, g.add("mul", u, skip, name=b.name("skip")), name=b.name("y_skip"))
     return g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated")), [state, window]
@@ -269,7 +277,7 @@ def _mamba2(
         dt = g.add("min", dt, b.const(ssm.dt_max), name=b.name("dt_max"))
     dt = _masked_dt(b, dt)
     state_axes = {"G": G, "Hg": Hg, "Hd": P, "N": N}
-    y, state = _scan(b, [u, dt, _decay(b, pre, heads, local.column), bm, cm], state_axes, decode)
+    y, state = carried_scan(b, [u, dt, _decay(b, pre, heads, local.column), bm, cm], state_axes, decode)
     skip = b.to(b.tensor(f"{pre}.D", b.p.table, heads, local.column), F32)
     y = g.add("add", y, g.add("mul", u, skip, name=b.name("skip")), name=b.name("y_skip"))
     y = g.add("reshape", y, name=b.name("y_groups"), type=TensorType.of(F32, B=b.batch, S=b.seq, G=G, Q=Q))
@@ -316,7 +324,7 @@ def gated_delta(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, l
     dt = _softplus(b, g.add("add", a, dt_bias, name=b.name("a_biased")), "dt")
     decay = g.add("mul", dt, _decay(b, pre, heads, local.column), name=b.name("g"))
     decay = _masked_dt(b, decay, "g_real")
-    y, state = _scan(b, [q, k, v, decay, beta], {**heads, "K": K, "V": V}, decode, "delta_scan")
+    y, state = carried_scan(b, [q, k, v, decay, beta], {**heads, "K": K, "V": V}, decode, "delta_scan")
     y = norm(b, y, "V", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps, offset=False)
     y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
     out = linear(b, y, f"{pre}.out_proj.weight", {"D": D, **heads, "V": V}, ["Hk", "Hr", "V"],
