@@ -316,6 +316,7 @@ class Norms:
     offset: float = 0.0  # Gemma's RMSNorm scales by (1 + w)
     embed: bool = False  # BLOOM: LayerNorm right after the embedding
     final: bool = True  # OPT's post-LN models have none
+    final_eps: float | None = None  # the final norm's own eps (RWKV's ln_out keeps LayerNorm's 1e-5)
     sandwich: bool = False  # Gemma: norms after attention and MLP as well as before
     pre: bool = True  # False with sandwich: OLMo 2 norms only the branch outputs
     parallel: Literal[1, 2] = 2  # parallel blocks: 2 norms (GPT-NeoX) or 1 shared (Falcon-7B)

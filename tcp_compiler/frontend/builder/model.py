@@ -267,7 +267,7 @@ def _head(b: GraphBuilder, x: Node) -> Node:
     """
     cfg, sh, g = b.cfg, b.sh, b.g
     if cfg.norms.final:
-        x = norm(b, x, "D", "model.norm", "final_norm")
+        x = norm(b, x, "D", "model.norm", "final_norm", eps=cfg.norms.final_eps)
     axes = {"V": sh.vocab, "D": cfg.hidden}
     parallel = sh.vocab != cfg.vocab
     part = sh.column if parallel else whole

@@ -82,8 +82,8 @@ def _time_mix(b: GraphBuilder, pre: str, x: Node, decode: bool) -> tuple[Node, l
     A, att = ssm.inner, f"{pre}.attention"
     shifted, shift_window = _shift(b, x, "att_shift", decode)
     k, v, r = (
-        linear(b, _mix(b, x, shifted, f"{att}.time_mix_{n}", f"{n}_in"), f"{att}.{n}.weight", {"A": A, "D": D},
-               ["D"], ["B", "S", "A"], n)
+        linear(b, _mix(b, x, shifted, f"{att}.time_mix_{n}", f"{n}_in"), f"{att}.{n}.weight",
+               {"A": A, "D": D}, ["D"], ["B", "S", "A"], n)
         for n in ("key", "value", "receptance")
     )  # fmt: skip
     ek = g.add("exp", k, name=b.name("ek"))

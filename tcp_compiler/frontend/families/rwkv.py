@@ -20,6 +20,9 @@ DEFAULTS: dict[str, Any] = dict(
 )  # fmt: skip
 
 
+TORCH_LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default eps
+
+
 def rwkv_tensors() -> TensorMap:
     """transformers' names: `rwkv.embeddings`, block 0's `pre_ln` (the embedding norm), each
     block's `rwkv.blocks.{i}.*`, `rwkv.ln_out`, the LM head `head`."""
@@ -39,9 +42,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden, n = raw.require("hidden_size"), raw.require("num_hidden_layers")
     inner = raw.get("attention_hidden_size", kind=int) or hidden
     intermediate = raw.get("intermediate_size", kind=int) or 4 * hidden
-    rescale = raw.require("rescale_every")
-    if rescale < 0:
-        raise raw.fail(f"rescale_every must be 0 or more, got {rescale}")
+    rescale = raw.require("rescale_every")  # 0: no rescaling (the schema's rule)
     ssm = Ssm("rwkv4", inner=inner, state=1, conv_kernel=2, conv_bias=False, token_shift=2 * hidden,
               rescale_every=rescale)  # fmt: skip
     return ModelConfig(
@@ -54,7 +55,9 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         head_dim=2,
         intermediate=intermediate,
         layers=tuple(Layer(None, None, "rope", False, mixer="rwkv") for _ in range(n)),
-        norms=Norms(float(raw.require("layer_norm_epsilon", (int, float))), "layer", embed=True),
+        # ln_out is built without layer_norm_epsilon: torch's LayerNorm default
+        norms=Norms(float(raw.require("layer_norm_epsilon", (int, float))), "layer", embed=True,
+                    final_eps=TORCH_LAYER_NORM_EPS),  # fmt: skip
         mlp=Mlp("relu", kind="plain"),
         positions=Positions("none"),
         embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", kind=bool))),
