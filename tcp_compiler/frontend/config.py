@@ -29,6 +29,7 @@ Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
 QkNorm = Literal["none", "per_head", "all_heads", "each_head"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
+GroupScore = Literal["top2_sum", "max"]
 Mixer = Literal["attention", "mamba", "deltanet", "rwkv"]
 SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4"]
 
@@ -67,6 +68,9 @@ class Rope:
     max_positions: int = 0  # dynamic: max_position_embeddings, the length scaling starts past
     short_factor: tuple[float, ...] = ()  # longrope: per-frequency divisors up to original_max_positions
     long_factor: tuple[float, ...] = ()  # longrope: past it
+    # Phi-3.5-MoE's long_mscale: the cos/sin scale past original_max_positions (attention_factor,
+    # its short_mscale, up to it); None: attention_factor throughout
+    long_attention_factor: float | None = None
     source: str = field(default="", compare=False)  # key path of its parameters, for messages
 
     def check_factors(self, raw: RawConfig, rotary: int) -> None:
@@ -102,12 +106,16 @@ class Rope:
         """[positions, head_dim/2, 2, 2] rotation matrices: out[t] = sum_r table[p, kp, r, t] * in[r].
 
         Element kp of a head vector pairs with kp + head_dim/2 (transformers' rotate_half). yarn
-        and longrope scale cos and sin by their attention factor, as transformers does.
+        and longrope scale cos and sin by their attention factor (Phi-3.5-MoE's longrope by its
+        long one past the original context), as transformers does.
         """
         freqs = np.arange(positions, dtype=np.float32)[:, None] * self.inv_freq(head_dim, positions)[None, :]
         cos, sin = np.cos(freqs), np.sin(freqs)
-        if self.attention_factor != 1.0:
-            scale = np.float32(self.attention_factor)
+        factor = self.attention_factor
+        if self.long_attention_factor is not None and positions > self.original_max_positions:
+            factor = self.long_attention_factor
+        if factor != 1.0:
+            scale = np.float32(factor)
             cos, sin = cos * scale, sin * scale
         table = np.empty((positions, head_dim // 2, 2, 2), dtype=np.float32)
         table[..., 0, 0], table[..., 0, 1] = cos, sin
@@ -200,11 +208,17 @@ class Moe:
     correction_bias_name: str | None = None  # DeepSeek: added to pick experts, not to weigh them
     groups: int = 1  # DeepSeek's n_group: experts pick among the best topk_groups groups only
     topk_groups: int = 1
+    # a group's rank: the sum of its two best scores (DeepSeek-V3) or its best one (DeepSeek-V2)
+    group_score: GroupScore = "top2_sum"
     routed_scale: float = 1.0  # DeepSeek's routed_scaling_factor on the routing weights
+    # Phi-3.5-MoE's sparsemixer (router_jitter_noise): the top 2 experts, each weighed by a softmax
+    # over the experts scoring within 2 x eps (relative) of it; None: other routing
+    sparsemixer_eps: float | None = None
     shared: SharedExpert | None = None
 
     def __post_init__(self) -> None:
         check_mode(self.scoring, Scoring, "expert scoring")
+        check_mode(self.group_score, GroupScore, "expert group score")
 
 
 @dataclass(frozen=True)

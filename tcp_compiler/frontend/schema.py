@@ -159,6 +159,9 @@ FIELDS: dict[str, Field] = {
     "shared_expert_intermediate_size": _count(MAX_WIDTH),
     "routed_scaling_factor": _positive(1e6),
     "norm_topk_prob": _BOOL,
+    "moe_layer_freq": _count(MAX_LAYERS),  # DeepSeek: experts on every moe_layer_freq-th layer
+    **dict.fromkeys(("topk_method", "scoring_func"), _STR),  # DeepSeek's routing, checked by the family
+    "router_jitter_noise": Field("number", 0, 1e6),  # Phi-3.5-MoE's sparsemixer eps; 0 keeps ties only
     **dict.fromkeys(("swiglu_limit", "swiglu_alpha"), _positive(1e6)),  # gpt-oss
     # state-space (Mamba) mixers
     **dict.fromkeys(("state_size", "num_heads", "n_groups", "chunk_size"), _count(MAX_WIDTH)),
@@ -196,6 +199,7 @@ FIELDS: dict[str, Field] = {
     "type": _STR,
     **dict.fromkeys(("attention_factor", "beta_fast", "beta_slow"), _positive(1e6)),
     **dict.fromkeys(("mscale", "mscale_all_dim"), Field("number", 0, 1e6)),
+    **dict.fromkeys(("short_mscale", "long_mscale"), _positive(1e6)),  # Phi-3.5-MoE's cos/sin scales
     **dict.fromkeys(("short_factor", "long_factor"), Field("numbers", 0, 1e6, lo_open=True)),
     "truncate": _BOOL,
     "no_rope_layers": _LIST,
@@ -211,8 +215,8 @@ FIELDS: dict[str, Field] = {
     # switches
     **dict.fromkeys(
         (
-            "attention_bias", "mlp_bias", "tie_word_embeddings", "alibi", "new_decoder_architecture",
-            "multi_query", "parallel_attn", "bias", "use_parallel_residual",
+            "attention_bias", "mlp_bias", "lm_head_bias", "tie_word_embeddings", "alibi",
+            "new_decoder_architecture", "multi_query", "parallel_attn", "bias", "use_parallel_residual",
             "apply_residual_connection_post_layernorm", "do_layer_norm_before", "enable_bias",
             "_remove_final_layer_norm", "layer_norm_elementwise_affine", "scale_attn_by_inverse_layer_idx",
             "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias", "use_qk_norm",

@@ -138,11 +138,12 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     from tcp_compiler.frontend.families import FAMILIES as SUPPORTED
 
     # tcpc_decoder has no transformers model: tests/test_variants.py checks it against numpy;
-    # chatglm (remote code) is checked against a numpy reference in tests/oracle/test_chatglm.py;
-    # the state-space families have oracle tests of their own (tests/oracle/test_ssm_families.py).
+    # chatglm and deepseek (V1) (remote code) are checked against numpy references in
+    # tests/oracle/test_chatglm.py and tests/oracle/test_deepseek_v1.py; the state-space families
+    # have oracle tests of their own (tests/oracle/test_ssm_families.py).
     from tests.oracle.test_ssm_families import SSM
 
-    others = {"gemma3", "tcpc_decoder", "chatglm", *SSM}
+    others = {"gemma3", "tcpc_decoder", "chatglm", "deepseek", *SSM}
     assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | others
 
 

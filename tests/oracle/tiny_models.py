@@ -395,6 +395,57 @@ ISSUE_28.update(GLM)
 ISSUE_28_MOE = ["glm4_moe"]
 OWN_SIZES.update({f: ISSUE_28[f] for f in ("phi", "gpt_bigcode", "gpt_bigcode_mha", "gptj")})
 FAMILIES.update(ISSUE_28)
+# DeepSeek-V2 on V3's tiny sizes and yarn: group-limited routing (groups ranked by their best
+# score) with a routed scale != 1 and norm_topk_prob true, which transformers' V2 router ignores;
+# the Lite variant: q_proj instead of the q LoRA pair, greedy top-k over all experts, no dense
+# layer and no shared expert (first_k_dense_replace 0, n_shared_experts 0), default RoPE.
+DEEPSEEK_V2_PHIMOE = {
+    "deepseek_v2": (
+        "DeepseekV2Config",
+        "DeepseekV2ForCausalLM",
+        dict(DEEPSEEK, topk_method="group_limited_greedy"),
+    ),
+    "deepseek_v2_lite": (
+        "DeepseekV2Config",
+        "DeepseekV2ForCausalLM",
+        dict(
+            DEEPSEEK,
+            q_lora_rank=None,
+            topk_method="greedy",
+            first_k_dense_replace=0,
+            n_shared_experts=0,
+            routed_scaling_factor=1.5,
+            rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        ),
+    ),
+    # Phi-3.5-MoE: sparsemixer with a jitter (0.3) wide enough that each slot's softmax keeps some
+    # experts and masks others; longrope from an original context of 8, so the prompt runs on the
+    # short factors and short_mscale, the decode steps past it on the long ones and long_mscale;
+    # attention and LM head biases; a window shorter than the prompt.
+    "phimoe": (
+        "PhimoeConfig",
+        "PhimoeForCausalLM",
+        dict(
+            num_local_experts=8,
+            router_jitter_noise=0.3,
+            attention_bias=True,
+            lm_head_bias=True,
+            sliding_window=4,
+            rope_parameters={
+                "rope_type": "longrope",
+                "rope_theta": 100.0,
+                "short_factor": [1.0, 1.5, 2.5, 4.0],
+                "long_factor": [1.5, 3.0, 6.0, 12.0],
+                "short_mscale": 1.1,
+                "long_mscale": 1.3,
+                "original_max_position_embeddings": 8,
+            },
+        ),
+    ),
+}
+ISSUE_28.update(DEEPSEEK_V2_PHIMOE)
+ISSUE_28_MOE += list(DEEPSEEK_V2_PHIMOE)
+FAMILIES.update(DEEPSEEK_V2_PHIMOE)
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
 DENSE += [f for f in ISSUE_28 if f not in OWN_SIZES and f not in ISSUE_28_MOE]  # on COMMON's sizes
 MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss", *ISSUE_28_MOE]
@@ -415,7 +466,20 @@ def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedMod
         for name, buffer in model.named_buffers():
             if name.endswith("e_score_correction_bias"):  # DeepSeek's, zero as initialised
                 buffer.copy_(0.3 * torch.randn_like(buffer))
+    if model_cls == "PhimoeForCausalLM":
+        use_long_factors(model)
     return model
+
+
+def use_long_factors(model: transformers.PreTrainedModel) -> None:
+    """transformers 5.23's PhimoeRotaryEmbedding.forward recomputes its frequencies from the config
+    without the sequence length, so always from the short factors, although its dynamic_rope_update
+    has just set `inv_freq` to the long ones past the original context, as Phi-3's forward and
+    transformers 4.x's Phi-MoE forward (which passed the length) use them. The oracle's forward
+    reads that `inv_freq`
+    (test_round3_families.py shows the unpatched forward keeps the short factors)."""
+    rotary = model.model.rotary_emb
+    rotary.rope_init_fn = lambda config: (rotary.inv_freq, rotary.attention_scaling)
 
 
 def save(model: transformers.PreTrainedModel, directory: Path) -> Path:
