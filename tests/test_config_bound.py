@@ -8,6 +8,7 @@ import pytest
 from simulator.hardware import load_hardware
 from tcp_compiler.analysis.config_floor import phase_bound, visible_keys
 from tcp_compiler.errors import CapacityError, TcpcError
+from tcp_compiler.frontend.config import Window
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import GROUPED, precision
 from tcp_compiler.frontend.weight_format import FORMATS
@@ -68,7 +69,9 @@ def test_no_phase_beats_the_config_floor(name: str, dtype: str) -> None:
 @pytest.mark.parametrize(("first", "queries"), [(0, 1), (0, 16), (5, 1), (5, 20), (40, 7)])
 def test_visible_keys_closed_form(window, first: int, queries: int) -> None:
     direct = sum(min(p + 1, window or p + 1) for p in range(first, first + queries))
-    assert visible_keys(window, first, queries) == direct
+    assert visible_keys(window and Window(window), first, queries) == direct
+    chunked = sum(p % window + 1 for p in range(first, first + queries)) if window else direct
+    assert visible_keys(window and Window(window, chunked=True), first, queries) == chunked
 
 
 def test_each_operand_counts_at_its_own_dtype_rate() -> None:

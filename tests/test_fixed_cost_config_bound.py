@@ -33,11 +33,11 @@ def _reference(cfg, precision, hw, chips, batch, phase, length, pp=1) -> PhaseBo
     head = _head_operand(cfg, precision)
     flops[head] = flops.get(head, 0.0) + 2.0 * cfg.hidden * cfg.vocab * batch
     attending = [layer for layer in cfg.layers if layer.mixer == "attention"]  # Mamba layers have no KV
-    attention = sum(_attention_flops(cfg, w.sliding_window, batch, queries, length) for w in attending)
+    attention = sum(_attention_flops(cfg, w.window, batch, queries, length) for w in attending)
     flops[precision.kv] = flops.get(precision.kv, 0.0) + attention
     weight_bytes = matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision)
     kv_token = kv_elements_per_token(cfg) * precision.kv.bits / 8
-    kv_bytes = sum(batch * _kept(layer.sliding_window, length) * kv_token for layer in attending)
+    kv_bytes = sum(batch * _kept(layer.window, length) * kv_token for layer in attending)
     if cfg.ssm is not None:  # every Mamba layer's state: written by prefill, read and written by decode
         kv_bytes += (1 if phase == "prefill" else 2) * batch * cfg.state_elements() * precision.kv.bits / 8
     kv_split = 1 if cfg.mla is not None else chips

@@ -94,8 +94,8 @@ SCALING = LLAMA["rope_scaling"]
         (LLAMA, {"rope_scaling": {**SCALING, "low_freq_factor": 0}}, "rope_scaling.low_freq_factor:"),
         (
             LLAMA,
-            {"rope_scaling": {**SCALING, "high_freq_factor": 1.0}},
-            "expected a number > low_freq_factor",
+            {"rope_scaling": {**SCALING, "high_freq_factor": 0.5}},
+            "expected a number >= low_freq_factor",
         ),
         (
             LLAMA,

@@ -11,6 +11,7 @@ import pytest
 import ir
 from ir import I32, Graph
 from tcp_compiler.frontend.builder.masks import PrefillMasks
+from tcp_compiler.frontend.config import Window
 from tcp_compiler.passes.mask_bounds import all_masked
 from tcp_compiler.passes.online_softmax import online_softmax
 from tests.test_online_softmax import TINY, _compare
@@ -40,7 +41,10 @@ def _blocks(size: int, step: int):
     return [(lo, min(lo + step, size)) for lo in range(0, size, step)]
 
 
-@pytest.mark.parametrize("window", [None, 3, 5])
+WINDOWS = [None, Window(3), Window(5), Window(3, chunked=True), Window(5, chunked=True)]
+
+
+@pytest.mark.parametrize("window", WINDOWS)
 @pytest.mark.parametrize(("padded", "packed"), [(False, False), (True, False), (False, True)])
 def test_skipped_blocks_are_masked_everywhere(window, padded, packed) -> None:
     g, name, feeds = _mask_graph(window, padded, packed)
@@ -55,6 +59,16 @@ def test_skipped_blocks_are_masked_everywhere(window, padded, packed) -> None:
             assert skipped == (not block.any()), (rows, keys)
         found += skipped
     assert found > 0  # the causal upper triangle at least
+
+
+def test_blocks_of_earlier_chunks_are_skipped() -> None:
+    """Chunks of 4 over 12 positions, blocks of 4 x 4: each query block sees its own key block
+    only (the ones before are earlier chunks, the ones after the future)."""
+    g, name, _ = _mask_graph(Window(4, chunked=True), False, False)
+    spans = _blocks(SEQ, 4)
+    seen = {(r, k) for r, k in itertools.product(range(3), range(3))
+            if not all_masked(g, name, {"Sq": spans[r], "Sk": spans[k]})}  # fmt: skip
+    assert seen == {(0, 0), (1, 1), (2, 2)}
 
 
 def test_causal_prefill_skips_about_half_the_blocks() -> None:

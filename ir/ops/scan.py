@@ -403,7 +403,7 @@ class Recurrence(OpDef):
 # -- the short causal convolution ------------------------------------------------------------------
 
 
-def conv_taps(call: OpCall) -> str:
+def _conv_taps(call: OpCall) -> str:
     """The taps axis of a conv1d (w's one axis x lacks), checked with the other operands."""
     x, w, window = call.operands
     axis = call.attrs["axis"]
@@ -438,14 +438,14 @@ class Conv1d(OpDef):
     example = "%y = conv1d(%x, %w, %window) {axis = S} : f32[B=1, S=8, D=32]"
 
     def infer(self, call):
-        conv_taps(call)
+        _conv_taps(call)
         x = call.operands[0]
         return _result(call, x.with_axes(x.axes))
 
     def evaluate(self, args, call, ctx):
         x, w, window = call.operands
         axis = call.attrs["axis"]
-        taps = conv_taps(call)
+        taps = _conv_taps(call)
         xx = np.concatenate([args[2], args[0]], axis=x.index(axis)).astype(np.float32)
         order = [*x.names, taps]
         weights = align(args[1].astype(np.float32), w.names, order)
@@ -460,5 +460,5 @@ class Conv1d(OpDef):
     def cost(self, call):
         """A multiply and an add per tap and output element; reads x, w and the window, writes y."""
         x, w, _ = call.operands
-        k = w.size(conv_taps(call))
+        k = w.size(_conv_taps(call))
         return OpCost(2 * k * x.numel, sum(t.nbytes for t in call.operands), call.out.nbytes)

@@ -6,14 +6,15 @@ lowering at all.
 Per chip of a tensor-parallel group of `chips`:
 - compute: the model's matmul FLOPs (every projection and MLP weight, the top-k experts, the LM
   head on the tokens that need logits, and attention over the keys each query sees: causal,
-  capped by a sliding window), each at the peak contraction rate of the dtype its operands are
-  multiplied in (projections in the precision's operand dtype, or the activation dtype where a
-  weight format does not apply; the head in the table dtype when tied; attention in the KV
-  dtype): a bf16 run with an fp8 cache multiplies its weights no faster;
+  capped by a sliding window or cut to the query's chunk), each at the peak contraction rate of
+  the dtype its operands are multiplied in (projections in the precision's operand dtype, or the
+  activation dtype where a weight format does not apply; the head in the table dtype when tied;
+  attention in the KV dtype): a bf16 run with an fp8 cache multiplies its weights no faster;
 - memory: the weights read once (the top-k experts of each MoE layer: any routing reads at least
   those; in a weight format, its codes plus scales and zero points), the KV cache written once
-  (prefill) or read once and written one position (decode), each Mamba layer's recurrent state and
-  convolution window written once (prefill) or read and written once (decode), at
+  (prefill) or read once and written one position (decode), of a windowed layer only the keys
+  the last position sees, each Mamba layer's recurrent state and convolution window written once
+  (prefill) or read and written once (decode), at
   the published peak HBM bandwidth (MLA's latent cache whole on every chip: the roofs are
   tcp_compiler.analysis.roofline's, HBM at its peak rather than its sustained rate);
 - links: the all-reduces tensor parallelism cannot avoid (one per attention or Mamba mixer and one
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from ir import DType
 from simulator.spec import Spec
 from tcp_compiler.analysis.roofline import Roofline, peak_flops
-from tcp_compiler.frontend.config import Layer, ModelConfig
+from tcp_compiler.frontend.config import Layer, ModelConfig, Window
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.frontend.weight_shapes import canonical_shapes
 
@@ -80,7 +81,7 @@ class _Fixed:
     head_flops: float  # the logits: one token per row
     kv: DType  # the dtype attention multiplies in
     attention_scale: float  # batch x heads x FLOPs per query, head and key
-    windows: tuple[int | None, ...]  # each attention layer's sliding window
+    windows: tuple[Window | None, ...]  # each attention layer's sliding window or chunk
     state_bytes: float  # every Mamba layer's state and convolution window, one sequence
     roofline: Roofline  # HBM at its peak, the links
     weight_bytes: float
@@ -105,7 +106,7 @@ class _Fixed:
             head=_head_operand(cfg, precision), head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
             kv=precision.kv, attention_scale=batch * cfg.heads * _per_key(cfg),
             rate=functools.partial(peak_flops, hw),
-            windows=tuple(layer.sliding_window for layer in cfg.layers if layer.mixer == "attention"),
+            windows=tuple(layer.window for layer in cfg.layers if layer.mixer == "attention"),
             state_bytes=cfg.state_elements() * precision.kv.bits / 8,
             roofline=Roofline.published_peak(hw, precision.operand),
             weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
@@ -216,8 +217,13 @@ def _all_reduces(cfg: ModelConfig, layer: Layer) -> int:
     return 2
 
 
-def _kept(window: int | None, length: int) -> int:
-    return length if window is None else min(window, length)
+def _kept(window: Window | None, length: int) -> int:
+    """Cached positions the last of `length` positions sees: all, its window's, its chunk's."""
+    if window is None:
+        return length
+    if window.chunked:
+        return (length - 1) % window.size + 1
+    return min(window.size, length)
 
 
 def kv_elements_per_token(cfg: ModelConfig) -> int:
@@ -228,7 +234,9 @@ def kv_elements_per_token(cfg: ModelConfig) -> int:
     return 2 * cfg.kv_heads * cfg.head_dim
 
 
-def _attention_flops(cfg: ModelConfig, window: int | None, batch: int, queries: int, length: int) -> float:
+def _attention_flops(
+    cfg: ModelConfig, window: Window | None, batch: int, queries: int, length: int
+) -> float:
     """Scores and weighted values: 2 x 2 x head_dim FLOPs per query, head and key it sees; MLA's
     the cheaper of its expanded form (q.k over nope + rope dims, then v_head_dim) and its absorbed
     one (q.latent + q.rope key, then the latent)."""
@@ -243,12 +251,22 @@ def _per_key(cfg: ModelConfig) -> float:
     return 4.0 * cfg.head_dim
 
 
-def visible_keys(window: int | None, first: int, queries: int) -> float:
+def visible_keys(window: Window | None, first: int, queries: int) -> float:
     """Keys seen, summed over `queries` consecutive queries from position `first`: query p sees
-    p + 1 keys, at most `window`."""
+    p + 1 keys, at most a sliding window's size, or p mod C + 1 in chunks of C."""
+    if window is not None and window.chunked:
+        return float(_chunked_keys(window.size, first + queries) - _chunked_keys(window.size, first))
     last = first + queries  # keys seen by the last query, without a window
     lo = first + 1
-    if window is None or window >= last:
+    size = None if window is None else window.size
+    if size is None or size >= last:
         return (lo + last) * queries / 2
-    whole = max(0, window - lo + 1)  # the first queries, which see all their past
-    return (lo + lo + whole - 1) * whole / 2 + window * (queries - whole)
+    whole = max(0, size - lo + 1)  # the first queries, which see all their past
+    return (lo + lo + whole - 1) * whole / 2 + size * (queries - whole)
+
+
+def _chunked_keys(chunk: int, n: int) -> int:
+    """Keys seen by queries 0 .. n-1 in chunks of `chunk`: 1 + 2 + ... + chunk per whole chunk,
+    then 1 + ... + r for the r queries of the last one."""
+    whole, r = divmod(n, chunk)
+    return whole * chunk * (chunk + 1) // 2 + r * (r + 1) // 2

@@ -26,7 +26,7 @@ BlockKind = Literal["pre", "post", "parallel"]
 PositionKind = Literal["rope", "learned", "alibi", "sinusoidal", "none"]
 MlpKind = Literal["gated", "plain"]
 Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
-QkNorm = Literal["none", "per_head", "all_heads", "each_head"]
+QkNorm = Literal["none", "per_head", "all_heads", "each_head", "l2"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
 GroupScore = Literal["top2_sum", "max"]
@@ -129,11 +129,14 @@ def _default_inv_freq(base: np.float32, head_dim: int) -> np.ndarray:
 
 
 def _llama3_scaling(inv: np.ndarray, rope: Rope) -> np.ndarray:
-    """Llama 3.1's frequency-dependent scaling: long wavelengths slowed by `factor`, smooth between."""
+    """Llama 3.1's frequency-dependent scaling: long wavelengths slowed by `factor`, smooth between
+    (no band between when the two freq factors are equal, as in Llama 4 Scout's config)."""
     low_wavelen = rope.original_max_positions / rope.low_freq_factor
     high_wavelen = rope.original_max_positions / rope.high_freq_factor
     wavelen = 2 * math.pi / inv
     scaled = np.where(wavelen > low_wavelen, inv / rope.factor, inv)
+    if rope.high_freq_factor == rope.low_freq_factor:
+        return scaled.astype(np.float32)
     smooth = (rope.original_max_positions / wavelen - rope.low_freq_factor) / (
         rope.high_freq_factor - rope.low_freq_factor
     )
@@ -211,6 +214,7 @@ class Moe:
     # a group's rank: the sum of its two best scores (DeepSeek-V3) or its best one (DeepSeek-V2)
     group_score: GroupScore = "top2_sum"
     routed_scale: float = 1.0  # DeepSeek's routed_scaling_factor on the routing weights
+    weights_input: bool = False  # Llama 4: each routed row is scaled by its weight before its expert
     # Phi-3.5-MoE's sparsemixer (router_jitter_noise): the top 2 experts, each weighed by a softmax
     # over the experts scoring within 2 x eps (relative) of it; None: other routing
     sparsemixer_eps: float | None = None
@@ -304,20 +308,58 @@ class Ssm:
 
 
 @dataclass(frozen=True)
+class Window:
+    """The keys a query sees beyond causality: the last `size` positions (a sliding window) or,
+    `chunked`, those of its own block of `size` positions from a multiple of `size` (Llama 4's
+    chunked attention). Either way decode needs at most `size` keys: the cache is a ring of
+    `size` slots."""
+
+    size: int
+    chunked: bool = False
+
+
+@dataclass(frozen=True)
+class Temperature:
+    """Llama 4's attention temperature tuning: queries at position p scaled by
+    1 + scale * ln(1 + floor((p + 1) / floor_scale)), so attention sharpens with the context."""
+
+    floor_scale: float
+    scale: float
+
+    def table(self, positions: int) -> np.ndarray:
+        """[positions] float32 factors, as transformers computes them."""
+        p = np.arange(positions, dtype=np.float32)
+        steps = np.floor((p + np.float32(1.0)) / np.float32(self.floor_scale))
+        return (np.log1p(steps) * np.float32(self.scale) + np.float32(1.0)).astype(np.float32)
+
+
+@dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
-    MoE MLP; its mixer: attention (followed by the MLP), a Mamba block of ModelConfig.ssm
-    (x + mixer(norm(x)), no MLP), Qwen3-Next's gated DeltaNet in attention's place (with the MLP),
-    or an RWKV block (time mixing, then channel mixing)."""
+    MoE MLP, and Llama 4's per-layer attention options; its mixer: attention (followed by the MLP),
+    a Mamba block of ModelConfig.ssm (x + mixer(norm(x)), no MLP), Qwen3-Next's gated DeltaNet in
+    attention's place (with the MLP), or an RWKV block (time mixing, then channel mixing)."""
 
     sliding_window: int | None
     rope: Rope | None
     rope_name: str
     moe: bool
     mixer: Mixer = "attention"
+    chunk: int | None = None  # Llama 4's chunked attention: keys of the query's own chunk only
+    qk_norm: bool = True  # the model's q/k norm applies here (Llama 4 norms its RoPE layers only)
+    temperature: Temperature | None = None  # Llama 4 scales its NoPE layers' queries by position
 
     def __post_init__(self) -> None:
         check_mode(self.mixer, Mixer, "mixer")
+        if self.sliding_window is not None and self.chunk is not None:
+            raise FrontendError("a layer slides or attends in chunks, not both")
+
+    @property
+    def window(self) -> Window | None:
+        """The layer's sliding window or chunk; None when it attends to every past position."""
+        if self.chunk is not None:
+            return Window(self.chunk, chunked=True)
+        return None if self.sliding_window is None else Window(self.sliding_window)
 
 
 @dataclass(frozen=True)
@@ -376,7 +418,8 @@ class Attention:
     qkv_bias: bool = False
     out_bias: bool = False  # bias on the output projection
     # RMSNorm on q and k: per head, or over all heads' H x K (OLMo 2); each_head: Cohere's LayerNorm
-    # (without bias) over each head's K with a weight of that head's own, [H, K]
+    # (without bias) over each head's K with a weight of that head's own, [H, K]; l2: Llama 4's
+    # RMSNorm over each head's K without a weight, after RoPE, on the layers whose Layer.qk_norm is set
     qk_norm: QkNorm = "none"
     scale: float | None = None  # on the scores; default 1/sqrt(head_dim)
     softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
@@ -586,9 +629,9 @@ def read_rope(
             float(params.require("high_freq_factor", float)),
             int(params.require("original_max_position_embeddings")),
         )
-        if rope.high_freq_factor <= rope.low_freq_factor:
+        if rope.high_freq_factor < rope.low_freq_factor:  # equal: no band between (Llama 4 Scout)
             raise params.fail(
-                f"{params.path('high_freq_factor')}: expected a number > low_freq_factor "
+                f"{params.path('high_freq_factor')}: expected a number >= low_freq_factor "
                 f"({rope.low_freq_factor:g}), got {rope.high_freq_factor:g}"
             )
         return rope

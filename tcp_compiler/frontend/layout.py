@@ -122,21 +122,27 @@ class Chunk:
 @dataclass(frozen=True)
 class Expert:
     """One expert's [out, in] weight (or [out] bias) from `target`, a tensor stacking all `experts`
-    as [E, in, out] (or [E, out]), as gpt-oss stores them; with `parts` > 1 the out axis
-    interleaves that many projections and this one takes every `parts`-th column from `part`
-    (gate_up_proj: gate at even columns, up at odd). `expert` and `target` are templates."""
+    as [E, in, out] (or [E, out]), as gpt-oss and Llama 4 store them; with `parts` > 1 the out
+    axis holds that many projections and this one is part `part`: every `parts`-th column from
+    `part` when `interleaved` (gpt-oss's gate_up_proj: gate at even columns, up at odd), else
+    the `part`-th block of columns (Llama 4's: gate, then up). `expert` and `target` are templates."""
 
     target: str
     expert: str
     experts: int
     part: int = 0
     parts: int = 1
+    interleaved: bool = True
 
     def source(self, match: re.Match[str]) -> Source:
         name, e = match.expand(self.target), int(match.expand(self.expert))
 
         def load(get: Getter) -> np.ndarray:
-            return get(name)[e][..., self.part :: self.parts].T
+            w = get(name)[e]
+            if self.interleaved:
+                return w[..., self.part :: self.parts].T
+            n = w.shape[-1] // self.parts
+            return w[..., self.part * n : (self.part + 1) * n].T
 
         def stored(shape: Shape) -> Shape:
             return (self.experts, *shape[1:], shape[0] * self.parts)

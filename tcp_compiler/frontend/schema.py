@@ -117,7 +117,7 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(
         (
             "hidden_size", "n_embd", "n_embed", "intermediate_size", "ffn_dim", "n_inner",
-            "ffn_hidden_size", "moe_intermediate_size", "word_embed_proj_dim",
+            "ffn_hidden_size", "moe_intermediate_size", "word_embed_proj_dim", "intermediate_size_mlp",
         ),
         _count(MAX_WIDTH),
     ),  # fmt: skip
@@ -134,10 +134,11 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(
         (
             "max_position_embeddings", "n_positions", "original_max_position_embeddings", "sliding_window",
+            "attention_chunk_size",
             "seq_length",
         ),
         _count(MAX_POSITIONS),
-    ),
+    ),  # fmt: skip
     # layer patterns
     "layer_types": _LIST,
     "mlp_only_layers": _LIST,
@@ -146,6 +147,8 @@ FIELDS: dict[str, Field] = {
     "sliding_window_pattern": _count(MAX_LAYERS),
     "_sliding_window_pattern": _count(MAX_LAYERS),
     "decoder_sparse_step": _count(MAX_LAYERS),
+    "interleave_moe_layer_step": _count(MAX_LAYERS),  # Llama 4: every step-th layer is MoE
+    "moe_layers": _LIST,
     "num_ln_in_parallel_attn": _count(2),
     # experts
     **dict.fromkeys(
@@ -204,6 +207,10 @@ FIELDS: dict[str, Field] = {
     "truncate": _BOOL,
     "no_rope_layers": _LIST,
     "no_rope_layer_interval": _count(MAX_LAYERS),
+    # Llama 4's attention temperature tuning on its NoPE layers (attn_temperature_tuning, published
+    # as 4 in Scout's config, is read by its truth value as transformers 4.51 read it)
+    "floor_scale": _positive(),
+    "attn_scale": Field("number", 0, 1e6),
     # names of variants (each family checks the name against its own list)
     **dict.fromkeys(
         (

@@ -1,12 +1,12 @@
 """Which blocks of an attention mask are provably all False, from the mask's own IR.
 
-Flash-style kernels skip the key blocks a causal, sliding-window or packed-document mask hides
-entirely (about half the score work of a long causal prefill). Which ones can be skipped follows
-from how the mask is computed: this module evaluates the mask's subgraph over index intervals
-(an iota over a block takes the values of that block's index range), so any mask built from
-iotas, constants, + / -, comparisons and and / or is understood; whatever depends on run-time
-inputs (sequence lengths, segment ids) is unknown, and a block is skipped only when the mask is
-False there whatever those inputs are.
+Flash-style kernels skip the key blocks a causal, sliding-window, chunked or packed-document mask
+hides entirely (about half the score work of a long causal prefill). Which ones can be skipped
+follows from how the mask is computed: this module evaluates the mask's subgraph over index
+intervals (an iota over a block takes the values of that block's index range), so any mask built
+from iotas, constants, + / -, a chunk's start x - x mod C, comparisons and and / or is
+understood; whatever depends on run-time inputs (sequence lengths, segment ids) is unknown, and a
+block is skipped only when the mask is False there whatever those inputs are.
 """
 
 from __future__ import annotations
@@ -57,12 +57,30 @@ def _interval(graph: Graph, node: Node, spans, memo: dict) -> Interval | None:
         result = (lo, hi - 1)
     elif node.kind == "const" and "value" in node.attrs and isinstance(node.attrs["value"], (int, float)):
         result = (node.attrs["value"], node.attrs["value"])
+    elif (start := _chunk_start(graph, node)) is not None:  # x - x mod C: rises with x
+        x = _interval(graph, graph[node.operands[0]], spans, memo)
+        if x is not None:
+            result = (x[0] - x[0] % start, x[1] - x[1] % start)
     elif node.kind in ("add", "sub") and len(node.operands) == 2:
         a, b = (_interval(graph, graph[o], spans, memo) for o in node.operands)
         if a is not None and b is not None:
             result = (a[0] + b[0], a[1] + b[1]) if node.kind == "add" else (a[0] - b[1], a[1] - b[0])
     memo[key] = result
     return result
+
+
+def _chunk_start(graph: Graph, node: Node) -> int | None:
+    """C when `node` is x - (x mod C) for a constant C > 0: the start of x's chunk of C (Llama 4's
+    chunked attention), which interval arithmetic on the two terms apart would lose."""
+    if node.kind != "sub" or len(node.operands) != 2:
+        return None
+    x, rest = node.operands
+    mod = graph[rest]
+    if mod.kind != "mod" or len(mod.operands) != 2 or mod.operands[0] != x:
+        return None
+    c = graph[mod.operands[1]]
+    value = c.attrs.get("value") if c.kind == "const" else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _decided(always: bool, never: bool) -> Truth:

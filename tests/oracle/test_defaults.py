@@ -35,6 +35,7 @@ EXTRA = {
 KV_FAMILIES = [
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "olmo2", "starcoder2", "granite",
     "smollm3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "phi", "glm", "glm4", "glm4_moe",
+    "llama4_text",
 ]  # fmt: skip
 
 

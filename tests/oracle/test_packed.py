@@ -18,7 +18,8 @@ from tests.oracle.tiny_models import build, save
 F32 = PRECISIONS["f32"]
 DOCS = [[5, 17, 3, 88], [42, 9], [7, 1, 60, 11, 12]]
 ROWS = [[0, 1, 2], [2, 0, None]]  # row 1: two documents, then 5 filler tokens as a segment of their own
-FAMILIES = ["llama", "gpt2", "bloom", "gemma3", "gpt_neox"]  # RoPE, learned, ALiBi, windows, partial RoPE
+FAMILIES = ["llama", "gpt2", "bloom", "gemma3", "gpt_neox", "llama4"]  # RoPE, learned, ALiBi, windows,
+# partial RoPE, chunks (starting at multiples of the chunk within each document)
 
 
 def _pack(rows: list[list[int | None]]) -> tuple[dict[str, np.ndarray], list[list[tuple[int, int, int]]]]:

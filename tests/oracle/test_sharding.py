@@ -25,15 +25,19 @@ from tests.oracle.tiny_models import build, save
 
 # plain, q/k/v biases, windows + tied + (1+w), MoE, parallel block + fused QKV + partial RoPE + biases,
 # ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm, LM head bias (Phi),
-# multi-query with learned positions (GPTBigCode)
-FAMILIES = ["llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode"]
+# multi-query with learned positions (GPTBigCode), chunks + NoPE + a shared expert beside the routed
+# ones (Llama 4)
+FAMILIES = [
+    "llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode", "llama4",
+]  # fmt: skip
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
 STEPS = 3
 VOCAB = 96
 F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
 ROW_BIAS = re.compile(r"\.(o_proj|down_proj)\.bias$")
-REPLICATED = re.compile(r"norm|\.gate\.weight$|embed_positions")  # norms, MoE router, positions (V=96 splits)
+# norms, MoE routers (Llama 4's is `router`), positions (V=96 splits)
+REPLICATED = re.compile(r"norm|\.gate\.weight$|\.router\.weight$|embed_positions")
 TINY = ModelConfig(
     name="tiny", family="llama", vocab=96, hidden=32, heads=4, kv_heads=2, head_dim=8, intermediate=48,
     layers=(Layer(None, Rope(10000.0), "rope", False),), norms=Norms(1e-5), mlp=Mlp("silu"),
@@ -105,8 +109,9 @@ def test_one_collective_where_each_partial_result_joins(tiny, chips: int) -> Non
                 expected[f"l{i}.parallel.sum"] = f"l{i}.parallel"
             else:
                 expected[f"l{i}.o.sum"] = f"l{i}.o_b" if cfg.attention.out_bias else f"l{i}.o"
+                routed = f"l{i}.moe_shared" if cfg.moe is not None and cfg.moe.shared else f"l{i}.moe"
                 expected[f"l{i}.moe.sum" if layer.moe else f"l{i}.down.sum"] = (
-                    f"l{i}.moe" if layer.moe else f"l{i}.down_b" if cfg.mlp.bias else f"l{i}.down"
+                    routed if layer.moe else f"l{i}.down_b" if cfg.mlp.bias else f"l{i}.down"
                 )
             assert f"model.layers.{i}.self_attn.o_proj.weight" in g[f"l{i}.o"].operands
         reduces = g.of_kind("all_reduce")

@@ -392,9 +392,31 @@ GLM = {
     ),
 }
 ISSUE_28.update(GLM)
-ISSUE_28_MOE = ["glm4_moe"]
+ISSUE_28_MOE = ["glm4_moe", "llama4"]
 OWN_SIZES.update({f: ISSUE_28[f] for f in ("phi", "gpt_bigcode", "gpt_bigcode_mha", "gptj")})
 FAMILIES.update(ISSUE_28)
+# Llama 4: chunks of 3 (shorter than the prompt, so decode crosses chunk boundaries), layer 1
+# NoPE (global, temperature-tuned: floor_scale 2 moves the scale from position 1 on), q/k L2
+# norm on the RoPE layers (RoPE on interleaved pairs, theta 100 so it turns within the test),
+# layer 1 MoE (2 of 4 experts, sigmoid scores on the expert input, a shared expert) between
+# dense MLPs of another width (intermediate_size_mlp).
+LLAMA4 = dict(
+    head_dim=8,
+    intermediate_size=24,
+    intermediate_size_mlp=48,
+    num_local_experts=4,
+    num_experts_per_tok=2,
+    interleave_moe_layer_step=2,
+    no_rope_layer_interval=2,
+    attention_chunk_size=3,
+    attn_temperature_tuning=True,
+    floor_scale=2,
+    attn_scale=0.5,
+    use_qk_norm=True,
+    rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+)
+FAMILIES["llama4"] = ("Llama4TextConfig", "Llama4ForCausalLM", LLAMA4)
+ISSUE_28["llama4"] = FAMILIES["llama4"]
 # DeepSeek-V2 on V3's tiny sizes and yarn: group-limited routing (groups ranked by their best
 # score) with a routed scale != 1 and norm_topk_prob true, which transformers' V2 router ignores;
 # the Lite variant: q_proj instead of the q LoRA pair, greedy top-k over all experts, no dense
@@ -449,6 +471,9 @@ FAMILIES.update(DEEPSEEK_V2_PHIMOE)
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
 DENSE += [f for f in ISSUE_28 if f not in OWN_SIZES and f not in ISSUE_28_MOE]  # on COMMON's sizes
 MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss", *ISSUE_28_MOE]
+# transformers runs these families' experts on every token (Llama4TextExperts: a bmm over all
+# experts, the unrouted ones fed zero rows), with no experts implementation to switch to
+DENSE_EXPERTS = {"llama4"}
 
 
 def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:

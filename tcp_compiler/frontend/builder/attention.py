@@ -13,7 +13,7 @@ from tcp_compiler.frontend.builder import mla
 from tcp_compiler.frontend.builder.core import GraphBuilder
 from tcp_compiler.frontend.builder.kv_cache import cache_slot, prefill_cache
 from tcp_compiler.frontend.builder.norms import heads_norm, norm
-from tcp_compiler.frontend.builder.positions import alibi, position_heads
+from tcp_compiler.frontend.builder.positions import alibi, position_heads, temperature
 from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Layer
 
@@ -67,6 +67,11 @@ def attention(
         k = norm(b, k, "K", f"{pre}.k_norm", "k_norm", kind="layer", per=("Hkv", sh.kv))
     q_pos = position_heads(b, q, "H", layer, pos, "q")
     k_pos = position_heads(b, k, "Hkv", layer, pos, "k")
+    if cfg.attention.qk_norm == "l2" and layer.qk_norm:
+        q_pos = _l2_norm(b, q_pos, "H", "q_norm")
+        k_pos = _l2_norm(b, k_pos, "Hkv", "k_norm")
+    if layer.temperature is not None:
+        q_pos = g.add("mul", q_pos, temperature(b, layer, pos), name=b.name("q_tuned"))
     q5 = g.add(
         "reshape", q_pos, name=b.name("q_heads"), type=TensorType.of(F32, B=B, Hkv=Hkv, G=G, Sq=S, K=K)
     )
@@ -74,20 +79,21 @@ def attention(
         g.add("reshape", k_pos, name=b.name("k_new"), type=TensorType.of(F32, B=B, Hkv=Hkv, S=S, K=K)), p.kv
     )
     v_new = b.to(v, p.kv)
-    window = layer.sliding_window
-    cache_axis, key_axis = b.kv_axis_names(window)
+    window = layer.window  # a sliding window or a chunk: either way a ring of its size
+    ring = None if window is None else window.size
+    cache_axis, key_axis = b.kv_axis_names(ring)
     if past is None:  # prefill: every key just computed; the cache keeps what decode will read
         keys_type = TensorType.of(p.kv, B=B, Hkv=Hkv, Sk=S, K=K)
         keys = g.add("reshape", k_new, name=b.name("keys"), type=keys_type)
         values = g.add("reshape", v_new, name=b.name("values"), type=keys_type)
-        k_cache = prefill_cache(b, k_new, "k_cache", window)
-        v_cache = prefill_cache(b, v_new, "v_cache", window)
+        k_cache = prefill_cache(b, k_new, "k_cache", ring)
+        v_cache = prefill_cache(b, v_new, "v_cache", ring)
     else:  # decode: write the new position into the cache that came in
-        slots = past if window is None else min(past, window)
+        slots = past if ring is None else min(past, ring)
         cache_type = TensorType.of(p.kv, B=B, Hkv=Hkv, K=K).with_axes(
             [Axis("B", B), Axis("Hkv", Hkv), Axis(cache_axis, slots), Axis("K", K)]
         )
-        slot = cache_slot(b, pos, window)
+        slot = cache_slot(b, pos, ring)
         k_in = g.input(b.name("k_cache_in"), cache_type)
         v_in = g.input(b.name("v_cache_in"), cache_type)
         k_cache = g.add("scatter", k_in, slot, k_new, name=b.name("k_cache"), axis=cache_axis)
@@ -111,6 +117,15 @@ def _halves(b: GraphBuilder, q: Node, label: str, second: bool = False) -> Node:
     K = b.cfg.head_dim
     start = K if second else 0
     return b.g.add("slice", q, name=b.name(label), axis="K", start=start, stop=start + K)
+
+
+def _l2_norm(b: GraphBuilder, x: Node, heads: str, label: str) -> Node:
+    """Llama 4's q/k norm: RMSNorm over each head's K without a weight, on the rotated heads (a
+    view as [B, heads, S, K]: RoPE's evens-then-odds order leaves the norm as it is)."""
+    sizes = x.type.sizes
+    whole = TensorType.of(F32, B=b.batch, **{heads: sizes[heads]}, S=b.seq, K=b.cfg.head_dim)
+    x = b.g.add("reshape", b.to(x, F32), name=b.name(f"{label}.heads"), type=whole)
+    return norm(b, x, "K", None, label, kind="rms")
 
 
 def _attend(b: GraphBuilder, i: int, q: Node, keys: Node, values: Node, mask: Node, pos: Node) -> Node:

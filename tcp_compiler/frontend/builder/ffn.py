@@ -73,7 +73,11 @@ def _experts(b: GraphBuilder, i: int, x: Node, idx: Node, weights: Node, reduce:
     counts = g.add("bincount", idx, name=b.name("expert_counts"), type=TensorType.of(I32, E=E))
     column, row = sh.columns(F), sh.rows(F)
     gate_w = _expert_weight(b, i, 0, {"E": E, "F": F, "D": D}, "D", column)
-    rows = g.add("dispatch", b.to(x, gate_w[0].type.dtype), idx, name=b.name("expert_rows"), axis="R")
+    if cfg.moe.weights_input:
+        rows, weights = _weighted_rows(b, x, idx, weights)
+        rows = b.to(rows, gate_w[0].type.dtype)
+    else:
+        rows = g.add("dispatch", b.to(x, gate_w[0].type.dtype), idx, name=b.name("expert_rows"), axis="R")
     gate = _expert(b, rows, counts, gate_w, "expert_gate", _expert_bias(b, i, 0, idx, F, column))
     up_w = _expert_weight(b, i, 1, {"E": E, "F": F, "D": D}, "D", column)
     up = _expert(b, rows, counts, up_w, "expert_up", _expert_bias(b, i, 1, idx, F, column))
@@ -86,6 +90,18 @@ def _experts(b: GraphBuilder, i: int, x: Node, idx: Node, weights: Node, reduce:
     if shared is not None:
         out = g.add("add", out, shared, name=b.name("moe_shared"))
     return b.all_reduce(out, b.name("moe.sum")) if reduce else out
+
+
+def _weighted_rows(b: GraphBuilder, x: Node, idx: Node, weights: Node) -> tuple[Node, Node]:
+    """Llama 4 weighs a routed slot's input, not its output: each dispatched row [R, D] times its
+    slot's weight (dispatched the same way), in the activation dtype as transformers multiplies
+    them, and weights of one for the combine."""
+    g, act = b.g, b.p.act
+    rows = g.add("dispatch", b.to(x, act), idx, name=b.name("expert_rows"), axis="R")
+    row_weights = b.to(g.add("dispatch", weights, idx, name=b.name("row_weights"), axis="R"), act)
+    scaled = g.add("mul", rows, row_weights, name=b.name("expert_rows_weighted"))
+    ones = g.add("const", name=b.name("slot_ones"), type=weights.type, value=1.0)
+    return scaled, ones
 
 
 def _glu(b: GraphBuilder, gate: Node, up: Node, label: str) -> Node:

@@ -1,22 +1,36 @@
-"""Attention masks as IR: causal, sliding-window and key-padding, built once per window size."""
+"""Attention masks as IR: causal, sliding-window, chunked and key-padding, built once per window.
+
+A window (config.Window) is the last W positions (sliding) or the query's own chunk of W
+positions from a multiple of W (Llama 4's chunked attention); both keep a ring of W cache slots.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from ir import I32, DType, Graph, Node, TensorType
+from tcp_compiler.frontend.config import Window
 
 Const = Callable[[float | int, DType], Node]
 
 
 class PrefillMasks:
-    """Causal (and sliding-window, key-padding, same-document) masks over [Sq, Sk], one per window."""
+    """Causal (and windowed, key-padding, same-document) masks over [Sq, Sk], one per window.
+    Packed rows (`segment`) give each token's `position` within its document: chunks start at
+    multiples of the chunk there, as if each document ran alone."""
 
     def __init__(
-        self, g: Graph, const: Const, seq: int, lengths: Node | None, segment: Node | None = None
+        self,
+        g: Graph,
+        const: Const,
+        seq: int,
+        lengths: Node | None,
+        segment: Node | None = None,
+        position: Node | None = None,
     ) -> None:
         self.g, self.const, self.seq, self.lengths, self.segment = g, const, seq, lengths, segment
-        self.cache: dict[int | None, Node] = {}
+        self.position = position
+        self.cache: dict[Window | None, Node] = {}
 
     def same_document(self) -> Node:
         """[B, Sq, Sk]: query and key belong to the same packed document (segment id)."""
@@ -47,25 +61,39 @@ class PrefillMasks:
             g.add("or", inside, own, name="mask.valid")
         return g["mask.valid"]
 
-    def __call__(self, window: int | None) -> Node:
+    def __call__(self, window: Window | None) -> Node:
         if window in self.cache:
             return self.cache[window]
-        g, s = self.g, self.seq
+        g, s, tag = self.g, self.seq, _suffix(window)
         grid = TensorType.of(I32, Sq=s, Sk=s)
         if not self.cache:
             g.add("iota", name="mask.i", type=grid, axis="Sq")
             g.add("iota", name="mask.j", type=grid, axis="Sk")
-        mask = g.add("le", "mask.j", "mask.i", name=f"mask.causal{_suffix(window)}")
-        if window is not None:
-            start = g.add("sub", "mask.i", self.const(window, I32), name=f"mask.start{_suffix(window)}")
-            inside = g.add("gt", "mask.j", start, name=f"mask.window{_suffix(window)}")
-            mask = g.add("and", mask, inside, name=f"mask.sliding{_suffix(window)}")
+        mask = g.add("le", "mask.j", "mask.i", name=f"mask.causal{tag}")
+        if window is not None and window.chunked:
+            mask = g.add("and", mask, self._same_chunk(window.size, tag), name=f"mask.chunked{tag}")
+        elif window is not None:
+            start = g.add("sub", "mask.i", self.const(window.size, I32), name=f"mask.start{tag}")
+            inside = g.add("gt", "mask.j", start, name=f"mask.window{tag}")
+            mask = g.add("and", mask, inside, name=f"mask.sliding{tag}")
         if self.lengths is not None:
             mask = g.add("and", mask, self.valid(), name=f"mask{_suffix(window)}")
         if self.segment is not None:
-            mask = g.add("and", mask, self.same_document(), name=f"mask.packed{_suffix(window)}")
+            mask = g.add("and", mask, self.same_document(), name=f"mask.packed{tag}")
         self.cache[window] = mask
         return mask
+
+    def _same_chunk(self, size: int, tag: str) -> Node:
+        """Key at or after the start of the query's chunk (the last multiple of `size` at or
+        before its position): with causality, the keys of its own chunk."""
+        g, i, j = self.g, "mask.i", "mask.j"
+        if self.position is not None:
+            b, pos = self.position.type.size("B"), self.position
+            i = g.add("reshape", pos, name=f"mask.position_q{tag}", type=TensorType.of(I32, B=b, Sq=self.seq))
+            j = g.add("reshape", pos, name=f"mask.position_k{tag}", type=TensorType.of(I32, B=b, Sk=self.seq))
+        into = g.add("mod", i, self.const(size, I32), name=f"mask.into{tag}")
+        start = g.add("sub", i, into, name=f"mask.start{tag}")
+        return g.add("ge", j, start, name=f"mask.chunk{tag}")
 
 
 class DecodeMasks:
@@ -78,9 +106,12 @@ class DecodeMasks:
 
     def __init__(self, g: Graph, const: Const, positions: int, pos: Node) -> None:
         self.g, self.const, self.positions, self.pos = g, const, positions, pos
-        self.cache: dict[int | None, Node] = {}
+        self.cache: dict[Window | None, Node] = {}
 
-    def __call__(self, window: int | None) -> Node:
+    def __call__(self, window: Window | None) -> Node:
+        """A chunk of W keeps its positions in the same ring: the current chunk's positions
+        c .. pos (c a multiple of W) sit in slots 0 .. pos mod W, so slot j is visible when
+        it is back at most pos mod W positions (the others hold the chunk before)."""
         if window in self.cache:
             return self.cache[window]
         g = self.g
@@ -88,15 +119,18 @@ class DecodeMasks:
             g.add("iota", name="mask.j", type=TensorType.of(I32, Sk=self.positions), axis="Sk")
             mask = g.add("le", "mask.j", self.pos, name="mask.causal")
         else:
-            axis, tag = f"Skw{window}", _suffix(window)
-            slots = TensorType.of(I32, **{axis: min(self.positions, window)})
+            axis, tag, size = f"Skw{window.size}", _suffix(window), self.const(window.size, I32)
+            slots = TensorType.of(I32, **{axis: min(self.positions, window.size)})
             j = g.add("iota", name=f"mask.j{tag}", type=slots, axis=axis)
             behind = g.add("sub", self.pos, j, name=f"mask.behind{tag}")
-            back = g.add("mod", behind, self.const(window, I32), name=f"mask.back{tag}")
-            mask = g.add("le", back, self.pos, name=f"mask.ring{tag}")
+            back = g.add("mod", behind, size, name=f"mask.back{tag}")
+            reach = g.add("mod", self.pos, size, name=f"mask.into{tag}") if window.chunked else self.pos
+            mask = g.add("le", back, reach, name=f"mask.ring{tag}")
         self.cache[window] = mask
         return mask
 
 
-def _suffix(window: int | None) -> str:
-    return "" if window is None else f".w{window}"
+def _suffix(window: Window | None) -> str:
+    if window is None:
+        return ""
+    return f".c{window.size}" if window.chunked else f".w{window.size}"

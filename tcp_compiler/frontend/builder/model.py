@@ -73,7 +73,7 @@ def build_prefill(
     else:
         pos = b.g.add("iota", name="pos", type=TensorType.of(I32, S=seq), axis="S")
     check_ssm(b)
-    masks = PrefillMasks(b.g, b.const, b.seq, lengths, segment)
+    masks = PrefillMasks(b.g, b.const, b.seq, lengths, segment, pos if documents else None)
     h = _enter(b, stage, lambda: _embed(b, ids, pos))
     outputs = []
     for i in stage.layers:

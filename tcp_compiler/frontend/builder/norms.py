@@ -10,7 +10,7 @@ def norm(
     b: GraphBuilder,
     x: Node,
     axis: str,
-    prefix: str,
+    prefix: str | None,
     label: str,
     kind: str | None = None,
     eps: float | None = None,
@@ -18,7 +18,8 @@ def norm(
     offset: bool = True,
 ) -> Node:
     """The model's norm (or `kind`) over `axis`, with weight `{prefix}.weight` (and `.bias` when
-    the model's LayerNorms have one), into the value of role `label`; `eps` where a norm has its
+    the model's LayerNorms have one; neither when `prefix` is None: Llama 4's L2 norm), into the
+    value of role `label`; `eps` where a norm has its
     own (DeepSeek's low-rank norms). `per` = (axis, cut): a weight row of its own for each entry of
     that axis (Cohere's q/k norm, one per head), cut over the chips like that axis. `offset` False:
     a plain weight where the model's norms scale by (1 + w) (Qwen3-Next's gated norm)."""
@@ -35,6 +36,8 @@ def norm(
     epsilon = b.const(cfg.norms.eps if eps is None else eps)
     var = g.add("add", mean, epsilon, name=b.name(f"{label}.var"))
     rstd = g.add("rsqrt", var, name=b.name(f"{label}.rstd"))
+    if prefix is None:
+        return g.add("mul", x, rstd, name=b.name(label))
     unit = g.add("mul", x, rstd, name=b.name(f"{label}.unit"))
     if per is None:
         w = b.to(b.tensor(f"{prefix}.weight", b.p.table, {axis: n}), F32)

@@ -1,5 +1,5 @@
 """Positions as IR: RoPE (rotate_half, partial and interleaved), learned and sinusoidal absolute
-embeddings, and ALiBi's bias.
+embeddings, ALiBi's bias and Llama 4's per-position query temperature.
 
 RoPE is a gather from a [P, Kp, R, T] table of 2x2 rotations plus an einsum (the table's values
 come from `config.Rope`); absolute tables are gathered by position; ALiBi's slopes and the
@@ -81,6 +81,20 @@ def rope_table(b: GraphBuilder, layer: Layer, pos: Node) -> Node:
         axes = {"P": positions, "Kp": k // 2, "R": 2, "T": 2}
         table = b.param(
             f"{layer.rope_name}.table", b.p.kv, axes, Binding((), lambda get, rank: rope.table(k, positions))
+        )
+        b.g.add("gather", table, pos, name=name, axis="P")
+    return b.g[name]
+
+
+def temperature(b: GraphBuilder, layer: Layer, pos: Node) -> Node:
+    """Llama 4's query scale at each position (config.Temperature), gathered once per graph from a
+    table computed as transformers computes it."""
+    name = "attn_temperature"
+    if name not in b.g:
+        tuning, positions = layer.temperature, b.positions
+        assert tuning is not None
+        table = b.param(
+            f"{name}.table", F32, {"P": positions}, Binding((), lambda get, rank: tuning.table(positions))
         )
         b.g.add("gather", table, pos, name=name, axis="P")
     return b.g[name]

@@ -1,9 +1,10 @@
 """MoE routing as IR: which experts each token's slots go to, with what weight, from the router
 logits [B, S, E]. Every family's routing is here (`route` picks by the config):
 
-- scores: a softmax over all experts (Mixtral, Qwen MoE, DeepSeek V1 and V2) or DeepSeek-V3's
-  independent sigmoids; the top k scores pick the experts and weigh them, renormalised over the k
-  where the family does (norm_topk_prob), then multiplied by routed_scaling_factor (DeepSeek);
+- scores: a softmax over all experts (Mixtral, Qwen MoE, DeepSeek V1 and V2) or independent
+  sigmoids (DeepSeek-V3; Llama 4, whose weights scale the expert's input: `ffn`); the top k
+  scores pick the experts and weigh them, renormalised over the k where the family does
+  (norm_topk_prob), then multiplied by routed_scaling_factor (DeepSeek);
 - DeepSeek-V3's correction bias is added to pick experts, the weights stay the unbiased scores;
 - with n_group groups (DeepSeek), only the topk_group best groups are eligible: ranked by the sum
   of their two best (biased) scores (V3) or by their best score (V2's group_limited_greedy);

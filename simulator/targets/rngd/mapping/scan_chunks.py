@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from ir import Graph, Node, TensorType
+from ir import F32, Graph, Node, TensorType
 from ir.memo import per_graph
 from simulator.engine import simulate as run_engine
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
@@ -26,7 +26,7 @@ from simulator.targets.rngd.mapping.schedule import schedule
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.passes.chunked_scan import SCANS, block_scans, chunk_scans, chunkable
 
-F32_BYTES = 4  # the chunked form computes in float32 (tcp_compiler.passes.chunked_scan)
+F32_BYTES = F32.bits // 8  # the chunked form computes in float32 (tcp_compiler.passes.chunked_scan)
 
 Chunks = dict[str, tuple[int, int]]  # scan or its state op -> (chunk length, block length)
 
