@@ -30,8 +30,8 @@ QkNorm = Literal["none", "per_head", "all_heads", "each_head", "l2"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
 GroupScore = Literal["top2_sum", "max"]
-Mixer = Literal["attention", "mamba", "none"]  # none: an MLP-only layer (Nemotron-H)
-SsmKind = Literal["mamba", "mamba2"]
+Mixer = Literal["attention", "mamba", "deltanet", "rwkv", "none"]  # none: an MLP-only layer (Nemotron-H)
+SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4"]
 
 
 def check_mode(value: object, mode: object, what: str) -> None:
@@ -251,13 +251,20 @@ class Mla:
 @dataclass(frozen=True)
 class Ssm:
     """A Mamba mixer (a selective state-space layer): its sizes and variant, as the layers whose
-    `Layer.mixer` is "mamba" build it (frontend/builder/ssm.py).
+    `Layer.mixer` is "mamba" or "deltanet" build it (frontend/builder/ssm.py), and of RWKV blocks
+    (frontend/builder/rwkv.py).
 
     Mamba-1 (`kind` "mamba"): every one of the `inner` channels has its own [state] decay (A_log
     [inner, state]), dt comes through a rank-`dt_rank` x_proj / dt_proj pair, and the output is
     gated by silu(z) before out_proj. Mamba-2 ("mamba2"): one scalar decay per head of `head_dim`
     channels, B and C shared by the heads of each of `groups` groups, dt one per head straight from
-    in_proj, and a gated RMSNorm over each group's channels before out_proj.
+    in_proj, and a gated RMSNorm over each group's channels before out_proj. Qwen3-Next's gated
+    DeltaNet ("gated_delta", layers whose mixer is "deltanet"): `heads` value heads of `head_dim`
+    channels (inner = heads x head_dim), `groups` query/key heads of `state` channels each shared by
+    heads / groups value heads; the state is [heads, state, head_dim]. RWKV-4 ("rwkv4", layers whose
+    mixer is "rwkv"): `inner` WKV channels, each with a numerator and a denominator state (state 1,
+    two scans); its token shifts carry one previous input (conv_kernel 2) of `token_shift` channels
+    beside the WKV's lagged inputs.
     """
 
     kind: SsmKind
@@ -276,6 +283,8 @@ class Ssm:
     norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm
     chunk: int = 256  # Mamba-2's chunk_size (the chunked scan's chunk in transformers)
     activation: Activation = "silu"  # after the convolution (hidden_act; Nemotron-H's mamba_hidden_act)
+    token_shift: int = 0  # RWKV: the channels its time- and channel-mixing token shifts carry
+    rescale_every: int = 0  # RWKV: the hidden state halves after every n-th block (transformers' eval)
 
     def __post_init__(self) -> None:
         check_mode(self.kind, SsmKind, "ssm")
@@ -283,13 +292,17 @@ class Ssm:
 
     @property
     def conv_channels(self) -> int:
-        """Channels of the convolution: x (and Mamba-2's B and C, which go through it too)."""
-        return self.inner + (2 * self.groups * self.state if self.kind == "mamba2" else 0)
+        """Channels of the convolution: x (and Mamba-2's B and C, or DeltaNet's q and k, which go
+        through it too)."""
+        if self.kind == "rwkv4":  # exp(k) and exp(k) v of the step before, and the token shifts
+            return 2 * self.inner + self.token_shift
+        return self.inner + (0 if self.kind == "mamba" else 2 * self.groups * self.state)
 
     @property
     def state_elements(self) -> int:
-        """One sequence's recurrent state in one layer: inner x state entries."""
-        return self.inner * self.state
+        """One sequence's recurrent state in one layer: inner x state entries (RWKV: a numerator
+        and a denominator per channel)."""
+        return self.inner * self.state * (2 if self.kind == "rwkv4" else 1)
 
     @property
     def window_elements(self) -> int:
@@ -326,9 +339,10 @@ class Temperature:
 @dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
-    MoE MLP, and Llama 4's per-layer attention options; its mixer (attention, a Mamba layer of
-    ModelConfig.ssm, or none) and whether a feed-forward block follows it (pure Mamba blocks and
-    Nemotron-H's attention layers have none; its MLP layers have no mixer)."""
+    MoE MLP, and Llama 4's per-layer attention options; its mixer (attention, a Mamba layer or
+    Qwen3-Next's gated DeltaNet of ModelConfig.ssm, an RWKV block (time mixing, then channel mixing,
+    its channel mixing its feed-forward block), or none) and whether a feed-forward block follows it
+    (pure Mamba blocks and Nemotron-H's attention layers have none; its MLP layers have no mixer)."""
 
     sliding_window: int | None
     rope: Rope | None
@@ -352,6 +366,12 @@ class Layer:
             return Window(self.chunk, chunked=True)
         return None if self.sliding_window is None else Window(self.sliding_window)
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether the layer's mixer carries a fixed-size state of ModelConfig.ssm (Mamba,
+        DeltaNet, RWKV) rather than a KV cache (attention) or nothing (none)."""
+        return self.mixer not in ("attention", "none")
+
 
 @dataclass(frozen=True)
 class Norms:
@@ -363,6 +383,7 @@ class Norms:
     offset: float = 0.0  # Gemma's RMSNorm scales by (1 + w)
     embed: bool = False  # BLOOM: LayerNorm right after the embedding
     final: bool = True  # OPT's post-LN models have none
+    final_eps: float | None = None  # the final norm's own eps (RWKV's ln_out keeps LayerNorm's 1e-5)
     sandwich: bool = False  # Gemma: norms after attention and MLP as well as before
     pre: bool = True  # False with sandwich: OLMo 2 norms only the branch outputs
     parallel: Literal[1, 2] = 2  # parallel blocks: 2 norms (GPT-NeoX) or 1 shared (Falcon-7B)
@@ -414,6 +435,7 @@ class Attention:
     scale: float | None = None  # on the scores; default 1/sqrt(head_dim)
     softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
     sinks: bool = False  # gpt-oss: a learned logit per head joins each softmax's denominator
+    output_gate: bool = False  # Qwen3-Next: q_proj also gives a gate per head; out * sigmoid(gate)
 
     def __post_init__(self) -> None:
         check_mode(self.qk_norm, QkNorm, "q/k norm")
@@ -471,7 +493,7 @@ class ModelConfig:
     embedding: Embedding = Embedding()
     moe: Moe | None = None
     mla: Mla | None = None  # DeepSeek's latent attention instead of per-head K/V
-    ssm: Ssm | None = None  # the Mamba layers' mixer (Layer.mixer == "mamba")
+    ssm: Ssm | None = None  # the mixer of the recurrent layers (Layer.recurrent: Mamba, DeltaNet, RWKV)
     max_positions: int = 0
     dtype: str = "bfloat16"
     tensors: TensorMap = IDENTITY  # where the canonical weight names live in the checkpoint
@@ -482,12 +504,12 @@ class ModelConfig:
 
     def state_elements(self, layers: range | None = None) -> int:
         """Cached elements one sequence holds at any context length in `layers` (all by default):
-        every Mamba layer's recurrent state and convolution window; 0 without Mamba layers."""
+        every recurrent (Mamba, DeltaNet or RWKV) layer's state and convolution window; 0 without them."""
         if self.ssm is None:
             return 0
         chosen = self.layers if layers is None else [self.layers[i] for i in layers]
         per_layer = self.ssm.state_elements + self.ssm.window_elements
-        return per_layer * sum(layer.mixer == "mamba" for layer in chosen)
+        return per_layer * sum(layer.recurrent for layer in chosen)
 
     @property
     def scale(self) -> float:

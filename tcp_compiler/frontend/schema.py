@@ -158,6 +158,7 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(("n_group", "topk_group"), _count(MAX_EXPERTS)),  # DeepSeek's expert groups
     "n_shared_experts": _count(MAX_EXPERTS, lo=0),  # 0: no shared expert (transformers' MLP of width 0)
     "first_k_dense_replace": _count(MAX_LAYERS, lo=0),  # 0: every layer is MoE
+    "rescale_every": _count(MAX_LAYERS, lo=0),  # RWKV: 0 means no rescaling
     "shared_expert_intermediate_size": _count(MAX_WIDTH),
     "routed_scaling_factor": _positive(1e6),
     "norm_topk_prob": _BOOL,

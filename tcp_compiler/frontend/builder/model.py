@@ -20,7 +20,8 @@ from tcp_compiler.frontend.builder.ffn import feed_forward
 from tcp_compiler.frontend.builder.masks import DecodeMasks, PrefillMasks
 from tcp_compiler.frontend.builder.norms import norm
 from tcp_compiler.frontend.builder.positions import absolute
-from tcp_compiler.frontend.builder.ssm import check_ssm, mamba
+from tcp_compiler.frontend.builder.rwkv import rwkv_block
+from tcp_compiler.frontend.builder.ssm import check_ssm, gated_delta, mamba
 from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -209,26 +210,31 @@ def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
 
 def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
     """Decoder layer i, its values named in the layer (GraphBuilder.layer): an attention layer with
-    its MLP, pre-norm (optionally with Gemma's sandwich norms), post-norm or parallel; or a hybrid
-    model's layer (`_mixer_block`). Returns (output, its caches: K and V, a Mamba layer's state and
-    convolution window, or none for an MLP-only layer)."""
+    its MLP, pre-norm (optionally with Gemma's sandwich norms), post-norm or parallel; an RWKV
+    block; or a pre-norm block of another mixer and an optional MLP (`_mixer_block`). Returns
+    (output, its caches: K and V, a Mamba or DeltaNet layer's state and convolution window, an
+    RWKV block's sums and shifted inputs, or none for an MLP-only layer)."""
     with b.layer(i):
+        if layer.mixer == "rwkv":
+            return rwkv_block(b, i, h, past is not None)
         if layer.mixer != "attention" or not layer.ffn:
             return _mixer_block(b, i, layer, h, pos, masks, past)
-        h, k_cache, v_cache = _block(b, i, layer, h, pos, masks, past)
-        return h, [k_cache, v_cache]
+        return _block(b, i, layer, h, pos, masks, past)
 
 
 def _mixer_block(
     b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None
 ) -> tuple[Node, list[Node]]:
-    """A hybrid model's pre-norm layer: x + mixer(norm(x)) for its mixer (Mamba, attention, or
-    none), then x + mlp(norm(x)) when it has a feed-forward block."""
+    """A pre-norm layer of any mixer but RWKV's: x + mixer(norm(x)) for its mixer (Mamba,
+    Qwen3-Next's gated DeltaNet, attention, or none), then x + mlp(norm(x)) when it has a
+    feed-forward block."""
     pre, caches = f"model.layers.{i}", []
     if layer.mixer != "none":
         n = norm(b, h, "D", f"{pre}.input_layernorm", "mixer_norm")
         if layer.mixer == "mamba":
             m, caches = mamba(b, i, n, past is not None)
+        elif layer.mixer == "deltanet":
+            m, caches = gated_delta(b, i, n, past is not None)
         else:
             m, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
             caches = [k_cache, v_cache]
@@ -247,14 +253,14 @@ def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, pas
         a, k_cache, v_cache = attention(b, i, layer, h, pos, masks, past)
         h = norm(b, _residual(b, h, a, "h_attn"), "D", attn_norm, "attn_norm")
         m = feed_forward(b, i, layer, h)
-        return norm(b, _residual(b, h, m, "h_mlp"), "D", mlp_norm, "out"), k_cache, v_cache
+        return norm(b, _residual(b, h, m, "h_mlp"), "D", mlp_norm, "out"), [k_cache, v_cache]
     n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
     if cfg.residual.block == "parallel":
         a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past, reduce=False)
         n2 = n if cfg.norms.parallel == 1 else norm(b, h, "D", mlp_norm, "mlp_norm")
         m = feed_forward(b, i, layer, n2, reduce=False)
         both = b.all_reduce(g.add("add", a, m, name=b.name("parallel")), b.name("parallel.sum"))
-        return _residual(b, h, both, "out"), k_cache, v_cache
+        return _residual(b, h, both, "out"), [k_cache, v_cache]
     a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
     if cfg.norms.sandwich:
         a = norm(b, a, "D", f"{pre}.post_attention_layernorm", "attn_out_norm")
@@ -264,7 +270,7 @@ def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, pas
     m = feed_forward(b, i, layer, n)
     if cfg.norms.sandwich:
         m = norm(b, m, "D", f"{pre}.post_feedforward_layernorm", "mlp_out_norm")
-    return _residual(b, n if cfg.residual.from_norm else h, m, "out"), k_cache, v_cache
+    return _residual(b, n if cfg.residual.from_norm else h, m, "out"), [k_cache, v_cache]
 
 
 def _head(b: GraphBuilder, x: Node) -> Node:
@@ -275,7 +281,7 @@ def _head(b: GraphBuilder, x: Node) -> Node:
     """
     cfg, sh, g = b.cfg, b.sh, b.g
     if cfg.norms.final:
-        x = norm(b, x, "D", "model.norm", "final_norm")
+        x = norm(b, x, "D", "model.norm", "final_norm", eps=cfg.norms.final_eps)
     axes = {"V": sh.vocab, "D": cfg.hidden}
     parallel = sh.vocab != cfg.vocab
     part = sh.column if parallel else whole
