@@ -487,8 +487,9 @@ CROSS = {  # combinations of valid values that are invalid together
     "sweep": [["--batch", ",".join(str(i) for i in range(1, 65)), "--prompt-len",
                ",".join(str(i) for i in range(1, 65)), "--gen-len", "1,2"], ["--csv", "{d}/none/x.csv"],
               ["--dtype", "bf17"]],
+    # (70 ids past the tiny model's 64 positions run, as transformers runs RoPE past them: not here)
     "run": [["--prompt-ids", "99"], ["--prompt-ids", "-1"], ["--logits-out", "{d}/no/x.npz"],
-            ["--prompt-ids", ",".join(["1"] * 70)]],
+            ["--dtype", "bf17"]],
     "inspect": [["--dot", "{d}/no/x.dot"]],
 }  # fmt: skip
 

@@ -32,22 +32,27 @@ def _reference(cfg, precision, hw, chips, batch, phase, length, pp=1) -> PhaseBo
     flops = {d: 2.0 * n * tokens for d, n in _weights_by_operand(cfg, precision).items()}
     head = _head_operand(cfg, precision)
     flops[head] = flops.get(head, 0.0) + 2.0 * cfg.hidden * cfg.vocab * batch
-    attending = [layer for layer in cfg.layers if layer.mixer == "attention"]  # Mamba layers have no KV
+    # Mamba layers have no KV; DeciLM skips or replaces some layers' attention
+    attending = [layer for layer in cfg.layers if layer.attends]
     attention = sum(_attention_flops(cfg, w.window, batch, queries, length) for w in attending)
     flops[precision.kv] = flops.get(precision.kv, 0.0) + attention
     weight_bytes = matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision)
-    kv_token = kv_elements_per_token(cfg) * precision.kv.bits / 8
-    kv_bytes = sum(batch * _kept(layer.window, length) * kv_token for layer in attending)
+    kv_bytes = sum(batch * _kept(layer.window, length) * _kv_token(cfg, layer, precision)
+                   for layer in attending)  # fmt: skip
     if cfg.ssm is not None:  # every Mamba layer's state: written by prefill, read and written by decode
         kv_bytes += (1 if phase == "prefill" else 2) * batch * cfg.state_elements() * precision.kv.bits / 8
     kv_split = 1 if cfg.mla is not None else chips
     link_bytes = 0.0
     hidden = tokens * cfg.hidden * precision.collective.bits / 8
     if chips > 1:
-        per_layer = 1 if cfg.residual.block == "parallel" else 2
-        if cfg.ssm is not None:  # a Mamba block without an MLP all-reduces once, after out_proj
-            per_layer = 1
-        link_bytes = len(cfg.layers) / pp * per_layer * 2 * (chips - 1) / chips * hidden
+        # one all-reduce per parallel block, else one per mixer a layer runs (its attention, unless
+        # DeciLM skips or replaces it, or a recurrent mixer's out_proj) and one per MLP it keeps
+        # (pure Mamba blocks and Nemotron-H's mixer blocks have none)
+        once = cfg.residual.block == "parallel"
+        kept = [(layer.mixer != "attention" or layer.attention == "standard") + (layer.ffn == "standard")
+                for layer in cfg.layers]  # fmt: skip
+        reduces = len(cfg.layers) if once else sum(kept)
+        link_bytes = reduces / pp * 2 * (chips - 1) / chips * hidden
     link_bytes += hidden if pp > 1 else 0.0
     everywhere = chips * pp
     return PhaseBound(
@@ -55,6 +60,10 @@ def _reference(cfg, precision, hw, chips, batch, phase, length, pp=1) -> PhaseBo
         memory_seconds=(weight_bytes / everywhere + kv_bytes / kv_split / pp) / hw.hbm_peak_bytes_per_second,
         link_seconds=link_bytes / hw.system.link_bytes_per_s,
     )
+
+
+def _kv_token(cfg, layer, precision) -> float:
+    return kv_elements_per_token(cfg, layer) * precision.kv.bits / 8
 
 
 def _bits(b: PhaseBound) -> tuple[str, ...]:

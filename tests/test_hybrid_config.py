@@ -45,7 +45,7 @@ def test_bamba_left_out_fields_are_transformers_class_defaults() -> None:
     )  # fmt: skip
     assert (ssm.dt_min, ssm.dt_max) == tuple(theirs.time_step_limit) == (0.0, math.inf)
     assert ours.rotary == int(ours.head_dim * theirs.rope_parameters["partial_rotary_factor"])
-    assert all(layer.ffn for layer in ours.layers)  # an MLP after every mixer
+    assert all(layer.ffn == "standard" for layer in ours.layers)  # an MLP after every mixer
     assert ours.embedding.tied == theirs.tie_word_embeddings
 
 
@@ -86,9 +86,11 @@ def test_nemotron_h_left_out_fields_are_transformers_class_defaults() -> None:
     theirs = AutoConfig.for_model("nemotron_h", hybrid_override_pattern=pattern)
     ours = _read({"model_type": "nemotron_h", "hybrid_override_pattern": pattern})
     ssm = ours.ssm
-    blocks = {"linear_attention": ("mamba", False), "full_attention": ("attention", False),
-              "mlp": ("none", True)}  # fmt: skip
-    assert [(x.mixer, x.ffn) for x in ours.layers] == [blocks[t] for t in theirs.layers_block_type]
+    blocks = {"linear_attention": ("mamba", "standard", "skip"),
+              "full_attention": ("attention", "standard", "skip"),
+              "mlp": ("attention", "skip", "standard")}  # fmt: skip
+    parts = [(x.mixer, x.attention, x.ffn) for x in ours.layers]
+    assert parts == [blocks[t] for t in theirs.layers_block_type]
     assert (ours.vocab, ours.hidden, ours.intermediate, ours.heads, ours.kv_heads, ours.head_dim) == (
         theirs.vocab_size, theirs.hidden_size, theirs.intermediate_size, theirs.num_attention_heads,
         theirs.num_key_value_heads, theirs.head_dim,
@@ -113,7 +115,7 @@ def test_nemotron_h_reads_the_older_spellings_and_block_lists() -> None:
                  "mamba_chunk_size": 64, "mamba_dt_min": 0.01})  # fmt: skip
     assert (cfg.ssm.groups, cfg.ssm.chunk, cfg.ssm.dt_min) == (4, 64, 0.01)
     listed = _read({"model_type": "nemotron_h", "layers_block_type": ["mlp", "full_attention"]})
-    assert [layer.mixer for layer in listed.layers] == ["none", "attention"]
+    assert [(x.attention, x.ffn) for x in listed.layers] == [("skip", "standard"), ("standard", "skip")]
 
 
 NEMOTRON = {"model_type": "nemotron_h", "hybrid_override_pattern": "M*-"}
@@ -143,7 +145,7 @@ def test_granitemoehybrid_left_out_fields_are_transformers_class_defaults() -> N
     theirs = AutoConfig.for_model("granitemoehybrid", num_hidden_layers=2, layer_types=types)
     ours = _read({"model_type": "granitemoehybrid", "num_hidden_layers": 2, "layer_types": types})
     moe, ssm = ours.moe, ours.ssm
-    assert [x.mixer for x in ours.layers] == types and all(x.moe and x.ffn for x in ours.layers)
+    assert [x.mixer for x in ours.layers] == types and all(x.moe and x.ffn == "standard" for x in ours.layers)
     assert (moe.experts, moe.top_k, moe.intermediate, moe.shared.intermediate, moe.softmax_after_top_k) == (
         theirs.num_local_experts, theirs.num_experts_per_tok, theirs.intermediate_size,
         theirs.shared_intermediate_size, True,

@@ -13,7 +13,10 @@ import ray
 
 from tcp_compiler.cli import main
 from tcp_compiler.executors import local_executor, ray_executor
+from tcp_compiler.planner import Context, Space, plan
 from tcp_compiler.search.study import run_search
+from tcp_compiler.serve.max_rate import searched
+from tcp_compiler.serve.workload import Workload, lengths
 from tcp_compiler.store import read_rows
 from tcp_compiler.sweep import Point, grid, run_sweep
 from tests.test_search import _search, _trials
@@ -83,3 +86,12 @@ def test_ray_address_needs_the_ray_executor(tmp_path: Path, capsys) -> None:
             "--ray-address", "auto"]  # fmt: skip
     assert main(args) == 2
     assert "--ray-address applies to --executor ray" in capsys.readouterr().err
+
+
+def test_a_plan_on_ray_equals_the_process_pool() -> None:
+    """`tcpc plan --executor ray`: the same ranking, figure for figure, as the process pool's."""
+    short = Workload(prompt_len=lengths("uniform:32:128"), gen_len=lengths("16"))
+    work, slo = searched(short, 0.05, 0.009, 50.0)
+    context = Context("llama-3.2-1b", "rngd", work, (slo,))
+    space = Space(2, fewer_chips=False, max_seqs=(16,), max_batch_tokens=(512,))
+    assert plan(context, space, 2, ray_executor()) == plan(context, space, 2, local_executor)

@@ -26,6 +26,7 @@ The bound is the largest of the three; no simulated phase may beat it (tests/tes
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ from simulator.spec import Spec
 from tcp_compiler.analysis.roofline import Roofline, peak_flops
 from tcp_compiler.frontend.config import Layer, ModelConfig, Window
 from tcp_compiler.frontend.precision import Precision
-from tcp_compiler.frontend.weight_shapes import canonical_shapes
+from tcp_compiler.frontend.weight_shapes import canonical_shapes, unrun_shapes
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,10 @@ class _Fixed:
     head_flops: float  # the logits: one token per row
     kv: DType  # the dtype attention multiplies in
     attention_scale: float  # batch x heads x FLOPs per query, head and key
-    windows: tuple[Window | None, ...]  # each attention layer's sliding window or chunk
+    caches: tuple[tuple[Window | None, float], ...]  # each attending layer's window or chunk, KV B/token
     state_bytes: float  # every Mamba layer's state and convolution window, one sequence
     roofline: Roofline  # HBM at its peak, the links
     weight_bytes: float
-    kv_token: float
     kv_split: int
     collective_bits: int
     link_scale: float | None  # the tensor-parallel all-reduces' bytes per hidden state's (chips > 1)
@@ -106,11 +106,11 @@ class _Fixed:
             head=_head_operand(cfg, precision), head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
             kv=precision.kv, attention_scale=batch * cfg.heads * _per_key(cfg),
             rate=functools.partial(peak_flops, hw),
-            windows=tuple(layer.window for layer in cfg.layers if layer.mixer == "attention"),
+            caches=tuple((layer.window, kv_elements_per_token(cfg, layer) * precision.kv.bits / 8)
+                         for layer in cfg.layers if layer.attends),
             state_bytes=cfg.state_elements() * precision.kv.bits / 8,
             roofline=Roofline.published_peak(hw, precision.operand),
             weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
-            kv_token=kv_elements_per_token(cfg) * precision.kv.bits / 8,
             kv_split=1 if cfg.mla is not None else chips,  # every chip holds MLA's whole latent cache
             collective_bits=precision.collective.bits, link_scale=link_scale,
             pp=pp, everywhere=chips * pp,
@@ -118,18 +118,18 @@ class _Fixed:
 
     def bound(self, phase: str, length: int) -> PhaseBound:
         queries = length if phase == "prefill" else 1
-        batch, windows = self.batch, self.windows
+        batch, caches = self.batch, self.caches
         tokens = batch * queries
         flops = {dtype: 2.0 * n * tokens for dtype, n in self.per_token.items()}
         flops[self.head] = flops.get(self.head, 0.0) + self.head_flops
         # Layers of one window see the same keys: each distinct window's term once, summed per layer.
         first, scale = length - queries, self.attention_scale
-        distinct = set(windows)
-        attention = {w: scale * visible_keys(w, first, queries) for w in distinct}
-        flops[self.kv] = flops.get(self.kv, 0.0) + sum([attention[w] for w in windows])
-        kv_token = self.kv_token  # prefill writes the cache once; decode reads it, the new position included
-        kv = {w: batch * _kept(w, length) * kv_token for w in distinct}
-        kv_bytes = sum([kv[w] for w in windows])
+        distinct = set(caches)
+        attention = {w: scale * visible_keys(w, first, queries) for w, _ in distinct}
+        flops[self.kv] = flops.get(self.kv, 0.0) + sum([attention[w] for w, _ in caches])
+        # prefill writes the cache once; decode reads it, the new position included
+        kv = {(w, token): batch * _kept(w, length) * token for w, token in distinct}
+        kv_bytes = sum([kv[c] for c in caches])
         if self.state_bytes:  # prefill writes the state once; decode reads it and writes it back
             kv_bytes += (1 if phase == "prefill" else 2) * batch * self.state_bytes
         link_bytes = 0.0
@@ -156,14 +156,28 @@ def matmul_weights(cfg: ModelConfig) -> tuple[float, float]:
 def matmul_weight_bytes(cfg: ModelConfig, precision: Precision) -> float:
     """Bytes of the weights `matmul_weights` counts, in the precision's weight format: each
     format's codes plus its scales and zero points (weight_format.bits_per_weight)."""
+    return sum(rows * cols * share * _projection_bits(name, rows, cols, precision) / 8
+               for name, (rows, cols), share in _matmul_shapes(cfg))  # fmt: skip
+
+
+def _projection_bits(name: str, rows: int, cols: int, precision: Precision) -> float:
+    """Bits per element of projection `name` in HBM: the weight dtype's, its format's codes plus
+    scales and zero points, or the activation dtype's where the format keeps it unquantised."""
     fmt = precision.format
-    total = 0.0
-    for name, (rows, cols), share in _matmul_shapes(cfg):
-        bits = precision.weight.bits
-        if fmt is not None:
-            bits = fmt.bits_per_weight(rows, cols) if fmt.applies(name) else precision.act.bits
-        total += rows * cols * share * bits / 8
-    return total
+    if fmt is None:
+        return precision.weight.bits
+    return fmt.bits_per_weight(rows, cols) if fmt.applies(name) else precision.act.bits
+
+
+def unrun_weights(cfg: ModelConfig, precision: Precision) -> tuple[int, float]:
+    """(parameters, bytes in the precision) of the weights a checkpoint holds that generation
+    neither runs nor loads (weight_shapes.unrun_shapes: MiMo's multi-token-prediction layers)."""
+    params, total = 0, 0.0
+    for name, shape, kind in unrun_shapes(cfg):
+        elements = math.prod(shape)
+        bits = _projection_bits(name, *shape, precision) if kind == "projection" else precision.table.bits
+        params, total = params + elements, total + elements * bits / 8
+    return params, total
 
 
 @functools.lru_cache(maxsize=64)
@@ -211,11 +225,12 @@ def _matmul_shapes(cfg: ModelConfig) -> Iterator[tuple[str, tuple[int, int], flo
 
 def _all_reduces(cfg: ModelConfig, layer: Layer) -> int:
     """The hidden-state all-reduces a layer cannot avoid over tensor-parallel chips: one after its
-    mixer (attention's o_proj, Mamba's out_proj; an MLP-only layer has none) and one after its MLP, or
-    one for a parallel block."""
+    mixer (attention's o_proj, a recurrent mixer's out_proj; none where the layer skips attention or
+    replaces it by DeciLM's replicated linear) and one after its MLP (likewise), or one for a
+    parallel block."""
     if cfg.residual.block == "parallel" and layer.mixer == "attention":
         return 1
-    return int(layer.mixer != "none") + int(layer.ffn)
+    return (layer.recurrent or layer.attention == "standard") + (layer.ffn == "standard")
 
 
 def _kept(window: Window | None, length: int) -> int:
@@ -227,12 +242,12 @@ def _kept(window: Window | None, length: int) -> int:
     return min(window.size, length)
 
 
-def kv_elements_per_token(cfg: ModelConfig) -> int:
-    """One layer's cached elements per token: K and V of every KV head, or MLA's latent and the
-    rope key all heads share."""
+def kv_elements_per_token(cfg: ModelConfig, layer: Layer | None = None) -> int:
+    """One layer's cached elements per token: K and V of every KV head (`layer`'s own, else the
+    model's), or MLA's latent and the rope key all heads share."""
     if cfg.mla is not None:
         return cfg.mla.kv_lora_rank + cfg.mla.rope_dim
-    return 2 * cfg.kv_heads * cfg.head_dim
+    return 2 * (cfg.kv_heads if layer is None else cfg.kv_heads_of(layer)) * cfg.head_dim
 
 
 def _attention_flops(

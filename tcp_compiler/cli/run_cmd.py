@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import io
+from collections.abc import Callable
 
 import numpy as np
 
 from tcp_compiler.cli import arg_types
 from tcp_compiler.cli.output import check_outputs, write_atomically_bytes
+from tcp_compiler.cli.status import check_length
 from tcp_compiler.errors import CliError
+from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import checkpoint_precision, precision
 
@@ -42,15 +45,15 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def check_args(args: argparse.Namespace, vocab: int, max_positions: int) -> None:
-    """The rules between flags and the model (each flag's own range is its argparse type)."""
-    if max(args.prompt_ids) >= vocab:
-        raise CliError(f"--prompt-ids: token id {max(args.prompt_ids)} is not below the vocabulary {vocab}")
-    used = len(args.prompt_ids) + args.decode_steps
-    if max_positions and used > max_positions:
+def check_args(args: argparse.Namespace, cfg: ModelConfig) -> Callable[[], None]:
+    """The rules between flags and the model (each flag's own range is its argparse type): ids in
+    the vocabulary, and the prompt plus the fed-back decode tokens within the position limit
+    `tcpc simulate` applies too (`status.check_length`, whose note is returned to say after the run)."""
+    if max(args.prompt_ids) >= cfg.vocab:
         raise CliError(
-            f"--prompt-ids and --decode-steps use {used} positions; the model has {max_positions}"
+            f"--prompt-ids: token id {max(args.prompt_ids)} is not below the vocabulary {cfg.vocab}"
         )
+    return check_length(cfg, len(args.prompt_ids) + args.decode_steps)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if model.checkpoint is None:
         raise CliError(f"{args.checkpoint}: run needs a directory with *.safetensors weights; {GET}")
     cfg = model.config
-    check_args(args, cfg.vocab, cfg.max_positions)
+    past_context = check_args(args, cfg)
     stored = model.scheme.format if model.scheme is not None else None
     prec = precision(args.dtype, args.group_size) if args.dtype else checkpoint_precision(cfg.dtype, stored)
     try:
@@ -80,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         raise NonFiniteError(f"{args.checkpoint}: {e}") from None
     tokens = result.token_matrix[0]
     print(f"{cfg.name} ({cfg.family}, {prec.name}): prompt {ids} -> generated {tokens.tolist()}")
+    past_context()
     if args.logits_out:
         arrays = {"prefill": result.prefill_logits[0], "tokens": tokens}
         arrays.update({f"decode_{k}": logits[0] for k, logits in enumerate(result.decode_logits)})

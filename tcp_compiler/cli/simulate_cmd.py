@@ -16,7 +16,7 @@ from tcp_compiler.cli import arg_types, parallel
 from tcp_compiler.cli.console import console
 from tcp_compiler.cli.flags import add_flags, from_args
 from tcp_compiler.cli.output import announce, check_outputs, write_atomically
-from tcp_compiler.cli.status import StageStatus, large_plan_note
+from tcp_compiler.cli.status import StageStatus, check_length, large_plan_note
 from tcp_compiler.errors import CliError
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, precision
@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
                 f"prompt {args.prompt_len} (not {DEFAULT_PROMPT}): {model.config.name} has "
                 f"{model.config.max_positions:,} positions and the generation takes {args.gen_len}"
             )
+    past_context = check_length(model.config, args.prompt_len + args.gen_len - 1)  # the last is not fed back
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, args.group_size, args.kv_dtype)
 
@@ -123,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(sim)
     sites = target_of(sim.hardware).sites
     print_report(report, sites, console(), args.top)
+    past_context()
     if args.json:
         document = {**report.to_dict(), "provenance": provenance(args.argv)}
         write_atomically(args.json, json.dumps(document, indent=2) + "\n")

@@ -1,11 +1,18 @@
 """What a long `tcpc simulate` is doing, on standard error: a status line for each stage (on a
 terminal only, and gone once done), and a note up front when the prefill's attention plan means
-a graph large enough that compiling it takes minutes."""
+a graph large enough that compiling it takes minutes; and the model's position limit, which
+`tcpc simulate` and `tcpc run` apply alike."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 from rich.console import Console
 from rich.status import Status
+
+from tcp_compiler.frontend.builder import check_positions, past_context
+from tcp_compiler.frontend.config import ModelConfig
 
 # Online-softmax tiles in the whole prefill above which its compile takes minutes: each tile adds
 # about twenty graph ops that are built, fused and scheduled one by one (docs/performance.md).
@@ -44,3 +51,18 @@ def large_plan_note(notes: list[dict]) -> str | None:
         f"note: the prefill's attention runs as online softmax over up to {tiles:,} tiles in {len(online)} "
         f"layers; compiling a graph this size takes minutes (a shorter --prompt-len is quicker)"
     )
+
+
+def check_length(cfg: ModelConfig, positions: int) -> Callable[[], None]:
+    """A generation of `positions` positions refused where the model cannot run it (learned
+    positions past their table); else what to say once it has run: a note on standard error when it
+    passes the context the model's positions are made for (it ran, as transformers runs it). Said
+    after the run, so a run refused for another reason still ends in one line."""
+    check_positions(cfg, positions)
+    note = past_context(cfg, positions)
+
+    def say() -> None:
+        if note is not None:
+            print(note, file=sys.stderr)
+
+    return say

@@ -30,7 +30,10 @@ QkNorm = Literal["none", "per_head", "all_heads", "each_head", "l2"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
 GroupScore = Literal["top2_sum", "max"]
-Mixer = Literal["attention", "mamba", "deltanet", "rwkv", "none"]  # none: an MLP-only layer (Nemotron-H)
+# A layer's attention or feed-forward part: the model's own, skipped (nothing, not even its norm),
+# or one bias-free [D, D] linear after its norm (DeciLM's no_op and replace_with_linear)
+LayerPart = Literal["standard", "skip", "linear"]
+Mixer = Literal["attention", "mamba", "deltanet", "rwkv"]
 SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4"]
 
 
@@ -205,8 +208,6 @@ class Moe:
     router_bias: bool = False  # gpt-oss: the router is a linear with a bias
     softmax_after_top_k: bool = False  # gpt-oss: top-k of the router logits, softmax over those k
     expert_bias: bool = False  # gpt-oss: every expert projection adds a bias (the weight's .bias twin)
-    swiglu_limit: float | None = None  # gpt-oss's clamped SwiGLU (build.ffn); None: act(gate) * up
-    swiglu_alpha: float = 1.0  # its sigmoid gain: gate * sigmoid(alpha * gate)
     scoring: Scoring = "softmax"  # over all experts, or DeepSeek's independent sigmoid scores
     correction_bias_name: str | None = None  # DeepSeek: added to pick experts, not to weigh them
     groups: int = 1  # DeepSeek's n_group: experts pick among the best topk_groups groups only
@@ -246,6 +247,24 @@ class Mla:
     nope_dim: int  # qk_nope_head_dim: the part of each head's query/key without RoPE
     rope_dim: int  # qk_rope_head_dim
     v_dim: int  # v_head_dim
+
+
+@dataclass(frozen=True)
+class BlockSparse:
+    """Phi-3-small's block-sparse attention: keys and queries in blocks of `block` positions; a
+    query block sees the `local` blocks up to its own and every key block b with
+    (b + offset(h) + 1) mod `vert_stride` == 0, causally. Heads share offset 0 (`homo_heads`) or
+    head h of `heads` has offset h x max(1, vert_stride // heads), each head its own vertical stripes."""
+
+    block: int
+    local: int
+    vert_stride: int
+    heads: int
+    homo_heads: bool = False
+
+    def offset(self, head: int) -> int:
+        """Head `head`'s (of all the model's query heads) shift of the vertical stripes, in blocks."""
+        return 0 if self.homo_heads else head * max(1, int(self.vert_stride / self.heads))
 
 
 @dataclass(frozen=True)
@@ -339,23 +358,30 @@ class Temperature:
 @dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
-    MoE MLP, and Llama 4's per-layer attention options; its mixer (attention, a Mamba layer or
-    Qwen3-Next's gated DeltaNet of ModelConfig.ssm, an RWKV block (time mixing, then channel mixing,
-    its channel mixing its feed-forward block), or none) and whether a feed-forward block follows it
-    (pure Mamba blocks and Nemotron-H's attention layers have none; its MLP layers have no mixer)."""
+    MoE MLP, and Llama 4's per-layer attention options; its mixer (attention, or a Mamba layer or
+    Qwen3-Next's gated DeltaNet of ModelConfig.ssm, or an RWKV block: time mixing, then channel
+    mixing, its own feed-forward block); which parts the layer has (a skipped attention: an MLP-only
+    layer, as Nemotron-H's and DeciLM's; a skipped ffn: pure Mamba blocks, Nemotron-H's mixer
+    layers) or replaces by a linear (DeciLM), and, in DeciLM's searched stacks, their sizes."""
 
     sliding_window: int | None
     rope: Rope | None
     rope_name: str
     moe: bool
     mixer: Mixer = "attention"
-    ffn: bool = True
     chunk: int | None = None  # Llama 4's chunked attention: keys of the query's own chunk only
     qk_norm: bool = True  # the model's q/k norm applies here (Llama 4 norms its RoPE layers only)
     temperature: Temperature | None = None  # Llama 4 scales its NoPE layers' queries by position
+    attention: LayerPart = "standard"
+    ffn: LayerPart = "standard"
+    kv_heads: int | None = None  # this layer's KV heads where they differ from the model's
+    intermediate: int | None = None  # its MLP width where it differs from the model's
+    block_sparse: BlockSparse | None = None  # its attention's block-sparse pattern (None: dense)
 
     def __post_init__(self) -> None:
         check_mode(self.mixer, Mixer, "mixer")
+        check_mode(self.attention, LayerPart, "layer attention")
+        check_mode(self.ffn, LayerPart, "layer feed-forward")
         if self.sliding_window is not None and self.chunk is not None:
             raise FrontendError("a layer slides or attends in chunks, not both")
 
@@ -369,8 +395,14 @@ class Layer:
     @property
     def recurrent(self) -> bool:
         """Whether the layer's mixer carries a fixed-size state of ModelConfig.ssm (Mamba,
-        DeltaNet, RWKV) rather than a KV cache (attention) or nothing (none)."""
-        return self.mixer not in ("attention", "none")
+        DeltaNet, RWKV) rather than attention's KV cache."""
+        return self.mixer != "attention"
+
+    @property
+    def attends(self) -> bool:
+        """Whether the layer runs attention, and so keeps a KV cache (not a recurrent layer, nor a
+        layer whose attention is skipped or replaced)."""
+        return self.mixer == "attention" and self.attention == "standard"
 
 
 @dataclass(frozen=True)
@@ -448,6 +480,9 @@ class Mlp:
     activation: Activation  # an IR unary op, or relu2 (relu, squared)
     kind: MlpKind = "gated"  # gated: down(act(gate) * up); plain: down(act(up))
     bias: bool = False
+    # the clamped SwiGLU of gpt-oss's experts and Phi-3-small's gegelu (builder.ffn); None: act(gate) * up
+    swiglu_limit: float | None = None
+    swiglu_alpha: float = 1.0  # its sigmoid gain: gate * sigmoid(alpha * gate)
 
     def __post_init__(self) -> None:
         check_mode(self.activation, Activation, "activation")
@@ -497,10 +532,21 @@ class ModelConfig:
     max_positions: int = 0
     dtype: str = "bfloat16"
     tensors: TensorMap = IDENTITY  # where the canonical weight names live in the checkpoint
+    # MiMo's multi-token-prediction layers (num_nextn_predict_layers): the checkpoint holds them,
+    # generation neither runs nor loads them (weight_shapes.unrun_shapes counts them)
+    mtp_layers: int = 0
 
     @property
     def groups(self) -> int:
         return self.heads // self.kv_heads
+
+    def kv_heads_of(self, layer: Layer) -> int:
+        """Layer `layer`'s KV heads: its own, else the model's."""
+        return layer.kv_heads if layer.kv_heads is not None else self.kv_heads
+
+    def intermediate_of(self, layer: Layer) -> int:
+        """Layer `layer`'s MLP width: its own, else the model's."""
+        return layer.intermediate if layer.intermediate is not None else self.intermediate
 
     def state_elements(self, layers: range | None = None) -> int:
         """Cached elements one sequence holds at any context length in `layers` (all by default):

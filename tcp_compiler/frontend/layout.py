@@ -99,17 +99,22 @@ class FusedQkv:
 @dataclass(frozen=True)
 class Chunk:
     """Block `index` (a template like `target`, or a number) of `parts` equal blocks of rows of the
-    tensor `target`: Phi-3's gate_up_proj is [gate; up], torch.chunk(2) of its output."""
+    tensor `target`: Phi-3's gate_up_proj is [gate; up], torch.chunk(2) of its output. With
+    `interleaved`, every `parts`-th row from `index` instead: Phi-3-small's up_proj alternates
+    gate and up rows."""
 
     target: str
     index: str
     parts: int
+    interleaved: bool = False
 
     def source(self, match: re.Match[str]) -> Source:
         name, index = match.expand(self.target), int(match.expand(self.index))
 
         def load(get: Getter) -> np.ndarray:
             w = get(name)
+            if self.interleaved:
+                return w[index :: self.parts]
             n = w.shape[0] // self.parts
             return w[index * n : (index + 1) * n]
 

@@ -159,6 +159,15 @@ FIELDS: dict[str, Field] = {
     "n_shared_experts": _count(MAX_EXPERTS, lo=0),  # 0: no shared expert (transformers' MLP of width 0)
     "first_k_dense_replace": _count(MAX_LAYERS, lo=0),  # 0: every layer is MoE
     "rescale_every": _count(MAX_LAYERS, lo=0),  # RWKV: 0 means no rescaling
+    "num_nextn_predict_layers": _count(MAX_LAYERS, lo=0),  # MiMo's multi-token-prediction layers
+    # Phi-3-small: its MLP width, block-sparse pattern and dense-layer period (0: none)
+    "ff_intermediate_size": _count(MAX_WIDTH),
+    **dict.fromkeys(("blocksparse_block_size", "blocksparse_num_local_blocks", "blocksparse_vert_stride"),
+                    _count(MAX_POSITIONS)),  # fmt: skip
+    "dense_attention_every_n_layers": _count(MAX_LAYERS, lo=0),
+    # DeciLM (nemotron-nas) block_configs entries: query heads per KV head, MLP width / hidden x 3/2
+    "n_heads_in_group": _count(MAX_HEADS),
+    "ffn_mult": Field("number", 0, 1000, lo_open=True),
     "shared_expert_intermediate_size": _count(MAX_WIDTH),
     "routed_scaling_factor": _positive(1e6),
     "norm_topk_prob": _BOOL,

@@ -39,13 +39,35 @@ _NORMS = (
 
 def canonical_shapes(cfg: ModelConfig) -> Iterator[WeightShape]:
     """Every weight the config can ask for, with its whole shape and kind; a checkpoint need not
-    hold all of them (biases, untied heads)."""
+    hold all of them (biases, untied heads). Weights generation does not run are not among them
+    (`unrun_shapes`)."""
     for name, shape, kind in _shapes(cfg):
         yield WeightShape(name, shape, kind)
 
 
+def unrun_shapes(cfg: ModelConfig) -> Iterator[WeightShape]:
+    """The weights a checkpoint holds that generation neither runs nor loads, exactly: MiMo's
+    multi-token-prediction layers (`mtp_layers`), each a decoder layer of the model's own attention
+    and gated MLP, plus norms of the token's embedding and of the previous hidden state, a
+    [D, 2D] projection of the two, and a final norm (modeling_mimo.py's MiMoMTPLayers)."""
+    D, F, H, Hkv, K = cfg.hidden, cfg.intermediate, cfg.heads, cfg.kv_heads, cfg.head_dim
+    for j in range(cfg.mtp_layers):
+        pre = f"model.mtp_layers.{j}"
+        for norm in ("input_layernorm", "post_attention_layernorm", "token_layernorm", "hidden_layernorm",
+                     "final_layernorm"):  # fmt: skip
+            yield WeightShape(f"{pre}.{norm}.weight", (D,), "vector")
+        yield WeightShape(f"{pre}.input_proj.weight", (D, 2 * D), "projection")
+        for proj, rows in (("q_proj", H * K), ("k_proj", Hkv * K), ("v_proj", Hkv * K)):
+            yield WeightShape(f"{pre}.self_attn.{proj}.weight", (rows, D), "projection")
+            if cfg.attention.qkv_bias:
+                yield WeightShape(f"{pre}.self_attn.{proj}.bias", (rows,), "vector")
+        yield WeightShape(f"{pre}.self_attn.o_proj.weight", (D, H * K), "projection")
+        for proj, shape in (("gate_proj", (F, D)), ("up_proj", (F, D)), ("down_proj", (D, F))):
+            yield WeightShape(f"{pre}.mlp.{proj}.weight", shape, "projection")
+
+
 def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
-    V, D, F = cfg.vocab, cfg.hidden, cfg.intermediate
+    V, D = cfg.vocab, cfg.hidden
     yield "model.embed_tokens.weight", (V, D), "table"
     yield "lm_head.weight", (V, D), "table"
     yield "lm_head.bias", (V,), "vector"
@@ -60,26 +82,28 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
             assert cfg.ssm is not None
             yield from _rwkv_shapes(cfg, cfg.ssm, pre)
             continue
+        for norm in _NORMS:
+            yield f"{pre}.{norm}.weight", (D,), "vector"
+            yield f"{pre}.{norm}.bias", (D,), "vector"
         if layer.mixer == "mamba":
             assert cfg.ssm is not None
-            yield f"{pre}.input_layernorm.weight", (D,), "vector"
             yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
         elif layer.mixer == "deltanet":
             assert cfg.ssm is not None
-            yield f"{pre}.input_layernorm.weight", (D,), "vector"
             yield from _deltanet_shapes(cfg.ssm, D, f"{pre}.linear_attn")
-        elif layer.mixer == "attention":
-            for norm in _NORMS:
-                yield f"{pre}.{norm}.weight", (D,), "vector"
-                yield f"{pre}.{norm}.bias", (D,), "vector"
-            if cfg.mla is not None:
-                yield from _mla_shapes(cfg, f"{pre}.self_attn")
-            else:
-                yield from _attention_shapes(cfg, pre)
-        if not layer.ffn:
+        elif layer.attention == "linear":  # DeciLM's stand-in for attention
+            yield f"{pre}.self_attn.linear_attn.weight", (D, D), "projection"
+        elif layer.attention == "skip":
+            pass
+        elif cfg.mla is not None:
+            yield from _mla_shapes(cfg, f"{pre}.self_attn")
+        else:
+            yield from _attention_shapes(cfg, pre, cfg.kv_heads_of(layer))
+        if layer.ffn != "standard":
+            if layer.ffn == "linear":  # DeciLM's stand-in for the MLP
+                yield f"{pre}.mlp.linear_mlp.weight", (D, D), "projection"
             continue
-        if layer.mixer != "attention":  # a hybrid layer's MLP norm (an attention layer's is above)
-            yield f"{pre}.post_attention_layernorm.weight", (D,), "vector"
+        F = cfg.intermediate_of(layer)
         if layer.moe and cfg.moe is not None:
             moe = cfg.moe
             yield moe.router_name.format(i=i), (moe.experts, D), "projection"
@@ -163,9 +187,9 @@ def _deltanet_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, K
     yield f"{pre}.out_proj.weight", (D, E), "projection"
 
 
-def _attention_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
-    """Per-head attention: q/k/v/o projections, biases, sinks, q/k norms."""
-    D, H, Hkv, K = cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim
+def _attention_shapes(cfg: ModelConfig, pre: str, Hkv: int) -> Iterator[tuple[str, Shape, Kind]]:
+    """Per-head attention with `Hkv` KV heads: q/k/v/o projections, biases, sinks, q/k norms."""
+    D, H, K = cfg.hidden, cfg.heads, cfg.head_dim
     q_rows = H * K * (2 if cfg.attention.output_gate else 1)  # Qwen3-Next: each head's gate too
     for proj, rows in (("q_proj", q_rows), ("k_proj", Hkv * K), ("v_proj", Hkv * K)):
         yield f"{pre}.self_attn.{proj}.weight", (rows, D), "projection"
@@ -208,8 +232,9 @@ def _shared_shapes(shared: SharedExpert, i: int, D: int) -> Iterator[tuple[str, 
 
 
 def check_shapes(cfg: ModelConfig, checkpoint: Checkpoint, config_path: Path) -> None:
-    """Raises CheckpointError for the first tensor whose header shape is not the one `cfg` implies."""
-    for name, shape, _ in canonical_shapes(cfg):
+    """Raises CheckpointError for the first tensor whose header shape is not the one `cfg` implies,
+    the weights generation does not run included."""
+    for name, shape, _ in (*canonical_shapes(cfg), *unrun_shapes(cfg)):
         source = cfg.tensors.source(name)
         want = source.stored(shape)
         for stored in source.tensors:

@@ -11,7 +11,7 @@ from dataclasses import fields
 
 from simulator.report import OpTotals
 from simulator.utilisation import totals_busy_cycles, utilisation
-from tcp_compiler.analysis.config_floor import decode_bound_seconds, phase_bound
+from tcp_compiler.analysis.config_floor import decode_bound_seconds, phase_bound, unrun_weights
 from tcp_compiler.analysis.limiter import Limiter, PhaseTime, limiter
 from tcp_compiler.analysis.op_roles import OpRoleRow, op_roles
 from tcp_compiler.analysis.roofline import Roofline, bound
@@ -207,6 +207,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
     """The report of a simulation; `top` keeps only the heaviest ops in `ops` (None: every op, as
     `--json` writes; op roles are always complete)."""
     hw, clock, stages = sim.hardware, sim.hardware.chip.clock_hz, sim.stages
+    unrun_params, unrun_bytes = unrun_weights(sim.config, sim.precision)
     roofline = _roofline(sim)  # one chip's: a pipelined program adds one chip's work per stage
     host = _host(sim, "prefill")
     p = sim.prefill.program
@@ -269,6 +270,7 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
             hbm_capacity_bytes=cap.available, weights_bytes=cap.weights, kv_cache_bytes=cap.kv_cache,
             kv_cache_bytes_per_token=kv_per_token, state_bytes_per_sequence=state,
             activations_bytes=cap.activations, free_bytes=cap.free,
+            unrun_params=unrun_params, unrun_weights_bytes=round(unrun_bytes),
         ),
         pipeline=_pipeline(sim, prefill_seconds, decode) if sim.pipeline else None,
         energy=energy(sim, prefill_seconds, decode.seconds_total if steps else 0.0),

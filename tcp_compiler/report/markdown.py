@@ -22,6 +22,7 @@ from tcp_compiler.report.text import (
     pipeline_title,
     role_cells,
     top_roles,
+    unrun_line,
 )
 from tcp_compiler.report.types import Report
 
@@ -100,4 +101,6 @@ def render_markdown(report: Report, sites: Sites, top: int = 10) -> str:
         + f"), free {mem.free_bytes:,} B of "
         f"{mem.hbm_capacity_bytes:,} B.",
     ]
+    if mem.unrun_params:
+        lines += ["", unrun_line(mem)]
     return "\n".join(lines) + "\n"

@@ -28,6 +28,7 @@ from tcp_compiler.report.text import (
     pipeline_title,
     role_cells,
     top_roles,
+    unrun_line,
 )
 from tcp_compiler.report.types import Report
 
@@ -58,6 +59,8 @@ def print_report(report: Report, sites: Sites, console: Console, top: int = 10) 
         + f"), free {si(mem.free_bytes, 'B')} of "
         f"{si(mem.hbm_capacity_bytes, 'B')}"
     )
+    if mem.unrun_params:
+        console.print(unrun_line(mem))
     if hw.assumed:
         console.print(f"[dim]assumed spec values: {', '.join(hw.assumed)}[/dim]")
 

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 from simulator.numbers import duration, plural, si
 from tcp_compiler.analysis.op_roles import OpRoleRow
-from tcp_compiler.report.types import AttentionNote, HardwareSummary, LayerRow, Pipeline, Report, StageRow
+from tcp_compiler.report.types import (
+    AttentionNote,
+    HardwareSummary,
+    LayerRow,
+    Memory,
+    Pipeline,
+    Report,
+    StageRow,
+)
 
 ROLE_COLUMNS = ("op role", "n", "total", "per layer", "share", "FLOPs", "HBM", "FLOP/HBM B", "bound")
 LAYER_COLUMNS = ("time", "share", "FLOPs", "HBM", "FLOP/HBM B", "x roof", "bound", "attention")
@@ -188,3 +196,11 @@ def energy_lines(report: Report) -> list[str]:
 def joules_text(joules: float) -> str:
     """Joules with three significant digits, in mJ below one joule."""
     return f"{joules:.3g} J" if joules >= 1 else f"{joules * 1e3:.3g} mJ"
+
+
+def unrun_line(mem: Memory) -> str:
+    """The weights the checkpoint holds that the generation does not run, and what they would take."""
+    return (
+        f"not run: {mem.unrun_params:,} parameters ({si(mem.unrun_weights_bytes, 'B')}) the checkpoint "
+        f"holds beside the model (multi-token-prediction layers), neither run nor held in HBM"
+    )

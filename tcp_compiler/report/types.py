@@ -229,6 +229,18 @@ class Memory(Record):
     )
     activations_bytes: int = doc("intermediates too large for DM, spilled to HBM", "B")
     free_bytes: int = doc("what is left", "B")
+    unrun_params: int = doc(
+        "parameters the checkpoint holds that the generation neither runs nor holds in HBM (MiMo's "
+        "multi-token-prediction layers); not in `weights_bytes`",
+        "params",
+        default=0,
+    )
+    unrun_weights_bytes: int = doc(
+        "`unrun_params` in the precision's weight format, the whole model's (not per chip): what "
+        "loading them would add",
+        "B",
+        default=0,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -122,7 +122,7 @@ def max_rate(serve_at: Callable[[float | None], ServeResult], slo: Slo) -> Found
     once). The all-at-once run's completion rate is the server's capacity for these requests: a
     higher arrival rate queues without bound in a long run (a finite sample can hide it), so no rate
     above it passes. Rates halve from it while they fail, down to it / SPAN; then bisection narrows
-    the bracket to BRACKET. A TcpcError when no rate tried passes."""
+    the bracket to BRACKET. NoRate when no rate tried passes."""
     runs = 0
 
     def probe(rate: float | None) -> Probe:
@@ -154,10 +154,14 @@ def max_rate(serve_at: Callable[[float | None], ServeResult], slo: Slo) -> Found
     return Found(low, high, runs, False)
 
 
-def _impossible(lowest: Probe, slo: Slo) -> TcpcError:
+class NoRate(TcpcError):
+    """No rate tried meets the SLOs."""
+
+
+def _impossible(lowest: Probe, slo: Slo) -> NoRate:
     pairs = (("TTFT", lowest.ttft_s, slo.ttft_s, "--slo-ttft"),
              ("TPOT", lowest.tpot_s, slo.tpot_s, "--slo-tpot"))  # fmt: skip
     over = [f"{name} p{slo.percentile:g} {v:.3g} s is {v / s:.2f}x {flag} {s:g} s"
             for name, v, s, flag in pairs if s is not None and v > s]  # fmt: skip
-    return TcpcError(f"--max-rate: even the lowest rate tried, {lowest.rate:.3g} requests/s, fails: "
+    return NoRate(f"--max-rate: even the lowest rate tried, {lowest.rate:.3g} requests/s, fails: "
                      f"{'; '.join(over)}")  # fmt: skip

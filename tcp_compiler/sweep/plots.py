@@ -14,6 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from simulator.files import atomic_output
+from tcp_compiler.planner import pareto
 
 
 def _label(row: dict, keys: Sequence[str]) -> str:
@@ -123,3 +124,39 @@ def serve_sweep_figures(rows: Sequence[dict], title: str) -> dict[str, Figure]:
         _note(fig, chosen, failed)
         figures[f"serve_vs_{load}.png"] = fig
     return figures
+
+
+def plan_figures(rows: Sequence[dict], title: str, percentile: float,
+                 slo_tpot_s: float | None) -> dict[str, Figure]:  # fmt: skip
+    """A plan's plot by file name: each candidate that met the SLOs at its found rate, output
+    throughput per card against its TPOT at the SLO percentile, coloured by chips; the Pareto
+    frontier (`front`: indices into `rows`) joined and labelled, the first row (the best by goodput
+    per card) starred, the TPOT SLO dashed. The note under it counts the candidates not shown."""
+    fig = Figure(figsize=(9, 5.5), layout="constrained")
+    ax = fig.add_subplot()
+    ok = [r for r in rows if r["status"] == "ok"]
+    for chips in sorted({r["chips"] for r in ok}):
+        mine = [r for r in ok if r["chips"] == chips]
+        ax.scatter([r["tpot_s"] * 1e3 for r in mine], [r["output_tokens_per_s_per_card"] for r in mine],
+                   s=22, alpha=0.7, label=f"{chips} chip{'s' * (chips > 1)}")  # fmt: skip
+    edge = [ok[i] for i in pareto([(r["tpot_s"], r["output_tokens_per_s_per_card"]) for r in ok])]
+    ax.plot([r["tpot_s"] * 1e3 for r in edge], [r["output_tokens_per_s_per_card"] for r in edge], "-",
+            color="black", lw=1, label="Pareto frontier")  # fmt: skip
+    for r in edge:
+        ax.annotate(f"tp{r['tp']} pp{r['pp']} dp{r['dp']} {r['dtype']}/{r['kv_dtype']} {r['max_seqs']} seqs "
+                    f"{r['max_batch_tokens']} tok", (r["tpot_s"] * 1e3, r["output_tokens_per_s_per_card"]),
+                    fontsize="x-small", xytext=(4, 4), textcoords="offset points")  # fmt: skip
+    if ok:
+        ax.plot(ok[0]["tpot_s"] * 1e3, ok[0]["output_tokens_per_s_per_card"], "*", color="tab:red",
+                markersize=14, label="best goodput per card")  # fmt: skip
+    if slo_tpot_s is not None:
+        ax.axvline(slo_tpot_s * 1e3, ls="--", color="gray", label=f"TPOT SLO {slo_tpot_s * 1e3:g} ms")
+    ax.set(xlabel=f"TPOT p{percentile:g} at the found rate (ms)", ylabel="output tokens / s per card",
+           title=f"{title}: {len(ok)} candidates meeting the SLOs")  # fmt: skip
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    if len(ok) < len(rows):
+        fig.supxlabel(f"{len(rows) - len(ok)} of {len(rows)} candidates not shown: they do not fit or meet "
+                      "no rate (their rows say why)", fontsize="small")  # fmt: skip
+    return {"plan.png": fig}

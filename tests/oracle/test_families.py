@@ -22,7 +22,18 @@ from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
-from tests.oracle.tiny_models import DENSE, DENSE_EXPERTS, FAMILIES, MOE, SDPA, build, model_type, save
+from tests.oracle.remote_code import SHAPES as REMOTE_SHAPES
+from tests.oracle.tiny_models import (
+    DENSE,
+    DENSE_EXPERTS,
+    FAMILIES,
+    MOE,
+    REMOTE,
+    SDPA,
+    build,
+    model_type,
+    save,
+)
 
 PROMPT = [5, 17, 3, 88, 42, 9]
 STEPS = 4
@@ -149,15 +160,19 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
 
     # tcpc_decoder has no transformers model: tests/test_variants.py checks it against numpy;
     # chatglm and deepseek (V1) (remote code) are checked against numpy references in
-    # tests/oracle/test_chatglm.py and tests/oracle/test_deepseek_v1.py; gemma3 and llama4 are the
+    # tests/oracle/test_chatglm.py and tests/oracle/test_deepseek_v1.py, the other remote-code
+    # families in tests/oracle/test_remote_families.py and (REMOTE)
+    # tests/oracle/test_remote_mimo_nas_phi3small.py; gemma3 and llama4 are the
     # multimodal configs, whose text_config the tiny text models are; the state-space families
-    # and the attention / Mamba hybrids have oracle tests of their own
-    # (tests/oracle/test_ssm_families.py, tests/oracle/test_hybrid_families.py).
+    # the attention / Mamba hybrids and the linear-attention families (qwen3_next, rwkv) have oracle
+    # tests of their own (tests/oracle/test_ssm_families.py, tests/oracle/test_hybrid_families.py,
+    # tests/oracle/test_linear_families.py).
     from tests.oracle.test_hybrid_families import HYBRID
     from tests.oracle.test_ssm_families import SSM
 
     hybrids = {name.split("-")[0] for name in HYBRID}  # granitemoehybrid-dense is granitemoehybrid
     others = {"gemma3", "llama4", "tcpc_decoder", "chatglm", "deepseek", *SSM, *hybrids}
+    others |= {"qwen3_next", "rwkv", *REMOTE_SHAPES, *REMOTE}
     assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | others
 
 

@@ -211,7 +211,7 @@ def test_each_layer_caches_its_own_kind(family) -> None:
         if layer.mixer == "mamba":
             assert sum(s[0] for s in mine.values()) == 2 * (ssm.state_elements + ssm.window_elements) * 4
             assert all(s[0] == s[1] for s in mine.values())
-        elif layer.mixer == "none":
+        elif layer.attention == "skip":
             assert not mine  # an MLP-only block caches nothing
         else:
             assert len(mine) == 2 and all(s[1] == s[0] * 801 // 9 for s in mine.values())

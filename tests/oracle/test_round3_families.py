@@ -34,6 +34,8 @@ BUNDLED_CLASSES = {
     "c4ai-command-r7b-12-2024": ("Cohere2Config", "Cohere2ForCausalLM"),
     "gpt-j-6b": ("GPTJConfig", "GPTJForCausalLM"),
     "deepseek-v2-lite": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
+    "exaone-4.0-32b": ("Exaone4Config", "Exaone4ForCausalLM"),
+    "k-exaone-236b-a23b": ("ExaoneMoeConfig", "ExaoneMoeForCausalLM"),
     "glm-4-9b-chat-hf": ("GlmConfig", "GlmForCausalLM"),
     "glm-4-9b-0414": ("Glm4Config", "Glm4ForCausalLM"),
     "glm-4.5-air": ("Glm4MoeConfig", "Glm4MoeForCausalLM"),
@@ -442,3 +444,142 @@ def test_deepseek_v2_counts_what_transformers_and_its_card_count() -> None:
     moe_layers = sum(layer.moe for layer in cfg.layers)
     inactive = moe_layers * (cfg.moe.experts - cfg.moe.top_k) * 3 * cfg.hidden * cfg.moe.intermediate
     assert round((ours - inactive) / 1e9) == 21
+
+
+def test_exaone4_32b_layers_slide_and_rotate_as_transformers_lays_them_out() -> None:
+    """EXAONE-4.0-32B: 3 sliding layers (window 4096, RoPE) to 1 global layer (no window, NoPE)."""
+    data = json.loads((BUNDLED / "exaone-4.0-32b.json").read_text())
+    types = transformers.Exaone4Config(**{k: v for k, v in data.items() if k != "model_type"}).layer_types
+    layers = load_model("exaone-4.0-32b").config.layers
+    assert types.count("full_attention") == 16 and types[3] == "full_attention"
+    for layer, kind in zip(layers, types, strict=True):
+        sliding = kind == "sliding_attention"
+        assert (layer.sliding_window == 4096) == sliding and (layer.rope is not None) == sliding
+
+
+EXAONE4_SIZES = {
+    "model_type": "exaone4", "vocab_size": 97, "hidden_size": 32, "intermediate_size": 48,
+    "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fields", "local"),
+    [
+        ({"sliding_window_pattern": "LLLG"}, [1, 1, 1, 0, 1, 0]),  # the last layer is global
+        ({"sliding_window_pattern": 3}, [1, 1, 0, 1, 1, 0]),
+        ({}, [1, 1, 1, 0, 1, 1]),  # Exaone4Config's default pattern, 4
+        ({"sliding_window": None, "sliding_window_pattern": "LLLG"}, [0] * 6),
+    ],
+)
+def test_exaone4_pattern_without_layer_types(fields: dict, local: list[int]) -> None:
+    """Configs without layer_types (transformers 5.23 builds them from an integer pattern only; the
+    string form follows Exaone4Config's documented rule). Without a window every layer rotates."""
+    cfg = read_model_config(RawConfig({**EXAONE4_SIZES, **fields}, "e.json"), "e")
+    assert [int(layer.sliding_window is not None) for layer in cfg.layers] == local
+    window = fields.get("sliding_window", 4096)
+    for layer, slides in zip(cfg.layers, local, strict=True):
+        assert (layer.rope is not None) == (window is None or bool(slides))
+    if isinstance(fields.get("sliding_window_pattern"), int) or not fields:
+        expected = transformers.Exaone4Config(**{k: v for k, v in {**EXAONE4_SIZES, **fields}.items()
+                                                 if k != "model_type"}).layer_types  # fmt: skip
+        assert [int(t == "sliding_attention") for t in expected] == local
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"sliding_window_pattern": "LLXG"}, 'expected a string of L and G, got "LLXG"'),
+        ({"sliding_window_pattern": None}, "sliding_window_pattern is null but sliding_window is set"),
+        ({"sliding_window_pattern": 0}, "sliding_window_pattern: expected an integer from 1"),
+    ],
+)
+def test_exaone4_bad_patterns_are_one_line_errors(fields: dict, message: str) -> None:
+    with pytest.raises(FrontendError) as e:
+        read_model_config(RawConfig({**EXAONE4_SIZES, **fields}, "e.json"), "e")
+    assert str(e.value).startswith("e.json: ") and message in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("chips", [2, 4])
+def test_minicpm3_latent_attention_on_several_chips_equals_one(chips: int, tmp_path) -> None:
+    """MiniCPM 3's MLA (tests/oracle/test_sharding.py runs the per-head families)."""
+    model = load_model(save(build("minicpm3", vocab_size=96), tmp_path))
+    prompts = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]
+    one = generate(model.config, model.checkpoint.load, prompts, PRECISIONS["f32"], 3)
+    many = generate(model.config, model.checkpoint.load, prompts, PRECISIONS["f32"], 3, chips=chips)
+    np.testing.assert_allclose(many.prefill_logits, one.prefill_logits, atol=1e-5, rtol=0)
+    for a, b in zip(many.decode_logits, one.decode_logits, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+    assert many.token_matrix.tolist() == one.token_matrix.tolist()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"attention_bias": True}, "attention_bias: true is not supported for minicpm3"),
+        ({"v_head_dim": 0}, "v_head_dim: expected an integer from 1"),
+        ({"qk_rope_head_dim": 5}, "qk_rope_head_dim must be even"),
+        ({"scale_depth": -1}, "scale_depth: expected a number > 0"),
+    ],
+)  # fmt: skip
+def test_minicpm3_bad_fields_are_one_line_errors(fields: dict, message: str) -> None:
+    raw = {"model_type": "minicpm3", "vocab_size": 97, "num_hidden_layers": 2, **fields}
+    with pytest.raises(FrontendError) as e:
+        read_model_config(RawConfig(raw, "m.json"), "m")
+    assert str(e.value).startswith("m.json: ") and message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_k_exaone_layers_as_transformers_lays_them_out() -> None:
+    """K-EXAONE's dense first layer and sparse rest, its sliding (window 128) and global layers."""
+    data = json.loads((BUNDLED / "k-exaone-236b-a23b.json").read_text())
+    config = transformers.ExaoneMoeConfig(**{k: v for k, v in data.items() if k != "model_type"})
+    cfg = load_model("k-exaone-236b-a23b").config
+    assert [layer.moe for layer in cfg.layers] == [kind == "sparse" for kind in config.mlp_layer_types]
+    slides = [kind == "sliding_attention" for kind in config.layer_types]
+    assert [layer.sliding_window == 128 for layer in cfg.layers] == slides
+    assert [layer.rope is not None for layer in cfg.layers] == slides
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"mlp_layer_types": ["dense", "moe"]}, 'mlp_layer_types: expected 2 entries of "dense" or "sparse"'),
+        ({"mlp_layer_types": [{}, []]}, 'mlp_layer_types: expected 2 entries of "dense" or "sparse"'),
+        ({"n_group": 3}, "n_group (3) must split num_experts (4) into groups of 2 or more"),
+        ({"num_experts_per_tok": 5}, "num_experts_per_tok (5) exceeds the 4 experts (num_experts)"),
+        ({"num_shared_experts": 1 << 16, "num_experts_per_tok": 2},
+         "num_shared_experts x moe_intermediate_size (65536 x 24)"),
+    ],
+)
+def test_k_exaone_bad_fields_are_one_line_errors(fields: dict, message: str) -> None:
+    raw = {**EXAONE4_SIZES, "model_type": "exaone_moe", "num_hidden_layers": 2, "num_experts": 4,
+           "moe_intermediate_size": 24, **fields}  # fmt: skip
+    with pytest.raises(FrontendError) as e:
+        read_model_config(RawConfig(raw, "k.json"), "k")
+    assert str(e.value).startswith("k.json: ") and message in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_internlm3_reads_its_bias_fields_as_transformers_maps_them(bias: bool) -> None:
+    """Published InternLM3 configs say qkv_bias and bias; InternLM3Config's attribute_map reads them
+    as attention_bias (q, k, v, o) and mlp_bias (the oracle's saved configs use those names)."""
+    fields = {"qkv_bias": bias, "bias": bias, "num_hidden_layers": 2}
+    theirs = transformers.InternLM3Config(**fields)
+    cfg = read_model_config(RawConfig({"model_type": "internlm3", **fields}, "i.json"), "i")
+    assert cfg.attention.qkv_bias == cfg.attention.out_bias == theirs.attention_bias == bias
+    assert cfg.mlp.bias == theirs.mlp_bias == bias
+    sizes = (theirs.num_key_value_heads, theirs.head_dim, theirs.vocab_size)
+    assert (cfg.kv_heads, cfg.head_dim, cfg.vocab) == sizes
+
+
+def test_minicpm3_scales_the_softmax_by_yarns_mscale_as_transformers() -> None:
+    """MiniCPM3Attention multiplies its scaling by mscale(factor, mscale_all_dim)^2 (DeepSeek-V2's
+    yarn_apply_mscale) when the RoPE is scaled and mscale_all_dim is set."""
+    rope = {"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0, "mscale_all_dim": 0.7,
+            "original_max_position_embeddings": 8}  # fmt: skip
+    fields = {**COMMON, **FAMILIES["minicpm3"][2], "num_hidden_layers": 2, "max_position_embeddings": 32}
+    fields["rope_parameters"] = rope
+    theirs = transformers.MiniCPM3ForCausalLM(transformers.MiniCPM3Config(**fields))
+    cfg = read_model_config(RawConfig({"model_type": "minicpm3", **fields}, "m.json"), "m")
+    assert cfg.scale == pytest.approx(theirs.model.layers[0].self_attn.scaling, rel=1e-6)
+    assert cfg.scale != pytest.approx((8 + 4) ** -0.5)

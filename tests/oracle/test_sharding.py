@@ -26,18 +26,20 @@ from tests.oracle.tiny_models import build, save
 # plain, q/k/v biases, windows + tied + (1+w), MoE, parallel block + fused QKV + partial RoPE + biases,
 # ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm, LM head bias (Phi),
 # multi-query with learned positions (GPTBigCode), chunks + NoPE + a shared expert beside the routed
-# ones (Llama 4)
+# ones (Llama 4), post-norms + per-head q/k norm + NoPE global layers (EXAONE 4), with
+# DeepSeek-V3 routing and a shared expert (K-EXAONE)
 FAMILIES = [
     "llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode", "llama4",
 ]  # fmt: skip
+FAMILIES += ["exaone4", "exaone_moe"]
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
 STEPS = 3
 VOCAB = 96
 F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
 ROW_BIAS = re.compile(r"\.(o_proj|down_proj)\.bias$")
-# norms, MoE routers (Llama 4's is `router`), positions (V=96 splits)
-REPLICATED = re.compile(r"norm|\.gate\.weight$|\.router\.weight$|embed_positions")
+# norms, MoE routers (Llama 4's is `router`) and their correction biases, positions (V=96 splits)
+REPLICATED = re.compile(r"norm|\.gate\.weight$|\.router\.weight$|e_score_correction_bias$|embed_positions")
 TINY = ModelConfig(
     name="tiny", family="llama", vocab=96, hidden=32, heads=4, kv_heads=2, head_dim=8, intermediate=48,
     layers=(Layer(None, Rope(10000.0), "rope", False),), norms=Norms(1e-5), mlp=Mlp("silu"),
@@ -270,12 +272,15 @@ def test_every_bundled_model_builds_sharded(name: str, chips: int) -> None:
     for built in (build_prefill(cfg, BF16, 2, 4, chips=chips), build_decode(cfg, BF16, 2, 4, chips=chips)):
         ir.verify(built.graph)
         g = built.graph
-        per_layer = 1 if cfg.residual.block == "parallel" else 2
-        per_layer += 2 if cfg.attention.qk_norm == "all_heads" else 0  # OLMo 2's q/k norm statistics join too
+        # one per parallel block, else one per attention and MLP a layer keeps (DeciLM skips some)
+        parts = [(layer.attention == "standard", layer.ffn == "standard") for layer in cfg.layers]
+        reduces = len(parts) if cfg.residual.block == "parallel" else sum(a + f for a, f in parts)
+        if cfg.attention.qk_norm == "all_heads":  # OLMo 2's q/k norm statistics join too
+            reduces += 2 * sum(a for a, _ in parts)
         if cfg.ssm is not None:  # out_proj's partial sums, and Mamba-1's x_proj's
-            per_layer = 2 if cfg.ssm.kind == "mamba" else 1
+            reduces = len(cfg.layers) * (2 if cfg.ssm.kind == "mamba" else 1)
         vocab_parallel = cfg.vocab % chips == 0  # the embedding's rows join, the logits gather
-        assert len(g.of_kind("all_reduce")) == per_layer * len(cfg.layers) + vocab_parallel
+        assert len(g.of_kind("all_reduce")) == reduces + vocab_parallel
         assert len(g.of_kind("all_gather")) == vocab_parallel
         assert g["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
         if cfg.ssm is not None:  # each chip carries its share of the state

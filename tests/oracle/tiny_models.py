@@ -363,6 +363,55 @@ ISSUE_28 = {
         ),
     ),
 }
+# EXAONE 4: a window shorter than the prompt on the sliding layers (sliding_window_pattern 2, as
+# Exaone4Config turns it into layer_types), the global layer without RoPE, llama3 RoPE scaling
+# whose original context (8) the test's positions pass, head_dim 16 (not hidden / heads);
+# its second variant has no window (`sliding_window` null), so RoPE on every layer, and ties
+# the embeddings.
+EXAONE4 = dict(
+    head_dim=16,
+    sliding_window=3,
+    sliding_window_pattern=2,
+    rope_parameters={
+        "rope_type": "llama3",
+        "rope_theta": 10000.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8,
+    },
+)
+ISSUE_28["exaone4"] = ("Exaone4Config", "Exaone4ForCausalLM", EXAONE4)
+ISSUE_28["exaone4_global"] = (
+    "Exaone4Config",
+    "Exaone4ForCausalLM",
+    dict(EXAONE4, sliding_window=None, layer_types=["full_attention"] * 3, tie_word_embeddings=True),
+)
+# MiniCPM 3: latent attention (low-rank q, an 8-wide latent, 4 rotary dims of 12) with longrope
+# whose original context (8) the test's positions pass, and MiniCPM's three multipliers far from 1.
+ISSUE_28["minicpm3"] = (
+    "MiniCPM3Config",
+    "MiniCPM3ForCausalLM",
+    dict(
+        num_key_value_heads=4,
+        q_lora_rank=16,
+        kv_lora_rank=8,
+        qk_nope_head_dim=8,
+        qk_rope_head_dim=4,
+        v_head_dim=6,
+        scale_emb=3.0,
+        scale_depth=1.4,
+        dim_model_base=8,
+        tie_word_embeddings=True,
+        rope_parameters={
+            "rope_type": "longrope",
+            "rope_theta": 100.0,
+            "short_factor": [1.0, 2.0],
+            "long_factor": [2.0, 5.0],
+            "original_max_position_embeddings": 8,
+        },
+    ),
+)
 # GLM: head_dim 16 (not hidden / heads = 8) with GlmConfig's default partial_rotary_factor 0.5 and
 # attention_bias true left to the class; RoPE on interleaved pairs of the first 8 dims, the fused
 # gate_up_proj. GLM-4: RoPE on a quarter of each head, the norms after attention and after the MLP.
@@ -393,7 +442,39 @@ GLM = {
 }
 ISSUE_28.update(GLM)
 ISSUE_28_MOE = ["glm4_moe", "llama4"]
+# InternLM3 (LlamaForCausalLM under InternLM3Config): its own bias field names (qkv_bias, bias),
+# head_dim 16 (not hidden / heads), dynamic NTK from max_position_embeddings 8, which decode passes.
+ISSUE_28["internlm3"] = (
+    "InternLM3Config",
+    "LlamaForCausalLM",
+    dict(
+        head_dim=16,
+        qkv_bias=True,
+        bias=True,
+        max_position_embeddings=8,
+        rope_parameters={"rope_type": "dynamic", "rope_theta": 100.0, "factor": 4.0},
+    ),
+)
 OWN_SIZES.update({f: ISSUE_28[f] for f in ("phi", "gpt_bigcode", "gpt_bigcode_mha", "gptj")})
+# K-EXAONE (exaone_moe): EXAONE 4's hybrid attention (window shorter than the prompt, NoPE global
+# layer, q/k norm) in a pre-norm block; the first layer dense, then DeepSeek-V3 routing with a
+# nonzero correction bias (set in `build`), a routed scale != 1 and a shared expert.
+ISSUE_28["exaone_moe"] = (
+    "ExaoneMoeConfig",
+    "ExaoneMoeForCausalLM",
+    dict(
+        head_dim=8,
+        sliding_window=3,
+        sliding_window_pattern=2,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=24,
+        num_shared_experts=1,
+        routed_scaling_factor=1.5,
+        rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+    ),
+)
+ISSUE_28_MOE.append("exaone_moe")
 FAMILIES.update(ISSUE_28)
 # Llama 4: chunks of 3 (shorter than the prompt, so decode crosses chunk boundaries), layer 1
 # NoPE (global, temperature-tuned: floor_scale 2 moves the scale from position 1 on), q/k L2
@@ -468,6 +549,9 @@ DEEPSEEK_V2_PHIMOE = {
 ISSUE_28.update(DEEPSEEK_V2_PHIMOE)
 ISSUE_28_MOE += list(DEEPSEEK_V2_PHIMOE)
 FAMILIES.update(DEEPSEEK_V2_PHIMOE)
+# Remote-code families: no transformers class, so no tiny model here; each is
+# checked against a reference from its published code in tests/oracle/test_remote_mimo_nas_phi3small.py.
+REMOTE = {"mimo", "nemotron-nas", "phi3small"}
 DENSE = ["llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma3", *OWN_SIZES, *ISSUE_17]
 DENSE += [f for f in ISSUE_28 if f not in OWN_SIZES and f not in ISSUE_28_MOE]  # on COMMON's sizes
 MOE = ["mixtral", "qwen3_moe", *ISSUE_17_MOE, "gpt_oss", *ISSUE_28_MOE]

@@ -8,9 +8,11 @@ DeepSeek's latent attention is in `mla`.
 
 from __future__ import annotations
 
-from ir import F32, Axis, Node, TensorType
+import numpy as np
+
+from ir import F32, I32, Axis, Node, TensorType
 from tcp_compiler.frontend.builder import mla
-from tcp_compiler.frontend.builder.core import GraphBuilder
+from tcp_compiler.frontend.builder.core import Binding, GraphBuilder
 from tcp_compiler.frontend.builder.kv_cache import cache_slot, prefill_cache
 from tcp_compiler.frontend.builder.norms import heads_norm, norm
 from tcp_compiler.frontend.builder.positions import alibi, position_heads, temperature
@@ -103,7 +105,9 @@ def attention(
         )
         keys = g.add("reshape", k_cache, name=b.name("keys"), type=keys_type)
         values = g.add("reshape", v_cache, name=b.name("values"), type=keys_type)
-    out = _attend(b, i, b.to(q5, p.kv), keys, values, masks(window), pos)
+    sparse = layer.block_sparse
+    mask = masks(window) if sparse is None else masks.sparse(sparse, _stripes(b, layer))
+    out = _attend(b, i, b.to(q5, p.kv), keys, values, mask, pos)
     if gate is not None:
         gate = g.add("sigmoid", gate, name=b.name("o_gate_act"))
         out = g.add("mul", out, gate, name=b.name("gated"))
@@ -158,6 +162,22 @@ def _attend(b: GraphBuilder, i: int, q: Node, keys: Node, values: Node, mask: No
     return g.add(
         "reshape", b.to(out, F32), name=b.name("attn_heads"), type=TensorType.of(F32, B=B, H=H, S=S, K=K)
     )
+
+
+def _stripes(b: GraphBuilder, layer: Layer) -> Node:
+    """[Hkv, G] int32: each of this chip's query heads' (offset + 1) x block, where its vertical
+    stripes of a block-sparse pattern fall (masks.block_sparse). A chip holds query heads
+    rank x H / chips on, Hkv x G in order."""
+    pattern, sh = layer.block_sparse, b.sh
+    assert pattern is not None
+
+    def make(get, rank: int) -> np.ndarray:
+        heads = rank * sh.heads + np.arange(sh.heads)
+        shifts = [(pattern.offset(int(h)) + 1) * pattern.block for h in heads]
+        return np.array(shifts, np.int32).reshape(sh.kv_heads, sh.groups)
+
+    axes = {"Hkv": sh.kv_heads, "G": sh.groups}
+    return b.param(f"stripes.b{pattern.block}.v{pattern.vert_stride}", I32, axes, Binding((), make))
 
 
 def _sink(b: GraphBuilder, i: int) -> Node:

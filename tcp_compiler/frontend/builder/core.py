@@ -2,7 +2,7 @@
 
 Every block (weights, positions, norms, attention, ffn, moe, model) is a set of functions taking
 a `GraphBuilder`; they share state only through it. Naming is the core's: inside a decoder layer
-(`with b.layer(i)`) `b.name("q")` is `l{i}.q`, and the builder records layer i and role `q` for it
+(`with b.layer(i, layer)`) `b.name("q")` is `l{i}.q`, and the builder records layer i and role `q` for it
 in the graph's metadata, so nothing downstream parses names.
 
 Tensor parallelism (`chips=N`, Megatron style): the graph is ONE chip of an SPMD program and every
@@ -26,7 +26,7 @@ import numpy as np
 
 from ir import F32, DType, Graph, Node, TensorType
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.config import ModelConfig
+from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.precision import Precision
 
 Getter = Callable[[str], np.ndarray]
@@ -111,13 +111,15 @@ class Sharding:
     align: int  # a chip's MLP and expert widths are multiples of this (the weight format's blocks)
 
     @staticmethod
-    def plan(cfg: ModelConfig, precision: Precision, chips: int) -> Sharding:
-        """Per-chip sizes, or a one-line FrontendError naming what does not divide. MLP and
-        expert widths never refuse: a share the chips or the format's blocks do not divide is
-        zero-padded up (padded rows give zero activations, padded columns add nothing)."""
-        H, Hkv, N = cfg.heads, cfg.kv_heads, chips
+    def plan(cfg: ModelConfig, precision: Precision, chips: int, layer: Layer | None = None) -> Sharding:
+        """Per-chip sizes (of `layer` when its KV heads or MLP width are its own), or a one-line
+        FrontendError naming what does not divide. MLP and expert widths never refuse: a share
+        the chips or the format's blocks do not divide is zero-padded up (padded rows give zero
+        activations, padded columns add nothing)."""
+        H, Hkv, N = cfg.heads, cfg.kv_heads if layer is None else cfg.kv_heads_of(layer), chips
+        intermediate = cfg.intermediate if layer is None else cfg.intermediate_of(layer)
         _check_ssm_split(cfg, N)
-        attends = any(layer.mixer == "attention" for layer in cfg.layers)
+        attends = any(each.mixer == "attention" for each in cfg.layers)
         if attends and (H % N or (Hkv % N if Hkv >= N else N % Hkv)):
             raise FrontendError(
                 f"{cfg.name}: {H} heads and {Hkv} KV heads do not split over {N} chips "
@@ -129,7 +131,7 @@ class Sharding:
         vocab = cfg.vocab // N if cfg.vocab % N == 0 else cfg.vocab
         replicas = N // Hkv if Hkv < N else 1
         kv = max(Hkv // N, 1)
-        widths = (padded_width(cfg.intermediate, N, align), padded_width(moe_f, N, align))
+        widths = (padded_width(intermediate, N, align), padded_width(moe_f, N, align))
         return Sharding(N, H // N if attends else H, kv, replicas, *widths, vocab, align)
 
     def width(self, whole: int) -> int:
@@ -235,13 +237,17 @@ class GraphBuilder:
 
     # -- naming and metadata -------------------------------------------------------------------
     @contextmanager
-    def layer(self, i: int) -> Iterator[None]:
-        """Values named inside (through `name`) belong to decoder layer i."""
+    def layer(self, i: int, layer: Layer) -> Iterator[None]:
+        """Values named inside (through `name`) belong to decoder layer i, built with its sharding
+        (`sh`: its own KV heads and MLP width where it has them)."""
+        model = self.sh
+        if layer.kv_heads is not None or layer.intermediate is not None:
+            self.sh = Sharding.plan(self.cfg, self.p, model.chips, layer)
         self._layer = i
         try:
             yield
         finally:
-            self._layer = -1
+            self._layer, self.sh = -1, model
 
     def name(self, role: str) -> str:
         """The name of a value with this role: `l{i}.{role}` inside layer i, recorded as the

@@ -40,7 +40,10 @@ def mlp(b: GraphBuilder, i: int, x: Node, reduce: bool = True) -> Node:
     if cfg.mlp.kind == "gated":
         gate = linear(b, x, f"{pre}.gate_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], "gate",
                       column, bias)  # fmt: skip
-        act = g.add("mul", activate(b, gate, "act"), up, name=b.name("glu"))
+        if cfg.mlp.swiglu_limit is None:
+            act = g.add("mul", activate(b, gate, "act"), up, name=b.name("glu"))
+        else:
+            act = _glu(b, gate, up, "mlp")
     else:
         act = activate(b, up, "act")
     down = linear(b, act, f"{pre}.down_proj.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], "down",
@@ -109,16 +112,17 @@ def _weighted_rows(b: GraphBuilder, x: Node, idx: Node, weights: Node) -> tuple[
 
 
 def _glu(b: GraphBuilder, gate: Node, up: Node, label: str) -> Node:
-    """act(gate) * up, or with the experts' swiglu_limit gpt-oss's clamped SwiGLU: gate clamped
-    above at the limit, up to [-limit, limit], then (up + 1) * gate * sigmoid(alpha * gate)."""
-    g, moe = b.g, b.cfg.moe
-    if moe is None or moe.swiglu_limit is None:
+    """act(gate) * up, or with a swiglu_limit the clamped SwiGLU (gpt-oss's experts, Phi-3-small's
+    gegelu): gate clamped above at the limit, up to [-limit, limit], then
+    (up + 1) * gate * sigmoid(alpha * gate)."""
+    g, mlp = b.g, b.cfg.mlp
+    if mlp.swiglu_limit is None:
         return g.add("mul", activate(b, gate, f"{label}_act"), up, name=b.name(f"{label}_glu"))
-    limit = float(np.float32(moe.swiglu_limit))
+    limit = float(np.float32(mlp.swiglu_limit))
     gate = g.add("min", gate, b.const(limit), name=b.name(f"{label}_gate_clamped"))
     up = g.add("max", g.add("min", up, b.const(limit), name=b.name(f"{label}_up_below")), b.const(-limit),
                name=b.name(f"{label}_up_clamped"))  # fmt: skip
-    alpha = b.const(float(np.float32(moe.swiglu_alpha)))
+    alpha = b.const(float(np.float32(mlp.swiglu_alpha)))
     scaled = g.add("mul", gate, alpha, name=b.name(f"{label}_gate_scaled"))
     sigmoid = g.add("sigmoid", scaled, name=b.name(f"{label}_sigmoid"))
     act = g.add("mul", gate, sigmoid, name=b.name(f"{label}_act"))

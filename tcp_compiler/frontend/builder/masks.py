@@ -1,4 +1,5 @@
-"""Attention masks as IR: causal, sliding-window, chunked and key-padding, built once per window.
+"""Attention masks as IR: causal, sliding-window, chunked and key-padding, built once per window,
+and Phi-3-small's block-sparse pattern over the causal one (per query head).
 
 A window (config.Window) is the last W positions (sliding) or the query's own chunk of W
 positions from a multiple of W (Llama 4's chunked attention); both keep a ring of W cache slots.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ir import I32, DType, Graph, Node, TensorType
-from tcp_compiler.frontend.config import Window
+from tcp_compiler.frontend.config import BlockSparse, Window
 
 Const = Callable[[float | int, DType], Node]
 
@@ -83,6 +84,12 @@ class PrefillMasks:
         self.cache[window] = mask
         return mask
 
+    def sparse(self, pattern: BlockSparse, heads: Node) -> Node:
+        """[Hkv, G, Sq, Sk]: the causal mask cut to `pattern` for each query head (`heads`, see
+        `block_sparse`)."""
+        causal = self(None)
+        return block_sparse(self.g, self.const, causal, self.g["mask.i"], self.g["mask.j"], pattern, heads)
+
     def _same_chunk(self, size: int, tag: str) -> Node:
         """Key at or after the start of the query's chunk (the last multiple of `size` at or
         before its position): with causality, the keys of its own chunk."""
@@ -128,6 +135,31 @@ class DecodeMasks:
             mask = g.add("le", back, reach, name=f"mask.ring{tag}")
         self.cache[window] = mask
         return mask
+
+    def sparse(self, pattern: BlockSparse, heads: Node) -> Node:
+        """[B, Hkv, G, Sk]: the new token's causal mask cut to `pattern` for each query head."""
+        return block_sparse(self.g, self.const, self(None), self.pos, self.g["mask.j"], pattern, heads)
+
+
+def block_sparse(g: Graph, const: Const, causal: Node, query: Node, key: Node, pattern: BlockSparse,
+                 heads: Node) -> Node:  # fmt: skip
+    """`causal` and, per query head, the blocks `pattern` keeps, from the query and key positions.
+    In block starts (p - p mod block), never dividing: a key block is near when the query's block
+    start is less than `local` blocks past its own, and a vertical stripe when its start plus the
+    head's `heads` entry ((offset + 1) x block, [Hkv, G]) is a multiple of vert_stride blocks."""
+    name = f"mask.sparse.b{pattern.block}.l{pattern.local}.v{pattern.vert_stride}"
+    if name in g:
+        return g[name]
+    block = const(pattern.block, I32)
+    q0 = g.add("sub", query, g.add("mod", query, block, name=f"{name}.q_in"), name=f"{name}.q_block")
+    k0 = g.add("sub", key, g.add("mod", key, block, name=f"{name}.k_in"), name=f"{name}.k_block")
+    behind = g.add("sub", q0, k0, name=f"{name}.behind")
+    near = g.add("lt", behind, const(pattern.local * pattern.block, I32), name=f"{name}.near")
+    shifted = g.add("add", k0, heads, name=f"{name}.shifted")
+    stripe = g.add("mod", shifted, const(pattern.vert_stride * pattern.block, I32), name=f"{name}.stripe_at")
+    vertical = g.add("eq", stripe, const(0, I32), name=f"{name}.vertical")
+    kept = g.add("or", near, vertical, name=f"{name}.kept")
+    return g.add("and", causal, kept, name=name)
 
 
 def _suffix(window: Window | None) -> str:

@@ -209,43 +209,28 @@ def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
 
 
 def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
-    """Decoder layer i, its values named in the layer (GraphBuilder.layer): an attention layer with
-    its MLP, pre-norm (optionally with Gemma's sandwich norms), post-norm or parallel; an RWKV
-    block; or a pre-norm block of another mixer and an optional MLP (`_mixer_block`). Returns
-    (output, its caches: K and V, a Mamba or DeltaNet layer's state and convolution window, an
-    RWKV block's sums and shifted inputs, or none for an MLP-only layer)."""
-    with b.layer(i):
+    """Decoder layer i, its values named in the layer (GraphBuilder.layer): an RWKV block, or a
+    mixer (attention, Mamba, DeltaNet) and a feed-forward block, pre-norm (optionally with Gemma's
+    sandwich norms), post-norm or parallel. Returns (output, its caches: K and V, a Mamba or
+    DeltaNet layer's state and convolution window, an RWKV block's sums and shifted inputs, or none
+    where the layer skips or replaces its attention)."""
+    standard = layer.mixer == "attention" and (layer.attention, layer.ffn) == ("standard", "standard")
+    if not standard and layer.mixer != "rwkv" and b.cfg.residual.block != "pre":
+        raise FrontendError(
+            f"{b.cfg.name}: layer {i} skips or replaces a part or has a recurrent mixer, which only "
+            f"pre-norm blocks do (this model's are {b.cfg.residual.block})"
+        )
+    with b.layer(i, layer):
         if layer.mixer == "rwkv":
             return rwkv_block(b, i, h, past is not None)
-        if layer.mixer != "attention" or not layer.ffn:
-            return _mixer_block(b, i, layer, h, pos, masks, past)
         return _block(b, i, layer, h, pos, masks, past)
 
 
-def _mixer_block(
+def _block(
     b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None
 ) -> tuple[Node, list[Node]]:
-    """A pre-norm layer of any mixer but RWKV's: x + mixer(norm(x)) for its mixer (Mamba,
-    Qwen3-Next's gated DeltaNet, attention, or none), then x + mlp(norm(x)) when it has a
-    feed-forward block."""
-    pre, caches = f"model.layers.{i}", []
-    if layer.mixer != "none":
-        n = norm(b, h, "D", f"{pre}.input_layernorm", "mixer_norm")
-        if layer.mixer == "mamba":
-            m, caches = mamba(b, i, n, past is not None)
-        elif layer.mixer == "deltanet":
-            m, caches = gated_delta(b, i, n, past is not None)
-        else:
-            m, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
-            caches = [k_cache, v_cache]
-        h = _residual(b, h, m, "h_mixer" if layer.ffn else "out")
-    if layer.ffn:
-        n = norm(b, h, "D", f"{pre}.post_attention_layernorm", "mlp_norm")
-        h = _residual(b, h, feed_forward(b, i, layer, n), "out")
-    return h, caches
-
-
-def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
+    """Layer i's mixer and feed-forward block, each present, skipped or (DeciLM) replaced by a
+    linear; a layer without an MLP names its mixer's residual `out`, as every layer's last is."""
     cfg, g = b.cfg, b.g
     pre = f"model.layers.{i}"
     attn_norm, mlp_norm = f"{pre}.input_layernorm", f"{pre}.post_attention_layernorm"
@@ -254,23 +239,47 @@ def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, pas
         h = norm(b, _residual(b, h, a, "h_attn"), "D", attn_norm, "attn_norm")
         m = feed_forward(b, i, layer, h)
         return norm(b, _residual(b, h, m, "h_mlp"), "D", mlp_norm, "out"), [k_cache, v_cache]
-    n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
     if cfg.residual.block == "parallel":
+        n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
         a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past, reduce=False)
         n2 = n if cfg.norms.parallel == 1 else norm(b, h, "D", mlp_norm, "mlp_norm")
         m = feed_forward(b, i, layer, n2, reduce=False)
         both = b.all_reduce(g.add("add", a, m, name=b.name("parallel")), b.name("parallel.sum"))
         return _residual(b, h, both, "out"), [k_cache, v_cache]
-    a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
-    if cfg.norms.sandwich:
-        a = norm(b, a, "D", f"{pre}.post_attention_layernorm", "attn_out_norm")
-        mlp_norm = f"{pre}.pre_feedforward_layernorm"
-    h = _residual(b, n if cfg.residual.from_norm else h, a, "h_attn")
-    n = norm(b, h, "D", mlp_norm, "mlp_norm") if cfg.norms.pre else h
-    m = feed_forward(b, i, layer, n)
-    if cfg.norms.sandwich:
-        m = norm(b, m, "D", f"{pre}.post_feedforward_layernorm", "mlp_out_norm")
-    return _residual(b, n if cfg.residual.from_norm else h, m, "out"), [k_cache, v_cache]
+    caches: list[Node] = []
+    if layer.attention != "skip":
+        n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
+        if layer.mixer == "mamba":
+            a, caches = mamba(b, i, n, past is not None)
+        elif layer.mixer == "deltanet":  # Qwen3-Next's gated DeltaNet
+            a, caches = gated_delta(b, i, n, past is not None)
+        elif layer.attention == "linear":
+            a = _replacement(b, n, f"{pre}.self_attn.linear_attn.weight", "attn_linear")
+        else:
+            a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
+            caches = [k_cache, v_cache]
+        if cfg.norms.sandwich:
+            a = norm(b, a, "D", f"{pre}.post_attention_layernorm", "attn_out_norm")
+            mlp_norm = f"{pre}.pre_feedforward_layernorm"
+        h = _residual(b, n if cfg.residual.from_norm else h, a, "h_attn" if layer.ffn != "skip" else "out")
+    if layer.ffn != "skip":
+        n = norm(b, h, "D", mlp_norm, "mlp_norm") if cfg.norms.pre else h
+        if layer.ffn == "linear":
+            m = _replacement(b, n, f"{pre}.mlp.linear_mlp.weight", "mlp_linear")
+        else:
+            m = feed_forward(b, i, layer, n)
+        if cfg.norms.sandwich:
+            m = norm(b, m, "D", f"{pre}.post_feedforward_layernorm", "mlp_out_norm")
+        h = _residual(b, n if cfg.residual.from_norm else h, m, "out")
+    return h, caches
+
+
+def _replacement(b: GraphBuilder, x: Node, weight: str, label: str) -> Node:
+    """DeciLM's stand-in for a layer's attention or MLP: one bias-free [D, D] linear, whole on
+    every chip (no collective)."""
+    D = b.cfg.hidden
+    y = linear(b, x, weight, {"Do": D, "D": D}, ["D"], ["B", "S", "Do"], f"{label}.o", whole)
+    return b.g.add("reshape", y, name=b.name(label), type=TensorType.of(F32, B=b.batch, S=b.seq, D=D))
 
 
 def _head(b: GraphBuilder, x: Node) -> Node:

@@ -39,12 +39,36 @@ def sinusoidal_table(positions: int, dim: int, base: float = 10000.0) -> np.ndar
 
 
 def check_positions(cfg: ModelConfig, positions: int) -> None:
-    """A model with learned positions has a table of max_position_embeddings rows: no more."""
+    """The one position limit, for every command: a model with learned positions has a table of
+    max_position_embeddings rows and cannot run past it (transformers fails indexing it). Every
+    other scheme is computed for any position, as transformers computes it (RoPE of any type,
+    ALiBi, sinusoidal, none); `past_context` says when that passes the context it was made for."""
     if cfg.positions.kind == "learned" and positions > cfg.max_positions:
         raise FrontendError(
             f"{cfg.name}: {positions} positions exceed its {cfg.max_positions} learned position "
             f"embeddings (max_position_embeddings)"
         )
+
+
+def past_context(cfg: ModelConfig, positions: int) -> str | None:
+    """A one-line note when `positions` pass the context the model's positions are made for, else
+    None. RoPE (default, linear, llama3, longrope) and sinusoidal tables are made for
+    max_position_embeddings, yarn for its original context times its factor when that is longer;
+    dynamic NTK rescales itself for any length, and ALiBi and models without positions are meant to
+    extrapolate: no note. Learned positions never get here (`check_positions` refuses them)."""
+    if not cfg.max_positions or cfg.positions.kind in ("alibi", "none", "learned"):
+        return None
+    ropes = [layer.rope for layer in cfg.layers if layer.rope is not None]
+    if any(rope.kind == "dynamic" for rope in ropes):
+        return None
+    yarn = [int(rope.original_max_positions * rope.factor) for rope in ropes if rope.kind == "yarn"]
+    context = max([cfg.max_positions, *yarn])
+    if positions <= context:
+        return None
+    return (
+        f"note: {cfg.name} uses {positions:,} positions, past the {context:,} its {cfg.positions.kind} "
+        f"positions are made for (max_position_embeddings); run as transformers runs them"
+    )
 
 
 def absolute(b: GraphBuilder, x: Node, pos: Node) -> Node:

@@ -62,28 +62,33 @@ def deepseek_moe(
     normalize: bool,
     groups: tuple[int, int] = (1, 1),
     group_score: GroupScore = "top2_sum",
-    correction_bias: bool = False,
+    correction_bias: str | None = None,
+    keys: tuple[str, str] = ("n_routed_experts", "n_shared_experts"),
 ) -> Moe:
-    """The MoE block: `groups` is (n_group, topk_group) when routing is group-limited."""
-    experts = raw.require("n_routed_experts")
+    """The MoE block: `groups` is (n_group, topk_group) when routing is group-limited;
+    `correction_bias` the correction bias's name (with {i}) under PREFIX when routing has one; `keys`
+    the family's names for the routed and the shared expert counts (K-EXAONE says num_experts and
+    num_shared_experts)."""
+    experts_key, shared_key = keys
+    experts = raw.require(experts_key)
     top_k = raw.require("num_experts_per_tok")
     moe_f = raw.require("moe_intermediate_size")
     n_group, topk_group = groups
     smallest = 2 if group_score == "top2_sum" else 1  # a group's score needs that many experts
     if experts % n_group or experts // n_group < smallest:
         raise raw.fail(
-            f"n_group ({n_group}) must split n_routed_experts ({experts}) into groups of {smallest} or more"
+            f"n_group ({n_group}) must split {experts_key} ({experts}) into groups of {smallest} or more"
         )
     if topk_group > n_group:
         raise raw.fail(f"topk_group ({topk_group}) exceeds n_group ({n_group})")
     eligible = topk_group * experts // n_group
     if top_k > eligible:
-        what = f"of topk_group ({topk_group}) groups" if n_group > 1 else "(n_routed_experts)"
+        what = f"of topk_group ({topk_group}) groups" if n_group > 1 else f"({experts_key})"
         raise raw.fail(f"num_experts_per_tok ({top_k}) exceeds the {eligible} experts {what}")
-    shared = raw.get("n_shared_experts", 0, kind=int)
+    shared = raw.get(shared_key, 0, kind=int)
     if shared * moe_f > MAX_WIDTH:
         raise raw.fail(
-            f"n_shared_experts x moe_intermediate_size ({shared} x {moe_f}): expected at most {MAX_WIDTH:,}"
+            f"{shared_key} x moe_intermediate_size ({shared} x {moe_f}): expected at most {MAX_WIDTH:,}"
         )
     return Moe(
         experts=experts,
@@ -93,7 +98,7 @@ def deepseek_moe(
         router_name=f"{PREFIX}.gate.weight",
         expert_names=tuple(f"{PREFIX}.experts.{{e}}.{p}_proj.weight" for p in ("gate", "up", "down")),
         scoring=scoring,
-        correction_bias_name=f"{PREFIX}.gate.e_score_correction_bias" if correction_bias else None,
+        correction_bias_name=f"{PREFIX}.{correction_bias}" if correction_bias else None,
         groups=n_group,
         topk_groups=topk_group,
         group_score=group_score,

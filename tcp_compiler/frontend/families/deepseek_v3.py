@@ -62,15 +62,21 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     )
 
 
-def sigmoid_moe(raw: RawConfig) -> Moe:
-    """DeepSeek-V3's MoE (GLM-4.5's too): sigmoid scores, the correction bias, top-k within the
-    topk_group best of n_group groups (ranked by their two best scores), routed_scaling_factor and
-    n_shared_experts shared experts, under DeepSeek's tensor names."""
+def sigmoid_moe(
+    raw: RawConfig,
+    correction_bias: str = "gate.e_score_correction_bias",
+    keys: tuple[str, str] = ("n_routed_experts", "n_shared_experts"),
+) -> Moe:
+    """DeepSeek-V3's MoE (GLM-4.5's and K-EXAONE's too): sigmoid scores, the correction bias, top-k
+    within the topk_group best of n_group groups (ranked by their two best scores),
+    routed_scaling_factor and shared experts, under DeepSeek's tensor names; `correction_bias` and
+    `keys` as deepseek_moe takes them, for the families that spell them otherwise."""
     n_group = raw.get("n_group", 1, kind=int)
     return deepseek_moe(
         raw,
         "sigmoid",
         bool(raw.get("norm_topk_prob", True, kind=bool)),
         (n_group, raw.get("topk_group", n_group, kind=int)),
-        correction_bias=True,
+        correction_bias=correction_bias,
+        keys=keys,
     )

@@ -4,8 +4,8 @@ a bias (top-k of its logits, softmax over those k) and whose experts run gpt-oss
 with biases. The experts are stored stacked, [E, in, out], gate and up interleaved in one
 gate_up_proj; layout rules cut each expert's canonical [out, in] tensors out of them."""
 
-from tcp_compiler.frontend.config import Attention, ModelConfig, Moe, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import dense, layer_types, layers
+from tcp_compiler.frontend.config import Attention, Mlp, ModelConfig, Moe, RawConfig, read_rope
+from tcp_compiler.frontend.families.common import activation, dense, layer_types, layers
 from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import Expert, TensorMap
 
@@ -52,8 +52,6 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         router_bias=True,
         softmax_after_top_k=True,
         expert_bias=True,
-        swiglu_limit=float(raw.get("swiglu_limit", 7.0, kind=float)),
-        swiglu_alpha=float(raw.get("swiglu_alpha", 1.702, kind=float)),
     )
     if moe.top_k > moe.experts:
         raise raw.fail(f"num_experts_per_tok ({moe.top_k}) exceeds num_local_experts ({moe.experts})")
@@ -64,6 +62,11 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         "gpt_oss",
         name,
         attention=Attention(qkv_bias=bias, out_bias=bias, sinks=True),
+        mlp=Mlp(
+            activation(raw, "silu", "hidden_act"),
+            swiglu_limit=float(raw.get("swiglu_limit", 7.0, kind=float)),
+            swiglu_alpha=float(raw.get("swiglu_alpha", 1.702, kind=float)),
+        ),
         moe=moe,
         layers=layers(
             raw, types, raw.get("sliding_window", kind=int), {"default": read_rope(raw)}, set(range(n))

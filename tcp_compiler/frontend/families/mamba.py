@@ -50,7 +50,7 @@ def ssm_model(raw: RawConfig, name: str, ssm: Ssm) -> ModelConfig:
         kv_heads=1,
         head_dim=2,
         intermediate=0,
-        layers=tuple(Layer(None, None, "rope", False, mixer="mamba", ffn=False) for _ in range(n)),
+        layers=tuple(Layer(None, None, "rope", False, mixer="mamba", ffn="skip") for _ in range(n)),
         norms=Norms(float(raw.require("layer_norm_epsilon", (int, float)))),
         mlp=Mlp(activation(raw, "silu", "hidden_act")),
         positions=Positions("none"),

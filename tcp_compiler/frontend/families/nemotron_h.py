@@ -9,6 +9,8 @@ its norm at `norm`; `embeddings` and `norm_f` at the ends."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tcp_compiler.frontend.config import Layer, Mlp, ModelConfig, Norms, Positions, RawConfig
 from tcp_compiler.frontend.families.common import activation, dense
 from tcp_compiler.frontend.families.mamba2 import Mamba2Keys, mamba2_mixer
@@ -39,8 +41,9 @@ MAMBA_KEYS = Mamba2Keys(
 )  # fmt: skip
 
 PATTERN = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
-LAYERS = {  # layer type -> (mixer, has an MLP)
-    "linear_attention": ("mamba", False), "full_attention": ("attention", False), "mlp": ("none", True),
+LAYERS: dict[str, dict[str, Any]] = {  # layer type -> its Layer fields: one part each
+    "linear_attention": dict(mixer="mamba", ffn="skip"), "full_attention": dict(ffn="skip"),
+    "mlp": dict(attention="skip"),
 }  # fmt: skip
 
 TENSORS = TensorMap(
@@ -82,7 +85,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         if old in data:
             data[new] = data.pop(old)
     raw = RawConfig(data, raw.source, raw.family, raw.prefix)
-    layers = tuple(Layer(None, None, "rope", False, *LAYERS[t]) for t in block_types(raw))
+    layers = tuple(Layer(None, None, "rope", False, **LAYERS[t]) for t in block_types(raw))
     return dense(
         raw,
         "nemotron_h",

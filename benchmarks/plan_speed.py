@@ -1,0 +1,97 @@
+"""How long `tcpc plan` takes: Llama-3.1-8B and Llama-3.1-70B on up to 8 RNGD chips (every tp x pp
+x dp layout of 1 to 8 chips, max sequences 64 and 256, prefill chunks 512 and 2048 tokens, bf16),
+the default requests (prompts 64-512, outputs 32-256; 120 per run for p90), under TTFT p90 <= 1 s
+and TPOT p90 <= 50 ms. Targets (issue 27): 8B (at least 50 candidates) under 5 minutes, 70B under
+15 minutes, on 2 cores.
+
+Prints each plan's wall time, its candidates and tasks (one compile of iteration costs each) and
+how many met the SLOs. With --jobs 1 (the default) the plan runs in this process, so its CPU time
+is exact and so is its longest task's: two idle cores take max(CPU / 2, longest task), which it
+prints as the 2-core estimate (a busy machine's wall time says more about the machine).
+
+Run: python benchmarks/plan_speed.py [--jobs N] [--model NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from dataclasses import dataclass
+
+from tcp_compiler.executors import local_executor
+from tcp_compiler.planner import OK, Context, Result, Space, plan, tasks
+from tcp_compiler.serve.max_rate import Slo, searched
+from tcp_compiler.serve.workload import Workload
+
+MODELS = ("llama-3.1-8b", "llama-3.1-70b")
+TARGET_S = {"llama-3.1-8b": 300.0, "llama-3.1-70b": 900.0}
+CHIPS, SLO_TTFT, SLO_TPOT, PERCENTILE = 8, 1.0, 0.05, 90.0
+SPACE = Space(CHIPS, max_seqs=(64, 256), max_batch_tokens=(512, 2048))
+
+
+@dataclass
+class Timed:
+    rankings: list[list[Result]]  # one per SLO
+    wall_s: float
+    cpu_s: float  # this process's and its workers'
+    longest_task_cpu_s: float  # with one job: the slowest task's (with more: the wall time)
+
+    @property
+    def two_cores_s(self) -> float:
+        return max(self.cpu_s / 2, self.longest_task_cpu_s)
+
+
+def measure(model: str, slos: tuple[Slo, ...], jobs: int = 1, space: Space = SPACE) -> Timed:
+    """The plan of `model` under each of `slos` (one search each per candidate, one compile per task)."""
+    work = searched(Workload(), SLO_TTFT, SLO_TPOT, PERCENTILE)[0]
+    marks = [time.process_time()]
+    wall, cpu, workers = time.perf_counter(), time.process_time(), _children_cpu()
+    rankings = plan(Context(model, "rngd", work, slos), space, jobs, local_executor,
+                    lambda done, total: marks.append(time.process_time()))  # fmt: skip
+    wall = time.perf_counter() - wall
+    if jobs > 1:
+        time.sleep(2)  # the pool's workers exit and are reaped, their CPU time counted
+    longest = max(b - a for a, b in zip(marks, marks[1:], strict=False)) if jobs == 1 else wall
+    return Timed(rankings, wall, time.process_time() - cpu + _children_cpu() - workers, longest)
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished worker processes."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def interactive() -> Slo:
+    return searched(Workload(), SLO_TTFT, SLO_TPOT, PERCENTILE)[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1: this process)")
+    parser.add_argument("--model", action="append", choices=MODELS, help="only these (default: both)")
+    args = parser.parse_args()
+    for model in args.model or MODELS:
+        m = measure(model, (interactive(),), args.jobs)
+        (results,) = m.rankings
+        best = next((r for r in results if r.status == OK), None)
+        shown = "none" if best is None else (
+            f"tp {best.setting.layout.tp} pp {best.setting.layout.pp} dp {best.setting.layout.dp}, "
+            f"{best.setting.max_seqs} seqs, chunk {best.setting.max_batch_tokens}: "
+            f"{best.goodput_per_card:.3g} goodput requests/s per card")  # fmt: skip
+        timing = f"{m.wall_s:.0f} s wall on {args.jobs} worker{'s' * (args.jobs > 1)}"
+        timing += f", {m.cpu_s:.0f} s CPU"
+        if args.jobs == 1:
+            verdict = "within" if m.two_cores_s <= TARGET_S[model] else "OVER"
+            timing += (
+                f", {m.cpu_s:.0f} s CPU (longest task {m.longest_task_cpu_s:.0f} s): about "
+                f"{m.two_cores_s:.0f} s on 2 idle cores, {verdict} the {TARGET_S[model]:.0f} s target"
+            )
+        meeting = sum(r.status == OK for r in results)
+        print(f"{model} on up to {CHIPS} chips: {timing}; {len(results)} candidates in "
+              f"{len(tasks(SPACE.settings()))} tasks, {meeting} meeting the SLOs; best {shown}",
+              flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
