@@ -45,12 +45,13 @@ def _reference(cfg, precision, hw, chips, batch, phase, length, pp=1) -> PhaseBo
     link_bytes = 0.0
     hidden = tokens * cfg.hidden * precision.collective.bits / 8
     if chips > 1:
-        # one all-reduce per parallel block or Mamba block, else one per attention and one per MLP
-        # a layer keeps (DeciLM skips some)
+        # one all-reduce per parallel block, else one per mixer a layer runs (its attention, unless
+        # DeciLM skips or replaces it, or a recurrent mixer's out_proj) and one per MLP it keeps
+        # (pure Mamba blocks and Nemotron-H's mixer blocks have none)
         once = cfg.residual.block == "parallel"
-        kept = [(layer.attention == "standard") + (layer.ffn == "standard") for layer in cfg.layers]
-        pairs = zip(cfg.layers, kept, strict=True)
-        reduces = sum(1 if once or layer.mixer == "mamba" else n for layer, n in pairs)
+        kept = [(layer.mixer != "attention" or layer.attention == "standard") + (layer.ffn == "standard")
+                for layer in cfg.layers]  # fmt: skip
+        reduces = len(cfg.layers) if once else sum(kept)
         link_bytes = reduces / pp * 2 * (chips - 1) / chips * hidden
     link_bytes += hidden if pp > 1 else 0.0
     everywhere = chips * pp

@@ -51,20 +51,30 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
         ir.verify(built.graph)
         assert built.graph.outputs[0] == "logits"
         assert built.graph["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
-        # two caches a layer: K and V, or a Mamba layer's state and window; none where DeciLM skips attention
-        cached = sum(layer.attends or layer.mixer == "mamba" for layer in cfg.layers)
-        assert len(built.graph.outputs) == 1 + 2 * cached
+        assert len(built.graph.outputs) == 1 + sum(_caches(layer) for layer in cfg.layers)
+
+
+def _caches(layer) -> int:
+    """K and V, a Mamba or DeltaNet layer's state and window, an RWKV block's two sums, two lagged
+    inputs and two token shifts, or nothing (a layer that skips or replaces its attention)."""
+    if layer.mixer == "rwkv":
+        return 6
+    return 2 if layer.attends or layer.recurrent else 0
 
 
 def _group_tiles(cfg, group: int) -> bool:
     """Quantisation groups tile every projection's input: the hidden size, the MLP widths (GLM-4.5-Air's
-    dense 10944 = 64 x 171), and a head's K whole or whole heads per group."""
+    dense 10944 = 64 x 171), a head's K whole or whole heads per group, and the Mamba mixers' inner
+    widths (x_proj and out_proj contract the inner width, dt_proj dt's rank; Mamba-2's out_proj a group's)."""
     heads = (cfg.mla.v_dim, cfg.mla.nope_dim) if cfg.mla is not None else (cfg.head_dim,)  # MLA's contracted
-    if cfg.ssm is not None:  # Mamba's x_proj and out_proj contract the inner width, dt_proj dt's rank
+    if not any(layer.mixer == "attention" for layer in cfg.layers):
+        heads = ()
+    widths = [cfg.hidden]
+    if any(layer.ffn for layer in cfg.layers):
+        widths += [cfg.intermediate, *((cfg.moe.intermediate,) if cfg.moe is not None else ())]
+    if cfg.ssm is not None:
         ssm = cfg.ssm
-        widths = [ssm.inner, ssm.dt_rank] if ssm.kind == "mamba" else [ssm.inner // ssm.groups]
-        return all(w % group == 0 for w in (cfg.hidden, *widths))
-    widths = (cfg.hidden, cfg.intermediate, *((cfg.moe.intermediate,) if cfg.moe is not None else ()))
+        widths += [ssm.inner, ssm.dt_rank] if ssm.kind == "mamba" else [ssm.inner // ssm.groups]
     return all(w % group == 0 for w in widths) and all(k % group == 0 or group % k == 0 for k in heads)
 
 
@@ -126,10 +136,10 @@ LLAMA = json.loads((BUNDLED / "llama-3.2-1b.json").read_text())
     ("change", "expected"),
     [
         (
-            {"model_type": "rwkv", "architectures": ["RwkvForCausalLM"]},
-            "model_type 'rwkv' is not supported and no entry of 'architectures' is (supported model types",
+            {"model_type": "xlstm", "architectures": ["xLSTMForCausalLM"]},
+            "model_type 'xlstm' is not supported and no entry of 'architectures' is (supported model types",
         ),
-        ({"model_type": None}, "missing field 'model_type' (supported: bloom"),
+        ({"model_type": None}, "missing field 'model_type' (supported: bamba, bloom"),
         ({"hidden_size": None}, "missing field 'hidden_size' (needed for llama models)"),
         ({"num_attention_heads": "32"}, 'num_attention_heads: expected an integer from 1 to 16,384, got "32'),
         (
@@ -155,7 +165,7 @@ LLAMA = json.loads((BUNDLED / "llama-3.2-1b.json").read_text())
             {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
             "missing field 'rope_scaling.low_freq_factor'",
         ),
-        ({"hidden_act": "relu2"}, "field 'hidden_act' = 'relu2' is not supported"),
+        ({"hidden_act": "tanh"}, "field 'hidden_act' = 'tanh' is not supported"),
         ({"vocab_size": 0}, "vocab_size: expected an integer from 1 to 16,777,216, got 0"),
         (
             {"model_type": "opt", "ffn_dim": 8192, "word_embed_proj_dim": 512},

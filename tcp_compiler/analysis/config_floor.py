@@ -224,12 +224,13 @@ def _matmul_shapes(cfg: ModelConfig) -> Iterator[tuple[str, tuple[int, int], flo
 
 
 def _all_reduces(cfg: ModelConfig, layer: Layer) -> int:
-    """The hidden-state all-reduces a layer cannot avoid over tensor-parallel chips: one after
-    attention and one after its MLP (none for a part DeciLM skips or replaces by its replicated
-    linear), or one for a parallel block; a Mamba block's one after out_proj."""
-    if layer.mixer == "mamba" or cfg.residual.block == "parallel":
+    """The hidden-state all-reduces a layer cannot avoid over tensor-parallel chips: one after its
+    mixer (attention's o_proj, a recurrent mixer's out_proj; none where the layer skips attention or
+    replaces it by DeciLM's replicated linear) and one after its MLP (likewise), or one for a
+    parallel block."""
+    if cfg.residual.block == "parallel" and layer.mixer == "attention":
         return 1
-    return (layer.attention == "standard") + (layer.ffn == "standard")
+    return (layer.recurrent or layer.attention == "standard") + (layer.ffn == "standard")
 
 
 def _kept(window: Window | None, length: int) -> int:

@@ -25,7 +25,7 @@ NormKind = Literal["rms", "layer"]
 BlockKind = Literal["pre", "post", "parallel"]
 PositionKind = Literal["rope", "learned", "alibi", "sinusoidal", "none"]
 MlpKind = Literal["gated", "plain"]
-Activation = Literal["silu", "gelu_tanh", "gelu", "relu"]
+Activation = Literal["silu", "gelu_tanh", "gelu", "relu", "relu2"]  # relu2: relu(x)^2 (Nemotron-H)
 QkNorm = Literal["none", "per_head", "all_heads", "each_head", "l2"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
@@ -33,8 +33,8 @@ GroupScore = Literal["top2_sum", "max"]
 # A layer's attention or feed-forward part: the model's own, skipped (nothing, not even its norm),
 # or one bias-free [D, D] linear after its norm (DeciLM's no_op and replace_with_linear)
 LayerPart = Literal["standard", "skip", "linear"]
-Mixer = Literal["attention", "mamba"]
-SsmKind = Literal["mamba", "mamba2"]
+Mixer = Literal["attention", "mamba", "deltanet", "rwkv"]
+SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4"]
 
 
 def check_mode(value: object, mode: object, what: str) -> None:
@@ -270,13 +270,20 @@ class BlockSparse:
 @dataclass(frozen=True)
 class Ssm:
     """A Mamba mixer (a selective state-space layer): its sizes and variant, as the layers whose
-    `Layer.mixer` is "mamba" build it (frontend/builder/ssm.py).
+    `Layer.mixer` is "mamba" or "deltanet" build it (frontend/builder/ssm.py), and of RWKV blocks
+    (frontend/builder/rwkv.py).
 
     Mamba-1 (`kind` "mamba"): every one of the `inner` channels has its own [state] decay (A_log
     [inner, state]), dt comes through a rank-`dt_rank` x_proj / dt_proj pair, and the output is
     gated by silu(z) before out_proj. Mamba-2 ("mamba2"): one scalar decay per head of `head_dim`
     channels, B and C shared by the heads of each of `groups` groups, dt one per head straight from
-    in_proj, and a gated RMSNorm over each group's channels before out_proj.
+    in_proj, and a gated RMSNorm over each group's channels before out_proj. Qwen3-Next's gated
+    DeltaNet ("gated_delta", layers whose mixer is "deltanet"): `heads` value heads of `head_dim`
+    channels (inner = heads x head_dim), `groups` query/key heads of `state` channels each shared by
+    heads / groups value heads; the state is [heads, state, head_dim]. RWKV-4 ("rwkv4", layers whose
+    mixer is "rwkv"): `inner` WKV channels, each with a numerator and a denominator state (state 1,
+    two scans); its token shifts carry one previous input (conv_kernel 2) of `token_shift` channels
+    beside the WKV's lagged inputs.
     """
 
     kind: SsmKind
@@ -294,19 +301,27 @@ class Ssm:
     bcdt_norm_eps: float | None = None  # Falcon-Mamba: weightless RMSNorms on B, C and dt's rank
     norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm
     chunk: int = 256  # Mamba-2's chunk_size (the chunked scan's chunk in transformers)
+    activation: Activation = "silu"  # after the convolution (hidden_act; Nemotron-H's mamba_hidden_act)
+    token_shift: int = 0  # RWKV: the channels its time- and channel-mixing token shifts carry
+    rescale_every: int = 0  # RWKV: the hidden state halves after every n-th block (transformers' eval)
 
     def __post_init__(self) -> None:
         check_mode(self.kind, SsmKind, "ssm")
+        check_mode(self.activation, Activation, "activation")
 
     @property
     def conv_channels(self) -> int:
-        """Channels of the convolution: x (and Mamba-2's B and C, which go through it too)."""
-        return self.inner + (2 * self.groups * self.state if self.kind == "mamba2" else 0)
+        """Channels of the convolution: x (and Mamba-2's B and C, or DeltaNet's q and k, which go
+        through it too)."""
+        if self.kind == "rwkv4":  # exp(k) and exp(k) v of the step before, and the token shifts
+            return 2 * self.inner + self.token_shift
+        return self.inner + (0 if self.kind == "mamba" else 2 * self.groups * self.state)
 
     @property
     def state_elements(self) -> int:
-        """One sequence's recurrent state in one layer: inner x state entries."""
-        return self.inner * self.state
+        """One sequence's recurrent state in one layer: inner x state entries (RWKV: a numerator
+        and a denominator per channel)."""
+        return self.inner * self.state * (2 if self.kind == "rwkv4" else 1)
 
     @property
     def window_elements(self) -> int:
@@ -343,9 +358,11 @@ class Temperature:
 @dataclass(frozen=True)
 class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
-    MoE MLP, and Llama 4's per-layer attention options; its mixer: attention (followed by the MLP),
-    or a Mamba block of ModelConfig.ssm (x + mixer(norm(x)), no MLP); and in DeciLM's searched
-    stacks, which parts the layer has and their sizes."""
+    MoE MLP, and Llama 4's per-layer attention options; its mixer (attention, or a Mamba layer or
+    Qwen3-Next's gated DeltaNet of ModelConfig.ssm, or an RWKV block: time mixing, then channel
+    mixing, its own feed-forward block); which parts the layer has (a skipped attention: an MLP-only
+    layer, as Nemotron-H's and DeciLM's; a skipped ffn: pure Mamba blocks, Nemotron-H's mixer
+    layers) or replaces by a linear (DeciLM), and, in DeciLM's searched stacks, their sizes."""
 
     sliding_window: int | None
     rope: Rope | None
@@ -376,9 +393,15 @@ class Layer:
         return None if self.sliding_window is None else Window(self.sliding_window)
 
     @property
+    def recurrent(self) -> bool:
+        """Whether the layer's mixer carries a fixed-size state of ModelConfig.ssm (Mamba,
+        DeltaNet, RWKV) rather than attention's KV cache."""
+        return self.mixer != "attention"
+
+    @property
     def attends(self) -> bool:
-        """Whether the layer runs attention, and so keeps a KV cache (not a Mamba layer, nor a
-        DeciLM layer whose attention is skipped or replaced)."""
+        """Whether the layer runs attention, and so keeps a KV cache (not a recurrent layer, nor a
+        layer whose attention is skipped or replaced)."""
         return self.mixer == "attention" and self.attention == "standard"
 
 
@@ -392,6 +415,7 @@ class Norms:
     offset: float = 0.0  # Gemma's RMSNorm scales by (1 + w)
     embed: bool = False  # BLOOM: LayerNorm right after the embedding
     final: bool = True  # OPT's post-LN models have none
+    final_eps: float | None = None  # the final norm's own eps (RWKV's ln_out keeps LayerNorm's 1e-5)
     sandwich: bool = False  # Gemma: norms after attention and MLP as well as before
     pre: bool = True  # False with sandwich: OLMo 2 norms only the branch outputs
     parallel: Literal[1, 2] = 2  # parallel blocks: 2 norms (GPT-NeoX) or 1 shared (Falcon-7B)
@@ -443,6 +467,7 @@ class Attention:
     scale: float | None = None  # on the scores; default 1/sqrt(head_dim)
     softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
     sinks: bool = False  # gpt-oss: a learned logit per head joins each softmax's denominator
+    output_gate: bool = False  # Qwen3-Next: q_proj also gives a gate per head; out * sigmoid(gate)
 
     def __post_init__(self) -> None:
         check_mode(self.qk_norm, QkNorm, "q/k norm")
@@ -452,7 +477,7 @@ class Attention:
 class Mlp:
     """The dense MLP (and the experts' activation)."""
 
-    activation: Activation  # an IR unary op
+    activation: Activation  # an IR unary op, or relu2 (relu, squared)
     kind: MlpKind = "gated"  # gated: down(act(gate) * up); plain: down(act(up))
     bias: bool = False
     # the clamped SwiGLU of gpt-oss's experts and Phi-3-small's gegelu (builder.ffn); None: act(gate) * up
@@ -503,7 +528,7 @@ class ModelConfig:
     embedding: Embedding = Embedding()
     moe: Moe | None = None
     mla: Mla | None = None  # DeepSeek's latent attention instead of per-head K/V
-    ssm: Ssm | None = None  # the Mamba layers' mixer (Layer.mixer == "mamba")
+    ssm: Ssm | None = None  # the mixer of the recurrent layers (Layer.recurrent: Mamba, DeltaNet, RWKV)
     max_positions: int = 0
     dtype: str = "bfloat16"
     tensors: TensorMap = IDENTITY  # where the canonical weight names live in the checkpoint
@@ -525,12 +550,12 @@ class ModelConfig:
 
     def state_elements(self, layers: range | None = None) -> int:
         """Cached elements one sequence holds at any context length in `layers` (all by default):
-        every Mamba layer's recurrent state and convolution window; 0 without Mamba layers."""
+        every recurrent (Mamba, DeltaNet or RWKV) layer's state and convolution window; 0 without them."""
         if self.ssm is None:
             return 0
         chosen = self.layers if layers is None else [self.layers[i] for i in layers]
         per_layer = self.ssm.state_elements + self.ssm.window_elements
-        return per_layer * sum(layer.mixer == "mamba" for layer in chosen)
+        return per_layer * sum(layer.recurrent for layer in chosen)
 
     @property
     def scale(self) -> float:

@@ -127,10 +127,11 @@ class Chunk:
 @dataclass(frozen=True)
 class Expert:
     """One expert's [out, in] weight (or [out] bias) from `target`, a tensor stacking all `experts`
-    as [E, in, out] (or [E, out]), as gpt-oss and Llama 4 store them; with `parts` > 1 the out
-    axis holds that many projections and this one is part `part`: every `parts`-th column from
-    `part` when `interleaved` (gpt-oss's gate_up_proj: gate at even columns, up at odd), else
-    the `part`-th block of columns (Llama 4's: gate, then up). `expert` and `target` are templates."""
+    as [E, in, out] (or [E, out]), as gpt-oss and Llama 4 store them, or as [E, out, in] with
+    `out_in` (Granite 4's input_linear / output_linear); with `parts` > 1 the out axis holds that
+    many projections and this one is part `part`: every `parts`-th column from `part` when
+    `interleaved` (gpt-oss's gate_up_proj: gate at even columns, up at odd), else the `part`-th
+    block of columns (Llama 4's and Granite's: gate, then up). `expert` and `target` are templates."""
 
     target: str
     expert: str
@@ -138,18 +139,22 @@ class Expert:
     part: int = 0
     parts: int = 1
     interleaved: bool = True
+    out_in: bool = False
 
     def source(self, match: re.Match[str]) -> Source:
         name, e = match.expand(self.target), int(match.expand(self.expert))
 
         def load(get: Getter) -> np.ndarray:
             w = get(name)[e]
+            w = w.T if self.out_in else w  # now [in, out] (or [out])
             if self.interleaved:
                 return w[..., self.part :: self.parts].T
             n = w.shape[-1] // self.parts
             return w[..., self.part * n : (self.part + 1) * n].T
 
         def stored(shape: Shape) -> Shape:
+            if self.out_in:
+                return (self.experts, shape[0] * self.parts, *shape[1:])
             return (self.experts, *shape[1:], shape[0] * self.parts)
 
         return Source((name,), load, stored)

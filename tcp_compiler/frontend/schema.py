@@ -158,6 +158,7 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(("n_group", "topk_group"), _count(MAX_EXPERTS)),  # DeepSeek's expert groups
     "n_shared_experts": _count(MAX_EXPERTS, lo=0),  # 0: no shared expert (transformers' MLP of width 0)
     "first_k_dense_replace": _count(MAX_LAYERS, lo=0),  # 0: every layer is MoE
+    "rescale_every": _count(MAX_LAYERS, lo=0),  # RWKV: 0 means no rescaling
     "num_nextn_predict_layers": _count(MAX_LAYERS, lo=0),  # MiMo's multi-token-prediction layers
     # Phi-3-small: its MLP width, block-sparse pattern and dense-layer period (0: none)
     "ff_intermediate_size": _count(MAX_WIDTH),
@@ -181,6 +182,14 @@ FIELDS: dict[str, Field] = {
     "time_step_rank": Field("int", 1, MAX_WIDTH, words=("auto",)),
     "time_step_limit": _LIST,  # [min, max]; max may be Infinity (checked by the reader)
     "mixer_rms_eps": _EPS,
+    # the hybrids' Mamba-2 mixers (Bamba, Granite 4, Falcon-H1, Nemotron-H)
+    **dict.fromkeys(
+        ("mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_chunk_size"), _count(MAX_WIDTH)
+    ),
+    "mamba_d_conv": _count(1024),
+    "mamba_expand": _positive(1024),
+    "mamba_d_head": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    "attn_layer_indices": _LIST,
     # numbers
     **dict.fromkeys(
         (
@@ -236,7 +245,7 @@ FIELDS: dict[str, Field] = {
             "_remove_final_layer_norm", "layer_norm_elementwise_affine", "scale_attn_by_inverse_layer_idx",
             "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias", "use_qk_norm",
             "rmsnorm", "post_layer_norm", "add_bias_linear", "add_qkv_bias", "multi_query_attention",
-            "use_conv_bias", "residual_in_fp32",
+            "use_conv_bias", "residual_in_fp32", "mamba_conv_bias", "mamba_proj_bias",
         ),
         _BOOL,
     ),  # fmt: skip

@@ -78,15 +78,20 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
         yield f"model.norm.{part}", (D,), "vector"
     for i, layer in enumerate(cfg.layers):
         pre = f"model.layers.{i}"
-        if layer.mixer == "mamba":
+        if layer.mixer == "rwkv":
             assert cfg.ssm is not None
-            yield f"{pre}.input_layernorm.weight", (D,), "vector"
-            yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
+            yield from _rwkv_shapes(cfg, cfg.ssm, pre)
             continue
         for norm in _NORMS:
             yield f"{pre}.{norm}.weight", (D,), "vector"
             yield f"{pre}.{norm}.bias", (D,), "vector"
-        if layer.attention == "linear":  # DeciLM's stand-in for attention
+        if layer.mixer == "mamba":
+            assert cfg.ssm is not None
+            yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
+        elif layer.mixer == "deltanet":
+            assert cfg.ssm is not None
+            yield from _deltanet_shapes(cfg.ssm, D, f"{pre}.linear_attn")
+        elif layer.attention == "linear":  # DeciLM's stand-in for attention
             yield f"{pre}.self_attn.linear_attn.weight", (D, D), "projection"
         elif layer.attention == "skip":
             pass
@@ -146,10 +151,47 @@ def _ssm_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]
     yield f"{pre}.out_proj.bias", (D,), "vector"
 
 
+def _rwkv_shapes(cfg: ModelConfig, ssm: Ssm, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
+    """An RWKV-4 block as transformers stores it: ln1, ln2, time mixing (per-channel decay, bonus
+    and three token-shift mixes; key, value, receptance, output) and channel mixing (two mixes;
+    key, receptance, value)."""
+    D, A, F = cfg.hidden, ssm.inner, cfg.intermediate
+    for norm in ("ln1", "ln2"):
+        for part in ("weight", "bias"):
+            yield f"{pre}.{norm}.{part}", (D,), "vector"
+    att, ffn = f"{pre}.attention", f"{pre}.feed_forward"
+    for name in ("time_decay", "time_first"):
+        yield f"{att}.{name}", (A,), "vector"
+    for name in ("key", "value", "receptance"):
+        yield f"{att}.time_mix_{name}", (1, 1, D), "vector"
+        yield f"{att}.{name}.weight", (A, D), "projection"
+    yield f"{att}.output.weight", (D, A), "projection"
+    for name in ("key", "receptance"):
+        yield f"{ffn}.time_mix_{name}", (1, 1, D), "vector"
+    yield f"{ffn}.key.weight", (F, D), "projection"
+    yield f"{ffn}.receptance.weight", (D, D), "projection"
+    yield f"{ffn}.value.weight", (D, F), "projection"
+
+
+def _deltanet_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
+    """Qwen3-Next's gated DeltaNet as transformers stores it: in_proj_qkvz (q, k, v and the gate z)
+    and in_proj_ba (beta and the decay input a), the conv over q, k and v [channels, 1, kernel],
+    dt_bias and A_log per value head, the gated norm over a head's channels, out_proj."""
+    E, C = ssm.inner, ssm.conv_channels
+    yield f"{pre}.in_proj_qkvz.weight", (C + E, D), "projection"
+    yield f"{pre}.in_proj_ba.weight", (2 * ssm.heads, D), "projection"
+    yield f"{pre}.conv1d.weight", (C, 1, ssm.conv_kernel), "vector"
+    for name in ("dt_bias", "A_log"):
+        yield f"{pre}.{name}", (ssm.heads,), "vector"
+    yield f"{pre}.norm.weight", (ssm.head_dim,), "vector"
+    yield f"{pre}.out_proj.weight", (D, E), "projection"
+
+
 def _attention_shapes(cfg: ModelConfig, pre: str, Hkv: int) -> Iterator[tuple[str, Shape, Kind]]:
     """Per-head attention with `Hkv` KV heads: q/k/v/o projections, biases, sinks, q/k norms."""
     D, H, K = cfg.hidden, cfg.heads, cfg.head_dim
-    for proj, rows in (("q_proj", H * K), ("k_proj", Hkv * K), ("v_proj", Hkv * K)):
+    q_rows = H * K * (2 if cfg.attention.output_gate else 1)  # Qwen3-Next: each head's gate too
+    for proj, rows in (("q_proj", q_rows), ("k_proj", Hkv * K), ("v_proj", Hkv * K)):
         yield f"{pre}.self_attn.{proj}.weight", (rows, D), "projection"
         yield f"{pre}.self_attn.{proj}.bias", (rows,), "vector"
     yield f"{pre}.self_attn.o_proj.weight", (D, H * K), "projection"

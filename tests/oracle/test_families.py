@@ -164,10 +164,15 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     # families in tests/oracle/test_remote_families.py and (REMOTE)
     # tests/oracle/test_remote_mimo_nas_phi3small.py; gemma3 and llama4 are the
     # multimodal configs, whose text_config the tiny text models are; the state-space families
-    # have oracle tests of their own (tests/oracle/test_ssm_families.py).
+    # the attention / Mamba hybrids and the linear-attention families (qwen3_next, rwkv) have oracle
+    # tests of their own (tests/oracle/test_ssm_families.py, tests/oracle/test_hybrid_families.py,
+    # tests/oracle/test_linear_families.py).
+    from tests.oracle.test_hybrid_families import HYBRID
     from tests.oracle.test_ssm_families import SSM
 
-    others = {"gemma3", "llama4", "tcpc_decoder", "chatglm", "deepseek", *SSM, *REMOTE_SHAPES, *REMOTE}
+    hybrids = {name.split("-")[0] for name in HYBRID}  # granitemoehybrid-dense is granitemoehybrid
+    others = {"gemma3", "llama4", "tcpc_decoder", "chatglm", "deepseek", *SSM, *hybrids}
+    others |= {"qwen3_next", "rwkv", *REMOTE_SHAPES, *REMOTE}
     assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | others
 
 

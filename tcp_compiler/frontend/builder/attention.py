@@ -46,7 +46,7 @@ def attention(
             b,
             x,
             f"{pre}.{n}_proj.weight",
-            {axis: size, "K": K, "D": D},
+            {axis: size, "K": 2 * K if n == "q" and cfg.attention.output_gate else K, "D": D},
             ["D"],
             order.format(axis).split(),
             n,
@@ -55,6 +55,9 @@ def attention(
         )
         for n, (axis, size, part, order) in heads.items()
     )
+    gate = None
+    if cfg.attention.output_gate:  # Qwen3-Next: each head's q_proj rows are its query, then its gate
+        q, gate = _halves(b, q, "q_only"), _halves(b, q, "o_gate", second=True)
     if cfg.attention.qk_norm == "all_heads":
         q = heads_norm(b, q, "H", f"{pre}.q_norm", "q_norm", sh.column)
         k = heads_norm(b, k, "Hkv", f"{pre}.k_norm", "k_norm", sh.kv)
@@ -105,9 +108,19 @@ def attention(
     sparse = layer.block_sparse
     mask = masks(window) if sparse is None else masks.sparse(sparse, _stripes(b, layer))
     out = _attend(b, i, b.to(q5, p.kv), keys, values, mask, pos)
+    if gate is not None:
+        gate = g.add("sigmoid", gate, name=b.name("o_gate_act"))
+        out = g.add("mul", out, gate, name=b.name("gated"))
     o = linear(b, out, f"{pre}.o_proj.weight", {"D": D, "H": H, "K": K}, ["H", "K"], ["B", "S", "D"], "o",
                sh.row, sh.row_bias if cfg.attention.out_bias else None)  # fmt: skip
     return (b.all_reduce(o, b.name("o.sum")) if reduce else o), k_cache, v_cache
+
+
+def _halves(b: GraphBuilder, q: Node, label: str, second: bool = False) -> Node:
+    """The first (or second) half of each head's 2 x head_dim q_proj outputs, as [.., K]."""
+    K = b.cfg.head_dim
+    start = K if second else 0
+    return b.g.add("slice", q, name=b.name(label), axis="K", start=start, stop=start + K)
 
 
 def _l2_norm(b: GraphBuilder, x: Node, heads: str, label: str) -> Node:

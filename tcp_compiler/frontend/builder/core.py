@@ -68,11 +68,18 @@ def cut(
 
 def _check_ssm_split(cfg: ModelConfig, chips: int) -> None:
     """Mamba layers split over chips as Megatron splits a block: Mamba-1 by inner channels, Mamba-2
-    by whole groups of heads (each chip's heads keep their own B and C); a one-line refusal when
-    the chips do not divide them."""
+    by whole groups of heads (each chip's heads keep their own B and C), the gated DeltaNet by
+    whole key heads; a one-line refusal when the chips do not divide them."""
     ssm = cfg.ssm
     if ssm is None or chips == 1:
         return
+    if ssm.kind == "rwkv4":
+        raise FrontendError(f"{cfg.name}: RWKV blocks do not split over chips yet (use --pp to spread them)")
+    if ssm.kind == "gated_delta" and ssm.groups % chips:
+        raise FrontendError(
+            f"{cfg.name}: the gated DeltaNet's {ssm.groups} key heads (linear_num_key_heads) do not split "
+            f"over {chips} chips (the key heads must be a multiple of the chips)"
+        )
     if ssm.kind == "mamba" and ssm.inner % chips:
         raise FrontendError(f"{cfg.name}: Mamba's inner width {ssm.inner} does not split over {chips} chips")
     if ssm.kind == "mamba2" and ssm.groups % chips:

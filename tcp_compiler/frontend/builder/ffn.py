@@ -21,6 +21,10 @@ def feed_forward(b: GraphBuilder, i: int, layer: Layer, x: Node, reduce: bool = 
 
 
 def activate(b: GraphBuilder, gate: Node, label: str) -> Node:
+    """The MLP's activation: its IR unary op, or relu2 as relu then a square."""
+    if b.cfg.mlp.activation == "relu2":
+        r = b.g.add("relu", gate, name=b.name(f"{label}.relu"))
+        return b.g.add("mul", r, r, name=b.name(label))
     return b.g.add(b.cfg.mlp.activation, gate, name=b.name(label))
 
 

@@ -20,7 +20,8 @@ from tcp_compiler.frontend.builder.ffn import feed_forward
 from tcp_compiler.frontend.builder.masks import DecodeMasks, PrefillMasks
 from tcp_compiler.frontend.builder.norms import norm
 from tcp_compiler.frontend.builder.positions import absolute
-from tcp_compiler.frontend.builder.ssm import check_ssm, mamba
+from tcp_compiler.frontend.builder.rwkv import rwkv_block
+from tcp_compiler.frontend.builder.ssm import check_ssm, gated_delta, mamba
 from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -208,29 +209,28 @@ def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
 
 
 def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
-    """Decoder layer i, its values named in the layer (GraphBuilder.layer): pre-norm (optionally
-    with Gemma's sandwich norms), post-norm or parallel, or a Mamba block. Returns (output, its
-    caches: K and V, none for a layer whose attention DeciLM skips or replaces, or a Mamba layer's
-    state and convolution window)."""
-    if (layer.attention, layer.ffn) != ("standard", "standard") and b.cfg.residual.block != "pre":
+    """Decoder layer i, its values named in the layer (GraphBuilder.layer): an RWKV block, or a
+    mixer (attention, Mamba, DeltaNet) and a feed-forward block, pre-norm (optionally with Gemma's
+    sandwich norms), post-norm or parallel. Returns (output, its caches: K and V, a Mamba or
+    DeltaNet layer's state and convolution window, an RWKV block's sums and shifted inputs, or none
+    where the layer skips or replaces its attention)."""
+    standard = layer.mixer == "attention" and (layer.attention, layer.ffn) == ("standard", "standard")
+    if not standard and layer.mixer != "rwkv" and b.cfg.residual.block != "pre":
         raise FrontendError(
-            f"{b.cfg.name}: layer {i} skips or replaces a part, which only pre-norm blocks do "
-            f"(this model's are {b.cfg.residual.block})"
+            f"{b.cfg.name}: layer {i} skips or replaces a part or has a recurrent mixer, which only "
+            f"pre-norm blocks do (this model's are {b.cfg.residual.block})"
         )
     with b.layer(i, layer):
-        if layer.mixer == "mamba":
-            return _mamba_block(b, i, h, past is not None)
-        h, k_cache, v_cache = _block(b, i, layer, h, pos, masks, past)
-        return h, [c for c in (k_cache, v_cache) if c is not None]
+        if layer.mixer == "rwkv":
+            return rwkv_block(b, i, h, past is not None)
+        return _block(b, i, layer, h, pos, masks, past)
 
 
-def _mamba_block(b: GraphBuilder, i: int, h: Node, decode: bool) -> tuple[Node, list[Node]]:
-    """x + mixer(norm(x)): a Mamba block (no MLP)."""
-    m, caches = mamba(b, i, norm(b, h, "D", f"model.layers.{i}.input_layernorm", "mixer_norm"), decode)
-    return _residual(b, h, m, "out"), caches
-
-
-def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
+def _block(
+    b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None
+) -> tuple[Node, list[Node]]:
+    """Layer i's mixer and feed-forward block, each present, skipped or (DeciLM) replaced by a
+    linear; a layer without an MLP names its mixer's residual `out`, as every layer's last is."""
     cfg, g = b.cfg, b.g
     pre = f"model.layers.{i}"
     attn_norm, mlp_norm = f"{pre}.input_layernorm", f"{pre}.post_attention_layernorm"
@@ -238,25 +238,30 @@ def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, pas
         a, k_cache, v_cache = attention(b, i, layer, h, pos, masks, past)
         h = norm(b, _residual(b, h, a, "h_attn"), "D", attn_norm, "attn_norm")
         m = feed_forward(b, i, layer, h)
-        return norm(b, _residual(b, h, m, "h_mlp"), "D", mlp_norm, "out"), k_cache, v_cache
+        return norm(b, _residual(b, h, m, "h_mlp"), "D", mlp_norm, "out"), [k_cache, v_cache]
     if cfg.residual.block == "parallel":
         n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
         a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past, reduce=False)
         n2 = n if cfg.norms.parallel == 1 else norm(b, h, "D", mlp_norm, "mlp_norm")
         m = feed_forward(b, i, layer, n2, reduce=False)
         both = b.all_reduce(g.add("add", a, m, name=b.name("parallel")), b.name("parallel.sum"))
-        return _residual(b, h, both, "out"), k_cache, v_cache
-    k_cache = v_cache = None
+        return _residual(b, h, both, "out"), [k_cache, v_cache]
+    caches: list[Node] = []
     if layer.attention != "skip":
         n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
-        if layer.attention == "linear":
+        if layer.mixer == "mamba":
+            a, caches = mamba(b, i, n, past is not None)
+        elif layer.mixer == "deltanet":  # Qwen3-Next's gated DeltaNet
+            a, caches = gated_delta(b, i, n, past is not None)
+        elif layer.attention == "linear":
             a = _replacement(b, n, f"{pre}.self_attn.linear_attn.weight", "attn_linear")
         else:
             a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
+            caches = [k_cache, v_cache]
         if cfg.norms.sandwich:
             a = norm(b, a, "D", f"{pre}.post_attention_layernorm", "attn_out_norm")
             mlp_norm = f"{pre}.pre_feedforward_layernorm"
-        h = _residual(b, n if cfg.residual.from_norm else h, a, "h_attn")
+        h = _residual(b, n if cfg.residual.from_norm else h, a, "h_attn" if layer.ffn != "skip" else "out")
     if layer.ffn != "skip":
         n = norm(b, h, "D", mlp_norm, "mlp_norm") if cfg.norms.pre else h
         if layer.ffn == "linear":
@@ -266,7 +271,7 @@ def _block(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, pas
         if cfg.norms.sandwich:
             m = norm(b, m, "D", f"{pre}.post_feedforward_layernorm", "mlp_out_norm")
         h = _residual(b, n if cfg.residual.from_norm else h, m, "out")
-    return h, k_cache, v_cache
+    return h, caches
 
 
 def _replacement(b: GraphBuilder, x: Node, weight: str, label: str) -> Node:
@@ -285,7 +290,7 @@ def _head(b: GraphBuilder, x: Node) -> Node:
     """
     cfg, sh, g = b.cfg, b.sh, b.g
     if cfg.norms.final:
-        x = norm(b, x, "D", "model.norm", "final_norm")
+        x = norm(b, x, "D", "model.norm", "final_norm", eps=cfg.norms.final_eps)
     axes = {"V": sh.vocab, "D": cfg.hidden}
     parallel = sh.vocab != cfg.vocab
     part = sh.column if parallel else whole

@@ -15,12 +15,14 @@ def norm(
     kind: str | None = None,
     eps: float | None = None,
     per: tuple[str, Cut] | None = None,
+    offset: bool = True,
 ) -> Node:
     """The model's norm (or `kind`) over `axis`, with weight `{prefix}.weight` (and `.bias` when
     the model's LayerNorms have one; neither when `prefix` is None: Llama 4's L2 norm), into the
     value of role `label`; `eps` where a norm has its
     own (DeepSeek's low-rank norms). `per` = (axis, cut): a weight row of its own for each entry of
-    that axis (Cohere's q/k norm, one per head), cut over the chips like that axis."""
+    that axis (Cohere's q/k norm, one per head), cut over the chips like that axis. `offset` False:
+    a plain weight where the model's norms scale by (1 + w) (Qwen3-Next's gated norm)."""
     cfg, g = b.cfg, b.g
     n = x.type.size(axis)
     kind = kind or cfg.norms.kind
@@ -42,7 +44,7 @@ def norm(
     else:
         rows, part = per
         w = b.to(b.tensor(f"{prefix}.weight", b.p.table, {rows: x.type.size(rows), axis: n}, part), F32)
-    if cfg.norms.offset:
+    if cfg.norms.offset and offset:
         w = g.add("add", w, b.const(cfg.norms.offset), name=f"{prefix}.weight.plus1")
     if kind != "layer" or not cfg.norms.bias:
         return g.add("mul", unit, w, name=b.name(label))

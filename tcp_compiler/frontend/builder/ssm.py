@@ -1,5 +1,6 @@
-"""Mamba mixers as IR (ModelConfig.ssm, layers whose mixer is "mamba"): Mamba-1's selective scan
-and Mamba-2's SSD, on the IR's `conv1d`, `scan` and `scan_state` ops (ir/ops/scan.py).
+"""Recurrent mixers as IR (ModelConfig.ssm, layers whose mixer is "mamba" or "deltanet"): Mamba-1's
+selective scan and Mamba-2's SSD on the IR's `conv1d`, `scan` and `scan_state` ops, Qwen3-Next's
+gated DeltaNet on `conv1d` and `delta_scan` / `delta_scan_state` (ir/ops/scan.py).
 
 A Mamba layer's cache is its recurrent state and its convolution window, of fixed size whatever
 the context: prefill hands both to decode (outputs `l{i}.ssm_state`, `l{i}.conv_window`, declared
@@ -11,12 +12,15 @@ Tensor parallelism (Megatron's split of a Mamba block, as in Mamba-2's paper): e
 and the convolution are column-parallel (this chip's rows of each part: z, x, and Mamba-2's B, C
 and dt), the scan, the D skip and Mamba-2's per-group norm are local, and out_proj is row-parallel
 with an all_reduce; Mamba-1's x_proj contracts the split channels, so its small output [R + 2N] is
-all-reduced too. The state and window a chip carries are its channels' only.
+all-reduced too. The gated DeltaNet splits by whole key heads with the value heads they serve
+(in_proj_qkvz and in_proj_ba hold each key head's rows together). The state and window a chip
+carries are its channels' only.
 
 Axis names: B batch, S tokens, D hidden, F in_proj's outputs, I inner channels (Mamba-1), C the
 convolution's channels, Kc its taps, N the state, R dt's rank (Mamba-1); Mamba-2's heads split
 into G groups x Hg heads per group of Hd channels (not P: that names the KV cache's positions),
-and its gated norm sees each group's Q = Hg x Hd. Sizes in a graph are one chip's.
+and its gated norm sees each group's Q = Hg x Hd; DeltaNet's Hk key heads of K channels each
+serve Hr value heads of V. Sizes in a graph are one chip's.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ def check_ssm(b: GraphBuilder) -> None:
     planned (core.Sharding.plan)."""
     if b.cfg.ssm is not None and b.packed:
         raise FrontendError(f"{b.cfg.name}: Mamba layers take no packed documents (one state per row)")
+    if b.cfg.ssm is not None and b.cfg.ssm.kind == "rwkv4" and "lengths" in b.g:
+        raise FrontendError(f"{b.cfg.name}: RWKV blocks take no padded batches yet (prompts of one length)")
 
 
 def _real(b: GraphBuilder) -> Node | None:
@@ -55,10 +61,10 @@ def _real(b: GraphBuilder) -> Node | None:
     return g["ssm.real"]
 
 
-def _masked_dt(b: GraphBuilder, dt: Node) -> Node:
-    """dt, zero at padded positions (`_real`)."""
+def _masked_dt(b: GraphBuilder, dt: Node, label: str = "dt_real") -> Node:
+    """dt (or another per-step input: DeltaNet's beta and g), zero at padded positions (`_real`)."""
     real = _real(b)
-    return dt if real is None else b.g.add("mul", dt, real, name=b.name("dt_real"))
+    return dt if real is None else b.g.add("mul", dt, real, name=b.name(label))
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,11 @@ class _Local:
     @staticmethod
     def of(ssm: Ssm, b: GraphBuilder) -> _Local:
         n, E, N = b.sh.chips, ssm.inner, ssm.state
+        if ssm.kind == "gated_delta":  # whole key heads with their value heads per chip
+            keys, values = ssm.groups * ssm.state, ssm.inner
+            conv = [(0, keys), (keys, keys), (2 * keys, values)]  # q, k, v
+            return _Local(E // n, ssm.groups // n, ssm.heads // n, ssm.conv_channels // n, cut(0, n),
+                          _blocks(conv, n), cut(0, n), cut(1, n), b.sh.row_bias)  # fmt: skip
         if ssm.kind == "mamba":
             parts, conv = [(0, E), (E, E)], [(0, E)]
             groups = heads = 0
@@ -144,7 +155,7 @@ def _convolve(b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, x: Node, decod
     if ssm.conv_bias:
         bias = b.to(b.tensor(f"{pre}.conv1d.bias", b.p.table, {"C": channels}, local.convolution), F32)
         y = g.add("add", y, bias, name=b.name("conv_b"))
-    y = g.add(b.cfg.mlp.activation, y, name=b.name("conv_act"))
+    y = g.add(ssm.activation, y, name=b.name("conv_act"))
     joined = g.add("concat", window, x, name=b.name("conv_joined"), axis="S")
     seq = x.type.size("S")
     if "lengths" in g and not decode:  # each row's last kernel - 1 inputs before its length
@@ -180,20 +191,26 @@ def _decay(b: GraphBuilder, pre: str, axes: dict[str, int], part: Cut) -> Node:
     return b.g.add("neg", b.g.add("exp", a_log, name=b.name("A.exp")), name=b.name("A"))
 
 
-def _scan(
-    b: GraphBuilder, operands: list[Node], state_axes: dict[str, int], decode: bool
+def carried_scan(
+    b: GraphBuilder,
+    operands: list[Node],
+    state_axes: dict[str, int],
+    decode: bool,
+    op: str = "scan",
+    label: str = "",
 ) -> tuple[Node, Node]:
-    """The scan's output and final state from the state that came in (decode) or zeros (prefill);
-    the state leaves in the KV dtype."""
+    """The scan's (or `op`'s: delta_scan) output and final state from the state that came in
+    (decode) or zeros (prefill); the state leaves in the KV dtype. `label` prefixes the names of a
+    layer's second scan (RWKV's denominator)."""
     g = b.g
     state_type = TensorType.of(b.p.kv, B=b.batch, **state_axes)
     if decode:
-        h0 = b.to(g.input(b.name("ssm_state_in"), state_type), F32)
+        h0 = b.to(g.input(b.name(f"{label}ssm_state_in"), state_type), F32)
     else:
-        h0 = g.add("const", name=b.name("ssm_state_zero"), type=state_type.with_dtype(F32), value=0.0)
-    y = g.add("scan", *operands, h0, name=b.name("scan"), axis="S")
-    h = g.add("scan_state", *operands, h0, name=b.name("scan_final"), axis="S")
-    return y, g.add("cast", h, name=b.name("ssm_state"), type=h.type.with_dtype(b.p.kv))
+        h0 = g.add("const", name=b.name(f"{label}ssm_state_zero"), type=state_type.with_dtype(F32), value=0.0)
+    y = g.add(op, *operands, h0, name=b.name(f"{label}scan"), axis="S")
+    h = g.add(f"{op}_state", *operands, h0, name=b.name(f"{label}scan_final"), axis="S")
+    return y, g.add("cast", h, name=b.name(f"{label}ssm_state"), type=h.type.with_dtype(b.p.kv))
 
 
 def _rms(b: GraphBuilder, x: Node, axis: str, eps: float, label: str) -> Node:
@@ -231,7 +248,7 @@ def _mamba1(
                 local.column, local.column)  # fmt: skip
     dt = _masked_dt(b, _softplus(b, dt, "dt"))
     channels = {"I": E, "N": N}
-    y, state = _scan(b, [u, dt, _decay(b, pre, channels, local.column), bm, cm], channels, decode)
+    y, state = carried_scan(b, [u, dt, _decay(b, pre, channels, local.column), bm, cm], channels, decode)
     skip = b.to(b.tensor(f"{pre}.D", b.p.table, {"I": E}, local.column), F32)
     y = g.add("add", y, g.add("mul", u, skip, name=b.name("skip")), name=b.name("y_skip"))
     return g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated")), [state, window]
@@ -260,7 +277,7 @@ def _mamba2(
         dt = g.add("min", dt, b.const(ssm.dt_max), name=b.name("dt_max"))
     dt = _masked_dt(b, dt)
     state_axes = {"G": G, "Hg": Hg, "Hd": P, "N": N}
-    y, state = _scan(b, [u, dt, _decay(b, pre, heads, local.column), bm, cm], state_axes, decode)
+    y, state = carried_scan(b, [u, dt, _decay(b, pre, heads, local.column), bm, cm], state_axes, decode)
     skip = b.to(b.tensor(f"{pre}.D", b.p.table, heads, local.column), F32)
     y = g.add("add", y, g.add("mul", u, skip, name=b.name("skip")), name=b.name("y_skip"))
     y = g.add("reshape", y, name=b.name("y_groups"), type=TensorType.of(F32, B=b.batch, S=b.seq, G=G, Q=Q))
@@ -268,3 +285,58 @@ def _mamba2(
     # the RMSNorm of y * silu(z) over each group's channels (a chip holds whole groups), weight [G, Q]
     y = norm(b, y, "Q", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps, per=("G", local.column))
     return y, [state, window]
+
+
+def gated_delta(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, list[Node]]:
+    """Layer i's gated DeltaNet (Qwen3-Next) on the normed x [B, S, D]; returns (output [B, S, D],
+    its caches: the state [Hk, Hr, K, V] and the convolution window).
+
+    in_proj_qkvz holds, per key head, its query and key (K each) then its Hr value heads' values
+    and gates z (V each); in_proj_ba per key head Hr betas then Hr decay inputs a. q, k and v go
+    through the convolution (channels q of all heads, then k, then v) and SiLU; q and k are
+    l2-normed over K and q scaled by 1/sqrt(K); beta = sigmoid(b), g = -exp(A_log) softplus(a +
+    dt_bias); the delta rule's output goes through an RMSNorm over V (weight w, no offset) times
+    silu(z), then out_proj. A key head's Hr value heads read its q and k by broadcasting (Hk)."""
+    ssm, g = b.cfg.ssm, b.g
+    assert ssm is not None
+    pre, local = f"model.layers.{i}.linear_attn", _Local.of(ssm, b)
+    Hk, K, V, D, Hr = local.groups, ssm.state, ssm.head_dim, b.cfg.hidden, ssm.heads // ssm.groups
+    per_head = 2 * K + 2 * Hr * V
+    qkvz, ba = (
+        linear(b, x, f"{pre}.{n}.weight", {"Hk": Hk, "F": f, "D": D}, ["D"], ["B", "S", "Hk", "F"], n,
+               local.projection)
+        for n, f in (("in_proj_qkvz", per_head), ("in_proj_ba", 2 * Hr))
+    )  # fmt: skip
+    spans = {"q": (0, K), "k": (K, 2 * K), "v": (2 * K, 2 * K + Hr * V)}
+    flat = [_part(b, qkvz, "F", lo, hi, f"{n}_flat", C=Hk * (hi - lo)) for n, (lo, hi) in spans.items()]
+    mixed = g.add("concat", *flat, name=b.name("qkv"), axis="C")
+    heads = {"Hk": Hk, "Hr": Hr}
+    z = _part(b, qkvz, "F", 2 * K + Hr * V, per_head, "z", **heads, V=V)
+    beta_in = _part(b, ba, "F", 0, Hr, "b", **heads)
+    a = _part(b, ba, "F", Hr, 2 * Hr, "a", **heads)
+    conv, window = _convolve(b, pre, ssm, local, mixed, decode)
+    q = _l2norm(b, _part(b, conv, "C", 0, Hk * K, "q", Hk=Hk, K=K), "q_l2")
+    q = g.add("mul", q, b.const(K**-0.5), name=b.name("q_scaled"))
+    k = _l2norm(b, _part(b, conv, "C", Hk * K, 2 * Hk * K, "k", Hk=Hk, K=K), "k_l2")
+    v = _part(b, conv, "C", 2 * Hk * K, local.channels, "v", **heads, V=V)
+    beta = _masked_dt(b, g.add("sigmoid", beta_in, name=b.name("beta")), "beta_real")
+    dt_bias = b.to(b.tensor(f"{pre}.dt_bias", b.p.table, heads, local.column), F32)
+    dt = _softplus(b, g.add("add", a, dt_bias, name=b.name("a_biased")), "dt")
+    decay = g.add("mul", dt, _decay(b, pre, heads, local.column), name=b.name("g"))
+    decay = _masked_dt(b, decay, "g_real")
+    y, state = carried_scan(b, [q, k, v, decay, beta], {**heads, "K": K, "V": V}, decode, "delta_scan")
+    y = norm(b, y, "V", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps, offset=False)
+    y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
+    out = linear(b, y, f"{pre}.out_proj.weight", {"D": D, **heads, "V": V}, ["Hk", "Hr", "V"],
+                 ["B", "S", "D"], "out_proj", local.row)  # fmt: skip
+    return b.all_reduce(out, b.name("out_proj.sum")), [state, window]
+
+
+def _l2norm(b: GraphBuilder, x: Node, label: str) -> Node:
+    """x / sqrt(sum over K of x^2 + 1e-6), as transformers' (and FLA's) l2norm of q and k."""
+    g = b.g
+    total = g.add("reduce", g.add("mul", x, x, name=b.name(f"{label}.sq")), name=b.name(f"{label}.sum"),
+                  op="sum", axes=["K"])  # fmt: skip
+    eps = g.add("add", total, b.const(1e-6), name=b.name(f"{label}.eps"))
+    rstd = g.add("rsqrt", eps, name=b.name(f"{label}.r"))
+    return g.add("mul", x, rstd, name=b.name(label))

@@ -14,6 +14,7 @@ ACTIVATIONS = {
     "gelu_new": "gelu_tanh",
     "gelu": "gelu",
     "relu": "relu",
+    "relu2": "relu2",
 }
 
 
@@ -59,13 +60,13 @@ def sizes(raw: RawConfig, head_dim_default: int | None = None) -> dict[str, Any]
     }
 
 
-def partial_rotary(raw: RawConfig, head_dim: int, default: float = 1.0) -> int | None:
+def partial_rotary(raw: RawConfig, head_dim: int, default: float = 1.0, top_level: bool = True) -> int | None:
     """RoPE's dims per head from partial_rotary_factor (transformers 5 keeps it in
-    rope_parameters, older files at the top level; `default` when neither has it), as
-    transformers computes them, int(head_dim * factor); None when RoPE rotates the whole head."""
-    fraction = raw.nested("rope_parameters").get(
-        "partial_rotary_factor", raw.get("partial_rotary_factor", default, kind=(int, float))
-    )
+    rope_parameters, older files at the top level; `default` when neither has it, or when
+    `top_level` is off: Bamba's config overwrites a top-level one with its 0.5), as transformers
+    computes them, int(head_dim * factor); None when RoPE rotates the whole head."""
+    outer = raw.get("partial_rotary_factor", default, kind=(int, float)) if top_level else default
+    fraction = raw.nested("rope_parameters").get("partial_rotary_factor", outer, kind=(int, float))
     rotary = int(head_dim * fraction)
     if rotary <= 0 or rotary % 2 or rotary > head_dim:
         raise raw.fail(
@@ -190,8 +191,15 @@ def sparse_layers(raw: RawConfig) -> set[int]:
     """Qwen MoE's expert layers: every decoder_sparse_step-th layer not in mlp_only_layers."""
     n = raw.require("num_hidden_layers")
     step = raw.get("decoder_sparse_step", 1, kind=int)
-    dense_only = raw.get("mlp_only_layers", [], kind=list)
-    for i, layer in enumerate(dense_only):
+    dense_only = layer_indices(raw, "mlp_only_layers")
+    return {i for i in range(n) if i not in dense_only and (i + 1) % step == 0}
+
+
+def layer_indices(raw: RawConfig, key: str) -> set[int]:
+    """The layer indices listed in `key` (none when absent or null), each checked to be a layer."""
+    n = raw.require("num_hidden_layers")
+    chosen = raw.get(key, kind=list) or []
+    for i, layer in enumerate(chosen):
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
-            raise raw.fail(f"{raw.path('mlp_only_layers')}[{i}]: expected a layer index from 0 to {n - 1}")
-    return {i for i in range(n) if i not in set(dense_only) and (i + 1) % step == 0}
+            raise raw.fail(f"{raw.path(key)}[{i}]: expected a layer index from 0 to {n - 1}")
+    return set(chosen)

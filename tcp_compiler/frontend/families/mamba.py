@@ -50,7 +50,7 @@ def ssm_model(raw: RawConfig, name: str, ssm: Ssm) -> ModelConfig:
         kv_heads=1,
         head_dim=2,
         intermediate=0,
-        layers=tuple(Layer(None, None, "rope", False, mixer="mamba") for _ in range(n)),
+        layers=tuple(Layer(None, None, "rope", False, mixer="mamba", ffn="skip") for _ in range(n)),
         norms=Norms(float(raw.require("layer_norm_epsilon", (int, float)))),
         mlp=Mlp(activation(raw, "silu", "hidden_act")),
         positions=Positions("none"),
@@ -61,9 +61,17 @@ def ssm_model(raw: RawConfig, name: str, ssm: Ssm) -> ModelConfig:
     )
 
 
-def inner_width(raw: RawConfig) -> int:
-    """expand x hidden_size, as transformers takes it (int of the product)."""
-    return int(raw.require("expand", (int, float)) * raw.require("hidden_size"))
+def inner_width(raw: RawConfig, expand: str = "expand") -> int:
+    """`expand` x hidden_size, as transformers takes it (int of the product)."""
+    return int(raw.require(expand, (int, float)) * raw.require("hidden_size"))
+
+
+def conv_activation(raw: RawConfig, key: str) -> str:
+    """The activation after a Mamba convolution (`key`, silu by default): an IR unary op."""
+    act = activation(raw, "silu", key)
+    if act == "relu2":
+        raise raw.fail(f"{raw.path(key)}: relu2 is an MLP activation, not supported after the convolution")
+    return act
 
 
 def time_step_rank(raw: RawConfig) -> int:
@@ -83,6 +91,7 @@ def mamba1(raw: RawConfig, name: str, bcdt_norm_eps: float | None = None) -> Mod
         conv_bias=bool(raw.get("use_conv_bias", kind=bool)),
         proj_bias=bool(raw.get("use_bias", kind=bool)),
         bcdt_norm_eps=bcdt_norm_eps,
+        activation=conv_activation(raw, "hidden_act"),
     )
     return ssm_model(raw, name, ssm)
 

@@ -8,9 +8,10 @@ y * silu(z)) and out_proj. dt is softplus(dt + dt_bias), clamped to time_step_li
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from tcp_compiler.frontend.config import ModelConfig, RawConfig, Ssm
-from tcp_compiler.frontend.families.mamba import inner_width, ssm_model
+from tcp_compiler.frontend.families.mamba import conv_activation, inner_width, ssm_model
 from tcp_compiler.frontend.families.registry import family
 
 # Mamba2Config's class defaults (transformers 5.23.0), for the fields a config may leave out.
@@ -21,33 +22,69 @@ DEFAULTS = dict(
 )  # fmt: skip
 
 
-@family("mamba2", defaults=DEFAULTS, architectures=("Mamba2ForCausalLM",))
-def read(raw: RawConfig, name: str) -> ModelConfig:
-    inner, heads, head_dim = inner_width(raw), raw.require("num_heads"), raw.require("head_dim")
-    if inner != heads * head_dim:
+@dataclass(frozen=True)
+class Mamba2Keys:
+    """The config fields a family spells Mamba-2's sizes with (Mamba2Config's own by default; the
+    hybrids prefix most with `mamba_`)."""
+
+    heads: str = "num_heads"
+    head_dim: str = "head_dim"  # a number, or "auto" for inner / heads (Bamba, Granite 4)
+    groups: str = "n_groups"
+    state: str = "state_size"
+    conv_kernel: str = "conv_kernel"
+    expand: str | None = "expand"  # None: the inner width is heads x head_dim (Nemotron-H)
+    chunk: str = "chunk_size"
+    conv_bias: str = "use_conv_bias"
+    proj_bias: str = "use_bias"
+    norm_eps: str = "layer_norm_epsilon"  # the gated RMSNorm's
+    activation: str = "hidden_act"  # after the convolution
+    dt_floor: str | None = None  # Nemotron-H clamps dt to [this field, inf), not to time_step_limit
+
+
+def mamba2_mixer(raw: RawConfig, keys: Mamba2Keys = Mamba2Keys()) -> Ssm:
+    """Mamba-2's mixer from the fields `keys` names, checked as transformers checks them."""
+    heads, head_dim = raw.require(keys.heads), raw.require(keys.head_dim, (int, str))
+    if keys.expand is None:
+        if not isinstance(head_dim, int):
+            raise raw.fail(f"{raw.path(keys.head_dim)}: expected an integer, got {head_dim!r}")
+        inner = heads * head_dim
+    else:
+        inner = inner_width(raw, keys.expand)
+    if head_dim == "auto":
+        head_dim = inner // heads
+    if not isinstance(head_dim, int) or inner != heads * head_dim:
         raise raw.fail(
-            f"hidden_size x expand ({inner}) must equal num_heads x head_dim ({heads} x {head_dim})"
+            f"hidden_size x {keys.expand} ({inner}) must equal {keys.heads} x {keys.head_dim} "
+            f"({heads} x {head_dim})"
         )
-    groups = raw.require("n_groups")
+    groups = raw.require(keys.groups)
     if heads % groups:
-        raise raw.fail(f"num_heads ({heads}) must be a multiple of n_groups ({groups})")
-    dt_min, dt_max = dt_limit(raw)
-    ssm = Ssm(
+        raise raw.fail(f"{keys.heads} ({heads}) must be a multiple of {keys.groups} ({groups})")
+    if keys.dt_floor is None:
+        dt_min, dt_max = dt_limit(raw)
+    else:
+        dt_min, dt_max = float(raw.require(keys.dt_floor, (int, float))), math.inf
+    return Ssm(
         "mamba2",
         inner=inner,
-        state=raw.require("state_size"),
-        conv_kernel=raw.require("conv_kernel"),
+        state=raw.require(keys.state),
+        conv_kernel=raw.require(keys.conv_kernel),
         heads=heads,
         head_dim=head_dim,
         groups=groups,
-        conv_bias=bool(raw.get("use_conv_bias", kind=bool)),
-        proj_bias=bool(raw.get("use_bias", kind=bool)),
+        conv_bias=bool(raw.get(keys.conv_bias, kind=bool)),
+        proj_bias=bool(raw.get(keys.proj_bias, kind=bool)),
         dt_min=dt_min,
         dt_max=dt_max,
-        norm_eps=float(raw.require("layer_norm_epsilon", (int, float))),
-        chunk=raw.require("chunk_size"),
+        norm_eps=float(raw.require(keys.norm_eps, (int, float))),
+        chunk=raw.require(keys.chunk),
+        activation=conv_activation(raw, keys.activation),
     )
-    return ssm_model(raw, name, ssm)
+
+
+@family("mamba2", defaults=DEFAULTS, architectures=("Mamba2ForCausalLM",))
+def read(raw: RawConfig, name: str) -> ModelConfig:
+    return ssm_model(raw, name, mamba2_mixer(raw))
 
 
 # transformers 5 writes a float JSON cannot hold as {"__float__": "Infinity"} (PreTrainedConfig.

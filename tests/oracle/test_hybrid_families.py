@@ -1,0 +1,263 @@
+"""The attention / Mamba hybrid families (issue 29) against transformers 5.23.0's slow torch path
+on tiny random-weight models, eager attention and experts: Bamba, Nemotron-H and Granite 4's
+GraniteMoeHybrid.
+
+- prefill plus 4 decode steps within 1e-4 of transformers decoding from its own cache (KV on the
+  attention layers, conv and SSM states on the Mamba layers), greedy tokens equal. transformers'
+  hybrid models default position_ids to 0.. of the new tokens only, so the reference passes each
+  step's position as generate() does;
+- decode from the carried caches equals the full recompute;
+- each layer's cache is of its kind: K and V growing with the context on attention layers, the
+  state and the window of one size on Mamba layers;
+- parameter counts equal transformers' own, tiny and bundled;
+- matmul FLOPs: our einsums (projections and attention; RoPE's rotation excluded, element-wise
+  in transformers) equal FlopCounterMode's `aten.mm` plus
+  the `aten.bmm` of the attention modules (eager scores and values); transformers' Mamba-2 scan
+  is its own bmm, not compared (the IR's `scan` op has its own count, see test_ssm_families);
+- 2 and 4 chips equal 1.
+
+Each family's special parts bite: the attention layers (their output zeroed on the same weights),
+Bamba's RoPE on half of each head, the Mamba groups, the prefill's dt clamp (Bamba's
+time_step_limit, Nemotron-H's time_step_min), Nemotron-H's squared relu, Granite's RoPE, four
+multipliers, top-k and shared MLP; Bamba's chunking is exact.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from torch.utils.flop_counter import FlopCounterMode
+
+from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.model import BUNDLED, load_model
+from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.runtime.generate import generate
+from tests.oracle.test_families import _einsum_flops
+
+F32 = PRECISIONS["f32"]
+PROMPT = [5, 17, 3, 88, 42, 9]
+STEPS = 4
+ATTENTION = dict(vocab_size=97, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
+                 num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
+# family -> (config class, model class, tiny config, the overrides that lift its prefill's dt clamp)
+HYBRID = {
+    "bamba": (
+        "BambaConfig",
+        "BambaForCausalLM",
+        dict(ATTENTION, attn_layer_indices=[1], mamba_n_heads=8, mamba_n_groups=4, mamba_d_state=6,
+             mamba_chunk_size=4, time_step_limit=(0.0, 0.9)),
+        dict(time_step_limit=(0.0, float("inf"))),
+    ),
+    "nemotron_h": (
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        dict(ATTENTION, head_dim=8, hybrid_override_pattern="M-*-M", mamba_num_heads=8, mamba_head_dim=8,
+             n_groups=4, ssm_state_size=6, chunk_size=4, time_step_min=0.75),
+        dict(time_step_min=1e-6),  # 0 breaks transformers' init (log 0); a floor that never bites
+    ),
+    "granitemoehybrid": (
+        "GraniteMoeHybridConfig",
+        "GraniteMoeHybridForCausalLM",
+        dict(ATTENTION, intermediate_size=12, layer_types=["mamba", "attention", "mamba"], mamba_n_heads=8,
+             mamba_n_groups=4, mamba_d_state=6, mamba_chunk_size=4, time_step_limit=(0.0, 0.9),
+             num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=20,
+             position_embedding_type="rope", embedding_multiplier=3.0, attention_multiplier=0.3,
+             residual_multiplier=0.5, logits_scaling=2.0),
+        dict(time_step_limit=(0.0, float("inf"))),
+    ),
+    "granitemoehybrid-dense": (  # no experts (Granite-4.0-H-1B): the shared MLP alone
+        "GraniteMoeHybridConfig",
+        "GraniteMoeHybridForCausalLM",
+        dict(ATTENTION, layer_types=["attention", "mamba", "mamba"], mamba_n_heads=8, mamba_n_groups=4,
+             mamba_d_state=6, mamba_chunk_size=4, num_local_experts=0, shared_intermediate_size=20,
+             position_embedding_type="rope", embedding_multiplier=3.0, attention_multiplier=0.3,
+             residual_multiplier=0.5, logits_scaling=2.0),
+        {},
+    ),
+}  # fmt: skip
+BUNDLED_CLASSES = {
+    "bamba-9b": ("BambaConfig", "BambaForCausalLM"),
+    "nemotron-h-8b-base-8k": ("NemotronHConfig", "NemotronHForCausalLM"),
+    "granite-4.0-h-tiny": ("GraniteMoeHybridConfig", "GraniteMoeHybridForCausalLM"),
+}
+MOE = {"granitemoehybrid"}
+
+
+def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
+    config_cls, model_cls, extra, _ = HYBRID[name]
+    config = getattr(transformers, config_cls)(**{**extra, **overrides})
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_cls)(config).eval()
+    if name in MOE:
+        model.set_experts_implementation("eager")
+    with torch.no_grad():  # norm weights around 1, the rest (A_log, D, dt_bias, conv too) random
+        for n, p in model.named_parameters():
+            centre = 1.0 if n.endswith(("norm.weight", "layernorm.weight")) else 0.0
+            p.copy_(0.1 * torch.randn_like(p) + centre)
+    return model
+
+
+@pytest.fixture(scope="module", params=sorted(HYBRID))
+def family(request, tmp_path_factory):
+    model = build(request.param)
+    directory = tmp_path_factory.mktemp(request.param)
+    model.save_pretrained(directory)
+    return request.param, model, load_model(directory)
+
+
+def reference_logits(model, prompt: list[int], tokens: list[int]) -> list[np.ndarray]:
+    """transformers' last-position logits for the prompt, then one per fed token, decoding from its
+    own cache at the token's position."""
+    with torch.no_grad():
+        out = model(torch.tensor([prompt]), use_cache=True)
+        logits, cache = [out.logits[0, -1].numpy()], out.past_key_values
+        for step, t in enumerate(tokens):
+            position = torch.tensor([[len(prompt) + step]])
+            out = model(torch.tensor([[t]]), past_key_values=cache, use_cache=True, position_ids=position)
+            cache = out.past_key_values
+            logits.append(out.logits[0, -1].numpy())
+    return logits
+
+
+def test_prefill_and_decode_match_transformers(family) -> None:
+    name, model, loaded = family
+    result = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, STEPS)
+    ours = [result.prefill_logits[0]] + [d[0] for d in result.decode_logits]
+    tokens = result.token_matrix[0].tolist()
+    theirs = reference_logits(model, PROMPT, tokens[:STEPS])
+    for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"{name} step {step}")
+        assert int(np.argmax(a)) == tokens[step]
+    assert np.abs(theirs[0]).max() > 0.05, "logits too small to tell a bug from noise"
+
+
+def test_decode_from_the_carried_caches_equals_the_full_recompute(family, tmp_path) -> None:
+    """Without the dt clamp: transformers clamps dt in the chunked prefill scan only, so with a
+    clamp that bites a step and a recompute differ there as they do here."""
+    name, _, loaded = family
+    build(name, **HYBRID[name][3]).save_pretrained(tmp_path)
+    loaded = load_model(tmp_path)
+    result = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, STEPS)
+    sequence = PROMPT + result.token_matrix[0].tolist()
+    for step in range(STEPS):
+        whole = generate(loaded.config, loaded.checkpoint.load, [sequence[: len(PROMPT) + step + 1]], F32, 0)
+        np.testing.assert_allclose(result.decode_logits[step][0], whole.prefill_logits[0], atol=1e-5,
+                                   err_msg=f"{name} step {step}")  # fmt: skip
+
+
+# (family, config overrides, a parameter zeroed on the same weights)
+SWITCHED_OFF = [
+    ("bamba", {}, "layers.1.self_attn.o_proj.weight"),  # the attention layer's output
+    ("bamba", dict(rope_parameters=dict(rope_type="default", rope_theta=1e4, partial_rotary_factor=1)), None),
+    ("bamba", dict(mamba_n_groups=1), None),
+    ("bamba", dict(mamba_chunk_size=256), None),  # one chunk: the inter-chunk recurrence unused
+    ("bamba", HYBRID["bamba"][3], None),
+    ("nemotron_h", {}, "layers.2.mixer.o_proj.weight"),  # the attention block's output
+    ("nemotron_h", dict(mlp_hidden_act="relu"), None),  # relu, not squared
+    ("nemotron_h", dict(n_groups=1), None),
+    ("nemotron_h", HYBRID["nemotron_h"][3], None),  # time_step_min: the prefill's dt floor
+    ("granitemoehybrid", {}, "layers.1.self_attn.o_proj.weight"),
+    ("granitemoehybrid", dict(position_embedding_type=None), None),  # no RoPE
+    *[("granitemoehybrid", {key: 1.0}, None)
+      for key in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")],
+    ("granitemoehybrid", dict(num_experts_per_tok=1), None),
+    ("granitemoehybrid", {}, "layers.0.shared_mlp.output_linear.weight"),  # the shared MLP's output
+    ("granitemoehybrid", HYBRID["granitemoehybrid"][3], None),
+]
+
+
+@pytest.mark.parametrize("name, overrides, zeroed", SWITCHED_OFF)
+def test_the_special_parts_bite(name: str, overrides: dict, zeroed: str | None) -> None:
+    """Switched off on the same weights where they exist, transformers' prompt logits (no cache:
+    an all-Mamba Bamba has none to decode from there) move past the tolerance, so matching them
+    within 1e-4 checks each part. The chunk size moves nothing in exact arithmetic: that one is
+    checked to agree (the chunked form is exact; the 4-token chunks cross the 6-token prompt)."""
+
+    def logits(model) -> np.ndarray:
+        with torch.no_grad():
+            return model(torch.tensor([PROMPT]), use_cache=False).logits[0].numpy()
+
+    off = build(name, **overrides)
+    if zeroed is not None:
+        with torch.no_grad():
+            off.get_parameter(f"model.{zeroed}").zero_()
+    moved = np.abs(logits(build(name)) - logits(off)).max()
+    if "mamba_chunk_size" in overrides:
+        assert moved < 1e-5
+    else:
+        assert moved > 1e-3
+
+
+def test_each_layer_caches_its_own_kind(family) -> None:
+    """Attention layers carry K and V over the context, Mamba layers their state and window, the
+    same size at any context."""
+    _, _, loaded = family
+    cfg = loaded.config
+    kinds = {layer.mixer for layer in cfg.layers}
+    assert {"attention", "mamba"} <= kinds
+    sizes = {}
+    for past in (8, 800):
+        graph = build_decode(cfg, F32, 2, past).graph
+        for o in graph.meta.kv_outputs:
+            sizes.setdefault(o, []).append(graph[o].type.nbytes)
+    ssm = cfg.ssm
+    for i, layer in enumerate(cfg.layers):
+        mine = {o: s for o, s in sizes.items() if o.startswith(f"l{i}.")}
+        if layer.mixer == "mamba":
+            assert sum(s[0] for s in mine.values()) == 2 * (ssm.state_elements + ssm.window_elements) * 4
+            assert all(s[0] == s[1] for s in mine.values())
+        elif layer.attention == "skip":
+            assert not mine  # an MLP-only block caches nothing
+        else:
+            assert len(mine) == 2 and all(s[1] == s[0] * 801 // 9 for s in mine.values())
+    assert build_decode(cfg, F32, 1, 8).graph.meta  # builds at batch 1 too
+
+
+def test_tiny_parameter_count_equals_transformers(family) -> None:
+    _, model, loaded = family
+    ours = build_prefill(loaded.config, PRECISIONS["bf16"], 1, 1).checkpoint_params()
+    assert sum(p.type.numel for p in ours) == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED_CLASSES))
+def test_bundled_parameter_count_equals_transformers(name: str) -> None:
+    config_cls, model_cls = BUNDLED_CLASSES[name]
+    data = json.loads((BUNDLED / f"{name}.json").read_text())
+    config = getattr(transformers, config_cls)(**{k: v for k, v in data.items() if k != "model_type"})
+    with torch.device("meta"):
+        model = getattr(transformers, model_cls)(config)
+    ours = build_prefill(load_model(name).config, PRECISIONS["bf16"], 1, 1).checkpoint_params()
+    assert sum(p.type.numel for p in ours) == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("seq", [1, 7])
+def test_matmul_flops_equal_flop_counter(family, seq) -> None:
+    _, model, loaded = family
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(torch.zeros((1, seq), dtype=torch.long), logits_to_keep=1)
+    counts = counter.get_flop_counts()
+    mm = sum(v for op, v in counts["Global"].items() if str(op) == "aten.mm")
+    attends = tuple(f".{n}" for n, m in model.named_modules() if type(m).__name__.endswith("Attention"))
+    attention = sum(
+        v for module, ops in counts.items() if module.endswith(attends)
+        for op, v in ops.items() if str(op) == "aten.bmm"
+    )  # fmt: skip
+    assert attention > 0
+    assert _einsum_flops(build_prefill(loaded.config, F32, 1, seq).graph) == mm + attention
+
+
+@pytest.mark.parametrize("chips", [2, 4])
+def test_tensor_parallel_equals_one_chip(family, chips: int) -> None:
+    """Attention heads and Mamba groups split over the chips give one chip's logits."""
+    name, _, loaded = family
+    one = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, 2)
+    split = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, 2, chips=chips)
+    for a, b in zip([one.prefill_logits, *one.decode_logits], [split.prefill_logits, *split.decode_logits],
+                    strict=True):  # fmt: skip
+        np.testing.assert_allclose(a, b, atol=1e-5, err_msg=name)
