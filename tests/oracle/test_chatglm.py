@@ -25,6 +25,7 @@ from tests.oracle.chatglm_reference import (
     prefill_flops,
     random_checkpoint,
 )
+from tests.oracle.param_counts import tcpc_params
 from tests.oracle.test_families import _einsum_flops
 
 PROMPT = [5, 17, 3, 88, 42, 9]
@@ -87,13 +88,9 @@ def test_sharded_generation_matches_one_chip(tiny, chips: int) -> None:
     assert many.token_matrix.tolist() == one.token_matrix.tolist()
 
 
-def _count(cfg) -> int:
-    return sum(p.type.numel for p in build_prefill(cfg, PRECISIONS["bf16"], 1, 1).checkpoint_params())
-
-
 def test_tiny_parameter_count_equals_the_modules(tiny) -> None:
     _, config, _, model = tiny
-    assert _count(model.config) == sum(int(np.prod(s)) for s in parameter_shapes(config).values())
+    assert tcpc_params(model.config) == sum(int(np.prod(s)) for s in parameter_shapes(config).values())
 
 
 # GLM-4-9B-chat's remote-code config.json (THUDM/glm-4-9b-chat, from memory of the published file):
@@ -142,15 +139,14 @@ def test_glm_4_9b_chat_reads_as_its_transformers_form(tmp_path) -> None:
         assert getattr(remote, field) == getattr(hf, field), field
     assert [layer.rope for layer in remote.layers] == [layer.rope for layer in hf.layers]
     assert remote.norms.eps == hf.norms.eps and remote.max_positions == hf.max_positions
-    assert (
-        _count(remote) == _count(hf) == sum(int(np.prod(s)) for s in parameter_shapes(GLM4_9B_CHAT).values())
-    )
+    published = sum(int(np.prod(s)) for s in parameter_shapes(GLM4_9B_CHAT).values())
+    assert tcpc_params(remote) == tcpc_params(hf) == published
 
 
 def test_bundled_parameter_count_equals_the_modules() -> None:
     config = json.loads((BUNDLED / "chatglm3-6b.json").read_text())
     expected = sum(int(np.prod(s)) for s in parameter_shapes({**config, "add_bias_linear": False}).values())
-    assert _count(load_model("chatglm3-6b").config) == expected
+    assert tcpc_params(load_model("chatglm3-6b").config) == expected
 
 
 # (variant, group, field, value in tcpc's config): each part the variant has, switched the other way

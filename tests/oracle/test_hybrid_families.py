@@ -24,8 +24,6 @@ multipliers, top-k and shared MLP; Bamba's chunking is exact.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -33,9 +31,10 @@ import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
 from tcp_compiler.frontend.builder import build_decode, build_prefill
-from tcp_compiler.frontend.model import BUNDLED, load_model
+from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
+from tests.oracle.param_counts import bundled_on_meta, tcpc_params, transformers_params
 from tests.oracle.test_families import _einsum_flops
 
 F32 = PRECISIONS["f32"]
@@ -220,19 +219,13 @@ def test_each_layer_caches_its_own_kind(family) -> None:
 
 def test_tiny_parameter_count_equals_transformers(family) -> None:
     _, model, loaded = family
-    ours = build_prefill(loaded.config, PRECISIONS["bf16"], 1, 1).checkpoint_params()
-    assert sum(p.type.numel for p in ours) == sum(p.numel() for p in model.parameters())
+    assert tcpc_params(loaded.config) == transformers_params(model)
 
 
 @pytest.mark.parametrize("name", sorted(BUNDLED_CLASSES))
 def test_bundled_parameter_count_equals_transformers(name: str) -> None:
-    config_cls, model_cls = BUNDLED_CLASSES[name]
-    data = json.loads((BUNDLED / f"{name}.json").read_text())
-    config = getattr(transformers, config_cls)(**{k: v for k, v in data.items() if k != "model_type"})
-    with torch.device("meta"):
-        model = getattr(transformers, model_cls)(config)
-    ours = build_prefill(load_model(name).config, PRECISIONS["bf16"], 1, 1).checkpoint_params()
-    assert sum(p.type.numel for p in ours) == sum(p.numel() for p in model.parameters())
+    model = bundled_on_meta(name, *BUNDLED_CLASSES[name])
+    assert tcpc_params(load_model(name).config) == transformers_params(model)
 
 
 @pytest.mark.parametrize("seq", [1, 7])

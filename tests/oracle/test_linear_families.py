@@ -26,7 +26,6 @@ LayerNorm eps large enough for the halved hidden state to move the logits) each 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -42,9 +41,10 @@ import ir
 from ir.ops.moe import CONTRACTIONS
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
-from tcp_compiler.frontend.model import BUNDLED, load_model
+from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
+from tests.oracle.param_counts import bundled_on_meta, tcpc_params, transformers_params
 
 F32 = PRECISIONS["f32"]
 PROMPT = [5, 17, 3, 88, 42, 9]
@@ -173,18 +173,13 @@ def test_layers_and_cache(qwen3_next) -> None:
 
 def test_tiny_parameter_count_equals_transformers(qwen3_next) -> None:
     model, loaded = qwen3_next
-    ours = build_prefill(loaded.config, PRECISIONS["bf16"], 1, 1).checkpoint_params()
-    assert sum(p.type.numel for p in ours) == sum(p.numel() for p in model.parameters())
+    assert tcpc_params(loaded.config) == transformers_params(model)
 
 
 def test_bundled_parameter_count_equals_transformers() -> None:
-    data = json.loads((BUNDLED / "qwen3-next-80b-a3b-instruct.json").read_text())
-    config = transformers.Qwen3NextConfig(**{k: v for k, v in data.items() if k != "model_type"})
-    with torch.device("meta"):
-        model = transformers.Qwen3NextForCausalLM(config)
-    ours = build_prefill(load_model("qwen3-next-80b-a3b-instruct").config, PRECISIONS["bf16"], 1, 1)
-    total = sum(p.type.numel for p in ours.checkpoint_params())
-    assert total == sum(p.numel() for p in model.parameters()) == 79_674_391_296
+    name = "qwen3-next-80b-a3b-instruct"
+    model = bundled_on_meta(name, "Qwen3NextConfig", "Qwen3NextForCausalLM")
+    assert tcpc_params(load_model(name).config) == transformers_params(model) == 79_674_391_296
 
 
 @pytest.mark.parametrize("seq", [1, 7])
@@ -334,16 +329,9 @@ def test_rwkv_cache_is_fixed_at_every_length(rwkv) -> None:
 
 def test_rwkv_parameter_counts_equal_transformers(rwkv) -> None:
     model, loaded = rwkv
-    ours = build_prefill(loaded.config, PRECISIONS["bf16"], 1, 1).checkpoint_params()
-    assert sum(p.type.numel for p in ours) == sum(p.numel() for p in model.parameters())
-    data = json.loads((BUNDLED / "rwkv-4-169m-pile.json").read_text())
-    with torch.device("meta"):
-        big = transformers.RwkvForCausalLM(
-            transformers.RwkvConfig(**{k: v for k, v in data.items() if k != "model_type"})
-        )
-    bundled = build_prefill(load_model("rwkv-4-169m-pile").config, PRECISIONS["bf16"], 1, 1)
-    total = sum(p.type.numel for p in bundled.checkpoint_params())
-    assert total == sum(p.numel() for p in big.parameters()) == 169_342_464
+    assert tcpc_params(loaded.config) == transformers_params(model)
+    big = bundled_on_meta("rwkv-4-169m-pile", "RwkvConfig", "RwkvForCausalLM")
+    assert tcpc_params(load_model("rwkv-4-169m-pile").config) == transformers_params(big) == 169_342_464
 
 
 @pytest.mark.parametrize("seq", [1, 7])

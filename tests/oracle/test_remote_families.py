@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.config import ModelConfig, RawConfig, Rope
 from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.model import BUNDLED, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
+from tests.oracle.param_counts import tcpc_params
 from tests.oracle.remote_code import SHAPES, random_checkpoint, reference_logits
 
 PROMPT = [5, 17, 3, 88, 42, 9]
@@ -91,13 +91,9 @@ def test_sharded_generation_matches_one_chip(tiny, chips: int) -> None:
     assert many.token_matrix.tolist() == one.token_matrix.tolist()
 
 
-def _count(cfg: ModelConfig) -> int:
-    return sum(p.type.numel for p in build_prefill(cfg, PRECISIONS["bf16"], 1, 1).checkpoint_params())
-
-
 def test_parameter_count_equals_the_published_modules(tiny) -> None:
     _, raw, weights, model = tiny
-    assert _count(model.config) == sum(w.size for w in weights.values())
+    assert tcpc_params(model.config) == sum(w.size for w in weights.values())
 
 
 BUNDLED_REMOTE = [
@@ -112,7 +108,7 @@ BUNDLED_REMOTE = [
 def test_bundled_parameter_count_equals_the_published_modules(name: str) -> None:
     raw = json.loads((BUNDLED / f"{name}.json").read_text())
     published = sum(int(np.prod(shape)) for shape in SHAPES[raw["model_type"]](raw).values())
-    assert _count(load_model(name).config) == published
+    assert tcpc_params(load_model(name).config) == published
 
 
 # Each special part switched off in tcpc's reading must move the logits off the reference.

@@ -17,13 +17,13 @@ import transformers
 from transformers import AutoConfig
 
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.config import Positions, RawConfig, Temperature
 from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.families.common import ACTIVATIONS
 from tcp_compiler.frontend.model import BUNDLED, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
+from tests.oracle.param_counts import bundled_on_meta, tcpc_params, transformers_params
 from tests.oracle.test_families import PROMPT, STEPS, reference_logits
 from tests.oracle.tiny_models import COMMON, FAMILIES, ISSUE_28, build, save, use_long_factors
 
@@ -42,32 +42,17 @@ BUNDLED_CLASSES = {
 }
 
 
-def _ours(cfg) -> int:
-    return sum(p.type.numel for p in build_prefill(cfg, PRECISIONS["bf16"], 1, 1).checkpoint_params())
-
-
-def _theirs(model) -> int:
-    """transformers' parameters, plus the MoE router's correction bias: a checkpoint tensor that
-    transformers holds as a buffer (GLM-4.5's, DeepSeek-V3's e_score_correction_bias)."""
-    bias = sum(b.numel() for n, b in model.named_buffers() if n.endswith("e_score_correction_bias"))
-    return sum(p.numel() for p in model.parameters()) + bias
-
-
 @pytest.mark.parametrize("name", sorted(ISSUE_28))
 def test_tiny_parameter_count_equals_transformers(name: str, tmp_path) -> None:
     model = build(name)
     cfg = load_model(save(model, tmp_path)).config
-    assert _ours(cfg) == _theirs(model)
+    assert tcpc_params(cfg) == transformers_params(model)
 
 
 @pytest.mark.parametrize("name", sorted(BUNDLED_CLASSES))
 def test_bundled_parameter_count_equals_transformers(name: str) -> None:
-    config_cls, model_cls = BUNDLED_CLASSES[name]
-    data = json.loads((BUNDLED / f"{name}.json").read_text())
-    config = getattr(transformers, config_cls)(**{k: v for k, v in data.items() if k != "model_type"})
-    with torch.device("meta"):
-        model = getattr(transformers, model_cls)(config)
-    assert _ours(load_model(name).config) == _theirs(model)
+    model = bundled_on_meta(name, *BUNDLED_CLASSES[name])
+    assert tcpc_params(load_model(name).config) == transformers_params(model)
 
 
 def test_gemma_legacy_gelu_is_the_tanh_approximation_as_transformers_reads_it(tmp_path) -> None:
@@ -113,7 +98,7 @@ def test_scout_parameter_counts_equal_transformers() -> None:
     with torch.device("meta"):
         text = transformers.Llama4ForCausalLM(config.text_config)
         whole = transformers.Llama4ForConditionalGeneration(config)
-    ours = _ours(load_model("llama-4-scout-17b-16e-instruct").config)
+    ours = tcpc_params(load_model("llama-4-scout-17b-16e-instruct").config)
     assert ours == sum(p.numel() for p in text.parameters())
     cards = tomllib.loads((BUNDLED / "model_cards.toml").read_text())
     unbuilt = cards["llama-4-scout-17b-16e-instruct"]["unbuilt_params"]
@@ -413,7 +398,7 @@ def test_phi_35_moe_counts_what_transformers_and_its_card_count() -> None:
     with torch.device("meta"):
         theirs = sum(p.numel() for p in transformers.PhimoeForCausalLM(config).parameters())
     cfg = read_model_config(RawConfig(PHI_35_MOE, "config.json"), "Phi-3.5-MoE-instruct")
-    ours = _ours(cfg)
+    ours = tcpc_params(cfg)
     assert ours == theirs and round(ours / 1e9, 1) == 41.9
     inactive = len(cfg.layers) * (cfg.moe.experts - cfg.moe.top_k) * 3 * cfg.hidden * cfg.moe.intermediate
     assert round((ours - inactive) / 1e9, 1) == 6.6
@@ -438,7 +423,7 @@ def test_deepseek_v2_counts_what_transformers_and_its_card_count() -> None:
     with torch.device("meta"):
         theirs = sum(p.numel() for p in transformers.DeepseekV2ForCausalLM(config).parameters())
     cfg = read_model_config(RawConfig(DEEPSEEK_V2_FULL, "config.json"), "DeepSeek-V2")
-    ours = _ours(cfg)
+    ours = tcpc_params(cfg)
     assert ours == theirs and round(ours / 1e9) == 236
     assert (cfg.moe.groups, cfg.moe.topk_groups, cfg.moe.group_score) == (8, 3, "max")
     moe_layers = sum(layer.moe for layer in cfg.layers)

@@ -19,8 +19,6 @@ prompt, so the chunked form crosses chunks) and a time_step_limit that clamps dt
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -31,9 +29,10 @@ import ir
 from ir.ops.moe import CONTRACTIONS
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
-from tcp_compiler.frontend.model import BUNDLED, load_model
+from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
+from tests.oracle.param_counts import bundled_on_meta, tcpc_params, transformers_params
 
 F32 = PRECISIONS["f32"]
 PROMPT = [5, 17, 3, 88, 42, 9]
@@ -148,19 +147,13 @@ def test_cache_is_the_state_and_window_at_every_length(family) -> None:
 
 def test_tiny_parameter_count_equals_transformers(family) -> None:
     _, model, loaded = family
-    ours = build_prefill(loaded.config, PRECISIONS["bf16"], 1, 1).checkpoint_params()
-    assert sum(p.type.numel for p in ours) == sum(p.numel() for p in model.parameters())
+    assert tcpc_params(loaded.config) == transformers_params(model)
 
 
 @pytest.mark.parametrize("name", sorted(BUNDLED_CLASSES))
 def test_bundled_parameter_count_equals_transformers(name: str) -> None:
-    config_cls, model_cls = BUNDLED_CLASSES[name]
-    data = json.loads((BUNDLED / f"{name}.json").read_text())
-    config = getattr(transformers, config_cls)(**{k: v for k, v in data.items() if k != "model_type"})
-    with torch.device("meta"):
-        model = getattr(transformers, model_cls)(config)
-    ours = build_prefill(load_model(name).config, PRECISIONS["bf16"], 1, 1).checkpoint_params()
-    assert sum(p.type.numel for p in ours) == sum(p.numel() for p in model.parameters())
+    model = bundled_on_meta(name, *BUNDLED_CLASSES[name])
+    assert tcpc_params(load_model(name).config) == transformers_params(model)
 
 
 @pytest.mark.parametrize("seq", [1, 7])
