@@ -47,8 +47,9 @@ def test_a_pure_mamba_server_holds_one_block_per_running_sequence(mamba) -> None
     assert result.budget.blocks == result.budget.kv_bytes // state
     assert result.iterations.array("kv_blocks_used").max() == 6  # all six run at once, one state each
     assert all(s.generated == s.request.output_len for s in result.sequences)
-    kv = serve_report(result).kv_cache
-    assert (kv.state_bytes_per_sequence, kv.state_blocks) == (state, 1)
+    report = serve_report(result)
+    assert (report.kv_cache.state_bytes_per_sequence, report.kv_cache.state_blocks) == (state, 1)
+    assert report.time.padded_kv_tokens == 0  # no KV cache: no context bucket to pad up to
 
 
 def test_room_for_k_states_runs_at_most_k_sequences(mamba) -> None:

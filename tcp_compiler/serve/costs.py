@@ -194,8 +194,9 @@ class IterationCosts:
         self.stats = CostStats()
         self.stages = stage_options(config, CompileOptions(chips=options.chips, policy=options.policy), pp)
         self.zero = Cost((0.0,) * pp, 0.0, 0.0, 0.0, 0.0)
-        # each stage's layers with a paged KV cache (a Mamba layer's fixed state has no block table)
-        self.layers = [sum(config.layers[i].mixer == "attention" for i in (o.stage.layers if o.stage else
+        # each stage's layers with a paged KV cache (a recurrent layer's fixed state has no block
+        # table, a layer whose attention is skipped or replaced no cache)
+        self.layers = [sum(config.layers[i].attends for i in (o.stage.layers if o.stage else
                            range(len(config.layers)))) for o in self.stages]  # fmt: skip
         self._templates: dict[int, list[Steps]] = {}
         self._kv_token_bytes: list[float] = []  # each stage's K and V of one position, on one chip
@@ -222,13 +223,16 @@ class IterationCosts:
     def padded_decode(self, batch: int, longest: int, own: Piece | None = None, read: int = 0) -> Piece:
         """`batch` sequences padded to the batch and context buckets (`longest`: the longest cache);
         `own`: the step at its own shapes, whose cost the padding is measured against, and `read`
-        the KV positions it reads (default: `longest` each, a static batch's)."""
-        context = pad(self.shapes.context, longest)
+        the KV positions it reads (default: `longest` each, a static batch's). A model without a KV
+        cache (recurrent layers only) has no context to pad: its step is one shape at any length."""
+        attends = any(self.layers)
+        context = pad(self.shapes.context, longest) if attends else longest
         padded = self.paged_decode(pad(self.shapes.batch, batch), context, [context] * batch)
         own = own or self.paged_decode(batch, longest, [longest] * batch)
         issue = padded.descriptor_cycles - own.descriptor_cycles  # the descriptors' part: their own line
+        padded_kv = context * batch - (read or longest * batch) if attends else 0
         return Piece(padded.cost, padded.cost.cycles - own.cost.cycles - issue,
-                     pad(self.shapes.batch, batch) - batch, context * batch - (read or longest * batch),
+                     pad(self.shapes.batch, batch) - batch, padded_kv,
                      padded.descriptors, padded.descriptor_cycles)  # fmt: skip
 
     def paged_decode(self, batch: int, length: int, lengths: list[int]) -> Piece:
