@@ -50,7 +50,7 @@ def test_an_unknown_model_type_is_read_by_its_supported_architecture(tmp_path: P
     assert kimi.layers == reference.layers and kimi.moe == reference.moe and kimi.mla == reference.mla
 
 
-@pytest.mark.parametrize("architectures", [None, [], ["RwkvForCausalLM"], [7]])
+@pytest.mark.parametrize("architectures", [None, [], ["XLSTMForCausalLM"], [7]])
 def test_an_unknown_model_type_without_a_known_architecture_is_one_error(architectures) -> None:
     data = {"model_type": "kimi_k2", "hidden_size": 64}
     if architectures is not None:
@@ -58,6 +58,6 @@ def test_an_unknown_model_type_without_a_known_architecture_is_one_error(archite
     with pytest.raises(
         FrontendError,
         match=r"^config.json: model_type 'kimi_k2' is not supported and no entry "
-        r"of 'architectures' is \(supported model types: bloom, ",
+        r"of 'architectures' is \(supported model types: bamba, bloom, ",
     ):
         read_model_config(RawConfig(data, "config.json"), "m")

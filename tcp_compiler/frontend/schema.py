@@ -184,8 +184,23 @@ FIELDS: dict[str, Field] = {
     "mixer_rms_eps": _EPS,
     # the hybrids' Mamba-2 mixers (Bamba, Granite 4, Falcon-H1, Nemotron-H)
     **dict.fromkeys(
-        ("mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_chunk_size"), _count(MAX_WIDTH)
+        (
+            "mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_chunk_size",
+            "mamba_num_heads", "mamba_head_dim", "ssm_state_size",  # Nemotron-H's names
+        ),
+        _count(MAX_WIDTH),
     ),
+    "shared_intermediate_size": _count(MAX_WIDTH),  # Granite 4's shared MLP
+    # Qwen3-Next's gated DeltaNet layers, RWKV's time mixing
+    **dict.fromkeys(
+        (
+            "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
+            "attention_hidden_size",
+        ),
+        _count(MAX_WIDTH),
+    ),
+    "linear_conv_kernel_dim": _count(1024),
+    "full_attention_interval": _count(MAX_LAYERS),
     "mamba_d_conv": _count(1024),
     "mamba_expand": _positive(1024),
     "mamba_d_head": Field("int", 1, MAX_WIDTH, words=("auto",)),

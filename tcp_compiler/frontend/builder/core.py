@@ -74,7 +74,9 @@ def _check_ssm_split(cfg: ModelConfig, chips: int) -> None:
     if ssm is None or chips == 1:
         return
     if ssm.kind == "rwkv4":
-        raise FrontendError(f"{cfg.name}: RWKV blocks do not split over chips yet (use --pp to spread them)")
+        raise FrontendError(
+            f"{cfg.name}: RWKV blocks do not split over {chips} chips yet (use --pp to spread them)"
+        )
     if ssm.kind == "gated_delta" and ssm.groups % chips:
         raise FrontendError(
             f"{cfg.name}: the gated DeltaNet's {ssm.groups} key heads (linear_num_key_heads) do not split "
