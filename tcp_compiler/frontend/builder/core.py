@@ -75,7 +75,7 @@ def _check_ssm_split(cfg: ModelConfig, chips: int) -> None:
         return
     if ssm.kind == "rwkv4":
         raise FrontendError(
-            f"{cfg.name}: RWKV blocks do not split over {chips} chips yet (use --pp to spread them)"
+            f"{cfg.name}: RWKV blocks do not split over {chips} chips yet (pipeline stages can spread them)"
         )
     if ssm.kind == "gated_delta" and ssm.groups % chips:
         raise FrontendError(
