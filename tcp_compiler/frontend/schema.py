@@ -204,6 +204,9 @@ FIELDS: dict[str, Field] = {
     "mamba_d_conv": _count(1024),
     "mamba_expand": _positive(1024),
     "mamba_d_head": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    "mamba_d_ssm": _count(MAX_WIDTH),  # Falcon-H1's inner width
+    # Falcon-H1's muP multipliers: mlp (gate, down), ssm (in_proj's z, x, B, C, dt spans)
+    **dict.fromkeys(("mlp_multipliers", "ssm_multipliers"), Field("numbers", 0, 1e6, lo_open=True)),
     "attn_layer_indices": _LIST,
     # numbers
     **dict.fromkeys(
@@ -222,6 +225,8 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(
         (
             "embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling",
+            "lm_head_multiplier", "key_multiplier", "attention_in_multiplier", "attention_out_multiplier",
+            "ssm_in_multiplier", "ssm_out_multiplier",  # Falcon-H1's muP
             "logit_scale", "scale_emb", "scale_depth", "dim_model_base",  # MiniCPM's muP: any positive number
         ),
         _positive(1e6),
@@ -261,6 +266,7 @@ FIELDS: dict[str, Field] = {
             "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias", "use_qk_norm",
             "rmsnorm", "post_layer_norm", "add_bias_linear", "add_qkv_bias", "multi_query_attention",
             "use_conv_bias", "residual_in_fp32", "mamba_conv_bias", "mamba_proj_bias",
+            "mamba_rms_norm", "mamba_norm_before_gate", "projectors_bias",  # Falcon-H1's
         ),
         _BOOL,
     ),  # fmt: skip
