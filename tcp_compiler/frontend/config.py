@@ -273,7 +273,7 @@ class BlockSparse:
 @dataclass(frozen=True)
 class Ssm:
     """A Mamba mixer (a selective state-space layer): its sizes and variant, as the layers whose
-    `Layer.mixer` is "mamba" or "deltanet" build it (frontend/builder/ssm.py), and of RWKV blocks
+    `Layer.mixers` include "mamba" or "deltanet" build it (frontend/builder/ssm.py), and of RWKV blocks
     (frontend/builder/rwkv.py).
 
     Mamba-1 (`kind` "mamba"): every one of the `inner` channels has its own [state] decay (A_log
@@ -378,9 +378,11 @@ class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
     MoE MLP, and Llama 4's per-layer attention options; its mixer (attention, or a Mamba layer or
     Qwen3-Next's gated DeltaNet of ModelConfig.ssm, or an RWKV block: time mixing, then channel
-    mixing, its own feed-forward block); which parts the layer has (a skipped attention: an MLP-only
-    layer, as Nemotron-H's and DeciLM's; a skipped ffn: pure Mamba blocks, Nemotron-H's mixer
-    layers) or replaces by a linear (DeciLM), and, in DeciLM's searched stacks, their sizes."""
+    mixing, its own feed-forward block) and the mixers that run beside it (Falcon-H1's attention
+    and Mamba-2 mixer side by side: the layer keeps both caches); which parts the layer has (a
+    skipped attention: an MLP-only layer, as Nemotron-H's and DeciLM's; a skipped ffn: pure Mamba
+    blocks, Nemotron-H's mixer layers) or replaces by a linear (DeciLM), and, in DeciLM's searched
+    stacks, their sizes."""
 
     sliding_window: int | None
     rope: Rope | None

@@ -210,10 +210,11 @@ def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
 
 def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
     """Decoder layer i, its values named in the layer (GraphBuilder.layer): an RWKV block, or a
-    mixer (attention, Mamba, DeltaNet) and a feed-forward block, pre-norm (optionally with Gemma's
-    sandwich norms), post-norm or parallel. Returns (output, its caches: K and V, a Mamba or
-    DeltaNet layer's state and convolution window, an RWKV block's sums and shifted inputs, or none
-    where the layer skips or replaces its attention)."""
+    mixer (attention, Mamba, DeltaNet; or Falcon-H1's attention and Mamba side by side) and a
+    feed-forward block, pre-norm (optionally with Gemma's sandwich norms), post-norm or parallel.
+    Returns (output, its caches: K and V, a Mamba or DeltaNet layer's state and convolution window
+    (Falcon-H1's layers: all four), an RWKV block's sums and shifted inputs, or none where the
+    layer skips or replaces its attention)."""
     standard = layer.mixers == ("attention",) and (layer.attention, layer.ffn) == ("standard", "standard")
     if not standard and layer.mixer != "rwkv" and b.cfg.residual.block != "pre":
         raise FrontendError(

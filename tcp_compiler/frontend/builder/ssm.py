@@ -326,7 +326,8 @@ def gated_delta(
     through the convolution (channels q of all heads, then k, then v) and SiLU; q and k are
     l2-normed over K and q scaled by 1/sqrt(K); beta = sigmoid(b), g = -exp(A_log) softplus(a +
     dt_bias); the delta rule's output goes through an RMSNorm over V (weight w, no offset) times
-    silu(z), then out_proj. A key head's Hr value heads read its q and k by broadcasting (Hk)."""
+    silu(z), then out_proj (its partial sums over the chips left to the caller when `reduce` is
+    False, as in `mamba`). A key head's Hr value heads read its q and k by broadcasting (Hk)."""
     ssm, g = b.cfg.ssm, b.g
     assert ssm is not None
     pre, local = f"model.layers.{i}.linear_attn", _Local.of(ssm, b)
