@@ -14,7 +14,8 @@ GraniteMoeHybrid and Falcon-H1 (attention and a Mamba-2 mixer side by side in ev
   in transformers) equal FlopCounterMode's `aten.mm` (and `aten.addmm`, a Linear with a bias) plus
   the `aten.bmm` of the attention modules (eager scores and values); transformers' Mamba-2 scan
   is its own bmm, not compared (the IR's `scan` op has its own count, see test_ssm_families);
-- 2 and 4 chips equal 1.
+- 2 and 4 chips equal 1;
+- right-padded batches equal single runs.
 
 Each family's special parts bite: the attention layers (their output zeroed on the same weights),
 Bamba's RoPE on half of each head, the Mamba groups, the prefill's dt clamp (Bamba's
@@ -262,6 +263,21 @@ def test_each_layer_caches_its_own_kind(family) -> None:
             kv = {o: s for o, s in mine.items() if o not in recurrent}
             assert len(kv) == 2 and all(s[1] == s[0] * 801 // 9 for s in kv.values())
     assert build_decode(cfg, F32, 1, 8).graph.meta  # builds at batch 1 too
+
+
+def test_batched_padded_prefill_matches_single_runs(family) -> None:
+    """Right-padded prompts of 6, 3 and 5 tokens: each row's logits and decode steps are its own
+    run's (attention masks the padded keys; a padded Mamba step leaves the state, dt = 0)."""
+    name, _, loaded = family
+    prompts = [PROMPT, [7, 1, 60], [11, 12, 13, 14, 15]]
+    batched = generate(loaded.config, loaded.checkpoint.load, prompts, F32, 2)
+    for row, prompt in enumerate(prompts):
+        single = generate(loaded.config, loaded.checkpoint.load, [prompt], F32, 2)
+        np.testing.assert_allclose(batched.prefill_logits[row], single.prefill_logits[0], atol=1e-5,
+                                   err_msg=name)  # fmt: skip
+        for k in range(2):
+            np.testing.assert_allclose(batched.decode_logits[k][row], single.decode_logits[k][0], atol=1e-5)
+        assert batched.token_matrix[row].tolist() == single.token_matrix[0].tolist()
 
 
 def test_tiny_parameter_count_equals_transformers(family) -> None:
