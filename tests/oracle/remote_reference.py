@@ -214,7 +214,9 @@ def phi3small_rotation(config: Mapping, lengths: list[int]) -> tuple[np.ndarray,
     return np.array(angles), np.array(scales)
 
 
-def phi3small_logits(config: Mapping, w: Weights, ids: list[int], lengths: list[int] | None = None) -> np.ndarray:
+def phi3small_logits(
+    config: Mapping, w: Weights, ids: list[int], lengths: list[int] | None = None
+) -> np.ndarray:
     """[S, V] logits of Phi3SmallForCausalLM (muP scaling on) for one sequence of token ids, position
     p computed in a forward over lengths[p] tokens (default: the whole sequence in one forward)."""
     D, H, Hkv = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]

@@ -422,8 +422,9 @@ def test_phi3small_longrope_tables_switch_past_the_original_context() -> None:
     raw = RawConfig({**PHI3SMALL_LONG, "rope_position_scale": 0.5}, "config.json")
     rope = read_model_config(raw, "m").layers[0].rope
     base = np.float32(100.0) ** (np.arange(0, 8, 2, dtype=np.float32) / np.float32(8))
-    np.testing.assert_allclose(rope.inv_freq(8, 8), 1 / (np.float32(LONGROPE["short_factor"]) * base), rtol=1e-6)
-    np.testing.assert_allclose(rope.inv_freq(8, 9), 1 / (np.float32(LONGROPE["long_factor"]) * base), rtol=1e-6)
+    short, long = (np.float32(LONGROPE[k]) for k in ("short_factor", "long_factor"))
+    np.testing.assert_allclose(rope.inv_freq(8, 8), 1 / (short * base), rtol=1e-6)
+    np.testing.assert_allclose(rope.inv_freq(8, 9), 1 / (long * base), rtol=1e-6)
     assert rope.table(8, 8)[0, 0, 0, 0] == np.float32(1.1)
     assert rope.table(8, 9)[0, 0, 0, 0] == pytest.approx(math.sqrt(2), rel=1e-6)
 
@@ -432,9 +433,12 @@ def test_phi3small_longrope_tables_switch_past_the_original_context() -> None:
     ("change", "message"),
     [
         ({"hidden_act": "gelu"}, "hidden_act: Phi-3-small supports only 'gegelu', got 'gelu'"),
-        ({"rope_scaling": {"type": "longrope"}}, "missing field 'rope_scaling.original_max_position_embeddings'"),
-        ({"rope_scaling": {**LONGROPE, "factor": 2.0}}, "rope_scaling.factor: not a field of Phi-3-small's longrope"),
-        ({"rope_scaling": {**LONGROPE, "type": "yarn"}}, "rope_scaling.type: expected 'longrope' or 'su', got 'yarn'"),
+        ({"rope_scaling": {"type": "longrope"}},
+         "missing field 'rope_scaling.original_max_position_embeddings'"),
+        ({"rope_scaling": {**LONGROPE, "factor": 2.0}},
+         "rope_scaling.factor: not a field of Phi-3-small's longrope"),
+        ({"rope_scaling": {**LONGROPE, "type": "yarn"}},
+         "rope_scaling.type: expected 'longrope' or 'su', got 'yarn'"),
         ({"rope_scaling": {**LONGROPE, "short_factor": [1.0] * 3, "long_factor": [1.0] * 3}},
          "rope_scaling.short_factor: expected 4 entries (one per pair of the 8 rotary dims), got 3"),
         ({"rope_scaling": {**LONGROPE, "long_factor": [1.0] * 3}},
