@@ -6,7 +6,8 @@ over the k logits as gpt-oss and Granite 4 route). Which layers attend and which
 is checked against JambaConfig's own layer lists in tests/test_jamba_config.py; a misread period
 or offset also asks for tensors the checkpoint lacks.
 
-Expert counts of one: transformers builds the dense MLP then (no router), and so does tcpc."""
+Expert counts of one: transformers builds the dense MLP then (no router), and so does tcpc.
+Right-padded batches equal single runs."""
 
 from __future__ import annotations
 
@@ -69,3 +70,18 @@ def test_one_expert_is_the_dense_mlp(tmp_path) -> None:
     with torch.no_grad():
         theirs = model(torch.tensor([PROMPT]), use_cache=False).logits[0, -1].numpy()
     np.testing.assert_allclose(_ours(loaded, loaded.config), theirs, atol=1e-4, rtol=0)
+
+
+def test_batched_padded_prompts_match_single_runs(jamba) -> None:
+    """Right-padded prompts of 6, 3 (shorter than the convolution's window) and 5 tokens through
+    Mamba, attention and expert layers at once: each row's logits and decode steps are its own
+    run's (a padded step leaves the state, dt = 0; attention masks the padded keys)."""
+    loaded, _ = jamba
+    prompts = [PROMPT, [7, 1, 60], [11, 12, 13, 14, 15]]
+    batched = generate(loaded.config, loaded.checkpoint.load, prompts, F32, 2)
+    for row, prompt in enumerate(prompts):
+        single = generate(loaded.config, loaded.checkpoint.load, [prompt], F32, 2)
+        np.testing.assert_allclose(batched.prefill_logits[row], single.prefill_logits[0], atol=1e-5)
+        for k in range(2):
+            np.testing.assert_allclose(batched.decode_logits[k][row], single.decode_logits[k][0], atol=1e-5)
+        assert batched.token_matrix[row].tolist() == single.token_matrix[0].tolist()
