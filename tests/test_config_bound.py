@@ -54,6 +54,8 @@ UNTILED.add(("granite-4.0-h-tiny", "fp8-block"))
 # Qwen3-Next's in_proj_ba gives 2 x 2 = 4 rows per key head (a beta and a decay input per value
 # head): 64 in all, less than one 128-row block.
 UNTILED.add(("qwen3-next-80b-a3b-instruct", "fp8-block"))
+# AI21-Jamba-1.5-Mini's x_proj gives dt's rank 256 + 2 x 16 = 288 rows (dt, B and C): 2.25 blocks.
+UNTILED.add(("ai21-jamba-1.5-mini", "fp8-block"))
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8", "w4", *sorted(FORMATS.keys() - {"w4"})])
