@@ -107,15 +107,18 @@ def test_descriptors_are_counted_per_block_and_cost_their_issue_beyond_the_trans
     layers = sum(layer.attends for layer in cfg.layers)
     expected = [kv_descriptors([n], 1, layers) for n in range(71, 74)]
     assert base.runtime.decode_descriptors.tolist() == expected
-    # with one-token blocks a 2-head bf16 block is 256 B at most: the issue outlasts the transfer
+    # one-token blocks (1 KB of K or V: 8 KV heads x 64 x bf16) issued at 4,000 cycles each: the issue
+    # outlasts the transfer, and shows
     slow_spec = tmp_path / "slow.toml"
-    slow_spec.write_text('extends = "rngd"\n[dma]\nissue_cycles = { value = 4000, source = "assumed: test" }\n')
+    slow_spec.write_text('extends = "rngd"\n[dma]\n'
+                         'issue_cycles = { value = 4000, source = "assumed: test" }\n')
     slow = load_hardware(str(slow_spec))
     costly = simulate_generation(cfg, slow, prec, 1, 70, 4, shapes=Shapes.exact(), block_size=1)
     report = build_report(costly)
     assert report.decode.descriptor_seconds > 0
     assert "kv_descriptor_issue" in {p.cause for p in report.decode.limiter.parts}
-    step = costly.decode_cycles / slow.chip.clock_hz + costly.runtime.decode_descriptor_cycles / slow.chip.clock_hz
+    clock = slow.chip.clock_hz
+    step = costly.decode_cycles / clock + costly.runtime.decode_descriptor_cycles / clock
     assert report.decode.tpot_seconds_mean > float(step.mean())  # the host's work besides
 
 
