@@ -208,6 +208,10 @@ FIELDS: dict[str, Field] = {
     # Falcon-H1's muP multipliers: mlp (gate, down), ssm (in_proj's z, x, B, C, dt spans)
     **dict.fromkeys(("mlp_multipliers", "ssm_multipliers"), Field("numbers", 0, 1e6, lo_open=True)),
     "attn_layer_indices": _LIST,
+    # Jamba: dt's rank, and attention / expert layers every period layers from offset
+    "mamba_dt_rank": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    **dict.fromkeys(("attn_layer_period", "expert_layer_period"), _count(MAX_LAYERS)),
+    **dict.fromkeys(("attn_layer_offset", "expert_layer_offset"), _count(MAX_LAYERS, lo=0)),
     # numbers
     **dict.fromkeys(
         (

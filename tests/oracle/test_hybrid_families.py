@@ -1,6 +1,7 @@
 """The attention / Mamba hybrid families (issue 29) against transformers 5.23.0's slow torch path
 on tiny random-weight models, eager attention and experts: Bamba, Nemotron-H, Granite 4's
-GraniteMoeHybrid and Falcon-H1 (attention and a Mamba-2 mixer side by side in every layer).
+GraniteMoeHybrid, Jamba (its own parts switched off on tcpc's side: test_jamba.py) and Falcon-H1
+(attention and a Mamba-2 mixer side by side in every layer).
 
 - prefill plus 4 decode steps within 1e-4 of transformers decoding from its own cache (KV on the
   attention layers, conv and SSM states on the Mamba layers), greedy tokens equal. transformers'
@@ -20,11 +21,12 @@ GraniteMoeHybrid and Falcon-H1 (attention and a Mamba-2 mixer side by side in ev
 Each family's special parts bite: the attention layers (their output zeroed on the same weights),
 Bamba's RoPE on half of each head, the Mamba groups, the prefill's dt clamp (Bamba's
 time_step_limit, Nemotron-H's time_step_min), Nemotron-H's squared relu, Granite's RoPE, four
-multipliers, top-k and shared MLP; Falcon-H1's parallel mixers (either one's output zeroed), its
-muP multipliers (each set back to 1, each of ssm_multipliers' five spans too), its gated norm and
-its placement before the gate, its out_proj bias switch; and, the other way round, our Falcon-H1
-graph with each of those parts switched off in its ModelConfig misses transformers' logits (so
-the matching test would fail without it). Bamba's chunking is exact.
+multipliers, top-k and shared MLP, Jamba's top-k and its dt, B and C norm weights; Falcon-H1's
+parallel mixers (either one's output zeroed), its muP multipliers (each set back to 1, each of
+ssm_multipliers' five spans too), its gated norm and its placement before the gate, its out_proj
+bias switch; and, the other way round, our Falcon-H1 graph with each of those parts switched off
+in its ModelConfig misses transformers' logits (so the matching test would fail without it).
+Bamba's chunking is exact.
 """
 
 from __future__ import annotations
@@ -106,14 +108,22 @@ HYBRID = {
              residual_multiplier=0.5, logits_scaling=2.0),
         {},
     ),
+    "jamba": (  # attention at 1 and 4, experts at 1 and 3: each mixer with both kinds of MLP
+        "JambaConfig",
+        "JambaForCausalLM",
+        dict(ATTENTION, num_hidden_layers=5, attn_layer_period=3, attn_layer_offset=1, expert_layer_period=2,
+             expert_layer_offset=1, num_experts=4, num_experts_per_tok=2, mamba_d_state=6, rms_norm_eps=1e-3),
+        {},
+    ),
 }  # fmt: skip
 BUNDLED_CLASSES = {
     "bamba-9b": ("BambaConfig", "BambaForCausalLM"),
     "nemotron-h-8b-base-8k": ("NemotronHConfig", "NemotronHForCausalLM"),
     "granite-4.0-h-tiny": ("GraniteMoeHybridConfig", "GraniteMoeHybridForCausalLM"),
+    "ai21-jamba-1.5-mini": ("JambaConfig", "JambaForCausalLM"),
     "falcon-h1-0.5b-base": ("FalconH1Config", "FalconH1ForCausalLM"),
 }
-MOE = {"granitemoehybrid"}
+MOE = {"granitemoehybrid", "jamba"}
 
 
 def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
@@ -197,6 +207,9 @@ SWITCHED_OFF = [
     ("granitemoehybrid", dict(num_experts_per_tok=1), None),
     ("granitemoehybrid", {}, "layers.0.shared_mlp.output_linear.weight"),  # the shared MLP's output
     ("granitemoehybrid", HYBRID["granitemoehybrid"][3], None),
+    ("jamba", {}, "layers.1.self_attn.o_proj.weight"),
+    ("jamba", dict(num_experts_per_tok=1), None),
+    *[("jamba", {}, f"layers.0.mamba.{norm}_layernorm.weight") for norm in ("dt", "b", "c")],
     ("falcon_h1", {}, "layers.1.self_attn.o_proj.weight"),  # the parallel sum: attention's share
     ("falcon_h1", {}, "layers.1.mamba.out_proj.weight"),  # and the Mamba mixer's
     *[("falcon_h1", {key: 1.0}, None) for key, value in FALCON_MUP.items() if not isinstance(value, list)],
