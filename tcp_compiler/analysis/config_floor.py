@@ -227,10 +227,11 @@ def _all_reduces(cfg: ModelConfig, layer: Layer) -> int:
     """The hidden-state all-reduces a layer cannot avoid over tensor-parallel chips: one after its
     mixer (attention's o_proj, a recurrent mixer's out_proj; none where the layer skips attention or
     replaces it by DeciLM's replicated linear) and one after its MLP (likewise), or one for a
-    parallel block."""
+    parallel block; two more where a Zamba2 layer runs a shared block (its attention and MLP)."""
     if cfg.residual.block == "parallel" and layer.mixer == "attention":
         return 1
-    return (layer.recurrent or layer.attention == "standard") + (layer.ffn == "standard")
+    shared = 2 if layer.shared is not None else 0
+    return (layer.recurrent or layer.attention == "standard") + (layer.ffn == "standard") + shared
 
 
 def _kept(window: Window | None, length: int) -> int:

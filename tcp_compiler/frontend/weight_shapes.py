@@ -9,6 +9,7 @@ and a mismatch is a one-line error naming the tensor, its file and the config.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -85,6 +86,8 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
         for norm in _NORMS:
             yield f"{pre}.{norm}.weight", (D,), "vector"
             yield f"{pre}.{norm}.bias", (D,), "vector"
+        if layer.shared is not None:
+            yield from _shared_block_shapes(cfg, i, layer.shared)
         if layer.mixer == "mamba":
             assert cfg.ssm is not None
             yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
@@ -149,6 +152,35 @@ def _ssm_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]
         yield f"{pre}.norm.weight", (E,), "vector"
     yield f"{pre}.out_proj.weight", (D, E), "projection"
     yield f"{pre}.out_proj.bias", (D,), "vector"
+
+
+def _shared_block_shapes(cfg: ModelConfig, i: int, use: int) -> Iterator[tuple[str, Shape, Kind]]:
+    """Zamba2's layer i, the shared blocks' use `use`: its own [D, D] linear and adapters, and on a
+    block's first use the block itself (attention from 2 x hidden, norms, gated MLP), once."""
+    shared, D, F = cfg.shared, cfg.hidden, cfg.intermediate
+    assert shared is not None
+    pre = shared.prefix(use)
+    yield f"model.layers.{i}.linear.weight", (D, D), "projection"
+    for projection, (down, up, _) in shared.adapters(use).items():
+        attention = ".self_attn." in projection
+        yield down, (shared.rank, 2 * D if attention else D), "projection"
+        yield up, (2 * D if attention else F, shared.rank), "projection"
+    if use >= shared.blocks:
+        return
+    for name, shape, kind in _attention_shapes(dataclasses.replace(cfg, hidden=2 * D), pre, cfg.kv_heads):
+        if name.endswith("o_proj.weight"):
+            shape = (D, shape[1])
+        elif name.endswith("o_proj.bias"):
+            shape = (D,)
+        yield name, shape, kind
+    yield f"{pre}.input_layernorm.weight", (2 * D,), "vector"
+    yield f"{pre}.pre_ff_layernorm.weight", (D,), "vector"
+    mlp = f"{pre}.feed_forward"
+    for proj in ("gate_proj", "up_proj"):
+        yield f"{mlp}.{proj}.weight", (F, D), "projection"
+        yield f"{mlp}.{proj}.bias", (F,), "vector"
+    yield f"{mlp}.down_proj.weight", (D, F), "projection"
+    yield f"{mlp}.down_proj.bias", (D,), "vector"
 
 
 def _rwkv_shapes(cfg: ModelConfig, ssm: Ssm, pre: str) -> Iterator[tuple[str, Shape, Kind]]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ir import F32, FP8E4M3, I32, U4, Axis, DType, Node, TensorType
-from tcp_compiler.frontend.builder.core import Binding, Cut, Getter, GraphBuilder, Weight, whole
+from tcp_compiler.frontend.builder.core import Adapter, Binding, Cut, Getter, GraphBuilder, Weight, whole
 from tcp_compiler.frontend.weight_format import Layout, Parts, WeightFormat, compress, layout, quantise
 
 
@@ -147,7 +147,20 @@ def linear(
     bias: Cut | None = None,
 ) -> Node:
     """x times the weight `name` into the value of role `label`; with `bias` (its cut), plus the
-    `.bias` twin of the weight over the weight's output axes."""
+    `.bias` twin of the weight over the weight's output axes, and the adapter the builder has for
+    the weight (core.GraphBuilder.adapted)."""
+    adapter = b.adapters.get(name)
+    if adapter is None:
+        return _project(b, x, name, axes, contract, out, label, part, bias)
+    y = _project(b, x, name, axes, contract, out, f"{label}.base", part, bias)
+    return _adapt(b, x, y, adapter, axes, contract, out, label, part)
+
+
+def _project(
+    b: GraphBuilder, x: Node, name: str, axes: dict[str, int], contract: Sequence[str], out: Sequence[str],
+    label: str, part: Cut, bias: Cut | None,
+) -> Node:
+    """x times the weight `name` (see linear), plus its bias."""
     w, grouped, split = weight(b, name, axes, contract, part=part, scaled_after=True)
     x = split_groups(b, x, split)
     post = b.post_scales.get(w.name)
@@ -165,6 +178,24 @@ def linear(
     bias_axes = {a: n for a, n in axes.items() if a not in contract}
     t = b.tensor(name.removesuffix(".weight") + ".bias", b.p.table, bias_axes, bias)
     return b.g.add("add", y, b.to(t, F32), name=b.name(f"{label}_b"))
+
+
+def _adapt(
+    b: GraphBuilder, x: Node, y: Node, adapter: Adapter, axes: dict[str, int], contract: Sequence[str],
+    out: Sequence[str], label: str, part: Cut,
+) -> Node:
+    """y plus the adapter's x A^T B^T: x A^T [.., rank] once per input (projections sharing A
+    reuse it), then B's rows cut as the projection's are."""
+    down = b.name(adapter.label)
+    if down in b.g:
+        low = b.g[down]
+    else:
+        lead = [a for a in x.type.names if a not in contract]
+        low_axes = {"Ra": adapter.rank, **{a: axes[a] for a in contract}}
+        low = _project(b, x, adapter.down, low_axes, contract, [*lead, "Ra"], adapter.label, whole, None)
+    up_axes = {**{a: n for a, n in axes.items() if a not in contract}, "Ra": adapter.rank}
+    extra = _project(b, low, adapter.up, up_axes, ["Ra"], out, f"{label}.adapter", part, None)
+    return b.g.add("add", y, extra, name=b.name(label))
 
 
 def apply(b: GraphBuilder, x: Node, w: Weight, out: Sequence[str], label: str) -> Node:
