@@ -430,14 +430,15 @@ class SharedBlocks:
         family's Chunk rules); q, k and v have their own (linear_q_adapter_list.{use}, ...) with
         `attention_adapters`."""
         pre = self.prefix(use)
-        pair = f"{pre}.feed_forward.gate_up_proj_adapter_list.{use}"
+        mlp = f"{pre}.feed_forward.gate_up_proj_adapter_list.{use}"
         found = {
-            f"{pre}.feed_forward.{part}_proj.weight": (f"{pair}.0.weight", f"{pair}.1.{part}.weight", "mlp_adapter")
+            f"{pre}.feed_forward.{part}_proj.weight":
+                (f"{mlp}.0.weight", f"{mlp}.1.{part}.weight", "mlp_adapter")
             for part in ("gate", "up")
-        }
+        }  # fmt: skip
         for n in "qkv" if self.attention_adapters else "":
-            pair = f"{pre}.self_attn.linear_{n}_adapter_list.{use}"
-            found[f"{pre}.self_attn.{n}_proj.weight"] = (f"{pair}.0.weight", f"{pair}.1.weight", f"{n}_adapter")
+            a = f"{pre}.self_attn.linear_{n}_adapter_list.{use}"
+            found[f"{pre}.self_attn.{n}_proj.weight"] = (f"{a}.0.weight", f"{a}.1.weight", f"{n}_adapter")
         return found
 
 

@@ -37,7 +37,8 @@ def shared_block(
     D = cfg.hidden
     joined = g.add("concat", h, b.embedded, name=b.name("shared_in"), axis="D")
     x = norm(b, joined, "D", f"{pre}.input_layernorm", "shared_norm")
-    adapters = {w: Adapter(down, up, shared.rank, label) for w, (down, up, label) in shared.adapters(layer.shared).items()}
+    uses = shared.adapters(layer.shared).items()
+    adapters = {w: Adapter(down, up, shared.rank, label) for w, (down, up, label) in uses}
     with b.adapted(adapters):
         a, k_cache, v_cache = attention(b, i, layer, x, pos, masks, past, pre=f"{pre}.self_attn")
         m = norm(b, a, "D", f"{pre}.pre_ff_layernorm", "shared_ff_norm")

@@ -20,8 +20,15 @@ from __future__ import annotations
 import dataclasses
 
 from tcp_compiler.frontend.config import (
-    Attention, Layer, Mlp, ModelConfig, Positions, RawConfig, SharedBlocks, read_rope,
-)  # fmt: skip
+    Attention,
+    Layer,
+    Mlp,
+    ModelConfig,
+    Positions,
+    RawConfig,
+    SharedBlocks,
+    read_rope,
+)
 from tcp_compiler.frontend.families.common import activation, dense
 from tcp_compiler.frontend.families.mamba2 import Mamba2Keys, mamba2_mixer
 from tcp_compiler.frontend.families.registry import family
@@ -106,8 +113,8 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     kv_heads = raw.get("num_key_value_heads", heads, kind=int)
     if adapters and kv_heads != heads:
         raise raw.fail(
-            f"use_shared_attention_adapter: the k and v adapters give 2 x hidden_size, so num_key_value_heads "
-            f"({kv_heads}) must equal num_attention_heads ({heads})"
+            f"use_shared_attention_adapter: the k and v adapters give 2 x hidden_size, so "
+            f"num_key_value_heads ({kv_heads}) must equal num_attention_heads ({heads})"
         )
     rope = read_rope(raw) if raw.get("use_mem_rope", kind=bool) else None
     types = block_types(raw)
