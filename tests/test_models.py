@@ -55,11 +55,12 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
 
 
 def _caches(layer) -> int:
-    """K and V, a Mamba or DeltaNet layer's state and window, an RWKV block's two sums, two lagged
-    inputs and two token shifts, or nothing (a layer that skips or replaces its attention)."""
+    """K and V, a Mamba or DeltaNet layer's state and window (a Zamba2 layer running a shared block:
+    both), an RWKV block's two sums, two lagged inputs and two token shifts, or nothing (a layer
+    that skips or replaces its attention)."""
     if layer.mixer == "rwkv":
         return 6
-    return 2 if layer.attends or layer.recurrent else 0
+    return 2 * layer.attends + 2 * layer.recurrent
 
 
 def _group_tiles(cfg, group: int) -> bool:
