@@ -193,7 +193,11 @@ def test_matmul_flops_equal_flop_counter(variant, seq) -> None:
 
 
 def test_two_chips_equal_one(variant) -> None:
+    """Heads and Mamba groups split; an all-reduce after each Mamba mixer and after each shared
+    block's attention and MLP (the adapters' A and the per-layer linear are whole on every chip)."""
     name, _, loaded = variant
+    graph = build_decode(loaded.config, F32, 1, 4, chips=2).graph
+    assert len(graph.of_kind("all_reduce")) == 5 + 2 * 3  # the vocab (97) does not split
     one = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, 2)
     split = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, 2, chips=2)
     for a, b in zip([one.prefill_logits, *one.decode_logits], [split.prefill_logits, *split.decode_logits],

@@ -97,17 +97,28 @@ def _parts_maker(fmt: WeightFormat, lay: Layout, make: Callable[[Getter, int], n
 
 def _dequantise(b: GraphBuilder, q: Node, s: Node, z: Node | None, fmt: WeightFormat, lay: Layout) -> Node:
     """(table[q] or q, minus the zero point) x scale, in the operand dtype: the Fetch Adapter's
-    lookup (fp4 -> fp8), casts and integer zero-point subtraction, then the scale multiply."""
+    lookup (fp4 -> fp8), casts and integer zero-point subtraction, then the scale multiply. A weight
+    used again (Zamba2's shared blocks) is dequantised again where it is used, as it is fetched
+    again: those values are named in the using layer."""
     g, name = b.g, q.name
+    again = f"{name}.dequant" in g
+    if again:
+        name = b.name(name)
+
+    def to(x: Node, dtype: DType) -> Node:  # a param's casts are the using layer's own when used again
+        if not again or x.type.dtype == dtype or x.kind != "param":
+            return b.to(x, dtype)
+        return g.add("cast", x, name=f"{name}.{x.name}.{dtype}", type=x.type.with_dtype(dtype))
+
     work = b.p.act if fmt.scale == b.p.act else F32  # the VE multiplies in f32
     if fmt.table:
         table = _lookup_table(b, fmt.table)
         x = b.to(g.add("gather", table, q, name=f"{name}.decoded", axis="C"), work)
     elif z is not None:
-        x = b.to(g.add("sub", b.to(q, I32), b.to(z, I32), name=f"{name}.centred"), work)
+        x = b.to(g.add("sub", to(q, I32), to(z, I32), name=f"{name}.centred"), work)
     else:
-        x = b.to(q, work)
-    x = g.add("mul", x, b.to(s, work), name=f"{name}.dequant")
+        x = to(q, work)
+    x = g.add("mul", x, to(s, work), name=f"{name}.dequant")
     if lay.out_split is not None:
         x = g.add("reshape", x, name=f"{name}.merged", type=TensorType.of(work, **lay.merged))
     return b.to(x, b.p.act)
