@@ -156,17 +156,24 @@ def _ssm_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]
 
 def _shared_block_shapes(cfg: ModelConfig, i: int, use: int) -> Iterator[tuple[str, Shape, Kind]]:
     """Zamba2's layer i, the shared blocks' use `use`: its own [D, D] linear and adapters, and on a
-    block's first use the block itself (attention from 2 x hidden, norms, gated MLP), once."""
+    block's first use the block itself (`_block_shapes`), once."""
     shared, D, F = cfg.shared, cfg.hidden, cfg.intermediate
     assert shared is not None
-    pre = shared.prefix(use)
     yield f"model.layers.{i}.linear.weight", (D, D), "projection"
+    downs = set()  # the MLP's gate and up share one
     for projection, (down, up, _) in shared.adapters(use).items():
         attention = ".self_attn." in projection
-        yield down, (shared.rank, 2 * D if attention else D), "projection"
+        if down not in downs:
+            downs.add(down)
+            yield down, (shared.rank, 2 * D if attention else D), "projection"
         yield up, (2 * D if attention else F, shared.rank), "projection"
-    if use >= shared.blocks:
-        return
+    if use < shared.blocks:
+        yield from _block_shapes(cfg, shared.prefix(use))
+
+
+def _block_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
+    """One Zamba2 shared block: attention from 2 x hidden to hidden, its two norms, the gated MLP."""
+    D, F = cfg.hidden, cfg.intermediate
     for name, shape, kind in _attention_shapes(dataclasses.replace(cfg, hidden=2 * D), pre, cfg.kv_heads):
         if name.endswith("o_proj.weight"):
             shape = (D, shape[1])
@@ -181,6 +188,20 @@ def _shared_block_shapes(cfg: ModelConfig, i: int, use: int) -> Iterator[tuple[s
         yield f"{mlp}.{proj}.bias", (F,), "vector"
     yield f"{mlp}.down_proj.weight", (D, F), "projection"
     yield f"{mlp}.down_proj.bias", (D,), "vector"
+
+
+def uses(cfg: ModelConfig) -> dict[str, int]:
+    """The weights a forward multiplies each token by more than once, with how many times: each of
+    Zamba2's shared blocks, by the layers that use it (stored, counted and bound once)."""
+    shared = cfg.shared
+    if shared is None:
+        return {}
+    each = [layer.shared for layer in cfg.layers if layer.shared is not None]
+    found: dict[str, int] = {}
+    for first in each[: shared.blocks]:
+        count = sum(use % shared.blocks == first for use in each)
+        found.update({name: count for name, _, _ in _block_shapes(cfg, shared.prefix(first))})
+    return found
 
 
 def _rwkv_shapes(cfg: ModelConfig, ssm: Ssm, pre: str) -> Iterator[tuple[str, Shape, Kind]]:

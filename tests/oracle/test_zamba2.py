@@ -27,6 +27,7 @@ import torch
 import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
+from tcp_compiler.analysis.config_floor import matmul_weights
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.config import RawConfig
@@ -223,3 +224,17 @@ def test_bad_configs_are_refused_in_one_line(overrides: dict, message: str) -> N
     with pytest.raises(FrontendError, match=message) as e:
         read_model_config(RawConfig(data, "config.json"), "bad")
     assert "\n" not in str(e.value)
+
+
+def test_the_config_floor_multiplies_by_each_use_and_reads_once(variant) -> None:
+    """The floor's per-token weights count a shared block at every use (a one-token prefill's
+    einsums: projections, the head and one key per attending use), its weight reads once."""
+    _, model, loaded = variant
+    cfg = loaded.config
+    per_token, read = matmul_weights(cfg)
+    attending = sum(layer.attends for layer in cfg.layers)
+    head = 2 * cfg.vocab * cfg.hidden
+    attention = attending * 4 * cfg.heads * cfg.head_dim
+    assert _einsum_flops(build_prefill(cfg, F32, 1, 1).graph) == 2 * per_token + head + attention
+    once = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and "embed" not in n)
+    assert read == once < per_token
