@@ -34,6 +34,7 @@ from tcp_compiler.frontend.config import RawConfig
 from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.frontend.stages import pipeline_stages
 from tcp_compiler.runtime.generate import generate
 from tests.oracle.param_counts import bundled_on_meta, tcpc_params, transformers_params
 from tests.oracle.test_families import _einsum_flops
@@ -238,3 +239,12 @@ def test_the_config_floor_multiplies_by_each_use_and_reads_once(variant) -> None
     assert _einsum_flops(build_prefill(cfg, F32, 1, 1).graph) == 2 * per_token + head + attention
     once = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and "embed" not in n)
     assert read == once < per_token
+
+
+def test_a_later_pipeline_stage_is_refused_in_one_line(variant) -> None:
+    """A stage after the first has no embeddings for its shared blocks to read (not sent yet)."""
+    _, _, loaded = variant
+    first, second = pipeline_stages(loaded.config, 2)
+    assert build_prefill(loaded.config, F32, 1, 4, stage=first).graph.outputs
+    with pytest.raises(FrontendError, match="shared blocks read the embeddings: no pipeline stages yet"):
+        build_prefill(loaded.config, F32, 1, 4, stage=second)
