@@ -233,7 +233,9 @@ def _block(
     b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None
 ) -> tuple[Node, list[Node]]:
     """Layer i's mixer and feed-forward block, each present, skipped or (DeciLM) replaced by a
-    linear; a layer without an MLP names its mixer's residual `out`, as every layer's last is."""
+    linear; a layer without an MLP names its mixer's residual `out`, as every layer's last is. A
+    Zamba2 layer runs its shared block first (shared_block), whose output joins the mixer's input,
+    not the residual."""
     cfg, g = b.cfg, b.g
     pre = f"model.layers.{i}"
     attn_norm, mlp_norm = f"{pre}.input_layernorm", f"{pre}.post_attention_layernorm"
