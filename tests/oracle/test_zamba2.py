@@ -262,3 +262,21 @@ def test_batched_padded_prefill_matches_single_runs(variant) -> None:
                                    err_msg=name)  # fmt: skip
         for k in range(2):
             np.testing.assert_allclose(batched.decode_logits[k][b], single.decode_logits[k][0], atol=1e-5)
+
+
+@pytest.mark.parametrize("fields", [{}, dict(use_long_context=True, num_key_value_heads=8, num_mem_blocks=3)])
+def test_class_defaults_are_transformers(fields: dict) -> None:
+    """A config of (almost) nothing is transformers' Zamba2Config(): the same parameters, layer
+    pattern, derived widths and (with use_long_context) context."""
+    cfg = read_model_config(RawConfig({"model_type": "zamba2", **fields}, "config.json"), "defaults")
+    config = transformers.Zamba2Config(**fields)
+    with torch.device("meta"):
+        model = transformers.Zamba2ForCausalLM(config)
+    assert tcpc_params(cfg) == transformers_params(model)
+    assert [i for i, layer in enumerate(cfg.layers) if layer.shared is not None] == config.hybrid_layer_ids
+    assert (cfg.head_dim, cfg.intermediate, cfg.kv_heads) == (
+        config.attention_head_dim, config.intermediate_size, config.num_key_value_heads
+    )
+    assert (cfg.ssm.head_dim, cfg.max_positions, cfg.embedding.tied) == (
+        config.mamba_headdim, config.max_position_embeddings, config.tie_word_embeddings
+    )

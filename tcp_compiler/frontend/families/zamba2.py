@@ -108,6 +108,8 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     data["intermediate_size"] = data.get("intermediate_size") or 4 * hidden
     data["mamba_headdim"] = "auto"  # transformers derives it: mamba_expand x hidden / n_mamba_heads
     data.pop("head_dim", None)  # derived too (attention_head_dim), whatever a saved config says
+    if data.get("use_long_context"):  # as Zamba2Config's __post_init__ sets it
+        data["max_position_embeddings"] = 16384
     raw = RawConfig(data, raw.source, raw.family, raw.prefix)
     adapters = bool(raw.get("use_shared_attention_adapter", kind=bool))
     kv_heads = raw.get("num_key_value_heads", heads, kind=int)
