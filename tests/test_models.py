@@ -56,8 +56,9 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
 
 def _caches(layer) -> int:
     """K and V, a Mamba or DeltaNet layer's state and window (both in Falcon-H1's layers, which run
-    attention beside their Mamba mixer), an RWKV block's two sums, two lagged inputs and two token
-    shifts, or nothing (a layer that skips or replaces its attention)."""
+    attention beside their Mamba mixer, and in a Zamba2 layer running a shared block), an RWKV
+    block's two sums, two lagged inputs and two token shifts, or nothing (a layer that skips or
+    replaces its attention)."""
     if layer.mixer == "rwkv":
         return 6
     return 2 * layer.attends + 2 * layer.recurrent
@@ -66,11 +67,14 @@ def _caches(layer) -> int:
 def _group_tiles(cfg, group: int) -> bool:
     """Quantisation groups tile every projection's input: the hidden size, the MLP widths (GLM-4.5-Air's
     dense 10944 = 64 x 171), a head's K whole or whole heads per group, and the Mamba mixers' inner
-    widths (x_proj and out_proj contract the inner width, dt_proj dt's rank; Mamba-2's out_proj a group's)."""
+    widths (x_proj and out_proj contract the inner width, dt_proj dt's rank; Mamba-2's out_proj a group's).
+    """
     heads = (cfg.mla.v_dim, cfg.mla.nope_dim) if cfg.mla is not None else (cfg.head_dim,)  # MLA's contracted
-    if not any(layer.mixer == "attention" for layer in cfg.layers):
+    if not any(layer.mixer == "attention" or layer.attends for layer in cfg.layers):
         heads = ()
     widths = [cfg.hidden]
+    if cfg.shared is not None:  # Zamba2's shared blocks: q, k, v read 2 x hidden, B's the adapter rank
+        widths += [2 * cfg.hidden, cfg.shared.rank]
     if any(layer.ffn for layer in cfg.layers):
         widths += [cfg.intermediate, *((cfg.moe.intermediate,) if cfg.moe is not None else ())]
     if cfg.ssm is not None:

@@ -401,6 +401,7 @@ class Layer:
     # mixers that run beside `mixer` on the same normed input, their outputs summed (Falcon-H1:
     # attention and a Mamba-2 mixer in every layer), each keeping its own cache
     beside: tuple[Mixer, ...] = ()
+    shared: int | None = None  # Zamba2: this layer runs the model's shared blocks' n-th use first
 
     def __post_init__(self) -> None:
         for mixer in self.mixers:
@@ -435,8 +436,45 @@ class Layer:
     @property
     def attends(self) -> bool:
         """Whether the layer runs attention, and so keeps a KV cache (not a purely recurrent
-        layer, nor a layer whose attention is skipped or replaced)."""
-        return "attention" in self.mixers and self.attention == "standard"
+        layer, nor a layer whose attention is skipped or replaced; a Zamba2 layer's shared block
+        attends)."""
+        return ("attention" in self.mixers and self.attention == "standard") or self.shared is not None
+
+
+@dataclass(frozen=True)
+class SharedBlocks:
+    """Zamba2's shared transformer blocks: `blocks` of them, stored once, used in turn by the
+    layers whose `Layer.shared` is set (use n runs block n mod blocks, with low-rank adapters of its
+    own on the shared MLP's gate and up, and on q, k and v with `attention_adapters`). A block
+    reads the hidden state joined to the embeddings (2 x hidden wide) and its output goes through
+    the layer's own [hidden, hidden] linear before the layer's Mamba mixer."""
+
+    blocks: int
+    rank: int  # adapter_rank
+    attention_adapters: bool
+    first_layers: tuple[int, ...]  # the layer whose checkpoint names hold each block's weights
+
+    def prefix(self, use: int) -> str:
+        """Where use `use`'s block keeps its weights: transformers saves each block under the
+        first layer using it."""
+        return f"model.layers.{self.first_layers[use % self.blocks]}.shared_transformer"
+
+    def adapters(self, use: int) -> dict[str, tuple[str, str, str]]:
+        """Use `use`'s adapters, canonical names: projection weight -> (A, B, the role of x A^T).
+        The MLP's gate and up halves share A (gate_up_proj_adapter_list.{use}.0) and split B (the
+        family's Chunk rules); q, k and v have their own (linear_q_adapter_list.{use}, ...) with
+        `attention_adapters`."""
+        pre = self.prefix(use)
+        mlp = f"{pre}.feed_forward.gate_up_proj_adapter_list.{use}"
+        found = {
+            f"{pre}.feed_forward.{part}_proj.weight":
+                (f"{mlp}.0.weight", f"{mlp}.1.{part}.weight", "mlp_adapter")
+            for part in ("gate", "up")
+        }  # fmt: skip
+        for n in "qkv" if self.attention_adapters else "":
+            a = f"{pre}.self_attn.linear_{n}_adapter_list.{use}"
+            found[f"{pre}.self_attn.{n}_proj.weight"] = (f"{a}.0.weight", f"{a}.1.weight", f"{n}_adapter")
+        return found
 
 
 @dataclass(frozen=True)
@@ -570,6 +608,7 @@ class ModelConfig:
     moe: Moe | None = None
     mla: Mla | None = None  # DeepSeek's latent attention instead of per-head K/V
     ssm: Ssm | None = None  # the mixer of the recurrent layers (Layer.recurrent: Mamba, DeltaNet, RWKV)
+    shared: SharedBlocks | None = None  # Zamba2's shared transformer blocks (Layer.shared)
     max_positions: int = 0
     dtype: str = "bfloat16"
     tensors: TensorMap = IDENTITY  # where the canonical weight names live in the checkpoint

@@ -204,6 +204,10 @@ FIELDS: dict[str, Field] = {
     "mamba_d_conv": _count(1024),
     "mamba_expand": _positive(1024),
     "mamba_d_head": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    # Zamba2's Mamba-2 mixer and shared blocks (mamba_headdim: derived, read as "auto")
+    **dict.fromkeys(("n_mamba_heads", "mamba_ngroups", "adapter_rank"), _count(MAX_WIDTH)),
+    "num_mem_blocks": _count(MAX_LAYERS),
+    "mamba_headdim": Field("int", 1, MAX_WIDTH, words=("auto",)),
     "mamba_d_ssm": _count(MAX_WIDTH),  # Falcon-H1's inner width
     # Falcon-H1's muP multipliers: mlp (gate, down), ssm (in_proj's z, x, B, C, dt spans)
     **dict.fromkeys(("mlp_multipliers", "ssm_multipliers"), Field("numbers", 0, 1e6, lo_open=True)),
