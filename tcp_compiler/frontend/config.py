@@ -34,7 +34,7 @@ GroupScore = Literal["top2_sum", "max"]
 # or one bias-free [D, D] linear after its norm (DeciLM's no_op and replace_with_linear)
 LayerPart = Literal["standard", "skip", "linear"]
 Mixer = Literal["attention", "mamba", "deltanet", "rwkv"]
-SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4"]
+SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4", "rwkv5"]
 
 
 def check_mode(value: object, mode: object, what: str) -> None:
@@ -283,7 +283,9 @@ class Ssm:
     heads / groups value heads; the state is [heads, state, head_dim]. RWKV-4 ("rwkv4", layers whose
     mixer is "rwkv"): `inner` WKV channels, each with a numerator and a denominator state (state 1,
     two scans); its token shifts carry one previous input (conv_kernel 2) of `token_shift` channels
-    beside the WKV's lagged inputs.
+    beside the WKV's lagged inputs. RWKV-5 ("rwkv5", mixer "rwkv" too): `heads` heads of `head_dim`
+    channels (inner = heads x head_dim), each a [state = head_dim keys, head_dim values] matrix
+    state; token shifts and lagged key and value inputs as RWKV-4's.
     """
 
     kind: SsmKind
@@ -313,9 +315,14 @@ class Ssm:
     def conv_channels(self) -> int:
         """Channels of the convolution: x (and Mamba-2's B and C, or DeltaNet's q and k, which go
         through it too)."""
-        if self.kind == "rwkv4":  # exp(k) and exp(k) v of the step before, and the token shifts
+        if self.rwkv:  # RWKV-4's exp(k) and exp(k) v (RWKV-5's k and v) of the step before, the token shifts
             return 2 * self.inner + self.token_shift
         return self.inner + (0 if self.kind == "mamba" else 2 * self.groups * self.state)
+
+    @property
+    def rwkv(self) -> bool:
+        """An RWKV block's time mixing (builder/rwkv.py), not a Mamba or DeltaNet mixer."""
+        return self.kind in ("rwkv4", "rwkv5")
 
     @property
     def state_elements(self) -> int:

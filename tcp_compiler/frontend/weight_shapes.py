@@ -154,15 +154,23 @@ def _ssm_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]
 def _rwkv_shapes(cfg: ModelConfig, ssm: Ssm, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
     """An RWKV-4 block as transformers stores it: ln1, ln2, time mixing (per-channel decay, bonus
     and three token-shift mixes; key, value, receptance, output) and channel mixing (two mixes;
-    key, receptance, value)."""
+    key, receptance, value). RWKV-5's time mixing adds a gate (its mix and projection) and ln_x,
+    its decay and bonus (time_faaaa) per head and channel."""
     D, A, F = cfg.hidden, ssm.inner, cfg.intermediate
     for norm in ("ln1", "ln2"):
         for part in ("weight", "bias"):
             yield f"{pre}.{norm}.{part}", (D,), "vector"
     att, ffn = f"{pre}.attention", f"{pre}.feed_forward"
-    for name in ("time_decay", "time_first"):
-        yield f"{att}.{name}", (A,), "vector"
-    for name in ("key", "value", "receptance"):
+    if ssm.kind == "rwkv5":  # per head: decay and bonus; a gate; the GroupNorm ln_x
+        for name in ("time_decay", "time_faaaa"):
+            yield f"{att}.{name}", (ssm.heads, ssm.head_dim), "vector"
+        for part in ("weight", "bias"):
+            yield f"{att}.ln_x.{part}", (D,), "vector"
+    else:
+        for name in ("time_decay", "time_first"):
+            yield f"{att}.{name}", (A,), "vector"
+    projections = ("key", "value", "receptance") + (("gate",) if ssm.kind == "rwkv5" else ())
+    for name in projections:
         yield f"{att}.time_mix_{name}", (1, 1, D), "vector"
         yield f"{att}.{name}.weight", (A, D), "projection"
     yield f"{att}.output.weight", (D, A), "projection"

@@ -73,7 +73,7 @@ def _check_ssm_split(cfg: ModelConfig, chips: int) -> None:
     ssm = cfg.ssm
     if ssm is None or chips == 1:
         return
-    if ssm.kind == "rwkv4":
+    if ssm.rwkv:
         raise FrontendError(
             f"{cfg.name}: RWKV blocks do not split over {chips} chips yet (pipeline stages can spread them)"
         )
