@@ -47,8 +47,9 @@ def shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
     intermediate_size), ln_x a GroupNorm over hidden channels, block 0's pre_ln."""
     D, V = cfg["hidden_size"], cfg["vocab_size"]
     H, F = D // cfg["head_size"], int((D * 3.5) // 32 * 32)
-    out = {"rwkv.embeddings.weight": (V, D), "head.weight": (V, D), "rwkv.ln_out.weight": (D,),
-           "rwkv.ln_out.bias": (D,), "rwkv.blocks.0.pre_ln.weight": (D,), "rwkv.blocks.0.pre_ln.bias": (D,)}  # fmt: skip
+    out = {"rwkv.embeddings.weight": (V, D), "head.weight": (V, D)}
+    for norm in ("rwkv.ln_out", "rwkv.blocks.0.pre_ln"):
+        out[f"{norm}.weight"] = out[f"{norm}.bias"] = (D,)
     for i in range(cfg["num_hidden_layers"]):
         p = f"rwkv.blocks.{i}"
         for n in ("ln1", "ln2", "attention.ln_x"):
@@ -256,8 +257,11 @@ def test_projection_flops_equal_the_reference_matmuls(eagle, seq) -> None:
 
 
 def test_bad_head_sizes_are_refused_in_one_line(tmp_path) -> None:
-    for fields, message in (({"head_size": 5}, "head_size: 5 does not divide hidden_size 32"),
-                            ({"attention_hidden_size": 16}, "attention_hidden_size: 16 is not hidden_size 32")):  # fmt: skip
+    refused = (
+        ({"head_size": 5}, "head_size: 5 does not divide hidden_size 32"),
+        ({"attention_hidden_size": 16}, "attention_hidden_size: 16 is not hidden_size 32"),
+    )
+    for fields, message in refused:
         (tmp_path / "config.json").write_text(json.dumps({**CONFIG, **fields}))
         with pytest.raises(FrontendError, match=message):
             load_model(tmp_path)

@@ -21,9 +21,9 @@ def norm(
     the model's LayerNorms have one; neither when `prefix` is None: Llama 4's L2 norm), into the
     value of role `label`; `eps` where a norm has its
     own (DeepSeek's low-rank norms). `per` = (axis, cut): a weight row of its own for each entry of
-    that axis (Cohere's q/k norm, one per head; RWKV-5's GroupNorm, weight and bias), cut over the
-    chips like that axis. `offset` False:
-    a plain weight where the model's norms scale by (1 + w) (Qwen3-Next's gated norm)."""
+    that axis (Cohere's q/k norm, one per head; RWKV-5's GroupNorm, its bias too), cut over the
+    chips like that axis. `offset` False: a plain weight where the model's norms scale by (1 + w)
+    (Qwen3-Next's gated norm)."""
     cfg, g = b.cfg, b.g
     n = x.type.size(axis)
     kind = kind or cfg.norms.kind

@@ -37,7 +37,8 @@ def eagle_time_mix(b: GraphBuilder, pre: str, x: Node, decode: bool) -> tuple[No
         return linear(b, mixed, f"{att}.{name}.weight", {"H": H, channel: K, "D": D}, ["D"],
                       ["B", "S", "H", channel], name)  # fmt: skip
 
-    r, k, v, gate = project("receptance", "K"), project("key", "K"), project("value", "V"), project("gate", "V")
+    r, k = project("receptance", "K"), project("key", "K")
+    v, gate = project("value", "V"), project("gate", "V")
     k_lagged, k_window = shift(b, k, "key_lag", decode)
     v_lagged, v_window = shift(b, v, "value_lag", decode)
     decay = b.to(b.tensor(f"{att}.time_decay", b.p.table, {"H": H, "K": K}), F32)
@@ -51,5 +52,6 @@ def eagle_time_mix(b: GraphBuilder, pre: str, x: Node, decode: bool) -> tuple[No
     wkv = g.add("add", past, now, name=b.name("wkv"))
     normed = norm(b, wkv, "V", f"{att}.ln_x", "ln_x", kind="layer", eps=GROUP_NORM_EPS, per=("H", whole))
     gated = g.add("mul", normed, g.add("silu", gate, name=b.name("gate_act")), name=b.name("gated"))
-    out = linear(b, gated, f"{att}.output.weight", {"D": D, "H": H, "V": K}, ["H", "V"], ["B", "S", "D"], "output")
+    axes = {"D": D, "H": H, "V": K}
+    out = linear(b, gated, f"{att}.output.weight", axes, ["H", "V"], ["B", "S", "D"], "output")
     return out, [state, k_window, v_window, shift_window]

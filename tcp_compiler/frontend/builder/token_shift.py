@@ -30,4 +30,5 @@ def mix(b: GraphBuilder, x: Node, shifted: Node, name: str, label: str) -> Node:
     g = b.g
     weight = b.to(b.tensor(name, b.p.table, {"D": x.type.size("D")}), F32)
     step = g.add("sub", x, shifted, name=b.name(f"{label}.step"))
-    return g.add("add", shifted, g.add("mul", step, weight, name=b.name(f"{label}.mixed")), name=b.name(label))
+    mixed = g.add("mul", step, weight, name=b.name(f"{label}.mixed"))
+    return g.add("add", shifted, mixed, name=b.name(label))

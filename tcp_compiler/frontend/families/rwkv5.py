@@ -37,10 +37,12 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     hidden, n = raw.require("hidden_size"), raw.require("num_hidden_layers")
     head_size = raw.require("head_size")
     if hidden % head_size:
-        raise raw.fail(f"head_size: {head_size} does not divide hidden_size {hidden} (heads = hidden / head_size)")
+        raise raw.fail(
+            f"head_size: {head_size} does not divide hidden_size {hidden} (heads: hidden / head_size)"
+        )
     inner = raw.get("attention_hidden_size", kind=int) or hidden
     if inner != hidden:
-        raise raw.fail(f"attention_hidden_size: {inner} is not hidden_size {hidden} (ln_x normalises hidden_size)")
+        raise raw.fail(f"attention_hidden_size: {inner} is not hidden_size {hidden} (ln_x spans hidden_size)")
     heads = hidden // head_size
     ssm = Ssm("rwkv5", inner=hidden, state=head_size, conv_kernel=2, conv_bias=False, heads=heads,
               head_dim=head_size, token_shift=2 * hidden)  # fmt: skip
@@ -54,8 +56,12 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         head_dim=head_size,
         intermediate=channel_mix_width(hidden),
         layers=tuple(Layer(None, None, "rope", False, mixer="rwkv") for _ in range(n)),
-        norms=Norms(float(raw.require("layer_norm_epsilon", (int, float))), "layer", embed=True,
-                    final_eps=TORCH_LAYER_NORM_EPS),  # fmt: skip
+        norms=Norms(
+            float(raw.require("layer_norm_epsilon", (int, float))),
+            "layer",
+            embed=True,
+            final_eps=TORCH_LAYER_NORM_EPS,
+        ),  # fmt: skip
         mlp=Mlp("relu2", kind="plain"),  # channel mixing: relu(key)^2
         positions=Positions("none"),
         embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", kind=bool))),
