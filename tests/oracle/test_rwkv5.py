@@ -265,3 +265,11 @@ def test_bad_head_sizes_are_refused_in_one_line(tmp_path) -> None:
         (tmp_path / "config.json").write_text(json.dumps({**CONFIG, **fields}))
         with pytest.raises(FrontendError, match=message):
             load_model(tmp_path)
+
+
+def test_chips_and_padding_are_refused_in_one_line(eagle) -> None:
+    _, loaded = eagle
+    with pytest.raises(FrontendError, match=r"RWKV blocks do not split over 2 chips yet"):
+        build_decode(loaded.config, F32, 1, 6, chips=2)
+    with pytest.raises(FrontendError, match="RWKV blocks take no padded batches"):
+        build_prefill(loaded.config, F32, 2, 6, padded=True)
