@@ -34,7 +34,7 @@ GroupScore = Literal["top2_sum", "max"]
 # or one bias-free [D, D] linear after its norm (DeciLM's no_op and replace_with_linear)
 LayerPart = Literal["standard", "skip", "linear"]
 Mixer = Literal["attention", "mamba", "deltanet", "rwkv"]
-SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4", "rwkv5"]
+SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4", "rwkv5", "rwkv6"]
 
 
 def check_mode(value: object, mode: object, what: str) -> None:
@@ -285,7 +285,9 @@ class Ssm:
     two scans); its token shifts carry one previous input (conv_kernel 2) of `token_shift` channels
     beside the WKV's lagged inputs. RWKV-5 ("rwkv5", mixer "rwkv" too): `heads` heads of `head_dim`
     channels (inner = heads x head_dim), each a [state = head_dim keys, head_dim values] matrix
-    state; token shifts and lagged key and value inputs as RWKV-4's.
+    state; token shifts and lagged key and value inputs as RWKV-4's. RWKV-6 ("rwkv6"): RWKV-5's with
+    data-dependent token-shift mixes and decay through LoRAs of widths `mix_rank` and `decay_rank`;
+    it lags its decay too.
     """
 
     kind: SsmKind
@@ -301,11 +303,13 @@ class Ssm:
     dt_min: float = 0.0  # Mamba-2's time_step_limit: the prefill's chunked scan clamps dt to it
     dt_max: float = math.inf
     bcdt_norm_eps: float | None = None  # Falcon-Mamba: weightless RMSNorms on B, C and dt's rank
-    norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm
+    norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm; RWKV-5 / 6: the GroupNorm ln_x
     chunk: int = 256  # Mamba-2's chunk_size (the chunked scan's chunk in transformers)
     activation: Activation = "silu"  # after the convolution (hidden_act; Nemotron-H's mamba_hidden_act)
     token_shift: int = 0  # RWKV: the channels its time- and channel-mixing token shifts carry
     rescale_every: int = 0  # RWKV: the hidden state halves after every n-th block (transformers' eval)
+    mix_rank: int = 0  # RWKV-6: the token-shift LoRA's width (time_maa_w1 / w2)
+    decay_rank: int = 0  # RWKV-6: the decay LoRA's width (time_decay_w1 / w2)
 
     def __post_init__(self) -> None:
         check_mode(self.kind, SsmKind, "ssm")
@@ -315,14 +319,15 @@ class Ssm:
     def conv_channels(self) -> int:
         """Channels of the convolution: x (and Mamba-2's B and C, or DeltaNet's q and k, which go
         through it too)."""
-        if self.rwkv:  # RWKV-4's exp(k) and exp(k) v (RWKV-5's k and v) of the step before, the token shifts
-            return 2 * self.inner + self.token_shift
+        if self.rwkv:  # RWKV-4's exp(k) and exp(k) v (RWKV-5's k and v, RWKV-6's decay too) of the
+            # step before, and the token shifts
+            return (3 if self.kind == "rwkv6" else 2) * self.inner + self.token_shift
         return self.inner + (0 if self.kind == "mamba" else 2 * self.groups * self.state)
 
     @property
     def rwkv(self) -> bool:
         """An RWKV block's time mixing (builder/rwkv.py), not a Mamba or DeltaNet mixer."""
-        return self.kind in ("rwkv4", "rwkv5")
+        return self.kind in ("rwkv4", "rwkv5", "rwkv6")
 
     @property
     def state_elements(self) -> int:

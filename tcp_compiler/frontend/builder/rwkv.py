@@ -1,9 +1,10 @@
-"""RWKV blocks as IR (layers whose mixer is "rwkv", ModelConfig.ssm of kind "rwkv4" or "rwkv5"), as
+"""RWKV blocks as IR (layers whose mixer is "rwkv", ModelConfig.ssm of kind "rwkv4", "rwkv5", "rwkv6"), as
 transformers' RwkvForCausalLM computes them: x + time_mix(ln1(x)), then + channel_mix(ln2(x)).
 
 Token shift (builder/token_shift.py): each mixing reads its input and the input one position
 before (the window a decode step carries), mixed per channel. RWKV-5's time mixing is
-builder/rwkv5.py; its channel mixing is RWKV-4's.
+builder/rwkv5.py (RWKV-6's too); their channel mixing is RWKV-4's (RWKV-6's mixes weigh the
+previous token: time_maa_k, time_maa_r).
 
 The WKV recurrence on the IR's `scan` (ir/ops/scan.py) as a ratio of two scans. With w =
 exp(time_decay) and u = time_first, per channel:
@@ -29,7 +30,7 @@ from ir import F32, Node, TensorType
 from tcp_compiler.frontend.builder.core import GraphBuilder
 from tcp_compiler.frontend.builder.ffn import activate
 from tcp_compiler.frontend.builder.norms import norm
-from tcp_compiler.frontend.builder.rwkv5 import eagle_time_mix
+from tcp_compiler.frontend.builder.rwkv5 import eagle_time_mix, finch_time_mix
 from tcp_compiler.frontend.builder.ssm import carried_scan
 from tcp_compiler.frontend.builder.token_shift import mix, shift
 from tcp_compiler.frontend.builder.weights import linear
@@ -40,7 +41,7 @@ def rwkv_block(b: GraphBuilder, i: int, h: Node, decode: bool) -> tuple[Node, li
     ssm, g = b.cfg.ssm, b.g
     assert ssm is not None
     pre = f"model.layers.{i}"
-    time_mix = eagle_time_mix if ssm.kind == "rwkv5" else _time_mix
+    time_mix = {"rwkv5": eagle_time_mix, "rwkv6": finch_time_mix}.get(ssm.kind, _time_mix)
     att, caches = time_mix(b, pre, norm(b, h, "D", f"{pre}.ln1", "tm_norm"), decode)
     h = g.add("add", h, _rescaled(b, i, att, "att"), name=b.name("h_att"))
     ffn, window = _channel_mix(b, pre, norm(b, h, "D", f"{pre}.ln2", "cm_norm"), decode)
@@ -93,11 +94,14 @@ def _channel_mix(b: GraphBuilder, pre: str, x: Node, decode: bool) -> tuple[Node
     g, D, F = b.g, b.cfg.hidden, b.cfg.intermediate
     ffn = f"{pre}.feed_forward"
     shifted, window = shift(b, x, "ffn_shift", decode)
-    k = linear(b, mix(b, x, shifted, f"{ffn}.time_mix_key", "ffn_key_in"), f"{ffn}.key.weight",
+    finch = b.cfg.ssm is not None and b.cfg.ssm.kind == "rwkv6"  # time_maa_*: weights on the previous token
+    key_mix, r_mix = (f"{ffn}.time_maa_k", f"{ffn}.time_maa_r") if finch else (
+        f"{ffn}.time_mix_key", f"{ffn}.time_mix_receptance")  # fmt: skip
+    k = linear(b, mix(b, x, shifted, key_mix, "ffn_key_in", finch), f"{ffn}.key.weight",
                {"F": F, "D": D}, ["D"], ["B", "S", "F"], "ffn_key")  # fmt: skip
     k = activate(b, k, "ffn_act")  # relu2 (the family's Mlp): relu(k)^2
     v = linear(b, k, f"{ffn}.value.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], "ffn_value")
-    r = linear(b, mix(b, x, shifted, f"{ffn}.time_mix_receptance", "ffn_r_in"), f"{ffn}.receptance.weight",
+    r = linear(b, mix(b, x, shifted, r_mix, "ffn_r_in", finch), f"{ffn}.receptance.weight",
                {"E": D, "D": D}, ["D"], ["B", "S", "E"], "ffn_receptance")  # fmt: skip
     r = g.add("reshape", g.add("sigmoid", r, name=b.name("ffn_r_act")), name=b.name("ffn_r"),
               type=TensorType.of(F32, B=b.batch, S=b.seq, D=D))  # fmt: skip

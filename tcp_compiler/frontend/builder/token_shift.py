@@ -25,10 +25,16 @@ def shift(b: GraphBuilder, x: Node, label: str, decode: bool) -> tuple[Node, Nod
     return shifted, g.add("cast", last, name=b.name(label), type=last.type.with_dtype(b.p.kv))
 
 
-def mix(b: GraphBuilder, x: Node, shifted: Node, name: str, label: str) -> Node:
-    """x * mix + shifted * (1 - mix), as shifted + mix * (x - shifted)."""
+def mix(b: GraphBuilder, x: Node, shifted: Node, name: str, label: str, previous: bool = False) -> Node:
+    """x * m + shifted * (1 - m) with m the tensor `name`, as shifted + m * (x - shifted); with
+    `previous` m weighs the previous token instead (RWKV-6's time_maa_*): x + m * (shifted - x)."""
     g = b.g
-    weight = b.to(b.tensor(name, b.p.table, {"D": x.type.size("D")}), F32)
-    step = g.add("sub", x, shifted, name=b.name(f"{label}.step"))
-    mixed = g.add("mul", step, weight, name=b.name(f"{label}.mixed"))
-    return g.add("add", shifted, mixed, name=b.name(label))
+    rate = b.to(b.tensor(name, b.p.table, {"D": x.type.size("D")}), F32)
+    base, other = (x, shifted) if previous else (shifted, x)
+    return blend(b, base, g.add("sub", other, base, name=b.name(f"{label}.step")), rate, label)
+
+
+def blend(b: GraphBuilder, base: Node, step: Node, rate: Node, label: str) -> Node:
+    """base + rate * step: a token-shift mix from its two ends' difference `step`."""
+    g = b.g
+    return g.add("add", base, g.add("mul", step, rate, name=b.name(f"{label}.mixed")), name=b.name(label))

@@ -32,9 +32,9 @@ def channel_mix_width(hidden: int) -> int:
     return int((hidden * 3.5) // 32 * 32)
 
 
-@family("rwkv5", defaults=DEFAULTS, architectures=("Rwkv5ForCausalLM",))
-def read(raw: RawConfig, name: str) -> ModelConfig:
-    hidden, n = raw.require("hidden_size"), raw.require("num_hidden_layers")
+def heads_of(raw: RawConfig, hidden: int) -> tuple[int, int]:
+    """(heads, head_size), checked: the time mixing is hidden_size wide (ln_x, a GroupNorm over
+    hidden_size channels, normalises its output) in heads of head_size."""
     head_size = raw.require("head_size")
     if hidden % head_size:
         raise raw.fail(
@@ -43,7 +43,13 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     inner = raw.get("attention_hidden_size", kind=int) or hidden
     if inner != hidden:
         raise raw.fail(f"attention_hidden_size: {inner} is not hidden_size {hidden} (ln_x spans hidden_size)")
-    heads = hidden // head_size
+    return hidden // head_size, head_size
+
+
+@family("rwkv5", defaults=DEFAULTS, architectures=("Rwkv5ForCausalLM",))
+def read(raw: RawConfig, name: str) -> ModelConfig:
+    hidden, n = raw.require("hidden_size"), raw.require("num_hidden_layers")
+    heads, head_size = heads_of(raw, hidden)
     ssm = Ssm("rwkv5", inner=hidden, state=head_size, conv_kernel=2, conv_bias=False, heads=heads,
               head_dim=head_size, token_shift=2 * hidden)  # fmt: skip
     return ModelConfig(
