@@ -267,9 +267,29 @@ def test_bad_head_sizes_are_refused_in_one_line(tmp_path) -> None:
             load_model(tmp_path)
 
 
-def test_chips_and_padding_are_refused_in_one_line(eagle) -> None:
+def test_padding_and_chips_that_split_no_head_are_refused_in_one_line(eagle) -> None:
     _, loaded = eagle
-    with pytest.raises(FrontendError, match=r"RWKV blocks do not split over 2 chips yet"):
-        build_decode(loaded.config, F32, 1, 6, chips=2)
+    with pytest.raises(FrontendError, match=r"RWKV's 4 heads do not split over 8 chips"):
+        build_decode(loaded.config, F32, 1, 6, chips=8)
     with pytest.raises(FrontendError, match="RWKV blocks take no padded batches"):
         build_prefill(loaded.config, F32, 2, 6, padded=True)
+
+
+def tensor_parallel_matches_one_chip(loaded, chips: int, heads: int) -> None:
+    """Whole heads per chip (their projections' rows, decay, bonus and ln_x; the output's columns),
+    the channel mixing's key rows and value columns: one chip's logits, two all_reduces a block,
+    and each chip carries its heads' share of the state."""
+    one = ours(loaded, PROMPT, 2)
+    split = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, 2, chips=chips)
+    for a, b in zip([one.prefill_logits, *one.decode_logits], [split.prefill_logits, *split.decode_logits],
+                    strict=True):  # fmt: skip
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    graph = build_decode(loaded.config, F32, 1, 6, chips=chips).graph
+    reduced = {n.name for n in graph.of_kind("all_reduce")}
+    assert {"l0.output.sum", "l0.ffn_value.sum"} <= reduced
+    assert graph["l0.ssm_state"].type.size("H") == heads // chips
+
+
+@pytest.mark.parametrize("chips", [2, 4])
+def test_tensor_parallel_equals_one_chip(eagle, chips: int) -> None:
+    tensor_parallel_matches_one_chip(eagle[1], chips, 4)

@@ -21,7 +21,15 @@ from ir.ops.moe import CONTRACTIONS
 from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tests.oracle.param_counts import tcpc_params
-from tests.oracle.test_rwkv5 import F32, PROMPT, STEPS, Reference, ours, reference_logits
+from tests.oracle.test_rwkv5 import (
+    F32,
+    PROMPT,
+    STEPS,
+    Reference,
+    ours,
+    reference_logits,
+    tensor_parallel_matches_one_chip,
+)  # fmt: skip
 
 CONFIG = dict(model_type="rwkv6", architectures=["Rwkv6ForCausalLM"], vocab_size=97, hidden_size=32,
               head_size=8, head_size_divisor=2, num_hidden_layers=3, layer_norm_epsilon=1e-5,
@@ -210,3 +218,10 @@ def test_projection_flops_equal_the_reference_matmuls(finch, seq) -> None:
     scans = [nc for nc in costs if nc.node.kind == "scan"]
     assert len(scans) == CONFIG["num_hidden_layers"]
     assert sum(nc.cost.flops for nc in scans) >= ref.step_flops
+
+
+@pytest.mark.parametrize("chips", [2, 4])
+def test_tensor_parallel_equals_one_chip(finch, chips: int) -> None:
+    """RWKV-5's split, with the decay LoRA's output columns cut by heads; every chip computes
+    the (hidden-wide) token-shift LoRA whole."""
+    tensor_parallel_matches_one_chip(finch[1], chips, 4)

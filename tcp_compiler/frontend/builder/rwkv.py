@@ -61,16 +61,16 @@ def _rescaled(b: GraphBuilder, i: int, x: Node, label: str) -> Node:
 def _time_mix(b: GraphBuilder, pre: str, x: Node, decode: bool) -> tuple[Node, list[Node]]:
     g, ssm, D = b.g, b.cfg.ssm, b.cfg.hidden
     assert ssm is not None
-    A, att = ssm.inner, f"{pre}.attention"
+    A, att, sh = ssm.inner // b.sh.chips, f"{pre}.attention", b.sh  # this chip's WKV channels
     shifted, shift_window = shift(b, x, "att_shift", decode)
     k, v, r = (
         linear(b, mix(b, x, shifted, f"{att}.time_mix_{n}", f"{n}_in"), f"{att}.{n}.weight",
-               {"A": A, "D": D}, ["D"], ["B", "S", "A"], n)
+               {"A": A, "D": D}, ["D"], ["B", "S", "A"], n, part=sh.column)
         for n in ("key", "value", "receptance")
     )  # fmt: skip
     ek = g.add("exp", k, name=b.name("ek"))
     ekv = g.add("mul", ek, v, name=b.name("ekv"))
-    decay = b.to(b.tensor(f"{att}.time_decay", b.p.table, {"A": A, "N": 1}), F32)
+    decay = b.to(b.tensor(f"{att}.time_decay", b.p.table, {"A": A, "N": 1}, sh.column), F32)
     decay = g.add("neg", g.add("exp", decay, name=b.name("w")), name=b.name("neg_w"))
     ones = g.add("const", name=b.name("ones"), type=TensorType.of(F32, B=b.batch, S=b.seq, A=A), value=1.0)
     unit = g.add("const", name=b.name("unit"), type=TensorType.of(F32, B=b.batch, S=b.seq, N=1), value=1.0)
@@ -80,27 +80,31 @@ def _time_mix(b: GraphBuilder, pre: str, x: Node, decode: bool) -> tuple[Node, l
         y, state = carried_scan(b, [lagged, ones, decay, unit, unit], {"A": A, "N": 1}, decode, label=label)
         sums.append(y)
         caches += [state, window]
-    first = b.to(b.tensor(f"{att}.time_first", b.p.table, {"A": A}), F32)
+    first = b.to(b.tensor(f"{att}.time_first", b.p.table, {"A": A}, sh.column), F32)
     now = g.add("exp", g.add("add", k, first, name=b.name("uk")), name=b.name("e_uk"))
     num = g.add("add", sums[0], g.add("mul", now, v, name=b.name("now_v")), name=b.name("num"))
     den = g.add("add", sums[1], now, name=b.name("den"))
     wkv = g.add("div", num, den, name=b.name("wkv"))
     gated = g.add("mul", g.add("sigmoid", r, name=b.name("r")), wkv, name=b.name("gated"))
-    out = linear(b, gated, f"{att}.output.weight", {"D": D, "A": A}, ["A"], ["B", "S", "D"], "output")
-    return out, [*caches, shift_window]
+    out = linear(b, gated, f"{att}.output.weight", {"D": D, "A": A}, ["A"], ["B", "S", "D"], "output", sh.row)
+    return b.all_reduce(out, b.name("output.sum")), [*caches, shift_window]
 
 
 def _channel_mix(b: GraphBuilder, pre: str, x: Node, decode: bool) -> tuple[Node, Node]:
-    g, D, F = b.g, b.cfg.hidden, b.cfg.intermediate
+    """Key and value split over the chips as an MLP's up and down projections (the value's partial
+    sums join); every chip computes the whole receptance gate."""
+    g, D, F = b.g, b.cfg.hidden, b.sh.intermediate
     ffn = f"{pre}.feed_forward"
     shifted, window = shift(b, x, "ffn_shift", decode)
     finch = b.cfg.ssm is not None and b.cfg.ssm.kind == "rwkv6"  # time_maa_*: weights on the previous token
     key_mix, r_mix = (f"{ffn}.time_maa_k", f"{ffn}.time_maa_r") if finch else (
         f"{ffn}.time_mix_key", f"{ffn}.time_mix_receptance")  # fmt: skip
     k = linear(b, mix(b, x, shifted, key_mix, "ffn_key_in", finch), f"{ffn}.key.weight",
-               {"F": F, "D": D}, ["D"], ["B", "S", "F"], "ffn_key")  # fmt: skip
+               {"F": F, "D": D}, ["D"], ["B", "S", "F"], "ffn_key", b.sh.columns(F))  # fmt: skip
     k = activate(b, k, "ffn_act")  # relu2 (the family's Mlp): relu(k)^2
-    v = linear(b, k, f"{ffn}.value.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], "ffn_value")
+    v = linear(b, k, f"{ffn}.value.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], "ffn_value",
+               b.sh.rows(F))  # fmt: skip
+    v = b.all_reduce(v, b.name("ffn_value.sum"))
     r = linear(b, mix(b, x, shifted, r_mix, "ffn_r_in", finch), f"{ffn}.receptance.weight",
                {"E": D, "D": D}, ["D"], ["B", "S", "E"], "ffn_receptance")  # fmt: skip
     r = g.add("reshape", g.add("sigmoid", r, name=b.name("ffn_r_act")), name=b.name("ffn_r"),

@@ -21,7 +21,7 @@ inputs (RWKV-5: lagged k and v, d channels more per layer than the published sta
 from __future__ import annotations
 
 from ir import F32, Node, TensorType
-from tcp_compiler.frontend.builder.core import GraphBuilder, whole
+from tcp_compiler.frontend.builder.core import GraphBuilder, cut
 from tcp_compiler.frontend.builder.norms import norm
 from tcp_compiler.frontend.builder.ssm import carried_scan
 from tcp_compiler.frontend.builder.token_shift import blend, mix, shift
@@ -37,7 +37,8 @@ def eagle_time_mix(b: GraphBuilder, pre: str, x: Node, decode: bool) -> tuple[No
     shifted, shift_window = shift(b, x, "att_shift", decode)
     names = ("receptance", "key", "value", "gate")
     inputs = {n: mix(b, x, shifted, f"{att}.time_mix_{n}", f"{n}_in") for n in names}
-    decay = b.to(b.tensor(f"{att}.time_decay", b.p.table, {"H": ssm.heads, "K": ssm.head_dim}), F32)
+    heads = {"H": ssm.heads // b.sh.chips, "K": ssm.head_dim}
+    decay = b.to(b.tensor(f"{att}.time_decay", b.p.table, heads, cut(0, b.sh.chips)), F32)
     out, caches = _heads(b, att, inputs, _log_decay(b, decay), decode)
     return out, [*caches, shift_window]
 
@@ -61,13 +62,13 @@ def finch_time_mix(b: GraphBuilder, pre: str, x: Node, decode: bool) -> tuple[No
         part = g.add("reshape", part, name=b.name(f"maa_{n}.flat"), type=x.type.with_dtype(F32))
         rate = g.add("add", b.to(_vector(b, f"{att}.time_maa_{n}"), F32), part, name=b.name(f"maa_{n}"))
         inputs[n] = blend(b, x, back, rate, f"{n}_in")
-    H, K, R = ssm.heads, ssm.head_dim, ssm.decay_rank
+    H, K, R, N = ssm.heads // b.sh.chips, ssm.head_dim, ssm.decay_rank, b.sh.chips  # this chip's heads
     dw1 = b.to(b.tensor(f"{att}.time_decay_w1", b.p.table, {"D": D, "R": R}), F32)
-    dw2 = b.to(b.tensor(f"{att}.time_decay_w2", b.p.table, {"R": R, "H": H, "K": K}), F32)
+    dw2 = b.to(b.tensor(f"{att}.time_decay_w2", b.p.table, {"R": R, "H": H, "K": K}, cut(1, N)), F32)
     low = g.add("tanh", b.einsum(inputs.pop("w"), dw1, eq="B S D, D R -> B S R", name=b.name("decay_lora")),
                 name=b.name("decay_lora.tanh"))  # fmt: skip
     lora = b.einsum(low, dw2, eq="B S R, R H K -> B S H K", name=b.name("decay_delta"))
-    base = b.to(b.tensor(f"{att}.time_decay", b.p.table, {"H": H, "K": K}), F32)
+    base = b.to(b.tensor(f"{att}.time_decay", b.p.table, {"H": H, "K": K}, cut(2, N)), F32)  # [1, 1, A]
     decay = g.add("add", base, lora, name=b.name("decay"))
     named = dict(zip(("receptance", "key", "value", "gate"), (inputs[n] for n in "rkvg"), strict=True))
     out, caches = _heads(b, att, named, _log_decay(b, decay), decode)
@@ -88,14 +89,15 @@ def _heads(
     b: GraphBuilder, att: str, inputs: dict[str, Node], log_w: Node, decode: bool
 ) -> tuple[Node, list[Node]]:
     """The projections of the mixed `inputs`, the WKV recurrence with decay exp(log_w), the bonus,
-    ln_x, the gate and the output projection; returns (output, [state, lagged inputs...])."""
-    g, ssm, D = b.g, b.cfg.ssm, b.cfg.hidden
+    ln_x, the gate and the output projection over this chip's heads (their partial sums join);
+    returns (output, [state, lagged inputs...])."""
+    g, ssm, D, sh = b.g, b.cfg.ssm, b.cfg.hidden, b.sh
     assert ssm is not None
-    H, K = ssm.heads, ssm.head_dim
+    H, K = ssm.heads // sh.chips, ssm.head_dim
 
     def project(name: str, channel: str) -> Node:
         return linear(b, inputs[name], f"{att}.{name}.weight", {"H": H, channel: K, "D": D}, ["D"],
-                      ["B", "S", "H", channel], name)  # fmt: skip
+                      ["B", "S", "H", channel], name, sh.column)  # fmt: skip
 
     r, k = project("receptance", "K"), project("key", "K")
     v, gate = project("value", "V"), project("gate", "V")
@@ -107,13 +109,13 @@ def _heads(
         windows.append(w_window)
     ones = g.add("const", name=b.name("ones"), type=TensorType.of(F32, B=b.batch, S=b.seq, H=H), value=1.0)
     past, state = carried_scan(b, [v_lagged, ones, log_w, k_lagged, r], {"H": H, "K": K, "V": K}, decode)
-    bonus = b.to(b.tensor(f"{att}.time_faaaa", b.p.table, {"H": H, "K": K}), F32)
+    bonus = b.to(b.tensor(f"{att}.time_faaaa", b.p.table, {"H": H, "K": K}, sh.column), F32)
     ruk = g.add("mul", r, g.add("mul", k, bonus, name=b.name("uk")), name=b.name("ruk"))
     weight = g.add("reduce", ruk, name=b.name("ruk.sum"), op="sum", axes=["K"])
     now = g.add("mul", weight, v, name=b.name("bonus"))
     wkv = g.add("add", past, now, name=b.name("wkv"))
-    normed = norm(b, wkv, "V", f"{att}.ln_x", "ln_x", kind="layer", eps=ssm.norm_eps, per=("H", whole))
+    normed = norm(b, wkv, "V", f"{att}.ln_x", "ln_x", kind="layer", eps=ssm.norm_eps, per=("H", sh.column))
     gated = g.add("mul", normed, g.add("silu", gate, name=b.name("gate_act")), name=b.name("gated"))
     axes = {"D": D, "H": H, "V": K}
-    out = linear(b, gated, f"{att}.output.weight", axes, ["H", "V"], ["B", "S", "D"], "output")
-    return out, [state, *windows]
+    out = linear(b, gated, f"{att}.output.weight", axes, ["H", "V"], ["B", "S", "D"], "output", sh.row)
+    return b.all_reduce(out, b.name("output.sum")), [state, *windows]
