@@ -340,6 +340,13 @@ class Ssm:
         """One sequence's convolution window in one layer: the last conv_kernel - 1 inputs."""
         return self.conv_channels * (self.conv_kernel - 1)
 
+    def elements_on(self, chips: int) -> int:
+        """One sequence's state and window in one layer on one of `chips` tensor-parallel chips:
+        a share of what splits with the channels or heads; RWKV's token shifts (the previous
+        hidden-wide inputs) are whole on every chip."""
+        whole = self.token_shift * (self.conv_kernel - 1)
+        return (self.state_elements + self.window_elements - whole) // chips + whole
+
 
 @dataclass(frozen=True)
 class Window:
@@ -560,13 +567,14 @@ class ModelConfig:
         """Layer `layer`'s MLP width: its own, else the model's."""
         return layer.intermediate if layer.intermediate is not None else self.intermediate
 
-    def state_elements(self, layers: range | None = None) -> int:
+    def state_elements(self, layers: range | None = None, chips: int = 1) -> int:
         """Cached elements one sequence holds at any context length in `layers` (all by default):
-        every recurrent (Mamba, DeltaNet or RWKV) layer's state and convolution window; 0 without them."""
+        every recurrent (Mamba, DeltaNet or RWKV) layer's state and convolution window, on one of
+        `chips` tensor-parallel chips; 0 without them."""
         if self.ssm is None:
             return 0
         chosen = self.layers if layers is None else [self.layers[i] for i in layers]
-        per_layer = self.ssm.state_elements + self.ssm.window_elements
+        per_layer = self.ssm.elements_on(chips)
         return per_layer * sum(layer.recurrent for layer in chosen)
 
     @property

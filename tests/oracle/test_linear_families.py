@@ -364,6 +364,8 @@ def test_rwkv_tensor_parallel_equals_one_chip(rwkv, chips: int) -> None:
     graph = build_decode(loaded.config, F32, 1, 6, chips=chips).graph
     assert {"l0.output.sum", "l0.ffn_value.sum"} <= {n.name for n in graph.of_kind("all_reduce")}
     assert graph["l0.num_ssm_state"].type.size("A") == 32 // chips
+    cached = sum(graph[o].type.nbytes for o in graph.meta.kv_outputs)
+    assert cached == loaded.config.state_elements(chips=chips) * 4  # the token shifts whole on each chip
     with pytest.raises(FrontendError, match="RWKV's 32 WKV channels do not split over 64 chips"):
         build_decode(loaded.config, F32, 1, 6, chips=64)
 

@@ -288,6 +288,8 @@ def tensor_parallel_matches_one_chip(loaded, chips: int, heads: int) -> None:
     reduced = {n.name for n in graph.of_kind("all_reduce")}
     assert {"l0.output.sum", "l0.ffn_value.sum"} <= reduced
     assert graph["l0.ssm_state"].type.size("H") == heads // chips
+    cached = sum(graph[o].type.nbytes for o in graph.meta.kv_outputs)
+    assert cached == loaded.config.state_elements(chips=chips) * 4 < loaded.config.state_elements() * 4
 
 
 @pytest.mark.parametrize("chips", [2, 4])
