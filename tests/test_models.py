@@ -57,8 +57,7 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
 def _caches(cfg, layer) -> int:
     """K and V, a Mamba or DeltaNet layer's state and window, an RWKV-4 block's two sums, two lagged
     inputs and two token shifts (RWKV-5's one state, lagged k and v, two token shifts; RWKV-6's
-    lagged decay too), or nothing
-    (a layer that skips or replaces its attention)."""
+    lagged decay too), or nothing (a layer that skips or replaces its attention)."""
     if layer.mixer == "rwkv":
         return {"rwkv4": 6, "rwkv5": 5, "rwkv6": 6}[cfg.ssm.kind]
     return 2 if layer.attends or layer.recurrent else 0
