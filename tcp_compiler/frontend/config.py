@@ -34,7 +34,7 @@ GroupScore = Literal["top2_sum", "max"]
 # or one bias-free [D, D] linear after its norm (DeciLM's no_op and replace_with_linear)
 LayerPart = Literal["standard", "skip", "linear"]
 Mixer = Literal["attention", "mamba", "deltanet", "rwkv"]
-SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4"]
+SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4", "rwkv5", "rwkv6"]
 # Mamba-2's output gate and norm: rms(y * silu(z)) (Mamba-2's gated norm), rms(y) * silu(z)
 # (Falcon-H1's norm_before_gate) or y * silu(z) without a norm (Falcon-H1 without mamba_rms_norm)
 GatedNorm = Literal["gated", "norm_then_gate", "none"]
@@ -286,7 +286,11 @@ class Ssm:
     heads / groups value heads; the state is [heads, state, head_dim]. RWKV-4 ("rwkv4", layers whose
     mixer is "rwkv"): `inner` WKV channels, each with a numerator and a denominator state (state 1,
     two scans); its token shifts carry one previous input (conv_kernel 2) of `token_shift` channels
-    beside the WKV's lagged inputs.
+    beside the WKV's lagged inputs. RWKV-5 ("rwkv5", mixer "rwkv" too): `heads` heads of `head_dim`
+    channels (inner = heads x head_dim), each a [state = head_dim keys, head_dim values] matrix
+    state; token shifts and lagged key and value inputs as RWKV-4's. RWKV-6 ("rwkv6"): RWKV-5's with
+    data-dependent token-shift mixes and decay through LoRAs of widths `mix_rank` and `decay_rank`;
+    it lags its decay too.
     """
 
     kind: SsmKind
@@ -304,11 +308,13 @@ class Ssm:
     dt_max: float = math.inf
     bcdt_norm_eps: float | None = None  # Falcon-Mamba: weightless RMSNorms on B, C and dt's rank
     bcdt_norm_weights: bool = False  # Jamba: those RMSNorms scale by learned weights
-    norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm
+    norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm; RWKV-5 / 6: the GroupNorm ln_x
     chunk: int = 256  # Mamba-2's chunk_size (the chunked scan's chunk in transformers)
     activation: Activation = "silu"  # after the convolution (hidden_act; Nemotron-H's mamba_hidden_act)
     token_shift: int = 0  # RWKV: the channels its time- and channel-mixing token shifts carry
     rescale_every: int = 0  # RWKV: the hidden state halves after every n-th block (transformers' eval)
+    mix_rank: int = 0  # RWKV-6: the token-shift LoRA's width (time_maa_w1 / w2)
+    decay_rank: int = 0  # RWKV-6: the decay LoRA's width (time_decay_w1 / w2)
     gated_norm: GatedNorm = "gated"  # Mamba-2: how the output gate and its norm combine
     # Falcon-H1's muP multipliers: on the mixer's input, its output, and each span of in_proj's
     # output (z, x, B, C, dt; () for none)
@@ -332,9 +338,15 @@ class Ssm:
     def conv_channels(self) -> int:
         """Channels of the convolution: x (and Mamba-2's B and C, or DeltaNet's q and k, which go
         through it too)."""
-        if self.kind == "rwkv4":  # exp(k) and exp(k) v of the step before, and the token shifts
-            return 2 * self.inner + self.token_shift
+        if self.rwkv:  # RWKV-4's exp(k) and exp(k) v (RWKV-5's k and v, RWKV-6's decay too) of the
+            # step before, and the token shifts
+            return (3 if self.kind == "rwkv6" else 2) * self.inner + self.token_shift
         return self.inner + (0 if self.kind == "mamba" else 2 * self.groups * self.state)
+
+    @property
+    def rwkv(self) -> bool:
+        """An RWKV block's time mixing (builder/rwkv.py), not a Mamba or DeltaNet mixer."""
+        return self.kind in ("rwkv4", "rwkv5", "rwkv6")
 
     @property
     def state_elements(self) -> int:
@@ -346,6 +358,13 @@ class Ssm:
     def window_elements(self) -> int:
         """One sequence's convolution window in one layer: the last conv_kernel - 1 inputs."""
         return self.conv_channels * (self.conv_kernel - 1)
+
+    def elements_on(self, chips: int) -> int:
+        """One sequence's state and window in one layer on one of `chips` tensor-parallel chips:
+        a share of what splits with the channels or heads; RWKV's token shifts (the previous
+        hidden-wide inputs) are whole on every chip."""
+        whole = self.token_shift * (self.conv_kernel - 1)
+        return (self.state_elements + self.window_elements - whole) // chips + whole
 
 
 @dataclass(frozen=True)
@@ -628,13 +647,14 @@ class ModelConfig:
         """Layer `layer`'s MLP width: its own, else the model's."""
         return layer.intermediate if layer.intermediate is not None else self.intermediate
 
-    def state_elements(self, layers: range | None = None) -> int:
+    def state_elements(self, layers: range | None = None, chips: int = 1) -> int:
         """Cached elements one sequence holds at any context length in `layers` (all by default):
-        every recurrent (Mamba, DeltaNet or RWKV) layer's state and convolution window; 0 without them."""
+        every recurrent (Mamba, DeltaNet or RWKV) layer's state and convolution window, on one of
+        `chips` tensor-parallel chips; 0 without them."""
         if self.ssm is None:
             return 0
         chosen = self.layers if layers is None else [self.layers[i] for i in layers]
-        per_layer = self.ssm.state_elements + self.ssm.window_elements
+        per_layer = self.ssm.elements_on(chips)
         return per_layer * sum(layer.recurrent for layer in chosen)
 
     @property

@@ -125,7 +125,8 @@ FIELDS: dict[str, Field] = {
         ("num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads", "multi_query_group_num"),
         _count(MAX_HEADS),
     ),
-    **dict.fromkeys(("head_dim", "kv_channels"), _count(MAX_HEAD_DIM)),
+    **dict.fromkeys(("head_dim", "kv_channels", "head_size"), _count(MAX_HEAD_DIM)),  # head_size: RWKV-5 / 6
+    "head_size_divisor": _count(MAX_HEAD_DIM),  # RWKV-6: ln_x's eps is 1e-5 x head_size_divisor^2
     "rotary_dim": _count(MAX_HEAD_DIM),  # GPT-J: RoPE on the first rotary_dim dims of each head
     # DeepSeek's latent attention
     **dict.fromkeys(("q_lora_rank", "kv_lora_rank"), _count(MAX_WIDTH)),

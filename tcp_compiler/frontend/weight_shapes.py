@@ -216,20 +216,38 @@ def uses(cfg: ModelConfig) -> dict[str, int]:
 def _rwkv_shapes(cfg: ModelConfig, ssm: Ssm, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
     """An RWKV-4 block as transformers stores it: ln1, ln2, time mixing (per-channel decay, bonus
     and three token-shift mixes; key, value, receptance, output) and channel mixing (two mixes;
-    key, receptance, value)."""
+    key, receptance, value). RWKV-5's time mixing adds a gate (its mix and projection) and ln_x,
+    its decay and bonus (time_faaaa) per head and channel; RWKV-6's mixes (time_maa_*) and decay
+    take LoRAs (its LoRA matrices are "vector" here: small tables read whole, as the norms)."""
     D, A, F = cfg.hidden, ssm.inner, cfg.intermediate
     for norm in ("ln1", "ln2"):
         for part in ("weight", "bias"):
             yield f"{pre}.{norm}.{part}", (D,), "vector"
     att, ffn = f"{pre}.attention", f"{pre}.feed_forward"
-    for name in ("time_decay", "time_first"):
-        yield f"{att}.{name}", (A,), "vector"
-    for name in ("key", "value", "receptance"):
-        yield f"{att}.time_mix_{name}", (1, 1, D), "vector"
+    finch = ssm.kind == "rwkv6"
+    if ssm.kind in ("rwkv5", "rwkv6"):  # per head: decay and bonus; a gate; the GroupNorm ln_x
+        yield f"{att}.time_decay", ((1, 1, A) if finch else (ssm.heads, ssm.head_dim)), "vector"
+        yield f"{att}.time_faaaa", (ssm.heads, ssm.head_dim), "vector"
+        for part in ("weight", "bias"):
+            yield f"{att}.ln_x.{part}", (D,), "vector"
+    else:
+        for name in ("time_decay", "time_first"):
+            yield f"{att}.{name}", (A,), "vector"
+    if finch:  # data-dependent mixes and decay through LoRAs
+        for name in ("x", "w", "k", "v", "r", "g"):
+            yield f"{att}.time_maa_{name}", (1, 1, D), "vector"
+        yield f"{att}.time_maa_w1", (D, 5 * ssm.mix_rank), "vector"
+        yield f"{att}.time_maa_w2", (5, ssm.mix_rank, D), "vector"
+        yield f"{att}.time_decay_w1", (D, ssm.decay_rank), "vector"
+        yield f"{att}.time_decay_w2", (ssm.decay_rank, A), "vector"
+    projections = ("key", "value", "receptance") + (("gate",) if ssm.kind != "rwkv4" else ())
+    for name in projections:
+        if not finch:
+            yield f"{att}.time_mix_{name}", (1, 1, D), "vector"
         yield f"{att}.{name}.weight", (A, D), "projection"
     yield f"{att}.output.weight", (D, A), "projection"
     for name in ("key", "receptance"):
-        yield f"{ffn}.time_mix_{name}", (1, 1, D), "vector"
+        yield f"{ffn}.time_maa_{name[0]}" if finch else f"{ffn}.time_mix_{name}", (1, 1, D), "vector"
     yield f"{ffn}.key.weight", (F, D), "projection"
     yield f"{ffn}.receptance.weight", (D, D), "projection"
     yield f"{ffn}.value.weight", (D, F), "projection"

@@ -69,14 +69,15 @@ def cut(
 def _check_ssm_split(cfg: ModelConfig, chips: int) -> None:
     """Mamba layers split over chips as Megatron splits a block: Mamba-1 by inner channels, Mamba-2
     by whole groups of heads (each chip's heads keep their own B and C), the gated DeltaNet by
-    whole key heads; a one-line refusal when the chips do not divide them."""
+    whole key heads, RWKV-4 by WKV channels and RWKV-5 / 6 by whole heads; a one-line refusal
+    when the chips do not divide them."""
     ssm = cfg.ssm
     if ssm is None or chips == 1:
         return
-    if ssm.kind == "rwkv4":
-        raise FrontendError(
-            f"{cfg.name}: RWKV blocks do not split over {chips} chips yet (pipeline stages can spread them)"
-        )
+    if ssm.kind == "rwkv4" and ssm.inner % chips:
+        raise FrontendError(f"{cfg.name}: RWKV's {ssm.inner} WKV channels do not split over {chips} chips")
+    if ssm.kind in ("rwkv5", "rwkv6") and ssm.heads % chips:
+        raise FrontendError(f"{cfg.name}: RWKV's {ssm.heads} heads do not split over {chips} chips")
     if ssm.kind == "gated_delta" and ssm.groups % chips:
         raise FrontendError(
             f"{cfg.name}: the gated DeltaNet's {ssm.groups} key heads (linear_num_key_heads) do not split "

@@ -43,7 +43,7 @@ def check_ssm(b: GraphBuilder) -> None:
     planned (core.Sharding.plan)."""
     if b.cfg.ssm is not None and b.packed:
         raise FrontendError(f"{b.cfg.name}: Mamba layers take no packed documents (one state per row)")
-    if b.cfg.ssm is not None and b.cfg.ssm.kind == "rwkv4" and "lengths" in b.g:
+    if b.cfg.ssm is not None and b.cfg.ssm.rwkv and "lengths" in b.g:
         raise FrontendError(f"{b.cfg.name}: RWKV blocks take no padded batches yet (prompts of one length)")
 
 
