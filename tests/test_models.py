@@ -55,9 +55,10 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
 
 
 def _caches(cfg, layer) -> int:
-    """K and V, a Mamba or DeltaNet layer's state and window (a Zamba2 layer running a shared block:
-    both), an RWKV-4 block's two sums, two lagged inputs and two token shifts (RWKV-5's one state,
-    lagged k and v, two token shifts; RWKV-6's lagged decay too), or nothing (a layer that skips or
+    """K and V, a Mamba or DeltaNet layer's state and window (both in Falcon-H1's layers, which run
+    attention beside their Mamba mixer, and in a Zamba2 layer running a shared block), an RWKV-4
+    block's two sums, two lagged inputs and two token shifts (RWKV-5's one state, lagged k and v,
+    two token shifts; RWKV-6's lagged decay too), or nothing (a layer that skips or
     replaces its attention)."""
     if layer.mixer == "rwkv":
         return {"rwkv4": 6, "rwkv5": 5, "rwkv6": 6}[cfg.ssm.kind]

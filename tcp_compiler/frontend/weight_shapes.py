@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from tcp_compiler.frontend.checkpoint import Checkpoint, CheckpointError
-from tcp_compiler.frontend.config import ModelConfig, SharedExpert, Ssm
+from tcp_compiler.frontend.config import Layer, ModelConfig, SharedExpert, Ssm
 
 Shape = tuple[int, ...]
 # What a weight is for, so readers of the shapes never classify names: a table (embedding,
@@ -88,20 +88,8 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
             yield f"{pre}.{norm}.bias", (D,), "vector"
         if layer.shared is not None:
             yield from _shared_block_shapes(cfg, i, layer.shared)
-        if layer.mixer == "mamba":
-            assert cfg.ssm is not None
-            yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
-        elif layer.mixer == "deltanet":
-            assert cfg.ssm is not None
-            yield from _deltanet_shapes(cfg.ssm, D, f"{pre}.linear_attn")
-        elif layer.attention == "linear":  # DeciLM's stand-in for attention
-            yield f"{pre}.self_attn.linear_attn.weight", (D, D), "projection"
-        elif layer.attention == "skip":
-            pass
-        elif cfg.mla is not None:
-            yield from _mla_shapes(cfg, f"{pre}.self_attn")
-        else:
-            yield from _attention_shapes(cfg, pre, cfg.kv_heads_of(layer))
+        for mixer in layer.mixers:  # Falcon-H1's layers run attention and a Mamba mixer side by side
+            yield from _mixer_shapes(cfg, layer, mixer, pre)
         if layer.ffn != "standard":
             if layer.ffn == "linear":  # DeciLM's stand-in for the MLP
                 yield f"{pre}.mlp.linear_mlp.weight", (D, D), "projection"
@@ -130,6 +118,26 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
         yield f"{pre}.mlp.down_proj.bias", (D,), "vector"
 
 
+def _mixer_shapes(cfg: ModelConfig, layer: Layer, mixer: str, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
+    """One mixer's tensors in layer `pre`: a Mamba or DeltaNet mixer's, or attention's (none where
+    the layer skips it, DeciLM's linear where it replaces it)."""
+    D = cfg.hidden
+    if mixer == "mamba":
+        assert cfg.ssm is not None
+        yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
+    elif mixer == "deltanet":
+        assert cfg.ssm is not None
+        yield from _deltanet_shapes(cfg.ssm, D, f"{pre}.linear_attn")
+    elif layer.attention == "linear":  # DeciLM's stand-in for attention
+        yield f"{pre}.self_attn.linear_attn.weight", (D, D), "projection"
+    elif layer.attention == "skip":
+        pass
+    elif cfg.mla is not None:
+        yield from _mla_shapes(cfg, f"{pre}.self_attn")
+    else:
+        yield from _attention_shapes(cfg, pre, cfg.kv_heads_of(layer))
+
+
 def _ssm_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
     """A Mamba mixer's tensors as transformers stores them: in_proj (Mamba-2: z, x B C and dt in
     one), the depthwise conv [channels, 1, kernel], Mamba-1's x_proj and dt_proj, A_log, D, Mamba-2's
@@ -149,7 +157,8 @@ def _ssm_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]
     else:
         for name in ("dt_bias", "A_log", "D"):
             yield f"{pre}.{name}", (ssm.heads,), "vector"
-        yield f"{pre}.norm.weight", (E,), "vector"
+        if ssm.gated_norm != "none":
+            yield f"{pre}.norm.weight", (E,), "vector"
     yield f"{pre}.out_proj.weight", (D, E), "projection"
     yield f"{pre}.out_proj.bias", (D,), "vector"
 
