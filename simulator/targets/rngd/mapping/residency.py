@@ -68,6 +68,14 @@ def token_tiling(graph: Graph, budget: int) -> tuple[TiledRun, ...]:
     return tiled_runs(graph, fuse(graph), spilled, budget) if spilled else ()
 
 
+def plan_token_tiles(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> list[dict]:
+    """One note per run of ops whose intermediates DM holds a token tile at a time: its fewest
+    tiles and why (the schedule picks the count from there: mapping/schedule.py)."""
+    budget = dm_budget(hw, policy)
+    ops = fuse(graph)
+    return [run.note(graph, ops, budget) for run in token_tiling(graph, budget)]
+
+
 @per_graph
 def _whole_at(graph: Graph, budget: int) -> dict[str, str]:
     """Where each value lives when it must fit `budget` whole (no token tiles)."""

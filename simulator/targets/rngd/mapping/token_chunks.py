@@ -29,7 +29,6 @@ from simulator.targets.rngd.mapping.residency import writes_hbm
 from simulator.targets.rngd.mapping.token_tiles import TOKENS, treats_tokens_apart
 
 
-
 def token_run(graph: Graph, ops: list[FusedOp], i: int, where: Mapping[str, str]) -> list[FusedOp]:
     """The run of ops starting at ops[i] that can be cut along the tokens, or []: ops[i] is an
     all-reduce of tokens, or the pass just before one that produces what it reduces (the

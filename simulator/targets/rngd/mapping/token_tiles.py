@@ -13,11 +13,12 @@ A tiled run is a maximal stretch of consecutive fused ops of one layer that trea
 (`treats_tokens_apart`: passes, and all-reduces of rows of tokens). Its tiled values are the
 intermediates that the base rule spills, are made and read only inside the run, and fit the DM
 budget in some number of token tiles; `least` is the fewest tiles (a power of two dividing the
-tokens) in which each of them does. A run is tiled only where that moves fewer bytes than spilling:
-`least - 1` more reads of its weights against a store and a read per reader of each value. The schedule (mapping/schedule.py) picks the run's tile count
-from `least` up (mapping/token_chunks.py: best_chunks) and emits the run tile by tile, as a
-software pipeline. A value too large even for the most tiles (one row of a few tokens) is not
-tiled: it spills as before.
+tokens) in which each of them does. A run is tiled only where that moves fewer bytes than
+spilling: `least - 1` more reads of its weights against a store and a read per reader of each
+value. The schedule (mapping/schedule.py) picks the run's tile count from `least` up
+(mapping/token_chunks.py: best_chunks) and emits the run tile by tile, as a software pipeline. A
+value too large even for the most tiles (one row of a few tokens) is not tiled: it spills as
+before.
 """
 
 from __future__ import annotations
@@ -44,6 +45,19 @@ class TiledRun:
     largest: int  # the bytes of the largest of them, whole
     spills: int  # the bytes spilling them would move: each stored once and read by each reader
     weights: int  # the bytes of the run's weights, which every tile streams from HBM again
+
+    def note(self, graph: Graph, ops: list[FusedOp], budget: int) -> dict:
+        """The run as a prefill note (report AttentionNote, form "tiled"): its fewest tiles and why."""
+        first = ops[self.ops[0]]
+        return {
+            "op": first.name, "role": first.role, "form": "tiled", "block": self.tokens // self.least,
+            "tiles": self.least,
+            "reason": f"intermediates of up to {self.largest:,} B ({len(self.values)}) exceed DM "
+                      f"({budget:,} B); tiles of {self.tokens // self.least:,} tokens hold "
+                      f"{-(-self.largest // self.least):,} B; "
+                      f"each tile after the first re-reads {self.weights:,} B of weights, against "
+                      f"{self.spills:,} B spilling would move",
+        }  # fmt: skip
 
     def tile_counts(self) -> list[int]:
         """The tile counts to try: the powers of two from `least` that divide the tokens."""
@@ -79,7 +93,9 @@ def treats_tokens_apart(graph: Graph, op: FusedOp) -> bool:
     return True
 
 
-def tiled_runs(graph: Graph, ops: list[FusedOp], spilled: Collection[str], budget: int) -> tuple[TiledRun, ...]:
+def tiled_runs(
+    graph: Graph, ops: list[FusedOp], spilled: Collection[str], budget: int
+) -> tuple[TiledRun, ...]:
     """The runs of `ops` worth tiling along the tokens: each maximal stretch of one layer's ops
     that treat the tokens apart and make an intermediate in `spilled` (too large for DM whole)
     that only the stretch reads and that fits `budget` in some number of token tiles."""
@@ -104,7 +120,8 @@ def _tiled(graph: Graph, stretch: list[FusedOp], spilled: Collection[str], reade
            budget: int) -> TiledRun | None:  # fmt: skip
     """The stretch as a tiled run, or None when none of its spilled values can be held a tile at a time."""
     inside = {op.index for op in stretch}
-    tokens = {graph[v].type.size(TOKENS) for op in stretch for v in op.outputs if TOKENS in graph[v].type.names}
+    made = [graph[v].type for op in stretch for v in op.outputs]
+    tokens = {t.size(TOKENS) for t in made if TOKENS in t.names}
     if len(tokens) != 1:
         return None  # no token axis, or cuts that would not line up
     (count,) = tokens
