@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import functools
 
+import pytest
+
 from simulator.hardware import load_hardware
 from simulator.targets.rngd.mapping.fusion import fuse
 from simulator.targets.rngd.mapping.residency import HBM, _whole_at, dm_budget, residency_at, token_tiling
 from simulator.targets.rngd.mapping.token_tiles import TOKENS
 from simulator.targets.rngd.spec import Hardware
+from tcp_compiler.analysis.config_floor import phase_bound
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions, compile_phase, lower
+from tcp_compiler.report.build import build_report
+from tcp_compiler.simulate import simulate_generation
 
 RNGD = load_hardware("rngd")
 CONFIG = load_model("llama-3.1-8b").config
@@ -61,7 +66,8 @@ def test_eight_ranks_hold_each_tiled_value_a_tile_at_a_time_under_dm() -> None:
 
 def test_tiled_runs_reread_their_weights_per_tile() -> None:
     hw, ranks = _rank(8)
-    compiled = compile_phase(CONFIG, hw, precision("bf16"), "prefill", 512, CompileOptions(batch=8, chips=ranks))
+    options = CompileOptions(batch=8, chips=ranks)
+    compiled = compile_phase(CONFIG, hw, precision("bf16"), "prefill", 512, options)
     program = compiled.program
     up = [i for i, info in enumerate(program.ops) if info.role == "up"]
     assert up
@@ -93,3 +99,21 @@ def test_one_rank_keeps_its_residency_where_nothing_spilled_or_tiles_would_move_
     assert spilled
     for run in token_tiling(low8.graph, budget):
         assert (run.least - 1) * run.weights < run.spills
+
+
+def test_eight_ranks_stay_above_their_floors() -> None:
+    """A card of 8 PE ranks: each phase is no faster than its roofline (the program's FLOPs and
+    bytes at peak) nor the config-only floor, whose links carry only what crosses cards (the
+    ranks' reductions run PE to PE: a floor that priced them on the chip link sat above the run)."""
+    hw, ranks = _rank(8)
+    report = build_report(simulate_generation(CONFIG, hw, precision("bf16"), 8, 512, 2, chips=ranks))
+    prefill, decode = report.prefill, report.decode
+    assert prefill.seconds >= max(prefill.roofline_seconds, prefill.config_bound_seconds)
+    assert decode.tpot_seconds_mean >= max(decode.roofline_seconds_mean, decode.config_bound_seconds_mean)
+    one_card = phase_bound(CONFIG, precision("bf16"), hw, ranks, 8, "prefill", 512)
+    two_cards = phase_bound(CONFIG, precision("bf16"), RNGD.with_value("system.pe_partitions", 8).ranks(2)[0],
+                            2 * ranks, 8, "prefill", 512)  # fmt: skip
+    assert one_card.link_seconds == 0 < two_cards.link_seconds
+    # across cards each rank sends 1/8 of what a whole card would, at 1/8 of its link: the card's time
+    card = phase_bound(CONFIG, precision("bf16"), RNGD.with_chips(2), 2, 8, "prefill", 512)
+    assert two_cards.link_seconds == pytest.approx(card.link_seconds)
