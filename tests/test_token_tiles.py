@@ -14,6 +14,7 @@ from simulator.hardware import load_hardware
 from simulator.targets.rngd.mapping.fusion import fuse
 from simulator.targets.rngd.mapping.residency import HBM, _whole_at, dm_budget, residency_at, token_tiling
 from simulator.targets.rngd.mapping.token_tiles import TOKENS
+from simulator.targets.rngd.mapping.traits import traits
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.analysis.config_floor import phase_bound
 from tcp_compiler.frontend.model import load_model
@@ -38,8 +39,9 @@ def _lowered(pe: int, batch: int, prompt: int):
     return low, hw
 
 
-def test_eight_ranks_hold_each_tiled_value_a_tile_at_a_time_under_dm() -> None:
-    low, hw = _lowered(8, 8, 512)
+@pytest.mark.parametrize("prompt", [512, 2048])
+def test_eight_ranks_hold_each_tiled_value_a_tile_at_a_time_under_dm(prompt: int) -> None:
+    low, hw = _lowered(8, 8, prompt)
     graph, budget = low.graph, dm_budget(hw)
     runs = token_tiling(graph, budget)
     assert runs, "8 ranks' DM holds no prefill activation of batch 8 x 512 whole: runs must be tiled"
@@ -56,6 +58,9 @@ def test_eight_ranks_hold_each_tiled_value_a_tile_at_a_time_under_dm() -> None:
     for run in runs:
         inside = set(run.ops)
         for k in run.ops:
+            for v in ops[k].inputs:  # a tile loads a tile of what it reads from HBM, not all of it
+                if where.get(v) == HBM and not traits(graph[v].kind).in_memory:
+                    assert TOKENS in graph[v].type.names, (ops[k].name, v)
             for v in ops[k].outputs:
                 if where[v] == HBM and v not in graph.outputs:
                     readers = {op.index for op in ops if v in op.inputs}

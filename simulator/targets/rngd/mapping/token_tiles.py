@@ -93,6 +93,22 @@ def treats_tokens_apart(graph: Graph, op: FusedOp) -> bool:
     return True
 
 
+def _inputs_cut(graph: Graph, op: FusedOp, spilled: Collection[str]) -> bool:
+    """Whether a tile of `op` loads a tile of each spilled input it reads tokens of: the value in
+    HBM has the token axis too, not only the views and casts the pass reads it through, which may
+    name the tokens otherwise (attention's output joined from its query tiles: every tile would
+    load it whole). An input in DM is read a tile at a time whatever its axes are named."""
+    memory = set(op.inputs)
+    for node in [*op.prologue, *op.nodes]:
+        for o in node.operands:
+            root = o
+            while root not in memory and (traits(graph[root].kind).view or graph[root].kind == "cast"):
+                root = graph[root].operands[0]
+            if root in spilled and TOKENS in graph[o].type.names and TOKENS not in graph[root].type.names:
+                return False
+    return True
+
+
 def tiled_runs(
     graph: Graph, ops: list[FusedOp], spilled: Collection[str], budget: int
 ) -> tuple[TiledRun, ...]:
@@ -106,7 +122,8 @@ def tiled_runs(
     runs, i = [], 0
     while i < len(ops):
         j = i
-        while j < len(ops) and ops[j].layer == ops[i].layer and treats_tokens_apart(graph, ops[j]):
+        while j < len(ops) and ops[j].layer == ops[i].layer and treats_tokens_apart(graph, ops[j]) \
+                and _inputs_cut(graph, ops[j], spilled):  # fmt: skip
             j += 1
         if j > i:
             run = _tiled(graph, ops[i:j], spilled, readers, budget)
