@@ -19,7 +19,7 @@ Per chip of a tensor-parallel group of `chips`:
   tcp_compiler.analysis.roofline's, HBM at its peak rather than its sustained rate);
 - links: the all-reduces tensor parallelism cannot avoid (one per attention or Mamba mixer and one
   per MLP, or one per parallel block), 2(n-1)/n of the hidden state each, in the collective dtype, at the
-  per-direction link bandwidth; of a card split into P PE ranks (system.ranks_per_card), only the
+  per-direction link bandwidth; of a card split into P PE ranks (Spec.ranks_per_card), only the
   all-reduce across its n cards uses the links (1/P of the state per rank at 1/P of the card's link),
   and the PE-to-PE reductions within a card are left out (a bound: they take at least no time).
 The bound is the largest of the three; no simulated phase may beat it (tests/test_config_bound.py).
@@ -103,7 +103,7 @@ class _Fixed:
         # Ranks that share a card reduce among themselves PE to PE, off the chip links: only the
         # cards' all-reduce crosses them, 1/per_card of the hidden state from each rank (at its
         # share of the card's link); the PE-to-PE part is left out of the bound (taken as free).
-        per_card = hw.system.ranks_per_card  # type: ignore[attr-defined]
+        per_card = hw.ranks_per_card
         cards, share = (chips // per_card, per_card) if chips % per_card == 0 else (chips, 1)
         if cards > 1:
             all_reduces = sum(_all_reduces(cfg, layer) for layer in cfg.layers)
