@@ -25,7 +25,7 @@ REQUIRED = {
     "gemma-3-1b", "gemma-3-27b", "mistral-7b-v0.1", "mixtral-8x7b",
     "gpt2", "opt-1.3b", "bloom-560m", "pythia-1.4b", "falcon-7b",
     "gemma-2-2b", "phi-3-mini-4k-instruct", "olmo-2-1124-7b", "starcoder2-3b", "granite-3.1-2b-instruct",
-    "smollm3-3b", "falcon-rw-1b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3",
+    "smollm3-3b", "falcon-rw-1b", "gpt-oss-20b", "gpt-oss-120b", "qwen1.5-moe-a2.7b", "deepseek-v3",
     "phi-2", "starcoderbase-1b", "glm-4-9b-chat-hf", "glm-4-9b-0414", "glm-4.5-air", "chatglm3-6b",
     "llama-4-scout-17b-16e-instruct", "mimo-7b-rl", "llama-3.3-nemotron-super-49b-v1",
     "phi-3-small-8k-instruct",
@@ -103,9 +103,10 @@ def test_agreement_rule() -> None:
 
 
 def test_moe_active_parameters_match_the_card() -> None:
-    moe = ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3", "glm-4.5-air",
+    moe = ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "gpt-oss-120b", "qwen1.5-moe-a2.7b", "deepseek-v3",
+           "glm-4.5-air",
            "deepseek-moe-16b-base", "llama-4-scout-17b-16e-instruct", "k-exaone-236b-a23b",
-           "minicpm-moe-8x2b")  # fmt: skip
+           "minicpm-moe-8x2b", "ai21-jamba-1.5-mini")  # fmt: skip
     for name in moe:
         cfg = load_model(name).config
         built = build_prefill(cfg, PRECISIONS["bf16"], 1, 1)
@@ -115,7 +116,7 @@ def test_moe_active_parameters_match_the_card() -> None:
             per_expert += 2 * cfg.moe.intermediate + cfg.hidden
         moe_layers = sum(layer.moe for layer in cfg.layers)  # DeepSeek's first layers are dense
         inactive = moe_layers * (cfg.moe.experts - cfg.moe.top_k) * per_expert
-        if name == "gpt-oss-20b":  # OpenAI counts the unembedding as active, not the embedding
+        if name.startswith("gpt-oss"):  # OpenAI counts the unembedding as active, not the embedding
             inactive += cfg.vocab * cfg.hidden
         if name == "glm-4.5-air":  # Z.ai's 12B active leaves out the embedding and the LM head
             inactive += 2 * cfg.vocab * cfg.hidden

@@ -299,6 +299,7 @@ class Ssm:
     dt_min: float = 0.0  # Mamba-2's time_step_limit: the prefill's chunked scan clamps dt to it
     dt_max: float = math.inf
     bcdt_norm_eps: float | None = None  # Falcon-Mamba: weightless RMSNorms on B, C and dt's rank
+    bcdt_norm_weights: bool = False  # Jamba: those RMSNorms scale by learned weights
     norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm
     chunk: int = 256  # Mamba-2's chunk_size (the chunked scan's chunk in transformers)
     activation: Activation = "silu"  # after the convolution (hidden_act; Nemotron-H's mamba_hidden_act)

@@ -205,6 +205,10 @@ FIELDS: dict[str, Field] = {
     "mamba_expand": _positive(1024),
     "mamba_d_head": Field("int", 1, MAX_WIDTH, words=("auto",)),
     "attn_layer_indices": _LIST,
+    # Jamba: dt's rank, and attention / expert layers every period layers from offset
+    "mamba_dt_rank": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    **dict.fromkeys(("attn_layer_period", "expert_layer_period"), _count(MAX_LAYERS)),
+    **dict.fromkeys(("attn_layer_offset", "expert_layer_offset"), _count(MAX_LAYERS, lo=0)),
     # numbers
     **dict.fromkeys(
         (
