@@ -185,6 +185,12 @@ class Spec(ABC):
     def link_bytes_per_second(self) -> float:
         """Chip-to-chip bandwidth per direction: the communication roof."""
 
+    @property
+    def ranks_per_card(self) -> int:
+        """How many tensor-parallel ranks share one card: `system.ranks_per_card` where a target
+        splits its cards into ranks (a rank's spec says so), else 1."""
+        return int(getattr(self.system, "ranks_per_card", 1))  # type: ignore[attr-defined]
+
     def consistency(self) -> tuple[str, str] | None:
         """A relation between values that no single value can check, broken: (key to change,
         message). Targets override it; None: consistent."""

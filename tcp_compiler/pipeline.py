@@ -130,8 +130,9 @@ def _layer_period(s: _Lowering) -> None:
 
 def _attention(s: _Lowering) -> None:
     """A prefill's attention form per layer, and its scans' (chunked or step by step: the same
-    notes); with `check`, a prefill that cannot fit HBM (alone,
-    or beside `fits_with`) is refused first: what the rewrite does not replace already spills."""
+    notes), and the runs of ops that hold their activations a token tile at a time; with `check`,
+    a prefill that cannot fit HBM (alone, or beside `fits_with`) is refused first: what the rewrite
+    does not replace already spills."""
     if s.phase != "prefill":
         return
     if s.check:
@@ -145,6 +146,7 @@ def _attention(s: _Lowering) -> None:
     s.observer.planned(s.attention)
     s.scheduled = book.rewrite_attention(s.graph if s.scheduled is None else s.scheduled, tiles)
     s.scheduled = book.rewrite_scans(s.scheduled, chunks)
+    s.attention += book.plan_token_tiles(s.scheduled, s.hw, policy)  # activations held a token tile at a time
 
 
 def _bound(s: _Lowering) -> Footprint:

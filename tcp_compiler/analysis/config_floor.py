@@ -19,7 +19,9 @@ Per chip of a tensor-parallel group of `chips`:
   tcp_compiler.analysis.roofline's, HBM at its peak rather than its sustained rate);
 - links: the all-reduces tensor parallelism cannot avoid (one per attention or Mamba mixer and one
   per MLP, or one per parallel block), 2(n-1)/n of the hidden state each, in the collective dtype, at the
-  per-direction link bandwidth.
+  per-direction link bandwidth; of a card split into P PE ranks (Spec.ranks_per_card), only the
+  all-reduce across its n cards uses the links (1/P of the state per rank at 1/P of the card's link),
+  and the PE-to-PE reductions within a card are left out (a bound: they take at least no time).
 The bound is the largest of the three; no simulated phase may beat it (tests/test_config_bound.py).
 """
 
@@ -98,9 +100,14 @@ class _Fixed:
         cls, cfg: ModelConfig, precision: Precision, hw: Spec, chips: int, batch: int, pp: int
     ) -> _Fixed:
         link_scale = None
-        if chips > 1:
+        # Ranks that share a card reduce among themselves PE to PE, off the chip links: only the
+        # cards' all-reduce crosses them, 1/per_card of the hidden state from each rank (at its
+        # share of the card's link); the PE-to-PE part is left out of the bound (taken as free).
+        per_card = hw.ranks_per_card
+        cards, share = (chips // per_card, per_card) if chips % per_card == 0 else (chips, 1)
+        if cards > 1:
             all_reduces = sum(_all_reduces(cfg, layer) for layer in cfg.layers)
-            link_scale = all_reduces / pp * 2 * (chips - 1) / chips
+            link_scale = all_reduces / pp * 2 * (cards - 1) / cards / share
         return cls(
             cfg=cfg, batch=batch, per_token=_weights_by_operand(cfg, precision),
             head=_head_operand(cfg, precision), head_flops=2.0 * cfg.hidden * cfg.vocab * batch,

@@ -124,7 +124,8 @@ def _layers(
 def _attention_forms(sim: Simulation) -> dict[int, str]:
     """The prefill's attention form per layer: each note names its attention's output value, whose
     layer the graph's metadata gave."""
-    return {sim.attention_layers[note["op"]]: note["form"] for note in sim.attention}
+    mixers = (note for note in sim.attention if note["form"] != "tiled")  # tiled: a run of activations
+    return {sim.attention_layers[note["op"]]: note["form"] for note in mixers}
 
 
 def _host(sim: Simulation, phase: str) -> HostWork:

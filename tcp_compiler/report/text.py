@@ -40,14 +40,19 @@ def attention_lines(report: Report) -> list[str]:
         groups.setdefault((note.form, note.rows, note.block), []).append(note)
     lines = []
     scans = sum(note.form in SCAN_FORMS for note in notes)
+    tiled = sum(note.form == "tiled" for note in notes)
     for (form, rows, block), group in groups.items():
+        if form == "tiled":
+            lines.append(f"prefill activations: held in DM a token tile at a time, tiles of {block:,} tokens "
+                         f"or fewer, in {len(group)} runs of ops ({group[0].reason})")  # fmt: skip
+            continue
         what = {
             "plain": "plain softmax",
             "online": f"online softmax, tiles of {rows} queries x {block} keys",
             "chunked": f"chunked, {block} positions per chunk",
             "sequential": "step by step on the Vector Engine",
         }[form]
-        mixer, of = ("scan", scans) if form in SCAN_FORMS else ("attention", len(notes) - scans)
+        mixer, of = ("scan", scans) if form in SCAN_FORMS else ("attention", len(notes) - scans - tiled)
         share = ""
         if form in SCAN_FORMS:
             part = role_share(report.op_roles.prefill, {n.role for n in group}, report.prefill.seconds)

@@ -213,14 +213,17 @@ class OpRow(Record):
 class AttentionNote(Record):
     """How one attention op (or selective scan) of the prefill mixes the sequence, and why."""
 
-    op: str = doc("the attention's (or scan's) output value")
-    form: Literal["plain", "online", "chunked", "sequential"] = doc(
-        "plain softmax, online softmax over tiles; a scan chunked (SSD) or run step by step"
+    op: str = doc("the attention's (or scan's) output value; tiled: the run's first op")
+    form: Literal["plain", "online", "chunked", "sequential", "tiled"] = doc(
+        "plain softmax, online softmax over tiles; a scan chunked (SSD) or run step by step; tiled: a run of "
+        "token-separable ops whose activations DM holds a token tile at a time"
     )
-    block: int | None = doc("online: keys per tile; chunked: positions per chunk", "positions", default=None)
+    block: int | None = doc("online: keys per tile; chunked: positions per chunk; tiled: tokens per tile (at "
+                            "the fewest tiles)", "positions", default=None)
     rows: int | None = doc("online only: queries per tile", "queries", default=None)
     tiles: int | None = doc(
-        "online: query x key tiles, before the blocks a mask hides are skipped; chunked: chunks",
+        "online: query x key tiles, before the blocks a mask hides are skipped; chunked: chunks; tiled: the "
+        "fewest token tiles (the schedule may cut more)",
         "tiles",
         default=None,
     )

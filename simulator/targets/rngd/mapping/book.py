@@ -7,6 +7,7 @@ from simulator.targets.rngd.mapping.capacity import Capacity, capacity, capacity
 from simulator.targets.rngd.mapping.layer_period import layer_period, stand_in
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY
 from simulator.targets.rngd.mapping.replicate import replicate
+from simulator.targets.rngd.mapping.residency import plan_token_tiles
 from simulator.targets.rngd.mapping.scan_chunks import plan_scans, rewrite_scans
 from simulator.targets.rngd.mapping.schedule import schedule
 from simulator.targets.rngd.mapping.stage_chain import (
@@ -22,5 +23,6 @@ from simulator.targets.rngd.mapping.steps import DecodeSteps, resize_graph
 __all__ = [
     "DEFAULT_POLICY", "SENT", "Capacity", "DecodeSteps", "capacity", "capacity_error", "chain", "chain_block",
     "check_capacity", "handoffs", "in_turn", "layer_period", "micro_batched", "plan_attention", "plan_scans",
-    "replicate", "resize_graph", "rewrite_attention", "rewrite_scans", "schedule", "stand_in",
+    "plan_token_tiles", "replicate", "resize_graph", "rewrite_attention", "rewrite_scans", "schedule",
+    "stand_in",
 ]  # fmt: skip

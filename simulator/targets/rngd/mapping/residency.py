@@ -4,14 +4,18 @@ The rule is explicit per value (no global efficiency knob): an intermediate stay
 fits its share of the chip's DM (MappingPolicy.dm_share: the rest holds double-buffered tiles of
 the passes that produce and read it), and spills to HBM otherwise. An intermediate that a graph
 output views (a prefill's keys, which are also its KV cache) is written through: its pass stores
-it to HBM and its other readers still find it in DM (DM_STORED).
+it to HBM and its other readers still find it in DM (DM_STORED). An intermediate too large for
+its share whole that a run of token-separable ops makes and reads is held a token tile at a time
+instead (mapping/token_tiles.py): it lives in DM, and the schedule runs its ops tile by tile.
 """
 
 from __future__ import annotations
 
 from ir import Graph
 from ir.memo import per_graph
+from simulator.targets.rngd.mapping.fusion import fuse
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
+from simulator.targets.rngd.mapping.token_tiles import TiledRun, tiled_runs
 from simulator.targets.rngd.mapping.traits import traits
 from simulator.targets.rngd.spec import Hardware
 
@@ -45,7 +49,36 @@ def residency(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY
 
 @per_graph
 def residency_at(graph: Graph, budget: int) -> dict[str, str]:
-    """Where each value lives when an intermediate may take `budget` bytes of DM."""
+    """Where each value lives when an intermediate may take `budget` bytes of DM (a tile of it, for
+    the values of `token_tiling`'s runs)."""
+    where = dict(_whole_at(graph, budget))
+    for run in token_tiling(graph, budget):
+        where.update(dict.fromkeys(run.values, DM))
+    return where
+
+
+@per_graph
+def token_tiling(graph: Graph, budget: int) -> tuple[TiledRun, ...]:
+    """The runs of the graph's fused ops that hold their too-large intermediates a token tile at a
+    time (mapping/token_tiles.py) when an intermediate may take `budget` bytes of DM."""
+    where = _whole_at(graph, budget)
+    outputs = set(graph.outputs)
+    spilled = {n.name for n in graph.nodes if where[n.name] == HBM and n.name not in outputs
+               and not (traits(n.kind).in_memory or traits(n.kind).view)}  # fmt: skip
+    return tiled_runs(graph, fuse(graph), spilled, budget) if spilled else ()
+
+
+def plan_token_tiles(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> list[dict]:
+    """One note per run of ops whose intermediates DM holds a token tile at a time: its fewest
+    tiles and why (the schedule picks the count from there: mapping/schedule.py)."""
+    budget = dm_budget(hw, policy)
+    ops = fuse(graph)
+    return [run.note(graph, ops, budget) for run in token_tiling(graph, budget)]
+
+
+@per_graph
+def _whole_at(graph: Graph, budget: int) -> dict[str, str]:
+    """Where each value lives when it must fit `budget` whole (no token tiles)."""
     outputs = set(graph.outputs)
     viewed = set(outputs)  # values some output views, through any chain of views
     for node in reversed(graph.nodes):

@@ -28,7 +28,7 @@ from simulator.targets.rngd.mapping.fusion import FusedOp, fuse
 from simulator.targets.rngd.mapping.lanes import maximum
 from simulator.targets.rngd.mapping.placement import EinsumShape, place
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from simulator.targets.rngd.mapping.residency import HBM, dm_budget, residency_at, writes_hbm
+from simulator.targets.rngd.mapping.residency import HBM, dm_budget, residency_at, token_tiling, writes_hbm
 from simulator.targets.rngd.mapping.token_chunks import best_chunks, candidates, chunked, token_run
 from simulator.targets.rngd.mapping.traits import CONTRACTION_STAGE, traits
 from simulator.targets.rngd.sites import SITES
@@ -235,11 +235,20 @@ def view_of(view: OpView, tiles: int, hw: Hardware) -> OpView:
 
 def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0) -> Program:
     """The Program of one chip running `graph` (an SPMD graph's collectives use the links)."""
-    where = residency_at(graph, dm_budget(hw, policy))
-    ops, views = fuse(graph), op_views(graph, dm_budget(hw, policy))
+    budget = dm_budget(hw, policy)
+    where = residency_at(graph, budget)
+    ops, views = fuse(graph), op_views(graph, budget)
+    tiled = {run.ops[0]: run for run in token_tiling(graph, budget)}
     runs = {}  # first op -> (its token run, blocks), where cutting the run into blocks pays
     i = 0
     while i < len(ops):
+        if i in tiled:  # its intermediates fit DM only a token tile at a time: cut it, in the best tiles
+            counts = tiled[i].tile_counts()
+            run = [ops[k] for k in tiled[i].ops]
+            options = {c: _run_cycles([views[op.index] for op in run], c, hw, policy) for c in counts}
+            runs[i] = (run, best_chunks(options))
+            i += len(run)
+            continue
         run = token_run(graph, ops, i, where)
         if run and candidates(run):
             run_views = [views[op.index] for op in run]

@@ -24,12 +24,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ir import Graph, TensorType
-from ir.ops.einsum import parse_equation
 from simulator.targets.rngd.mapping.fusion import FusedOp
 from simulator.targets.rngd.mapping.residency import writes_hbm
-from simulator.targets.rngd.mapping.traits import traits
-
-TOKENS = "S"  # the token axis of a prefill's activations (frontend.builder)
+from simulator.targets.rngd.mapping.token_tiles import TOKENS, treats_tokens_apart
 
 
 def token_run(graph: Graph, ops: list[FusedOp], i: int, where: Mapping[str, str]) -> list[FusedOp]:
@@ -60,26 +57,9 @@ def _is_all_reduce(op: FusedOp) -> bool:
 
 def _separable(graph: Graph, op: FusedOp, where: Mapping[str, str]) -> bool:
     """Whether each token's results of `op` need only that token's inputs, kept in DM."""
-    if _is_all_reduce(op):
-        return TOKENS in op.nodes[0].type.names
-    if op.kind != "pass" or any(writes_hbm(where[v]) for v in op.outputs):
+    if op.kind == "pass" and any(writes_hbm(where[v]) for v in op.outputs):
         return False
-    for node in [*op.prologue, *op.nodes]:
-        operands = [graph[o].type for o in node.operands]
-        has = [TOKENS in t.names for t in operands]
-        if any(has) and TOKENS not in node.type.names:
-            return False  # reduces the tokens away
-        kind = node.kind
-        if kind == "einsum":
-            inputs, _ = parse_equation(node.attrs["eq"])
-            if sum(TOKENS in axes for axes in inputs) > 1:
-                return False  # the tokens meet tokens (attention)
-        elif kind == "reduce":
-            if TOKENS in node.attrs["axes"]:
-                return False
-        elif not traits(kind).elementwise and kind != "where":
-            return False
-    return True
+    return treats_tokens_apart(graph, op)
 
 
 def chunked(t: TensorType, chunks: int) -> TensorType:

@@ -1,0 +1,164 @@
+"""Activations tiled along the tokens where they do not fit DM whole.
+
+A prefill's projections, norms, residual adds and all-reduces treat each token's row on its own.
+When an intermediate between them does not fit its share of DM (residency.dm_budget), a compiler
+does not spill it to HBM and read it back pass after pass: it runs the whole stretch of such ops
+one token tile at a time, so DM holds a tile of each intermediate, not all of it (as a card split
+into PE ranks must: 1/8 of the DM holds 1/8 of each activation's bytes only with 1/8 of its tokens).
+What this costs is counted, not assumed away: every tile streams the stretch's weights from HBM
+again (nothing keeps a layer's weights resident in DM across its tiles), and values read by ops
+outside the stretch (the residual stream across attention, the KV cache) still go to memory whole.
+
+A tiled run is a maximal stretch of consecutive fused ops of one layer that treat the tokens apart
+(`treats_tokens_apart`: passes, and all-reduces of rows of tokens). Its tiled values are the
+intermediates that the base rule spills, are made and read only inside the run, and fit the DM
+budget in some number of token tiles; `least` is the fewest tiles (a power of two dividing the
+tokens) in which each of them does. A run is tiled only where that moves fewer bytes than
+spilling: `least - 1` more reads of its weights against a store and a read per reader of each
+value. The schedule (mapping/schedule.py) picks the run's tile count from `least` up
+(mapping/token_chunks.py: best_chunks) and emits the run tile by tile, as a software pipeline. A
+value too large even for the most tiles (one row of a few tokens) is not tiled: it spills as
+before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from ir import Graph
+from ir.ops.einsum import parse_equation
+from simulator.targets.rngd.mapping.fusion import FusedOp
+from simulator.targets.rngd.mapping.traits import traits
+
+TOKENS = "S"  # the token axis of a prefill's activations (frontend.builder)
+
+
+@dataclass(frozen=True)
+class TiledRun:
+    """A run of fused ops executed a token tile at a time, because its `values` do not fit DM whole."""
+
+    ops: tuple[int, ...]  # the fused ops' indices, consecutive
+    tokens: int  # the size of the token axis the run cuts
+    least: int  # the fewest tiles in which each of `values` fits the DM budget
+    values: tuple[str, ...]  # the intermediates held in DM a tile at a time
+    largest: int  # the bytes of the largest of them, whole
+    spills: int  # the bytes spilling them would move: each stored once and read by each reader
+    weights: int  # the bytes of the run's weights, which every tile streams from HBM again
+
+    def note(self, graph: Graph, ops: list[FusedOp], budget: int) -> dict:
+        """The run as a prefill note (report AttentionNote, form "tiled"): its fewest tiles and why."""
+        first = ops[self.ops[0]]
+        return {
+            "op": first.name, "role": first.role, "form": "tiled", "block": self.tokens // self.least,
+            "tiles": self.least,
+            "reason": f"intermediates of up to {self.largest:,} B ({len(self.values)}) exceed DM "
+                      f"({budget:,} B); tiles of {self.tokens // self.least:,} tokens hold "
+                      f"{-(-self.largest // self.least):,} B; "
+                      f"each tile after the first re-reads {self.weights:,} B of weights, against "
+                      f"{self.spills:,} B spilling would move",
+        }  # fmt: skip
+
+    def tile_counts(self) -> list[int]:
+        """The tile counts to try: the powers of two from `least` that divide the tokens."""
+        found, c = [], self.least
+        while c <= self.tokens and self.tokens % c == 0:
+            found.append(c)
+            c *= 2
+        return found
+
+
+def treats_tokens_apart(graph: Graph, op: FusedOp) -> bool:
+    """Whether each token's results of `op` need only that token's inputs: an all-reduce of rows
+    of tokens, or a pass of element-wise work, casts, reductions over other axes and einsums that
+    keep the tokens (none sums over them)."""
+    if op.kind == "collective":
+        return op.nodes[0].kind == "all_reduce" and TOKENS in op.nodes[0].type.names
+    if op.kind != "pass":
+        return False
+    for node in [*op.prologue, *op.nodes]:
+        operands = [graph[o].type for o in node.operands]
+        if any(TOKENS in t.names for t in operands) and TOKENS not in node.type.names:
+            return False  # reduces the tokens away
+        kind = node.kind
+        if kind == "einsum":
+            inputs, output = parse_equation(node.attrs["eq"])
+            if sum(TOKENS in axes for axes in inputs) > 1 and TOKENS not in output:
+                return False  # the tokens meet tokens (attention)
+        elif kind == "reduce":
+            if TOKENS in node.attrs["axes"]:
+                return False
+        elif not traits(kind).elementwise and kind != "where":
+            return False
+    return True
+
+
+def _inputs_cut(graph: Graph, op: FusedOp, spilled: Collection[str]) -> bool:
+    """Whether a tile of `op` loads a tile of each spilled input it reads tokens of: the value in
+    HBM has the token axis too, not only the views and casts the pass reads it through, which may
+    name the tokens otherwise (attention's output joined from its query tiles: every tile would
+    load it whole). An input in DM is read a tile at a time whatever its axes are named."""
+    memory = set(op.inputs)
+    for node in [*op.prologue, *op.nodes]:
+        for o in node.operands:
+            root = o
+            while root not in memory and (traits(graph[root].kind).view or graph[root].kind == "cast"):
+                root = graph[root].operands[0]
+            if root in spilled and TOKENS in graph[o].type.names and TOKENS not in graph[root].type.names:
+                return False
+    return True
+
+
+def tiled_runs(
+    graph: Graph, ops: list[FusedOp], spilled: Collection[str], budget: int
+) -> tuple[TiledRun, ...]:
+    """The runs of `ops` worth tiling along the tokens: each maximal stretch of one layer's ops
+    that treat the tokens apart and make an intermediate in `spilled` (too large for DM whole)
+    that only the stretch reads and that fits `budget` in some number of token tiles."""
+    readers: dict[str, set[int]] = {}
+    for op in ops:
+        for v in op.inputs:
+            readers.setdefault(v, set()).add(op.index)
+    runs, i = [], 0
+    while i < len(ops):
+        j = i
+        while j < len(ops) and ops[j].layer == ops[i].layer and treats_tokens_apart(graph, ops[j]) \
+                and _inputs_cut(graph, ops[j], spilled):  # fmt: skip
+            j += 1
+        if j > i:
+            run = _tiled(graph, ops[i:j], spilled, readers, budget)
+            if run is not None:
+                runs.append(run)
+        i = max(j, i + 1)
+    return tuple(runs)
+
+
+def _tiled(graph: Graph, stretch: list[FusedOp], spilled: Collection[str], readers: dict[str, set[int]],
+           budget: int) -> TiledRun | None:  # fmt: skip
+    """The stretch as a tiled run, or None when none of its spilled values can be held a tile at a time."""
+    inside = {op.index for op in stretch}
+    made = [graph[v].type for op in stretch for v in op.outputs]
+    tokens = {t.size(TOKENS) for t in made if TOKENS in t.names}
+    if len(tokens) != 1:
+        return None  # no token axis, or cuts that would not line up
+    (count,) = tokens
+    most = count & -count  # the largest power of two dividing the tokens
+    values = [
+        v for op in stretch for v in op.outputs
+        if v in spilled and TOKENS in graph[v].type.names and readers.get(v, set()) <= inside
+        and -(-graph[v].type.nbytes // most) <= budget
+    ]  # fmt: skip
+    if not values:
+        return None
+    largest = max(graph[v].type.nbytes for v in values)
+    least = 2
+    while -(-largest // least) > budget:
+        least *= 2
+    # Spilled, each value is stored once and read by each reader; tiled, each tile after the first
+    # streams the run's weights again. Tile only when that moves fewer bytes.
+    spills = sum(graph[v].type.nbytes * (1 + len(readers[v])) for v in values)
+    weights = sum(graph[v].type.nbytes for v in {w for op in stretch for w in op.inputs}
+                  if traits(graph[v].kind).weight)  # fmt: skip
+    if (least - 1) * weights >= spills:
+        return None
+    return TiledRun(tuple(sorted(inside)), count, least, tuple(values), largest, spills, weights)
