@@ -58,6 +58,15 @@ HYBRID = {
              n_groups=4, ssm_state_size=6, chunk_size=4, time_step_min=0.75),
         dict(time_step_min=1e-6),  # 0 breaks transformers' init (log 0); a floor that never bites
     ),
+    "nemotron_h-moe": (  # Nemotron 3's MoE blocks: 8 experts in 4 groups, the best 2 groups eligible
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        dict(ATTENTION, head_dim=8, hybrid_override_pattern="ME*E-M", mamba_num_heads=8, mamba_head_dim=8,
+             n_groups=4, ssm_state_size=6, chunk_size=4, n_routed_experts=8, num_experts_per_tok=2,
+             moe_intermediate_size=12, moe_shared_expert_intermediate_size=20, n_group=4, topk_group=2,
+             routed_scaling_factor=2.5),
+        {},
+    ),
     "granitemoehybrid": (
         "GraniteMoeHybridConfig",
         "GraniteMoeHybridForCausalLM",
@@ -83,7 +92,7 @@ BUNDLED_CLASSES = {
     "nemotron-h-8b-base-8k": ("NemotronHConfig", "NemotronHForCausalLM"),
     "granite-4.0-h-tiny": ("GraniteMoeHybridConfig", "GraniteMoeHybridForCausalLM"),
 }
-MOE = {"granitemoehybrid"}
+MOE = {"granitemoehybrid", "nemotron_h-moe"}
 
 
 def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
@@ -94,8 +103,9 @@ def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel
     model = getattr(transformers, model_cls)(config).eval()
     if name in MOE:
         model.set_experts_implementation("eager")
-    with torch.no_grad():  # norm weights around 1, the rest (A_log, D, dt_bias, conv too) random
-        for n, p in model.named_parameters():
+    biases = [(n, b) for n, b in model.named_buffers() if n.endswith("e_score_correction_bias")]
+    with torch.no_grad():  # norm weights around 1, the rest (A_log, D, dt_bias, conv, correction bias) random
+        for n, p in [*model.named_parameters(), *biases]:
             centre = 1.0 if n.endswith(("norm.weight", "layernorm.weight")) else 0.0
             p.copy_(0.1 * torch.randn_like(p) + centre)
     return model
@@ -160,6 +170,12 @@ SWITCHED_OFF = [
     ("nemotron_h", dict(mlp_hidden_act="relu"), None),  # relu, not squared
     ("nemotron_h", dict(n_groups=1), None),
     ("nemotron_h", HYBRID["nemotron_h"][3], None),  # time_step_min: the prefill's dt floor
+    ("nemotron_h-moe", dict(n_group=1, topk_group=1), None),  # no group limit
+    ("nemotron_h-moe", {}, "layers.1.mixer.gate.e_score_correction_bias"),
+    ("nemotron_h-moe", dict(routed_scaling_factor=1.0), None),
+    ("nemotron_h-moe", dict(norm_topk_prob=False), None),
+    ("nemotron_h-moe", dict(mlp_hidden_act="relu"), None),  # the experts' relu, not squared
+    ("nemotron_h-moe", {}, "layers.1.mixer.shared_experts.down_proj.weight"),  # the shared expert's output
     ("granitemoehybrid", {}, "layers.1.self_attn.o_proj.weight"),
     ("granitemoehybrid", dict(position_embedding_type=None), None),  # no RoPE
     *[("granitemoehybrid", {key: 1.0}, None)
@@ -184,7 +200,7 @@ def test_the_special_parts_bite(name: str, overrides: dict, zeroed: str | None) 
     off = build(name, **overrides)
     if zeroed is not None:
         with torch.no_grad():
-            off.get_parameter(f"model.{zeroed}").zero_()
+            off.state_dict()[f"model.{zeroed}"].zero_()  # a parameter or a buffer (the correction bias)
     moved = np.abs(logits(build(name)) - logits(off)).max()
     if "mamba_chunk_size" in overrides:
         assert moved < 1e-5
