@@ -221,6 +221,10 @@ class Moe:
     sparsemixer_eps: float | None = None
     shared: SharedExpert | None = None
     gated: bool = True  # down(act(gate) * up); False: down(act(up)), Nemotron-H's experts and shared one
+    # Nemotron 3 Super's moe_latent_size: the routed experts run in this width, between a projection
+    # from the hidden size and one back (names with {i}: in, out); None: none
+    latent: int | None = None
+    latent_names: tuple[str, str] = ("", "")
 
     def __post_init__(self) -> None:
         check_mode(self.scoring, Scoring, "expert scoring")

@@ -112,14 +112,19 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
                 yield moe.correction_bias_name.format(i=i), (moe.experts,), "vector"
             if moe.shared is not None:
                 yield from _shared_shapes(moe.shared, moe.gated, i, D)
+            width = D if moe.latent is None else moe.latent  # the experts' input and output
+            if moe.latent is not None:
+                into, back = (n.format(i=i) for n in moe.latent_names)
+                yield into, (moe.latent, D), "projection"
+                yield back, (D, moe.latent), "projection"
             gate, up, down = moe.expert_names
             ins = (gate, up) if moe.gated else (up,)
             for e in range(moe.experts):
                 for name in ins:
-                    yield name.format(i=i, e=e), (moe.intermediate, D), "expert"
-                yield down.format(i=i, e=e), (D, moe.intermediate), "expert"
-                for name, width in (*((n, moe.intermediate) for n in ins), (down, D)):
-                    yield name.format(i=i, e=e).removesuffix(".weight") + ".bias", (width,), "vector"
+                    yield name.format(i=i, e=e), (moe.intermediate, width), "expert"
+                yield down.format(i=i, e=e), (width, moe.intermediate), "expert"
+                for name, size in (*((n, moe.intermediate) for n in ins), (down, width)):
+                    yield name.format(i=i, e=e).removesuffix(".weight") + ".bias", (size,), "vector"
             continue
         for proj in ("gate_proj", "up_proj") if cfg.mlp.kind == "gated" else ("up_proj",):  # plain: no gate
             yield f"{pre}.mlp.{proj}.weight", (F, D), "projection"

@@ -1,6 +1,6 @@
 """The attention / Mamba hybrid families (issue 29) against transformers 5.23.0's slow torch path
-on tiny random-weight models, eager attention and experts: Bamba, Nemotron-H and Granite 4's
-GraniteMoeHybrid.
+on tiny random-weight models, eager attention and experts: Bamba, Nemotron-H (with Nemotron 3's
+MoE blocks too, Nano's and Super's latent ones) and Granite 4's GraniteMoeHybrid.
 
 - prefill plus 4 decode steps within 1e-4 of transformers decoding from its own cache (KV on the
   attention layers, conv and SSM states on the Mamba layers), greedy tokens equal. transformers'
@@ -18,7 +18,9 @@ GraniteMoeHybrid.
 
 Each family's special parts bite: the attention layers (their output zeroed on the same weights),
 Bamba's RoPE on half of each head, the Mamba groups, the prefill's dt clamp (Bamba's
-time_step_limit, Nemotron-H's time_step_min), Nemotron-H's squared relu, Granite's RoPE, four
+time_step_limit, Nemotron-H's time_step_min), Nemotron-H's squared relu, Nemotron 3's group limit,
+correction bias (a random buffer here; transformers initialises it to zero), routed_scaling_factor,
+top-k renormalisation, the experts' squared relu and the shared expert, Granite's RoPE, four
 multipliers, top-k and shared MLP; Bamba's chunking is exact.
 """
 
@@ -70,6 +72,15 @@ HYBRID = {
              routed_scaling_factor=2.5),
         {},
     ),
+    "nemotron_h-latent": (  # Nemotron 3 Super's experts: in a 16-wide latent space, one group
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        dict(ATTENTION, head_dim=8, hybrid_override_pattern="ME*E", mamba_num_heads=8, mamba_head_dim=8,
+             n_groups=4, ssm_state_size=6, chunk_size=4, n_routed_experts=8, num_experts_per_tok=3,
+             moe_intermediate_size=12, moe_shared_expert_intermediate_size=20, moe_latent_size=16,
+             routed_scaling_factor=5.0),
+        {},
+    ),
     "granitemoehybrid": (
         "GraniteMoeHybridConfig",
         "GraniteMoeHybridForCausalLM",
@@ -93,9 +104,10 @@ HYBRID = {
 BUNDLED_CLASSES = {
     "bamba-9b": ("BambaConfig", "BambaForCausalLM"),
     "nemotron-h-8b-base-8k": ("NemotronHConfig", "NemotronHForCausalLM"),
+    "nvidia-nemotron-3-nano-30b-a3b": ("NemotronHConfig", "NemotronHForCausalLM"),
     "granite-4.0-h-tiny": ("GraniteMoeHybridConfig", "GraniteMoeHybridForCausalLM"),
 }
-MOE = {"granitemoehybrid", "nemotron_h-moe"}
+MOE = {"granitemoehybrid", "nemotron_h-moe", "nemotron_h-latent"}
 
 
 def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
@@ -172,6 +184,7 @@ SWITCHED_OFF = [
     ("nemotron_h-moe", dict(norm_topk_prob=False), None),
     ("nemotron_h-moe", dict(mlp_hidden_act="relu"), None),  # the experts' relu, not squared
     ("nemotron_h-moe", {}, "layers.1.mixer.shared_experts.down_proj.weight"),  # the shared expert's output
+    ("nemotron_h-latent", {}, "layers.1.mixer.fc2_latent_proj.weight"),  # the routed experts' way back
     ("granitemoehybrid", {}, "layers.1.self_attn.o_proj.weight"),
     ("granitemoehybrid", dict(position_embedding_type=None), None),  # no RoPE
     *[("granitemoehybrid", {key: 1.0}, None)

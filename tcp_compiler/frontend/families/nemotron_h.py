@@ -7,10 +7,11 @@ in_proj and out_proj biases are `use_bias`, and its chunked (prefill) scan clamp
 DeepSeek-V3 does (sigmoid scores, the selection-only e_score_correction_bias, top-k within the
 topk_group best of n_group groups, norm_topk_prob, routed_scaling_factor) to n_routed_experts
 non-gated relu^2 experts of moe_intermediate_size, beside one relu^2 shared expert of
-moe_shared_expert_intermediate_size (n_shared_experts plays no part in transformers' model); the
-latent projection of moe_latent_size is refused. Checkpoint names (`backbone.*`, as published and
-as transformers saves them) put every block's f under `mixer` (experts one by one) and its norm at
-`norm`; `embeddings` and `norm_f` at the ends."""
+moe_shared_expert_intermediate_size (n_shared_experts plays no part in transformers' model); with
+moe_latent_size (Nemotron 3 Super) the routed experts run in that width, between a projection
+from the hidden size and one back (fc1_latent_proj, fc2_latent_proj). Checkpoint names
+(`backbone.*`, as published and as transformers saves them) put every block's f under `mixer`
+(experts one by one) and its norm at `norm`; `embeddings` and `norm_f` at the ends."""
 
 from __future__ import annotations
 
@@ -120,12 +121,13 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
 
 
 def experts(raw: RawConfig) -> Moe:
-    """The MoE blocks' experts: DeepSeek-V3's routing (their checks too), non-gated, and the one
-    shared expert of its own width."""
-    if raw.get("moe_latent_size", kind=int) is not None:
-        raise raw.fail(
-            f"{raw.path('moe_latent_size')}: expected null (the experts' latent projection is not supported)"
-        )
+    """The MoE blocks' experts: DeepSeek-V3's routing (their checks too), non-gated, in the latent
+    width where there is one, and the one shared expert of its own width."""
+    if raw.get("mlp_bias", kind=bool):
+        raise raw.fail(f"{raw.path('mlp_bias')}: expected false with MoE blocks (the shared expert's and the "
+                       f"latent projections' biases are not supported)")  # fmt: skip
     names = tuple(f"{PREFIX}.shared_experts.{p}_proj.weight" for p in ("gate", "up", "down"))
     shared = SharedExpert(raw.require("moe_shared_expert_intermediate_size"), names)
-    return replace(sigmoid_moe(raw), shared=shared, gated=False)
+    latent = (f"{PREFIX}.fc1_latent_proj.weight", f"{PREFIX}.fc2_latent_proj.weight")
+    return replace(sigmoid_moe(raw), shared=shared, gated=False, latent=raw.get("moe_latent_size", kind=int),
+                   latent_names=latent)  # fmt: skip
