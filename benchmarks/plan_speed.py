@@ -84,7 +84,7 @@ def main() -> None:
         if args.jobs == 1:
             verdict = "within" if m.two_cores_s <= TARGET_S[model] else "OVER"
             timing += (
-                f", {m.cpu_s:.0f} s CPU (longest task {m.longest_task_cpu_s:.0f} s): about "
+                f" (longest task {m.longest_task_cpu_s:.0f} s): about "
                 f"{m.two_cores_s:.0f} s on 2 idle cores, {verdict} the {TARGET_S[model]:.0f} s target"
             )
         meeting = sum(r.status == OK for r in results)

@@ -200,31 +200,32 @@ def search_task(context: Context, group: tuple[Setting, ...]) -> dict:
     {"results": [[Result per candidate] per SLO]}."""
     config = load_model(context.model).config
     tp, pp, dtype, kv = group[0].costs_key
-    hw = load_hardware(context.hw, tp * pp)
+    hw, ranks = load_hardware(context.hw, tp * pp).ranks(tp)  # cards split into PE ranks: one rank's spec
     prec = precision(dtype, kv_dtype=kv)
     costs: list[IterationCosts] = []  # compiled for the first candidate that fits
     unfit: dict[int, str] = {}  # by tokens per iteration: why it does not fit ("" it does)
     results: list[list[Result]] = [[] for _ in context.slos]
     for s in group:
         if s.max_batch_tokens not in unfit:
-            unfit[s.max_batch_tokens] = misfit(config, hw, prec, s, context.work)
+            unfit[s.max_batch_tokens] = misfit(config, hw, prec, s, context.work, ranks)
         why = unfit[s.max_batch_tokens]
         work, slos = context.for_replicas(s.layout.dp)
         for slo, found in zip(slos, results, strict=True):
             found.append(Result(s, NO_FIT, why) if why else
-                         _highest_rate(config, hw, prec, s, work, slo, costs))  # fmt: skip
+                         _highest_rate(config, hw, prec, s, work, slo, costs, ranks))  # fmt: skip
     return {"results": results}
 
 
-def misfit(config: ModelConfig, hw: Spec, prec: Precision, s: Setting, work: Workload) -> str:
+def misfit(config: ModelConfig, hw: Spec, prec: Precision, s: Setting, work: Workload, ranks: int) -> str:
     """Why one sequence of the workload's longest prompt and output does not fit a replica of `s`
-    beside the weights and the activations of its prefill chunk (at most its tokens per iteration),
-    on each chip of the fullest stage as simulate and serve account it; "" when it fits."""
+    (its stages `ranks` tensor-parallel ranks of `hw` wide) beside the weights and the activations
+    of its prefill chunk (at most its tokens per iteration), on each chip of the fullest stage as
+    simulate and serve account it; "" when it fits."""
     requests = work.drawn()
     prompt = min(max(r.prompt_len for r in requests), s.max_batch_tokens)
     final = max(r.prompt_len + r.output_len for r in requests)
     try:
-        need = Asked(config, hw, prec, 1, prompt, final, s.layout.tp, s.layout.pp).need()
+        need = Asked(config, hw, prec, 1, prompt, final, ranks, s.layout.pp).need()
     except (TcpcError, SimulatorError) as e:  # a layout that cannot be built (heads that do not split)
         return str(e)
     if need.fits:
@@ -237,10 +238,11 @@ def serve_options(s: Setting) -> ServeOptions:
 
 
 def _highest_rate(config: ModelConfig, hw: Spec, prec: Precision, s: Setting, work: Workload, slo: Slo,
-                  costs: list[IterationCosts]) -> Result:  # fmt: skip
-    """The candidate's highest rate under `slo`, on `costs` (one IterationCosts, compiled here
-    when empty: every candidate of a task shares it)."""
-    options, compile_options, pp = serve_options(s), CompileOptions(chips=s.layout.tp), s.layout.pp
+                  costs: list[IterationCosts], ranks: int) -> Result:  # fmt: skip
+    """The candidate's highest rate under `slo`, its stages `ranks` tensor-parallel ranks of `hw`
+    wide, on `costs` (one IterationCosts, compiled here when empty: every candidate of a task
+    shares it)."""
+    options, compile_options, pp = serve_options(s), CompileOptions(chips=ranks), s.layout.pp
     try:
         if not costs:
             costs.append(serving_costs(config, hw, prec, compile_options, options, pp))

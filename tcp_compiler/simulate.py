@@ -36,6 +36,8 @@ from tcp_compiler.observer import QUIET, Observer
 from tcp_compiler.pipeline import CompileOptions, larger
 from tcp_compiler.pipeline import run as run_program
 from tcp_compiler.recipes import Footprint, recipes
+from tcp_compiler.serve.options import BLOCK_SIZE, Shapes
+from tcp_compiler.serve.static_costs import StaticCosts, static_costs
 
 
 @dataclass
@@ -63,6 +65,7 @@ class Simulation:
     pipeline: PipelineFigures | None = None
     prefill_chunks: int | None = None  # with a prefill chunk: the programs the prefill runs in turn
     state_bytes_per_sequence: int = 0  # cache a sequence holds at any length, per chip (Mamba layers)
+    runtime: StaticCosts | None = None  # what the serving runtime adds: shape padding, KV descriptors
 
     @property
     def stages(self) -> int:
@@ -97,6 +100,8 @@ def simulate_generation(
     observer: Observer = QUIET,
     prefill_chunk: int | None = None,
     advise: bool = False,
+    shapes: Shapes | None = None,
+    block_size: int = BLOCK_SIZE,
 ) -> Simulation:
     """Prefill of `prompt_len` tokens, then gen_len - 1 decode steps (the prefill gives token 1),
     the first `trace_steps` of them kept for traces. With `pp` > 1 the layers split into pipeline
@@ -104,7 +109,10 @@ def simulate_generation(
     runs in chunks of at most that many prompt tokens (prefill_chunks). A run that does not fit HBM
     is a CapacityError with the figures; with `advise`, also what would fit (generation.fit: a few
     more lowerings, which a sweep's failed points need not pay for). The observer hears what is under way,
-    each prefill's attention plan before its rewrite, and the decode steps done."""
+    each prefill's attention plan before its rewrite, and the decode steps done. The serving
+    runtime's costs around the programs (serve.static_costs: padding up to `shapes`, default the
+    runtime's as `tcpc serve` has them, and paged-KV descriptors of `block_size` tokens) are in
+    `runtime`."""
     options = options or CompileOptions(batch=batch, chips=chips)
     if pp > 1:
         tp = chips or hardware.system.chips // pp
@@ -153,10 +161,14 @@ def simulate_generation(
         state_bytes_per_sequence=max(state_bytes(config, precision, p.decode.options, hardware)
                                      for p in plans),  # fmt: skip
     )  # fmt: skip
-    if steps == 0:
-        return result
-    observer.stage("simulating the decode steps")
-    decode = run_decode([p.steps for p in plans], hardware, lengths, trace_steps, observer)
-    result.decode_cycles, result.decode_flops, result.decode_hbm = decode.cycles, decode.flops, decode.hbm
-    result.decode_ops, result.traced_steps = decode.totals, decode.traced
+    if steps:
+        observer.stage("simulating the decode steps")
+        decode = run_decode([p.steps for p in plans], hardware, lengths, trace_steps, observer)
+        result.decode_cycles, result.decode_flops, result.decode_hbm = decode.cycles, decode.flops, decode.hbm
+        result.decode_ops, result.traced_steps = decode.totals, decode.traced
+    observer.stage("timing the runtime's static shapes and KV descriptors")
+    runs = micro_batches if prefill_chunk is not None else 1
+    result.runtime = static_costs(config, hardware, precision, options, pp, shapes or Shapes(), block_size,
+                                  [p.decode for p in plans], (runs, batch // runs, prompt_len), lengths,
+                                  result.decode_cycles)  # fmt: skip
     return result

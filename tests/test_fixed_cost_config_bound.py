@@ -47,10 +47,11 @@ def _reference(cfg, precision, hw, chips, batch, phase, length, pp=1) -> PhaseBo
     if chips > 1:
         # one all-reduce per parallel block, else one per mixer a layer runs (its attention, unless
         # DeciLM skips or replaces it, or a recurrent mixer's out_proj) and one per MLP it keeps
-        # (pure Mamba blocks and Nemotron-H's mixer blocks have none)
+        # (pure Mamba blocks and Nemotron-H's mixer blocks have none), two more for a Zamba2 layer's
+        # shared block (its attention and its MLP)
         once = cfg.residual.block == "parallel"
         kept = [(layer.mixer != "attention" or layer.attention == "standard") + (layer.ffn == "standard")
-                for layer in cfg.layers]  # fmt: skip
+                + 2 * (layer.shared is not None) for layer in cfg.layers]  # fmt: skip
         reduces = len(cfg.layers) if once else sum(kept)
         link_bytes = reduces / pp * 2 * (chips - 1) / chips * hidden
     link_bytes += hidden if pp > 1 else 0.0

@@ -25,7 +25,7 @@ REQUIRED = {
     "gemma-3-1b", "gemma-3-27b", "mistral-7b-v0.1", "mixtral-8x7b",
     "gpt2", "opt-1.3b", "bloom-560m", "pythia-1.4b", "falcon-7b",
     "gemma-2-2b", "phi-3-mini-4k-instruct", "olmo-2-1124-7b", "starcoder2-3b", "granite-3.1-2b-instruct",
-    "smollm3-3b", "falcon-rw-1b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3",
+    "smollm3-3b", "falcon-rw-1b", "gpt-oss-20b", "gpt-oss-120b", "qwen1.5-moe-a2.7b", "deepseek-v3",
     "phi-2", "starcoderbase-1b", "glm-4-9b-chat-hf", "glm-4-9b-0414", "glm-4.5-air", "chatglm3-6b",
     "llama-4-scout-17b-16e-instruct", "mimo-7b-rl", "llama-3.3-nemotron-super-49b-v1",
     "phi-3-small-8k-instruct",
@@ -55,21 +55,25 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
 
 
 def _caches(layer) -> int:
-    """K and V, a Mamba or DeltaNet layer's state and window, an RWKV block's two sums, two lagged
-    inputs and two token shifts, or nothing (a layer that skips or replaces its attention)."""
+    """K and V, a Mamba or DeltaNet layer's state and window (a Zamba2 layer running a shared block:
+    both), an RWKV block's two sums, two lagged inputs and two token shifts, or nothing (a layer
+    that skips or replaces its attention)."""
     if layer.mixer == "rwkv":
         return 6
-    return 2 if layer.attends or layer.recurrent else 0
+    return 2 * layer.attends + 2 * layer.recurrent
 
 
 def _group_tiles(cfg, group: int) -> bool:
     """Quantisation groups tile every projection's input: the hidden size, the MLP widths (GLM-4.5-Air's
     dense 10944 = 64 x 171), a head's K whole or whole heads per group, and the Mamba mixers' inner
-    widths (x_proj and out_proj contract the inner width, dt_proj dt's rank; Mamba-2's out_proj a group's)."""
+    widths (x_proj and out_proj contract the inner width, dt_proj dt's rank; Mamba-2's out_proj a group's).
+    """
     heads = (cfg.mla.v_dim, cfg.mla.nope_dim) if cfg.mla is not None else (cfg.head_dim,)  # MLA's contracted
-    if not any(layer.mixer == "attention" for layer in cfg.layers):
+    if not any(layer.mixer == "attention" or layer.attends for layer in cfg.layers):
         heads = ()
     widths = [cfg.hidden]
+    if cfg.shared is not None:  # Zamba2's shared blocks: q, k, v read 2 x hidden, B's the adapter rank
+        widths += [2 * cfg.hidden, cfg.shared.rank]
     if any(layer.ffn for layer in cfg.layers):
         widths += [cfg.intermediate, *((cfg.moe.intermediate,) if cfg.moe is not None else ())]
     if cfg.ssm is not None:
@@ -103,9 +107,10 @@ def test_agreement_rule() -> None:
 
 
 def test_moe_active_parameters_match_the_card() -> None:
-    moe = ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "deepseek-v3", "glm-4.5-air",
+    moe = ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "gpt-oss-120b", "qwen1.5-moe-a2.7b", "deepseek-v3",
+           "glm-4.5-air",
            "deepseek-moe-16b-base", "llama-4-scout-17b-16e-instruct", "k-exaone-236b-a23b",
-           "minicpm-moe-8x2b", "nvidia-nemotron-3-nano-30b-a3b")  # fmt: skip
+           "minicpm-moe-8x2b", "ai21-jamba-1.5-mini", "nvidia-nemotron-3-nano-30b-a3b")  # fmt: skip
     for name in moe:
         cfg = load_model(name).config
         built = build_prefill(cfg, PRECISIONS["bf16"], 1, 1)
@@ -115,7 +120,7 @@ def test_moe_active_parameters_match_the_card() -> None:
             per_expert += 2 * cfg.moe.intermediate + cfg.hidden
         moe_layers = sum(layer.moe for layer in cfg.layers)  # DeepSeek's first layers are dense
         inactive = moe_layers * (cfg.moe.experts - cfg.moe.top_k) * per_expert
-        if name == "gpt-oss-20b":  # OpenAI counts the unembedding as active, not the embedding
+        if name.startswith("gpt-oss"):  # OpenAI counts the unembedding as active, not the embedding
             inactive += cfg.vocab * cfg.hidden
         if name == "glm-4.5-air":  # Z.ai's 12B active leaves out the embedding and the LM head
             inactive += 2 * cfg.vocab * cfg.hidden

@@ -83,16 +83,15 @@ def test_a_layout_that_does_not_fit_is_pruned_with_its_bytes() -> None:
     """llama-3.1-70b's bf16 weights (141 GB) need more than one card's HBM; on 4 cards they fit."""
     config, hw, prec = load_model("llama-3.1-70b").config, load_hardware("rngd"), precision("bf16")
     work = Workload(requests=4)
-    why = misfit(config, hw, prec, Setting(Layout(1, 1, 4), "bf16", "bf16", 64, 2048), work)
+    why = misfit(config, hw, prec, Setting(Layout(1, 1, 4), "bf16", "bf16", 64, 2048), work, 1)
     assert why.startswith("needs ") and "GB HBM per chip" in why
-    assert (
-        misfit(config, hw.with_chips(4), prec, Setting(Layout(4, 1, 1), "bf16", "bf16", 64, 2048), work) == ""
-    )
+    four = Setting(Layout(4, 1, 1), "bf16", "bf16", 64, 2048)
+    assert misfit(config, hw.with_chips(4), prec, four, work, 4) == ""
 
 
 def test_heads_that_do_not_split_are_pruned_not_searched() -> None:
     config, hw, prec = load_model(MODEL).config, load_hardware("rngd", 3), precision("bf16")
-    assert "3" in misfit(config, hw, prec, Setting(Layout(3, 1, 1), "bf16", "bf16", 64, 2048), Workload())
+    assert "3" in misfit(config, hw, prec, Setting(Layout(3, 1, 1), "bf16", "bf16", 64, 2048), Workload(), 3)
 
 
 def test_the_best_configurations_command_reproduces_its_goodput(planned, tmp_path) -> None:
@@ -109,6 +108,30 @@ def test_the_best_configurations_command_reproduces_its_goodput(planned, tmp_pat
     assert served["goodput"]["requests_per_s"] / served["run"]["chips"] == pytest.approx(
         best["goodput_per_card"], rel=1e-9
     )
+
+
+def test_cards_split_into_pe_ranks_plan_as_serve_runs_them(tmp_path) -> None:
+    """A spec whose cards are split into PE ranks (system.pe_partitions) plans each card as that
+    many tensor-parallel ranks, as `tcpc serve --hw` runs it: the printed command reproduces the
+    goodput, and it differs from the unsplit card's (the ranks' reductions and DM are modelled)."""
+    spec = tmp_path / "split.toml"
+    spec.write_text('extends = "rngd"\ndescription = "test"\n'
+                    '[system]\npe_partitions = { value = 4, source = "assumed: test" }\n')  # fmt: skip
+    per_card = {}
+    for hw in ("rngd", str(spec)):
+        report = tmp_path / "plan.json"
+        argv = ["plan", MODEL, "--hw", hw, "--chips", "1", *SLOS, *SMALL, *SHORT, "--json", str(report)]
+        with redirect_stdout(io.StringIO()):
+            assert main(argv) == 0
+        doc = json.loads(report.read_text())
+        best, words = doc["candidates"][0], shlex.split(doc["commands"][0])
+        assert best["status"] == OK and words[words.index("--hw") + 1] == hw
+        served = tmp_path / "served.json"
+        assert main([*words[1:], "--json", str(served)]) == 0
+        goodput = json.loads(served.read_text())["goodput"]["requests_per_s"]
+        assert goodput == pytest.approx(best["goodput_per_card"], rel=1e-9)
+        per_card[hw] = best["goodput_per_card"]
+    assert per_card["rngd"] != per_card[str(spec)]
 
 
 def test_ranked_by_goodput_per_card_with_fewer_chips_in_the_running(planned) -> None:

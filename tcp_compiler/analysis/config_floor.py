@@ -35,7 +35,7 @@ from simulator.spec import Spec
 from tcp_compiler.analysis.roofline import Roofline, peak_flops
 from tcp_compiler.frontend.config import Layer, ModelConfig, Window
 from tcp_compiler.frontend.precision import Precision
-from tcp_compiler.frontend.weight_shapes import canonical_shapes, unrun_shapes
+from tcp_compiler.frontend.weight_shapes import canonical_shapes, unrun_shapes, uses
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,13 @@ class _Fixed:
 @functools.lru_cache(maxsize=64)
 def matmul_weights(cfg: ModelConfig) -> tuple[float, float]:
     """(weights each token multiplies by, weights any forward must read), LM head and embedding
-    apart: every dense projection, and of each MoE layer the router and top_k experts."""
-    read = sum(shape[0] * shape[1] * share for _, shape, share in _matmul_shapes(cfg))
-    return read, read
+    apart: every dense projection, and of each MoE layer the router and top_k experts; a weight
+    used more than once per token (Zamba2's shared blocks) multiplies at every use but must be
+    read only once."""
+    counts = uses(cfg)
+    shapes = list(_matmul_shapes(cfg))
+    read = sum(shape[0] * shape[1] * share for _, shape, share in shapes)
+    return sum(shape[0] * shape[1] * share * counts.get(name, 1) for name, shape, share in shapes), read
 
 
 @functools.lru_cache(maxsize=64)  # the report asks once per decode step
@@ -184,10 +188,10 @@ def unrun_weights(cfg: ModelConfig, precision: Precision) -> tuple[int, float]:
 def _weights_by_operand(cfg: ModelConfig, precision: Precision) -> dict[DType, float]:
     """The weights each token multiplies by (`matmul_weights`), by the dtype the projection
     multiplies in: the operand dtype, or the activation dtype where a weight format does not apply."""
-    fmt, found = precision.format, {}
+    fmt, found, counts = precision.format, {}, uses(cfg)
     for name, (rows, cols), share in _matmul_shapes(cfg):
         dtype = precision.operand if fmt is None or fmt.applies(name) else precision.act
-        found[dtype] = found.get(dtype, 0.0) + rows * cols * share
+        found[dtype] = found.get(dtype, 0.0) + rows * cols * share * counts.get(name, 1)
     return found
 
 
@@ -227,10 +231,11 @@ def _all_reduces(cfg: ModelConfig, layer: Layer) -> int:
     """The hidden-state all-reduces a layer cannot avoid over tensor-parallel chips: one after its
     mixer (attention's o_proj, a recurrent mixer's out_proj; none where the layer skips attention or
     replaces it by DeciLM's replicated linear) and one after its MLP (likewise), or one for a
-    parallel block."""
+    parallel block; two more where a Zamba2 layer runs a shared block (its attention and MLP)."""
     if cfg.residual.block == "parallel" and layer.mixer == "attention":
         return 1
-    return (layer.recurrent or layer.attention == "standard") + (layer.ffn == "standard")
+    shared = 2 if layer.shared is not None else 0
+    return (layer.recurrent or layer.attention == "standard") + (layer.ffn == "standard") + shared
 
 
 def _kept(window: Window | None, length: int) -> int:

@@ -2,7 +2,8 @@
 
 A roofline assumes the bound resource (HBM, the Contraction Engine, the chip links) works at its
 peak for the whole phase. The time beyond it is (a) the host's work around the program (kernel
-launch, scheduling, input preparation, sampling: tcp_compiler.serve.host), (b) time the resource is
+launch, scheduling, input preparation, sampling: tcp_compiler.serve.host) and the runtime's device
+costs around it (padding up to static shapes, paged-KV descriptor issue), (b) time the resource is
 in use but below its peak rate, and (c) time it is idle; (c) is split by what ran meanwhile,
 read from simulator.occupancy's cycles per combination of activities. The parts sum to the
 excess (less those under a cycle, which are left out), so "1.52x roofline" comes with what the
@@ -25,14 +26,18 @@ RESOURCES = ("compute", "memory", "communication")  # the roofline terms, in the
 # The host's parts (tcp_compiler.serve.host.HOST_PARTS) as causes; the launch is the target's own cause.
 HOST_CAUSES = {"schedule": "host_schedule", "prepare": "host_prepare", "launch": "kernel_launch",
                "sample": "host_sample"}  # fmt: skip
+# The serving runtime's device costs around the programs (tcp_compiler.serve.static_costs) as causes.
+RUNTIME_CAUSES = {"padding": "shape_padding", "descriptors": "kv_descriptor_issue"}
 _HOST_WHAT = {"host_schedule": "host scheduling", "host_prepare": "host input preparation",
-              "host_sample": "host sampling"}  # fmt: skip
+              "host_sample": "host sampling", "shape_padding": "shape padding",
+              "kv_descriptor_issue": "KV descriptor issue"}  # fmt: skip
 
 
 def causes(sites: Sites) -> tuple[str, ...]:
     """Every cause a limiter on `sites` may name: the host's that the target does not declare, then
     the target's."""
-    return (*(c for c in HOST_CAUSES.values() if c not in sites.limiter_causes), *sites.limiter_causes)
+    served = (*HOST_CAUSES.values(), *RUNTIME_CAUSES.values())
+    return (*(c for c in served if c not in sites.limiter_causes), *sites.limiter_causes)
 
 
 def cause_doc(sites: Sites) -> tuple[tuple[str, ...], str]:
@@ -44,7 +49,10 @@ def cause_doc(sites: Sites) -> tuple[tuple[str, ...], str]:
     rates = [f"`{c.name}`: {c.doc}" for c in sites.rate_causes if c.name not in HOST_CAUSES.values()]
     served = ", ".join(f"`{c}`" for c in host) + (
         ": the serving runtime's scheduling, input preparation and sampling on the host (the spec's "
-        "[host] table)"
+        "[host] table); `shape_padding`: the device time of padding the programs up to the runtime's "
+        "static shapes (`--batch-shapes`, `--prefill-shapes`, `--context-shapes`); "
+        "`kv_descriptor_issue`: issuing the paged-KV DMA descriptors beyond their transfer "
+        "(`dma.issue_cycles`)"
     )
     idle = ", ".join(f"`{a.name}` {a.gloss}".rstrip() for a in sites.attribution)
     meaning = (
@@ -86,6 +94,7 @@ class PhaseTime:
 
     seconds: float  # the phase's time, the host's work included
     host_seconds: dict[str, float]  # the host's parts (tcp_compiler.serve.host.HostWork.as_dict)
+    runtime_seconds: dict[str, float]  # the runtime's device costs around the program (RUNTIME_CAUSES)
     terms: tuple[float, float, float]  # roofline seconds: compute, memory, communication
     state_seconds: np.ndarray  # per combination of the sites' activities (simulator.occupancy)
     compute_busy_seconds: float  # the busy time of the sites' compute unit
@@ -104,6 +113,7 @@ def limiter(phase: PhaseTime) -> Limiter:
     bound_bit = sites.bits[roof.activity]
     active = float(states[(mask & bound_bit) != 0].sum())
     parts: dict[str, float] = {HOST_CAUSES[part]: seconds for part, seconds in phase.host_seconds.items()}
+    parts |= {RUNTIME_CAUSES[part]: seconds for part, seconds in phase.runtime_seconds.items()}
     busy = phase.compute_busy_seconds
     if roof.placed and busy >= roofline:  # else the busy columns count fewer cycles than the peak implies
         parts[roof.slow] = active - busy

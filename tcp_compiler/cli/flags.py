@@ -23,12 +23,15 @@ def describe(error: Exception) -> str:
     return error.spelled(flag) if isinstance(error, NamesOptions) else str(error)
 
 
-def add_flags(container: Any, cls: type, suffix: str = "") -> None:
-    """One flag per flagged field of the dataclass `cls`, named after the field (+ `suffix`), its
-    default the field's; options sharing an `exclusive` name form a mutually exclusive group. A
-    bool field is a switch; a `repeat` flag collects its values over every time it is given."""
+def add_flags(container: Any, cls: type, suffix: str = "", only: tuple[str, ...] | None = None) -> None:
+    """One flag per flagged field of the dataclass `cls` (or of those named in `only`, for a command
+    that takes some of its options), named after the field (+ `suffix`), its default the field's;
+    options sharing an `exclusive` name form a mutually exclusive group. A bool field is a switch;
+    a `repeat` flag collects its values over every time it is given."""
     exclusive: dict[str, Any] = {}
     for field, how in flagged(cls):
+        if only is not None and field.name not in only:
+            continue
         target = container
         if how.exclusive is not None:
             if how.exclusive not in exclusive:

@@ -28,6 +28,7 @@ from tcp_compiler.report.energy import capped_hardware, run_power
 from tcp_compiler.report.markdown import render_markdown
 from tcp_compiler.report.terminal import print_report
 from tcp_compiler.report.types import Report
+from tcp_compiler.serve.options import ServeOptions, Shapes
 from tcp_compiler.simulate import Simulation, simulate_generation
 
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -58,6 +59,9 @@ def add_parser(subparsers) -> None:
         "--gen-len", type=arg_types.tokens, default=128, metavar="G", help="generated tokens (default 128)"
     )
     add_flags(p, PrefillOptions)
+    runtime = p.add_argument_group("serving runtime (as tcpc serve's)")
+    add_flags(runtime, Shapes, suffix="_shapes")
+    add_flags(runtime, ServeOptions, only=("block_size",))
     arg_types.add_dtype(p, "bf16", "precision (default bf16)")
     p.add_argument(
         "--kv-dtype", choices=sorted(KV_DTYPES), help="KV cache dtype (default: the precision's)"
@@ -111,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
                 trace_steps=args.trace_steps if args.trace or args.plot else 0, pp=args.pp,
                 micro_batches=args.micro_batches, observer=watch,
                 prefill_chunk=from_args(PrefillOptions, args).prefill_chunk, advise=True,
+                shapes=from_args(Shapes, args, "_shapes"), block_size=args.block_size,
             )  # fmt: skip
         finally:
             watch.stop()

@@ -304,6 +304,7 @@ class Ssm:
     dt_min: float = 0.0  # Mamba-2's time_step_limit: the prefill's chunked scan clamps dt to it
     dt_max: float = math.inf
     bcdt_norm_eps: float | None = None  # Falcon-Mamba: weightless RMSNorms on B, C and dt's rank
+    bcdt_norm_weights: bool = False  # Jamba: those RMSNorms scale by learned weights
     norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm
     chunk: int = 256  # Mamba-2's chunk_size (the chunked scan's chunk in transformers)
     activation: Activation = "silu"  # after the convolution (hidden_act; Nemotron-H's mamba_hidden_act)
@@ -382,6 +383,7 @@ class Layer:
     kv_heads: int | None = None  # this layer's KV heads where they differ from the model's
     intermediate: int | None = None  # its MLP width where it differs from the model's
     block_sparse: BlockSparse | None = None  # its attention's block-sparse pattern (None: dense)
+    shared: int | None = None  # Zamba2: this layer runs the model's shared blocks' n-th use first
 
     def __post_init__(self) -> None:
         check_mode(self.mixer, Mixer, "mixer")
@@ -406,8 +408,44 @@ class Layer:
     @property
     def attends(self) -> bool:
         """Whether the layer runs attention, and so keeps a KV cache (not a recurrent layer, nor a
-        layer whose attention is skipped or replaced)."""
-        return self.mixer == "attention" and self.attention == "standard"
+        layer whose attention is skipped or replaced; a Zamba2 layer's shared block attends)."""
+        return (self.mixer == "attention" and self.attention == "standard") or self.shared is not None
+
+
+@dataclass(frozen=True)
+class SharedBlocks:
+    """Zamba2's shared transformer blocks: `blocks` of them, stored once, used in turn by the
+    layers whose `Layer.shared` is set (use n runs block n mod blocks, with low-rank adapters of its
+    own on the shared MLP's gate and up, and on q, k and v with `attention_adapters`). A block
+    reads the hidden state joined to the embeddings (2 x hidden wide) and its output goes through
+    the layer's own [hidden, hidden] linear before the layer's Mamba mixer."""
+
+    blocks: int
+    rank: int  # adapter_rank
+    attention_adapters: bool
+    first_layers: tuple[int, ...]  # the layer whose checkpoint names hold each block's weights
+
+    def prefix(self, use: int) -> str:
+        """Where use `use`'s block keeps its weights: transformers saves each block under the
+        first layer using it."""
+        return f"model.layers.{self.first_layers[use % self.blocks]}.shared_transformer"
+
+    def adapters(self, use: int) -> dict[str, tuple[str, str, str]]:
+        """Use `use`'s adapters, canonical names: projection weight -> (A, B, the role of x A^T).
+        The MLP's gate and up halves share A (gate_up_proj_adapter_list.{use}.0) and split B (the
+        family's Chunk rules); q, k and v have their own (linear_q_adapter_list.{use}, ...) with
+        `attention_adapters`."""
+        pre = self.prefix(use)
+        mlp = f"{pre}.feed_forward.gate_up_proj_adapter_list.{use}"
+        found = {
+            f"{pre}.feed_forward.{part}_proj.weight":
+                (f"{mlp}.0.weight", f"{mlp}.1.{part}.weight", "mlp_adapter")
+            for part in ("gate", "up")
+        }  # fmt: skip
+        for n in "qkv" if self.attention_adapters else "":
+            a = f"{pre}.self_attn.linear_{n}_adapter_list.{use}"
+            found[f"{pre}.self_attn.{n}_proj.weight"] = (f"{a}.0.weight", f"{a}.1.weight", f"{n}_adapter")
+        return found
 
 
 @dataclass(frozen=True)
@@ -534,6 +572,7 @@ class ModelConfig:
     moe: Moe | None = None
     mla: Mla | None = None  # DeepSeek's latent attention instead of per-head K/V
     ssm: Ssm | None = None  # the mixer of the recurrent layers (Layer.recurrent: Mamba, DeltaNet, RWKV)
+    shared: SharedBlocks | None = None  # Zamba2's shared transformer blocks (Layer.shared)
     max_positions: int = 0
     dtype: str = "bfloat16"
     tensors: TensorMap = IDENTITY  # where the canonical weight names live in the checkpoint

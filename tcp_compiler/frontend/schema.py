@@ -206,7 +206,15 @@ FIELDS: dict[str, Field] = {
     "mamba_d_conv": _count(1024),
     "mamba_expand": _positive(1024),
     "mamba_d_head": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    # Zamba2's Mamba-2 mixer and shared blocks (mamba_headdim: derived, read as "auto")
+    **dict.fromkeys(("n_mamba_heads", "mamba_ngroups", "adapter_rank"), _count(MAX_WIDTH)),
+    "num_mem_blocks": _count(MAX_LAYERS),
+    "mamba_headdim": Field("int", 1, MAX_WIDTH, words=("auto",)),
     "attn_layer_indices": _LIST,
+    # Jamba: dt's rank, and attention / expert layers every period layers from offset
+    "mamba_dt_rank": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    **dict.fromkeys(("attn_layer_period", "expert_layer_period"), _count(MAX_LAYERS)),
+    **dict.fromkeys(("attn_layer_offset", "expert_layer_offset"), _count(MAX_LAYERS, lo=0)),
     # numbers
     **dict.fromkeys(
         (

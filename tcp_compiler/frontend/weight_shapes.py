@@ -9,6 +9,7 @@ and a mismatch is a one-line error naming the tensor, its file and the config.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -85,6 +86,8 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
         for norm in _NORMS:
             yield f"{pre}.{norm}.weight", (D,), "vector"
             yield f"{pre}.{norm}.bias", (D,), "vector"
+        if layer.shared is not None:
+            yield from _shared_block_shapes(cfg, i, layer.shared)
         if layer.mixer == "mamba":
             assert cfg.ssm is not None
             yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
@@ -155,6 +158,56 @@ def _ssm_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]
         yield f"{pre}.norm.weight", (E,), "vector"
     yield f"{pre}.out_proj.weight", (D, E), "projection"
     yield f"{pre}.out_proj.bias", (D,), "vector"
+
+
+def _shared_block_shapes(cfg: ModelConfig, i: int, use: int) -> Iterator[tuple[str, Shape, Kind]]:
+    """Zamba2's layer i, the shared blocks' use `use`: its own [D, D] linear and adapters, and on a
+    block's first use the block itself (`_block_shapes`), once."""
+    shared, D, F = cfg.shared, cfg.hidden, cfg.intermediate
+    assert shared is not None
+    yield f"model.layers.{i}.linear.weight", (D, D), "projection"
+    downs = set()  # the MLP's gate and up share one
+    for projection, (down, up, _) in shared.adapters(use).items():
+        attention = ".self_attn." in projection
+        if down not in downs:
+            downs.add(down)
+            yield down, (shared.rank, 2 * D if attention else D), "projection"
+        yield up, (2 * D if attention else F, shared.rank), "projection"
+    if use < shared.blocks:
+        yield from _block_shapes(cfg, shared.prefix(use))
+
+
+def _block_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
+    """One Zamba2 shared block: attention from 2 x hidden to hidden, its two norms, the gated MLP."""
+    D, F = cfg.hidden, cfg.intermediate
+    for name, shape, kind in _attention_shapes(dataclasses.replace(cfg, hidden=2 * D), pre, cfg.kv_heads):
+        if name.endswith("o_proj.weight"):
+            shape = (D, shape[1])
+        elif name.endswith("o_proj.bias"):
+            shape = (D,)
+        yield name, shape, kind
+    yield f"{pre}.input_layernorm.weight", (2 * D,), "vector"
+    yield f"{pre}.pre_ff_layernorm.weight", (D,), "vector"
+    mlp = f"{pre}.feed_forward"
+    for proj in ("gate_proj", "up_proj"):
+        yield f"{mlp}.{proj}.weight", (F, D), "projection"
+        yield f"{mlp}.{proj}.bias", (F,), "vector"
+    yield f"{mlp}.down_proj.weight", (D, F), "projection"
+    yield f"{mlp}.down_proj.bias", (D,), "vector"
+
+
+def uses(cfg: ModelConfig) -> dict[str, int]:
+    """The weights a forward multiplies each token by more than once, with how many times: each of
+    Zamba2's shared blocks, by the layers that use it (stored, counted and bound once)."""
+    shared = cfg.shared
+    if shared is None:
+        return {}
+    each = [layer.shared for layer in cfg.layers if layer.shared is not None]
+    found: dict[str, int] = {}
+    for first in each[: shared.blocks]:
+        count = sum(use % shared.blocks == first for use in each)
+        found.update({name: count for name, _, _ in _block_shapes(cfg, shared.prefix(first))})
+    return found
 
 
 def _rwkv_shapes(cfg: ModelConfig, ssm: Ssm, pre: str) -> Iterator[tuple[str, Shape, Kind]]:

@@ -1,7 +1,8 @@
 """Builds the simulation report (tcp_compiler.report.types) from a simulation. Seconds come from
-cycles at the spec's clock plus the host's work around each program (tcp_compiler.serve.host: one
-kernel launch, scheduling, input preparation and sampling of the batch, as a server runs it); every
-roofline from tcp_compiler.analysis.roofline. The renderers live beside it:
+cycles at the spec's clock plus what a server pays around each program: the runtime's padding up to
+its static shapes and its paged-KV descriptors' issue (tcp_compiler.serve.static_costs) and the
+host's work (tcp_compiler.serve.host: one kernel launch, scheduling, input preparation and sampling
+of the batch); every roofline from tcp_compiler.analysis.roofline. The renderers live beside it:
 tcp_compiler.report.markdown, tcp_compiler.report.terminal."""
 
 from __future__ import annotations
@@ -134,7 +135,8 @@ def _host(sim: Simulation, phase: str) -> HostWork:
 
 
 def _limiter(
-    totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Simulation, host: HostWork
+    totals: OpTotals, steps: int, seconds: float, terms: tuple, sim: Simulation, host: HostWork,
+    runtime: dict[str, float],
 ) -> Limiter | None:
     """What a phase's time beyond its roofline is made of (per step for decode). None for a
     pipeline: the activity states are one chip's, while its stages wait on one another by design
@@ -144,7 +146,8 @@ def _limiter(
     clock = sim.hardware.chip.clock_hz
     busy = totals.unit_busy.sum(axis=0)[totals.sites.unit(totals.sites.compute)]
     phase = PhaseTime(
-        seconds=seconds, host_seconds=host.as_dict(), terms=tuple(float(t) for t in terms),
+        seconds=seconds, host_seconds=host.as_dict(), runtime_seconds=runtime,
+        terms=tuple(float(t) for t in terms),
         state_seconds=totals.state_cycles / clock / steps,
         compute_busy_seconds=float(busy) / clock / steps, cycle_seconds=1 / clock, sites=totals.sites,
     )  # fmt: skip
@@ -171,9 +174,11 @@ def _decode(sim: Simulation, roofline: Roofline) -> DecodePhase:
     steps = len(sim.decode_cycles)
     if not steps:
         return DecodePhase(steps=0)
-    host = _host(sim, "decode")
-    tpot = sim.decode_cycles / sim.hardware.chip.clock_hz + host.total
+    host, rt, clock = _host(sim, "decode"), sim.runtime, sim.hardware.chip.clock_hz
+    padding, issue = rt.decode_padding_cycles / clock, rt.decode_descriptor_cycles / clock
+    tpot = sim.decode_cycles / clock + padding + issue + host.total
     mean = float(tpot.mean())
+    runtime = {"padding": float(padding.mean()), "descriptors": float(issue.mean())}
     flops, hbm = sim.decode_flops.mean(), sim.decode_hbm.mean()
     # a step passes the stages in turn: the summed work of one chip per stage at one chip's roofs
     terms = roofline.terms(flops, hbm, sim.decode_ops.link_bytes.sum() / steps)
@@ -181,8 +186,11 @@ def _decode(sim: Simulation, roofline: Roofline) -> DecodePhase:
         steps=steps, tpot_seconds_mean=mean, tpot_seconds_first=float(tpot[0]),
         tpot_seconds_last=float(tpot[-1]), seconds_total=float(tpot.sum()), flops_per_step_mean=float(flops),
         hbm_bytes_per_step_mean=float(hbm), bound=bound(mean, *terms), roofline_seconds_mean=max(terms),
-        limiter=_limiter(sim.decode_ops, steps, mean, terms, sim, host),
+        limiter=_limiter(sim.decode_ops, steps, mean, terms, sim, host, runtime),
         host_seconds=host.total - host.launch,
+        padding_seconds=runtime["padding"], descriptor_seconds=runtime["descriptors"],
+        kv_descriptors_per_step=float(rt.decode_descriptors.mean()), padded_sequences=rt.decode_padded_tokens,
+        padded_kv_tokens_per_step=float(rt.decode_padded_kv.mean()),
         config_bound_seconds_mean=_decode_config_bound(sim, steps),
     )  # fmt: skip
 
@@ -211,7 +219,8 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
     roofline = _roofline(sim)  # one chip's: a pipelined program adds one chip's work per stage
     host = _host(sim, "prefill")
     p = sim.prefill.program
-    prefill_seconds = sim.prefill.cycles / clock + host.total
+    padding = sim.runtime.prefill_padding_cycles / clock
+    prefill_seconds = sim.prefill.cycles / clock + padding + host.total
     if sim.pipeline:
         work = [s.prefill_work for s in sim.pipeline.stages]
         terms = roofline.pipeline_terms(work, sim.pipeline.micro_batches)
@@ -219,11 +228,12 @@ def build_report(sim: Simulation, top: int | None = None) -> Report:
         terms = roofline.terms(p.flops.sum(), p.hbm_bytes.sum(), p.link_bytes.sum())
     prefill = PrefillPhase(
         cycles=sim.prefill.cycles, seconds=prefill_seconds, launch_seconds=host.launch,
-        host_seconds=host.total - host.launch, flops=int(p.flops.sum()),
+        host_seconds=host.total - host.launch, padding_seconds=padding,
+        padded_tokens=sim.runtime.prefill_padded_tokens, flops=int(p.flops.sum()),
         model_flops=sim.prefill_model_flops,
         model_flops_utilisation=sim.prefill_model_flops / (prefill_seconds * roofline.flops_per_s * stages),
         hbm_bytes=int(p.hbm_bytes.sum()), roofline_seconds=max(terms), bound=bound(prefill_seconds, *terms),
-        limiter=_limiter(sim.prefill_ops, 1, prefill_seconds, terms, sim, host),
+        limiter=_limiter(sim.prefill_ops, 1, prefill_seconds, terms, sim, host, {"padding": padding}),
         config_bound_seconds=_config_bound(sim, "prefill", sim.prompt_len), chunks=sim.prefill_chunks,
     )  # fmt: skip
     decode = _decode(sim, roofline)

@@ -21,6 +21,7 @@ from tcp_compiler.report.text import (
     pipeline_cells,
     pipeline_title,
     role_cells,
+    runtime_lines,
     top_roles,
     unrun_line,
 )
@@ -65,7 +66,8 @@ def render_markdown(report: Report, sites: Sites, top: int = 10) -> str:
             lines.append(
                 f"- {limiter_line(phase, part.limiter, sites, shown=len(part.limiter.parts), least=0.0)}"
             )
-    lines += [f"- {line}" for line in [*attention_lines(report), *energy_lines(report)]] + [""]
+    notes = [*runtime_lines(report), *attention_lines(report), *energy_lines(report)]
+    lines += [f"- {line}" for line in notes] + [""]
     if report.pipeline is not None:
         pipe = report.pipeline
         lines += [f"## {pipeline_title(pipe).capitalize()}", "", pipeline_caption(pipe) + ".", ""]

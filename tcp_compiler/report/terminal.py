@@ -27,6 +27,7 @@ from tcp_compiler.report.text import (
     pipeline_cells,
     pipeline_title,
     role_cells,
+    runtime_lines,
     top_roles,
     unrun_line,
 )
@@ -98,7 +99,7 @@ def _summary(report: Report, sites: Sites, console: Console) -> None:
     for phase, part in (("prefill", pre), ("decode", dec)):
         if part.limiter is not None:
             console.print(limiter_line(phase, part.limiter, sites))
-    for line in attention_lines(report):
+    for line in [*runtime_lines(report), *attention_lines(report)]:
         console.print(line)
     for line in energy_lines(report):
         console.print(line)

@@ -60,6 +60,27 @@ def attention_lines(report: Report) -> list[str]:
     return lines
 
 
+def runtime_lines(report: Report) -> list[str]:
+    """The serving runtime's device costs around the programs, a line each: the padding up to its
+    static shapes (when anything is padded) and the paged-KV descriptors' issue (when there are
+    decode steps)."""
+    pre, dec = report.prefill, report.decode
+    lines = []
+    padded = pre.padded_tokens or dec.padded_sequences or dec.padded_kv_tokens_per_step
+    if padded or pre.padding_seconds or dec.padding_seconds:
+        step = ""
+        if dec.steps:
+            slots = plural(dec.padded_sequences, "batch slot")
+            step = (f"; decode {duration(dec.padding_seconds)} a step ({slots}, "
+                    f"{dec.padded_kv_tokens_per_step:,.0f} KV positions past the caches)")  # fmt: skip
+        lines.append(f"shape padding: prefill {duration(pre.padding_seconds)} "
+                     f"({plural(pre.padded_tokens, 'padded token')}){step}")  # fmt: skip
+    if dec.steps:
+        lines.append(f"KV descriptor issue: {duration(dec.descriptor_seconds)} a step "
+                     f"({dec.kv_descriptors_per_step:,.0f} descriptors per step on a chip)")  # fmt: skip
+    return lines
+
+
 def role_share(roles: tuple[OpRoleRow, ...], scans: set[str], seconds: float) -> float:
     """The share of a phase's `seconds` the Tensor Unit spends on the ops of the `scans` roles (and
     what the chunked form made of them, `role.*`): Tensor Unit time, as the unit runs one pass at a

@@ -45,11 +45,17 @@ class PrefillPhase(Record):
     """The prompt phase: one program over the whole prompt."""
 
     cycles: int = doc("simulated cycles of the prefill program", "cycles")
-    seconds: float = doc("`cycles / clock_hz + launch_seconds + host_seconds`", "s")
+    seconds: float = doc("`cycles / clock_hz + padding_seconds + launch_seconds + host_seconds`", "s")
     launch_seconds: float = doc("the kernel launch overhead included (`system.kernel_launch_s`)", "s")
     host_seconds: float = doc(
         "the host's scheduling, input preparation and sampling included (the spec's [host] table)", "s"
     )
+    padding_seconds: float = doc(
+        "device time of padding the batch and prompt up to the runtime's static shapes included "
+        "(`--batch-shapes`, `--prefill-shapes`; 0 with `none`)", "s", default=0.0,
+    )
+    padded_tokens: int = doc("prompt tokens the padding adds (batch slots x padded prompt - batch x prompt)",
+                             "tokens", default=0)  # fmt: skip
     flops: int = doc(
         "work the program executes (online softmax adds its rescaling and skips the key blocks its "
         "mask hides)",
@@ -100,6 +106,24 @@ class DecodePhase(Record):
     host_seconds: float | None = doc(
         "per step: the host's scheduling, input preparation and sampling included (the spec's [host] "
         "table; the kernel launch besides)", "s", default=None,
+    )
+    padding_seconds: float | None = doc(
+        "per step, mean: device time of padding the batch and the context up to the runtime's static "
+        "shapes included (`--batch-shapes`, `--context-shapes`; 0 with `none`)", "s", default=None,
+    )
+    descriptor_seconds: float | None = doc(
+        "per step, mean: issuing the paged-KV DMA descriptors beyond their transfer included "
+        "(`dma.issue_cycles`, `--block-size`)", "s", default=None,
+    )
+    kv_descriptors_per_step: float | None = doc(
+        "paged-KV DMA descriptors a step reads on one chip (one per block of K or V per layer), mean",
+        "descriptors", default=None,
+    )
+    padded_sequences: int | None = doc("batch slots the batch padding adds to every step", "sequences",
+                                       default=None)  # fmt: skip
+    padded_kv_tokens_per_step: float | None = doc(
+        "KV positions a step reads past the caches (context padding, all sequences), mean", "tokens",
+        default=None,
     )
     seconds_total: float | None = doc("all decode steps", "s", default=None)
     flops_per_step_mean: float | None = doc("mean work of a step", "FLOP", default=None)

@@ -54,7 +54,7 @@ from tcp_compiler.frontend.builder import check_positions
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.precision import Precision
 from tcp_compiler.generation.plan import decode_capacity, lower_decode, stage_options
-from tcp_compiler.pipeline import CompileOptions, compile_phase
+from tcp_compiler.pipeline import CompileOptions, Lowered, compile_phase
 from tcp_compiler.pipeline import run as run_program
 from tcp_compiler.recipes import Steps, recipes
 from tcp_compiler.serve.options import ATTENTION_MODES, BLOCK_SIZE, Buckets, Shapes, pad
@@ -130,6 +130,13 @@ def kv_descriptors(lengths: list[int], block_size: int, layers: int) -> int:
     return 2 * layers * sum(-(-n // block_size) for n in lengths)
 
 
+def kv_token_bytes(decode: Lowered, hw: Spec) -> float:
+    """K and V of one position of one sequence on one chip, in the compiled decode step's cache
+    (the compiler's cache, as kv_budget has it)."""
+    cache = [decode_capacity(decode, n, hw).kv_cache for n in (1, 2)]
+    return (cache[1] - cache[0]) / decode.options.batch
+
+
 def kv_issue_cycles(hw: Spec, descriptors: int, kv_bytes: float) -> float:
     """Cycles a stage's paged-KV read takes beyond its bytes at bandwidth. The descriptors are
     independent moves in the DMA pool (rule 5 of docs/hardware-model.md): their start-ups overlap
@@ -184,6 +191,7 @@ class IterationCosts:
         pp: int = 1,
         shapes: Shapes | None = None,
         block_size: int = BLOCK_SIZE,
+        kv_token_bytes: list[float] | None = None,
     ) -> None:
         if attention not in ATTENTION_MODES:
             raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
@@ -199,7 +207,9 @@ class IterationCosts:
         self.layers = [sum(config.layers[i].attends for i in (o.stage.layers if o.stage else
                            range(len(config.layers)))) for o in self.stages]  # fmt: skip
         self._templates: dict[int, list[Steps]] = {}
-        self._kv_token_bytes: list[float] = []  # each stage's K and V of one position, on one chip
+        # each stage's K and V of one position on one chip: given by a caller that has lowered the
+        # decode already (tcpc simulate's plans), else read off the first template compiled
+        self._kv_token_bytes: list[float] = list(kv_token_bytes or [])
         self._decodes: dict[tuple[int, int], Cost] = {}
         self._prefills: dict[tuple[int, int, int], Cost] = {}
 
@@ -239,10 +249,29 @@ class IterationCosts:
         """The compiled step at (batch, length) plus what issuing its sequences' KV descriptors adds
         in each stage (kv_issue_cycles; the stage reads its layers' K and V of every position)."""
         step = self.decode_at(batch, length)
+        descriptors, extra = self.descriptor_issue(lengths)
+        return Piece(step.delayed(extra), descriptors=descriptors, descriptor_cycles=sum(extra))
+
+    def descriptor_issue(self, lengths: list[int]) -> tuple[int, list[float]]:
+        """The paged-KV descriptors a decode of sequences with caches of `lengths` reads on one chip,
+        and the cycles their issue adds in each stage (kv_issue_cycles; a stage reads its layers'
+        K and V of every position)."""
         per_stage = [kv_descriptors(lengths, self.block_size, n) for n in self.layers]
         read = [sum(lengths) * token for token in self._kv_token_bytes]
-        extra = [kv_issue_cycles(self.hw, d, b) for d, b in zip(per_stage, read, strict=True)]
-        return Piece(step.delayed(extra), descriptors=sum(per_stage), descriptor_cycles=sum(extra))
+        return sum(per_stage), [kv_issue_cycles(self.hw, d, b) for d, b in zip(per_stage, read, strict=True)]
+
+    def timed_decode(self, lengths: list[int], cycles: float) -> Piece:
+        """A decode step the caller has timed itself at its own shapes (`cycles`: the compiled step
+        of len(lengths) sequences at the longest's KV length, as tcpc simulate runs it), as decode()
+        gives a step: with its descriptors' issue, padded up to the shapes. Only the piece's cycles
+        and the padding's and descriptors' figures are meant to be read: the cost's other fields are
+        zero, since the caller has the step's work."""
+        descriptors, extra = self.descriptor_issue(lengths)
+        own = Piece(Cost((cycles + sum(extra),), 0.0, 0.0, 0.0, 0.0), descriptors=descriptors,
+                    descriptor_cycles=sum(extra))  # fmt: skip
+        if self.shapes.batch == "none" and self.shapes.context == "none":
+            return own
+        return self.padded_decode(len(lengths), max(lengths), own, sum(lengths))
 
     def decode_at(self, batch: int, length: int) -> Cost:
         """Batch `batch` at KV length `length`, interpolated on the grids (bilinear)."""
@@ -273,9 +302,8 @@ class IterationCosts:
                 decode = lower_decode(self.config, self.hw, self.precision, options, max(length - 1, 1))
                 templates.append(self.book.DecodeSteps(decode.graph, self.hw, options.policy_on(self.hw)))
                 self.stats.decode_templates += 1
-                if len(self._kv_token_bytes) < len(self.stages):  # the compiler's cache, as kv_budget has it
-                    cache = [decode_capacity(decode, n, self.hw).kv_cache for n in (1, 2)]
-                    self._kv_token_bytes.append((cache[1] - cache[0]) / batch)
+                if len(self._kv_token_bytes) < len(self.stages):
+                    self._kv_token_bytes.append(kv_token_bytes(decode, self.hw))
         return templates
 
     # -- prefills ------------------------------------------------------------------------------

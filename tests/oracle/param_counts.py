@@ -5,6 +5,7 @@ device from a bundled config.json: no weights allocated)."""
 from __future__ import annotations
 
 import json
+import math
 
 import torch
 import transformers
@@ -13,11 +14,21 @@ from tcp_compiler.frontend.builder import build_prefill
 from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.model import BUNDLED
 from tcp_compiler.frontend.precision import PRECISIONS
+from tcp_compiler.frontend.weight_shapes import canonical_shapes
 
 
 def tcpc_params(cfg: ModelConfig) -> int:
-    """Elements of every checkpoint tensor the model's graph binds."""
-    return sum(p.type.numel for p in build_prefill(cfg, PRECISIONS["bf16"], 1, 1).checkpoint_params())
+    """Elements of every checkpoint tensor the model's graph binds, each counted once as the
+    checkpoint stores it (`canonical_shapes`' stored shape: a fused QKV once, OPT's position table
+    with the 2 offset rows the graph never reads); params built from several tensors (stacked
+    experts, MLA's split projections) count as the graph holds them."""
+    bound = {p.name: p.type.numel for p in build_prefill(cfg, PRECISIONS["bf16"], 1, 1).checkpoint_params()}
+    stored: dict[str, int] = {}
+    for name, shape, _ in canonical_shapes(cfg):
+        if bound.pop(name, None) is not None:
+            source = cfg.tensors.source(name)
+            stored.update({tensor: math.prod(source.stored(shape)) for tensor in source.tensors})
+    return sum(stored.values()) + sum(bound.values())
 
 
 def transformers_params(model: torch.nn.Module) -> int:

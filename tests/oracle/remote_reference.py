@@ -11,8 +11,11 @@ position t need no cache: decode steps are checked against the forward over prom
   `positional_embedding.py` (RotaryEmbedding: rotate_half, positions x rope_position_scale) and
   `triton_flash_blocksparse_attn.py` (`_get_sparse_attn_mask`: the per-head block pattern), read
   from copies whose repositories the search index does not name (file ids 7428361816, 6779687675,
-  21954023968 of the tool's index), and `configuration_phi3_small.py` (id 7375870458). Not
-  reproduced: the head's fill of the tokenizer's dummy token ids (tcpc does not apply it either).
+  21954023968 of the tool's index), and `configuration_phi3_small.py` (id 7375870458). The 128k
+  models' LongRoPE from the same `positional_embedding.py` (id 6779687675: LongRopeConfig,
+  RotaryEmbedding.forward's is_longrope branch and _calc_mscale), whose forward picks the factors
+  and mscale by the sequence length including the cache. Not reproduced: the head's fill of the
+  tokenizer's dummy token ids (tcpc does not apply it either).
 """
 
 from __future__ import annotations
@@ -33,14 +36,22 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
 
-def rotate_half_rope(x: np.ndarray, theta: float) -> np.ndarray:
-    """[S, H, K] rotated by RoPE at positions 0..S-1 (pairs k and k + K/2, transformers' rotate_half)."""
-    S, _, K = x.shape
-    inv = 1.0 / theta ** (np.arange(0, K, 2) / K)
-    angle = np.arange(S)[:, None] * inv[None, :]
-    cos, sin = np.cos(np.concatenate([angle, angle], -1)), np.sin(np.concatenate([angle, angle], -1))
+def rotate_pairs(x: np.ndarray, angle: np.ndarray, scale: np.ndarray | float = 1.0) -> np.ndarray:
+    """[S, H, K] rotated by `angle` [S, K/2] (pairs k and k + K/2, transformers' rotate_half), cos and
+    sin times `scale` (one number, or one per position)."""
+    K = x.shape[-1]
+    scale = np.reshape(scale, (-1, 1)) if np.ndim(scale) else scale
+    full = np.concatenate([angle, angle], -1)
+    cos, sin = np.cos(full) * scale, np.sin(full) * scale
     half = np.concatenate([-x[..., K // 2:], x[..., : K // 2]], -1)
     return x * cos[:, None, :] + half * sin[:, None, :]
+
+
+def rotate_half_rope(x: np.ndarray, theta: float) -> np.ndarray:
+    """[S, H, K] rotated by RoPE at positions 0..S-1."""
+    S, _, K = x.shape
+    inv = 1.0 / theta ** (np.arange(0, K, 2) / K)
+    return rotate_pairs(x, np.arange(S)[:, None] * inv[None, :])
 
 
 def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, allowed: np.ndarray | None = None,
@@ -176,11 +187,42 @@ def phi3small_shapes(config: Mapping) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def phi3small_logits(config: Mapping, w: Weights, ids: list[int]) -> np.ndarray:
-    """[S, V] logits of Phi3SmallForCausalLM (muP scaling on) for one sequence of token ids."""
+def phi3small_rotation(config: Mapping, lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Angles [S, K/2] and cos/sin scales [S] of positions 0..S-1, position p rotated in a forward
+    over lengths[p] tokens (the cache included): RotaryEmbedding's plain branch (positions x
+    rope_position_scale), or with rope_scaling its longrope branch (short factors and short_mscale
+    up to original_max_position_embeddings, long ones and long_mscale past it; a key in the cache
+    keeps the rotation of the forward that wrote it)."""
+    K = config["hidden_size"] // config["num_attention_heads"]
+    base, exponents = config["rope_embedding_base"], np.arange(0, K, 2) / K
+    positions = np.arange(len(lengths), dtype=np.float64)
+    longrope = config.get("rope_scaling")
+    if longrope is None:
+        inv = 1.0 / base**exponents
+        return (positions * config["rope_position_scale"])[:, None] * inv[None, :], np.ones(len(lengths))
+    original = longrope["original_max_position_embeddings"]
+    ratio = config["max_position_embeddings"] / original
+    angles, scales = [], []
+    for p, length in enumerate(lengths):
+        if length > original:
+            factors, mscale = longrope["long_factor"], longrope.get("long_mscale", -1)
+            default = 1.0 if ratio <= 1.0 else math.sqrt(1 + math.log(ratio) / math.log(original))
+        else:
+            factors, mscale, default = longrope["short_factor"], longrope.get("short_mscale", -1), 1.0
+        angles.append(p / (np.asarray(factors) * base**exponents))
+        scales.append(mscale if mscale > 0 else default)
+    return np.array(angles), np.array(scales)
+
+
+def phi3small_logits(
+    config: Mapping, w: Weights, ids: list[int], lengths: list[int] | None = None
+) -> np.ndarray:
+    """[S, V] logits of Phi3SmallForCausalLM (muP scaling on) for one sequence of token ids, position
+    p computed in a forward over lengths[p] tokens (default: the whole sequence in one forward)."""
     D, H, Hkv = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]
     K, G, eps, S = D // H, H // Hkv, config["layer_norm_epsilon"], len(ids)
-    theta, every = config["rope_embedding_base"], config["dense_attention_every_n_layers"]
+    every = config["dense_attention_every_n_layers"]
+    angle, rope_scale = phi3small_rotation(config, lengths or [S] * S)
     x = w["model.embed_tokens.weight"][ids] * config["mup_embedding_multiplier"]
     sparse = phi3small_sparse(config, S)
     scale = config["mup_attn_multiplier"] / K if config["mup_use_scaling"] else 1 / math.sqrt(K)
@@ -191,7 +233,7 @@ def phi3small_logits(config: Mapping, w: Weights, ids: list[int]) -> np.ndarray:
         groups = qkv.reshape(S, Hkv, G + 2, K)  # per KV head: its G query heads, its key, its value
         q, k, v = groups[:, :, :G].reshape(S, H, K), groups[:, :, G], groups[:, :, G + 1]
         dense = every and (i + 1) % every == 0
-        o = attend(rotate_half_rope(q, theta), rotate_half_rope(k, theta), v,
+        o = attend(rotate_pairs(q, angle, rope_scale), rotate_pairs(k, angle, rope_scale), v,
                    scale, None if dense else sparse)  # fmt: skip
         x = x + o.reshape(S, D) @ w[f"{pre}.self_attn.dense.weight"].T + w[f"{pre}.self_attn.dense.bias"]
         post = f"{pre}.post_attention_layernorm"

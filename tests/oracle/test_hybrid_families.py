@@ -1,6 +1,7 @@
 """The attention / Mamba hybrid families (issue 29) against transformers 5.23.0's slow torch path
 on tiny random-weight models, eager attention and experts: Bamba, Nemotron-H (with Nemotron 3's
-MoE blocks too, Nano's and Super's latent ones) and Granite 4's GraniteMoeHybrid.
+MoE blocks too, Nano's and Super's latent ones), Granite 4's GraniteMoeHybrid and Jamba (its own
+parts switched off on tcpc's side: test_jamba.py).
 
 - prefill plus 4 decode steps within 1e-4 of transformers decoding from its own cache (KV on the
   attention layers, conv and SSM states on the Mamba layers), greedy tokens equal. transformers'
@@ -21,7 +22,8 @@ Bamba's RoPE on half of each head, the Mamba groups, the prefill's dt clamp (Bam
 time_step_limit, Nemotron-H's time_step_min), Nemotron-H's squared relu, Nemotron 3's group limit,
 correction bias (a random buffer here; transformers initialises it to zero), routed_scaling_factor,
 top-k renormalisation, the experts' squared relu and the shared expert, Granite's RoPE, four
-multipliers, top-k and shared MLP; Bamba's chunking is exact.
+multipliers, top-k and shared MLP, Jamba's top-k and its dt, B and C norm weights; Bamba's
+chunking is exact.
 """
 
 from __future__ import annotations
@@ -100,14 +102,22 @@ HYBRID = {
              residual_multiplier=0.5, logits_scaling=2.0),
         {},
     ),
+    "jamba": (  # attention at 1 and 4, experts at 1 and 3: each mixer with both kinds of MLP
+        "JambaConfig",
+        "JambaForCausalLM",
+        dict(ATTENTION, num_hidden_layers=5, attn_layer_period=3, attn_layer_offset=1, expert_layer_period=2,
+             expert_layer_offset=1, num_experts=4, num_experts_per_tok=2, mamba_d_state=6, rms_norm_eps=1e-3),
+        {},
+    ),
 }  # fmt: skip
 BUNDLED_CLASSES = {
     "bamba-9b": ("BambaConfig", "BambaForCausalLM"),
     "nemotron-h-8b-base-8k": ("NemotronHConfig", "NemotronHForCausalLM"),
     "nvidia-nemotron-3-nano-30b-a3b": ("NemotronHConfig", "NemotronHForCausalLM"),
     "granite-4.0-h-tiny": ("GraniteMoeHybridConfig", "GraniteMoeHybridForCausalLM"),
+    "ai21-jamba-1.5-mini": ("JambaConfig", "JambaForCausalLM"),
 }
-MOE = {"granitemoehybrid", "nemotron_h-moe", "nemotron_h-latent"}
+MOE = {"granitemoehybrid", "nemotron_h-moe", "nemotron_h-latent", "jamba"}
 
 
 def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
@@ -192,6 +202,9 @@ SWITCHED_OFF = [
     ("granitemoehybrid", dict(num_experts_per_tok=1), None),
     ("granitemoehybrid", {}, "layers.0.shared_mlp.output_linear.weight"),  # the shared MLP's output
     ("granitemoehybrid", HYBRID["granitemoehybrid"][3], None),
+    ("jamba", {}, "layers.1.self_attn.o_proj.weight"),
+    ("jamba", dict(num_experts_per_tok=1), None),
+    *[("jamba", {}, f"layers.0.mamba.{norm}_layernorm.weight") for norm in ("dt", "b", "c")],
 ]
 
 

@@ -15,7 +15,10 @@ parameter shapes (tiny and bundled), and each family's special part made to bite
 - `phi3small`: the numpy reference in tests/oracle/remote_reference.py (which cites
   modeling_phi3_small.py and its helpers); a tiny model whose blocks (2 positions), local span (2
   blocks) and vertical stride (3, each of the 4 heads its own stripes) cut the 10 positions the
-  test runs, a dense second layer, a gegelu limit that clamps, and muP multipliers far from 1.
+  test runs, a dense second layer, a gegelu limit that clamps, and muP multipliers far from 1; and
+  the 128k models' LongRoPE on it, with an original context of 8 positions the 4 decode steps
+  cross (the short factors up to 8 tokens, the long ones past, keys in the cache keeping the
+  rotation they were written with) and a 12-token prompt wholly past it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from transformers.models.qwen2 import modeling_qwen2
 from tcp_compiler.analysis.config_floor import unrun_weights
 from tcp_compiler.cli import main
 from tcp_compiler.frontend.builder import build_prefill
+from tcp_compiler.frontend.config import RawConfig
+from tcp_compiler.frontend.families import read_model_config
 from tcp_compiler.frontend.model import BUNDLED, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
@@ -348,11 +353,96 @@ def test_bundled_phi3small_counts_the_published_modules() -> None:
     assert _params(cfg) == sum(math.prod(s) for s in ref.phi3small_shapes(data).values()) == 7_392_272_384
 
 
+# Phi-3-small-128k's longrope on the tiny model: 4 factor pairs (head_dim 8), an original context of
+# 8 positions against max_position_embeddings 64; short_mscale given, long_mscale left to the
+# default (sqrt(1 + ln 8 / ln 8), far from 1)
+LONGROPE = {"type": "su", "original_max_position_embeddings": 8, "short_factor": [1.0, 1.3, 2.1, 3.7],
+            "long_factor": [1.5, 4.0, 9.0, 17.0], "short_mscale": 1.1}  # fmt: skip
+PHI3SMALL_LONG = {**PHI3SMALL, "rope_scaling": LONGROPE}
+LONG_PROMPT = [5, 17, 3, 88, 42, 9, 61, 2, 30, 77, 14, 50]  # 12 tokens: past the original 8
+
+
+def _written(prompt_len: int, total: int) -> list[int]:
+    """The sequence length each position was computed in: the prompt's in the prefill, each fed
+    token's in its decode step."""
+    return [max(prompt_len, p + 1) for p in range(total)]
+
+
+@pytest.fixture(scope="module")
+def phi3small_long(tmp_path_factory) -> tuple[dict, Path]:
+    directory = tmp_path_factory.mktemp("phi3small_long")
+    return _save_random(directory, PHI3SMALL_LONG, ref.phi3small_shapes(PHI3SMALL_LONG), seed=17), directory
+
+
+def test_phi3small_longrope_decode_crosses_the_original_context_as_published(phi3small_long) -> None:
+    """Prefill of 6, decode steps at 7 and 8 tokens (short factors) then 9 and 10 (long ones, the
+    keys written before keeping their short rotation), on 1, 2 and 4 chips."""
+    weights, directory = phi3small_long
+    assert len(PROMPT) + STEPS > LONGROPE["original_max_position_embeddings"] >= len(PROMPT) + 2
+
+    def logits_of(ids: list[int]) -> np.ndarray:
+        return ref.phi3small_logits(PHI3SMALL_LONG, weights, ids, _written(len(PROMPT), len(ids)))
+
+    _check_remote(directory, logits_of, "phi3small longrope")
+
+
+def test_phi3small_longrope_prefill_past_the_original_context(phi3small_long) -> None:
+    weights, directory = phi3small_long
+    model = load_model(directory)
+    result = generate(model.config, model.checkpoint.load, [LONG_PROMPT], F32, 2)
+    tokens = result.token_matrix[0].tolist()
+    ours = [result.prefill_logits[0]] + [d[0] for d in result.decode_logits]
+    for step, logits in enumerate(ours):
+        ids = LONG_PROMPT + tokens[:step]
+        theirs = ref.phi3small_logits(PHI3SMALL_LONG, weights, ids, _written(len(LONG_PROMPT), len(ids)))[-1]
+        np.testing.assert_allclose(logits, theirs, atol=1e-4, rtol=0, err_msg=f"step {step}")
+    assert np.abs(ours[0]).max() > 0.05
+
+
+@pytest.mark.parametrize(
+    ("change", "ids"),
+    [
+        ({"rope_scaling": None}, LONG_PROMPT),  # plain RoPE
+        ({"rope_scaling": {**LONGROPE, "long_mscale": 1.0}}, LONG_PROMPT),  # the default long_mscale
+        ({"rope_scaling": {**LONGROPE, "long_factor": LONGROPE["short_factor"]}}, LONG_PROMPT),
+        ({"rope_scaling": {**LONGROPE, "short_factor": [1.0] * 4}}, PROMPT),  # short factors
+        ({"rope_scaling": {**LONGROPE, "short_mscale": 1.0}}, PROMPT),
+    ],
+)
+def test_phi3small_longrope_parts_bite(phi3small_long, change: dict, ids: list[int]) -> None:
+    weights, _ = phi3small_long
+    ours = ref.phi3small_logits(PHI3SMALL_LONG, weights, ids)
+    changed = ref.phi3small_logits({**PHI3SMALL_LONG, **change}, weights, ids)
+    assert np.abs(ours - changed).max() > 1e-2
+
+
+def test_phi3small_longrope_tables_switch_past_the_original_context() -> None:
+    """tcpc's RoPE for the config: short factors and short_mscale up to 8 tokens, long factors and
+    the default long_mscale past them, rope_position_scale not applied (as the published branch)."""
+    raw = RawConfig({**PHI3SMALL_LONG, "rope_position_scale": 0.5}, "config.json")
+    rope = read_model_config(raw, "m").layers[0].rope
+    base = np.float32(100.0) ** (np.arange(0, 8, 2, dtype=np.float32) / np.float32(8))
+    short, long = (np.float32(LONGROPE[k]) for k in ("short_factor", "long_factor"))
+    np.testing.assert_allclose(rope.inv_freq(8, 8), 1 / (short * base), rtol=1e-6)
+    np.testing.assert_allclose(rope.inv_freq(8, 9), 1 / (long * base), rtol=1e-6)
+    assert rope.table(8, 8)[0, 0, 0, 0] == np.float32(1.1)
+    assert rope.table(8, 9)[0, 0, 0, 0] == pytest.approx(math.sqrt(2), rel=1e-6)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         ({"hidden_act": "gelu"}, "hidden_act: Phi-3-small supports only 'gegelu', got 'gelu'"),
-        ({"rope_scaling": {"type": "longrope"}}, "rope_scaling: Phi-3-small's longrope (the 128k models)"),
+        ({"rope_scaling": {"type": "longrope"}},
+         "missing field 'rope_scaling.original_max_position_embeddings'"),
+        ({"rope_scaling": {**LONGROPE, "factor": 2.0}},
+         "rope_scaling.factor: not a field of Phi-3-small's longrope"),
+        ({"rope_scaling": {**LONGROPE, "type": "yarn"}},
+         "rope_scaling.type: expected 'longrope' or 'su', got 'yarn'"),
+        ({"rope_scaling": {**LONGROPE, "short_factor": [1.0] * 3, "long_factor": [1.0] * 3}},
+         "rope_scaling.short_factor: expected 4 entries (one per pair of the 8 rotary dims), got 3"),
+        ({"rope_scaling": {**LONGROPE, "long_factor": [1.0] * 3}},
+         "rope_scaling.long_factor: expected 4 entries like short_factor, got 3"),
         ({"ff_intermediate_size": None, "ff_dim_multiplier": None}, "missing field 'ff_dim_multiplier'"),
         ({"num_key_value_heads": 3}, "num_attention_heads (4) and num_key_value_heads (3) must divide"),
     ],

@@ -21,18 +21,22 @@ from tcp_compiler.frontend.config import Layer
 
 
 def attention(
-    b: GraphBuilder, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None, reduce: bool = True
+    b: GraphBuilder, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None, reduce: bool = True,
+    pre: str | None = None,
 ):
     """This chip's heads: column-parallel Q/K/V, row-parallel o_proj summed over the chips
     (by the caller when `reduce` is False, as a parallel block sums attention and MLP first);
     returns (output, K cache, V cache). DeepSeek's latent attention in `mla` (per-head K/V
-    expanded from the latent in prefill, kv_b_proj absorbed into the query and output in decode)."""
+    expanded from the latent in prefill, kv_b_proj absorbed into the query and output in decode).
+    Weights under `pre` (default layer i's self_attn: Zamba2's shared blocks name their own); Q/K/V
+    read x's whole width (Zamba2's is 2 x hidden), o_proj gives the hidden width."""
     if b.cfg.mla is not None:
         o, latent_cache, rope_cache = mla.attention(b, i, layer, x, pos, masks, past)
         return (b.all_reduce(o, b.name("o.sum")) if reduce else o), latent_cache, rope_cache
     cfg, g, p, sh = b.cfg, b.g, b.p, b.sh
-    pre = f"model.layers.{i}.self_attn"
+    pre = pre or f"model.layers.{i}.self_attn"
     D, H, Hkv, K, G = cfg.hidden, sh.heads, sh.kv_heads, cfg.head_dim, sh.groups
+    width = x.type.size("D")
     B, S = b.batch, b.seq
     # Q and K come out as RoPE's rotation reads them; otherwise heads-first, as attention reads them.
     qk = "B S {} K" if cfg.rotary == K and layer.rope is not None else "B {} S K"
@@ -46,7 +50,7 @@ def attention(
             b,
             x,
             f"{pre}.{n}_proj.weight",
-            {axis: size, "K": 2 * K if n == "q" and cfg.attention.output_gate else K, "D": D},
+            {axis: size, "K": 2 * K if n == "q" and cfg.attention.output_gate else K, "D": width},
             ["D"],
             order.format(axis).split(),
             n,

@@ -121,7 +121,7 @@ class Sharding:
         H, Hkv, N = cfg.heads, cfg.kv_heads if layer is None else cfg.kv_heads_of(layer), chips
         intermediate = cfg.intermediate if layer is None else cfg.intermediate_of(layer)
         _check_ssm_split(cfg, N)
-        attends = any(each.mixer == "attention" for each in cfg.layers)
+        attends = any(each.mixer == "attention" or each.shared is not None for each in cfg.layers)
         if attends and (H % N or (Hkv % N if Hkv >= N else N % Hkv)):
             raise FrontendError(
                 f"{cfg.name}: {H} heads and {Hkv} KV heads do not split over {N} chips "
@@ -175,6 +175,19 @@ class Sharding:
         """K/V projection rows: this rank's KV heads, or the one shared by `kv_replicas` ranks."""
         replicas = self.kv_replicas
         return cut(0, self.chips // replicas, lambda rank: rank // replicas)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A low-rank adapter beside a projection (Zamba2's, formally LoRA): x A^T B^T added to its
+    output. `down` A [rank, in] is whole on every chip and read once per input however many
+    projections share it (`label` names that product); `up` B [out, rank] is cut as the
+    projection's rows are."""
+
+    down: str
+    up: str
+    rank: int
+    label: str
 
 
 @dataclass
@@ -236,6 +249,8 @@ class GraphBuilder:
         self._layers: dict[str, int] = {}  # value -> its decoder layer (absent: none)
         self._roles: dict[str, str] = {}  # value -> its role in its layer (absent: its name)
         self._received: str | None = None  # the input a later pipeline stage receives
+        self.embedded: Node | None = None  # the embedding's output (Zamba2's shared blocks read it)
+        self.adapters: dict[str, Adapter] = {}  # projection weight -> the adapter added to it (`adapted`)
 
     # -- naming and metadata -------------------------------------------------------------------
     @contextmanager
@@ -250,6 +265,16 @@ class GraphBuilder:
             yield
         finally:
             self._layer, self.sh = -1, model
+
+    @contextmanager
+    def adapted(self, adapters: dict[str, Adapter]) -> Iterator[None]:
+        """Projections of these weights built inside (weights.linear) add their adapters: a
+        shared weight's adapters differ from one use to the next."""
+        self.adapters = adapters
+        try:
+            yield
+        finally:
+            self.adapters = {}
 
     def name(self, role: str) -> str:
         """The name of a value with this role: `l{i}.{role}` inside layer i, recorded as the

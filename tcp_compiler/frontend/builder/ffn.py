@@ -28,11 +28,11 @@ def activate(b: GraphBuilder, gate: Node, label: str) -> Node:
     return b.g.add(b.cfg.mlp.activation, gate, name=b.name(label))
 
 
-def mlp(b: GraphBuilder, i: int, x: Node, reduce: bool = True) -> Node:
+def mlp(b: GraphBuilder, i: int, x: Node, reduce: bool = True, pre: str | None = None) -> Node:
     """Gated (act(gate) * up) or plain (act(up)) MLP over this chip's F columns; the down
-    projection's partial sums join over chips."""
+    projection's partial sums join over chips. Weights under `pre` (default layer i's mlp)."""
     cfg, g, sh = b.cfg, b.g, b.sh
-    pre = f"model.layers.{i}.mlp"
+    pre = pre or f"model.layers.{i}.mlp"
     D, F = cfg.hidden, sh.intermediate
     column = sh.columns(F)
     bias = column if cfg.mlp.bias else None

@@ -21,6 +21,7 @@ from tcp_compiler.frontend.builder.masks import DecodeMasks, PrefillMasks
 from tcp_compiler.frontend.builder.norms import norm
 from tcp_compiler.frontend.builder.positions import absolute
 from tcp_compiler.frontend.builder.rwkv import rwkv_block
+from tcp_compiler.frontend.builder.shared_block import shared_block
 from tcp_compiler.frontend.builder.ssm import check_ssm, gated_delta, mamba
 from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Layer, ModelConfig
@@ -75,6 +76,7 @@ def build_prefill(
     check_ssm(b)
     masks = PrefillMasks(b.g, b.const, b.seq, lengths, segment, pos if documents else None)
     h = _enter(b, stage, lambda: _embed(b, ids, pos))
+    b.embedded = h if stage.first else None
     outputs = []
     for i in stage.layers:
         h, caches = _layer(b, i, cfg.layers[i], h, pos, masks, past=None)
@@ -116,6 +118,7 @@ def build_decode(
     check_ssm(b)
     masks = DecodeMasks(b.g, b.const, b.positions, pos)
     h = _enter(b, stage, lambda: _embed(b, ids, pos))
+    b.embedded = h if stage.first else None
     outputs = []
     for i in stage.layers:
         h, caches = _layer(b, i, cfg.layers[i], h, pos, masks, past=past + 1)
@@ -230,7 +233,9 @@ def _block(
     b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None
 ) -> tuple[Node, list[Node]]:
     """Layer i's mixer and feed-forward block, each present, skipped or (DeciLM) replaced by a
-    linear; a layer without an MLP names its mixer's residual `out`, as every layer's last is."""
+    linear; a layer without an MLP names its mixer's residual `out`, as every layer's last is. A
+    Zamba2 layer runs its shared block first (shared_block), whose output joins the mixer's input,
+    not the residual."""
     cfg, g = b.cfg, b.g
     pre = f"model.layers.{i}"
     attn_norm, mlp_norm = f"{pre}.input_layernorm", f"{pre}.post_attention_layernorm"
@@ -248,9 +253,14 @@ def _block(
         return _residual(b, h, both, "out"), [k_cache, v_cache]
     caches: list[Node] = []
     if layer.attention != "skip":
-        n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
+        x = h
+        if layer.shared is not None:  # Zamba2: the shared block's output joins the mixer's input only
+            t, caches = shared_block(b, i, layer, h, pos, masks, past)
+            x = g.add("add", h, t, name=b.name("h_shared"))
+        n = norm(b, x, "D", attn_norm, "attn_norm") if cfg.norms.pre else x
         if layer.mixer == "mamba":
-            a, caches = mamba(b, i, n, past is not None)
+            a, more = mamba(b, i, n, past is not None)
+            caches = caches + more
         elif layer.mixer == "deltanet":  # Qwen3-Next's gated DeltaNet
             a, caches = gated_delta(b, i, n, past is not None)
         elif layer.attention == "linear":

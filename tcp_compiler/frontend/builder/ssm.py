@@ -224,6 +224,15 @@ def _rms(b: GraphBuilder, x: Node, axis: str, eps: float, label: str) -> Node:
     return g.add("mul", x, rstd, name=b.name(label))
 
 
+def _bcdt_norm(b: GraphBuilder, pre: str, ssm: Ssm, x: Node, axis: str, module: str, label: str) -> Node:
+    """The RMSNorm on dt's rank, B or C: weightless (Falcon-Mamba) or scaled by the mixer's
+    `{module}.weight` (Jamba). x_proj's output is whole on every chip, so is the weight."""
+    assert ssm.bcdt_norm_eps is not None
+    if ssm.bcdt_norm_weights:
+        return norm(b, x, axis, f"{pre}.{module}", label, kind="rms", eps=ssm.bcdt_norm_eps, offset=False)
+    return _rms(b, x, axis, ssm.bcdt_norm_eps, label)
+
+
 def _mamba1(
     b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, proj: Node, decode: bool
 ) -> tuple[Node, list[Node]]:
@@ -241,9 +250,9 @@ def _mamba1(
     bm = _part(b, dbc, "F", R, R + N, "Bm", N=N)
     cm = _part(b, dbc, "F", R + N, R + 2 * N, "Cm", N=N)
     if ssm.bcdt_norm_eps is not None:
-        dt_low = _rms(b, dt_low, "R", ssm.bcdt_norm_eps, "dt_low_norm")
-        bm = _rms(b, bm, "N", ssm.bcdt_norm_eps, "Bm_norm")
-        cm = _rms(b, cm, "N", ssm.bcdt_norm_eps, "Cm_norm")
+        dt_low = _bcdt_norm(b, pre, ssm, dt_low, "R", "dt_layernorm", "dt_low_norm")
+        bm = _bcdt_norm(b, pre, ssm, bm, "N", "b_layernorm", "Bm_norm")
+        cm = _bcdt_norm(b, pre, ssm, cm, "N", "c_layernorm", "Cm_norm")
     dt = linear(b, dt_low, f"{pre}.dt_proj.weight", {"I": E, "R": R}, ["R"], ["B", "S", "I"], "dt_proj",
                 local.column, local.column)  # fmt: skip
     dt = _masked_dt(b, _softplus(b, dt, "dt"))

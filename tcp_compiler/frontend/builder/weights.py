@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ir import F32, FP8E4M3, I32, U4, Axis, DType, Node, TensorType
-from tcp_compiler.frontend.builder.core import Binding, Cut, Getter, GraphBuilder, Weight, whole
+from tcp_compiler.frontend.builder.core import Adapter, Binding, Cut, Getter, GraphBuilder, Weight, whole
 from tcp_compiler.frontend.weight_format import Layout, Parts, WeightFormat, compress, layout, quantise
 
 
@@ -97,17 +97,28 @@ def _parts_maker(fmt: WeightFormat, lay: Layout, make: Callable[[Getter, int], n
 
 def _dequantise(b: GraphBuilder, q: Node, s: Node, z: Node | None, fmt: WeightFormat, lay: Layout) -> Node:
     """(table[q] or q, minus the zero point) x scale, in the operand dtype: the Fetch Adapter's
-    lookup (fp4 -> fp8), casts and integer zero-point subtraction, then the scale multiply."""
+    lookup (fp4 -> fp8), casts and integer zero-point subtraction, then the scale multiply. A weight
+    used again (Zamba2's shared blocks) is dequantised again where it is used, as it is fetched
+    again: those values are named in the using layer."""
     g, name = b.g, q.name
+    again = f"{name}.dequant" in g
+    if again:
+        name = b.name(name)
+
+    def to(x: Node, dtype: DType) -> Node:  # a param's casts are the using layer's own when used again
+        if not again or x.type.dtype == dtype or x.kind != "param":
+            return b.to(x, dtype)
+        return g.add("cast", x, name=f"{name}.{x.name}.{dtype}", type=x.type.with_dtype(dtype))
+
     work = b.p.act if fmt.scale == b.p.act else F32  # the VE multiplies in f32
     if fmt.table:
         table = _lookup_table(b, fmt.table)
         x = b.to(g.add("gather", table, q, name=f"{name}.decoded", axis="C"), work)
     elif z is not None:
-        x = b.to(g.add("sub", b.to(q, I32), b.to(z, I32), name=f"{name}.centred"), work)
+        x = b.to(g.add("sub", to(q, I32), to(z, I32), name=f"{name}.centred"), work)
     else:
-        x = b.to(q, work)
-    x = g.add("mul", x, b.to(s, work), name=f"{name}.dequant")
+        x = to(q, work)
+    x = g.add("mul", x, to(s, work), name=f"{name}.dequant")
     if lay.out_split is not None:
         x = g.add("reshape", x, name=f"{name}.merged", type=TensorType.of(work, **lay.merged))
     return b.to(x, b.p.act)
@@ -147,7 +158,20 @@ def linear(
     bias: Cut | None = None,
 ) -> Node:
     """x times the weight `name` into the value of role `label`; with `bias` (its cut), plus the
-    `.bias` twin of the weight over the weight's output axes."""
+    `.bias` twin of the weight over the weight's output axes, and the adapter the builder has for
+    the weight (core.GraphBuilder.adapted)."""
+    adapter = b.adapters.get(name)
+    if adapter is None:
+        return _project(b, x, name, axes, contract, out, label, part, bias)
+    y = _project(b, x, name, axes, contract, out, f"{label}.base", part, bias)
+    return _adapt(b, x, y, adapter, axes, contract, out, label, part)
+
+
+def _project(
+    b: GraphBuilder, x: Node, name: str, axes: dict[str, int], contract: Sequence[str], out: Sequence[str],
+    label: str, part: Cut, bias: Cut | None,
+) -> Node:
+    """x times the weight `name` (see linear), plus its bias."""
     w, grouped, split = weight(b, name, axes, contract, part=part, scaled_after=True)
     x = split_groups(b, x, split)
     post = b.post_scales.get(w.name)
@@ -165,6 +189,24 @@ def linear(
     bias_axes = {a: n for a, n in axes.items() if a not in contract}
     t = b.tensor(name.removesuffix(".weight") + ".bias", b.p.table, bias_axes, bias)
     return b.g.add("add", y, b.to(t, F32), name=b.name(f"{label}_b"))
+
+
+def _adapt(
+    b: GraphBuilder, x: Node, y: Node, adapter: Adapter, axes: dict[str, int], contract: Sequence[str],
+    out: Sequence[str], label: str, part: Cut,
+) -> Node:
+    """y plus the adapter's x A^T B^T: x A^T [.., rank] once per input (projections sharing A
+    reuse it), then B's rows cut as the projection's are."""
+    down = b.name(adapter.label)
+    if down in b.g:
+        low = b.g[down]
+    else:
+        lead = [a for a in x.type.names if a not in contract]
+        low_axes = {"Ra": adapter.rank, **{a: axes[a] for a in contract}}
+        low = _project(b, x, adapter.down, low_axes, contract, [*lead, "Ra"], adapter.label, whole, None)
+    up_axes = {**{a: n for a, n in axes.items() if a not in contract}, "Ra": adapter.rank}
+    extra = _project(b, low, adapter.up, up_axes, ["Ra"], out, f"{label}.adapter", part, None)
+    return b.g.add("add", y, extra, name=b.name(label))
 
 
 def apply(b: GraphBuilder, x: Node, w: Weight, out: Sequence[str], label: str) -> Node:

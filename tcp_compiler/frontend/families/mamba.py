@@ -74,9 +74,9 @@ def conv_activation(raw: RawConfig, key: str) -> str:
     return act
 
 
-def time_step_rank(raw: RawConfig) -> int:
-    """time_step_rank, or for "auto" ceil(hidden_size / 16) as transformers sets it."""
-    rank = raw.require("time_step_rank", (int, str))
+def time_step_rank(raw: RawConfig, key: str = "time_step_rank") -> int:
+    """dt's rank (`key`), or for "auto" ceil(hidden_size / 16) as transformers sets it."""
+    rank = raw.require(key, (int, str))
     return math.ceil(raw.require("hidden_size") / 16) if rank == "auto" else rank
 
 

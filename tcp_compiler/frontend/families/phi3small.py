@@ -6,9 +6,17 @@ stripes); the gegelu MLP (gpt-oss's clamped SwiGLU: quick GELU of the clamped ev
 times the clamped odd rows + 1); LayerNorm with bias; biases on every projection; muP multipliers on
 the embedding, the attention scale and the logits; the LM head tied to the embedding.
 
+With rope_scaling (the 128k models), RoPE is LongRoPE as the 128k models' `positional_embedding.py`
+computes it: the short factors while the sequence (cache included) is at most
+original_max_position_embeddings long, the long ones past it; cos and sin scaled by short_mscale
+(else 1) and long_mscale (else sqrt(1 + ln(max / original) / ln(original))); rope_position_scale
+is not applied then, as there.
+
 Not applied: the mask of the tokenizer's unused ("dummy") token ids the published head fills with
 the dtype's minimum (`dummy_token_indices` comes from the tokenizer, not config.json): those ids'
 logits are what the head computes."""
+
+import math
 
 from tcp_compiler.frontend.config import (
     Attention,
@@ -49,12 +57,8 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
                        f"({kv_heads}) must divide one another in turn")  # fmt: skip
     if raw.get("hidden_act", kind=str) != "gegelu":
         raise raw.fail(f"hidden_act: Phi-3-small supports only 'gegelu', got {raw.get('hidden_act')!r}")
-    if raw.has("rope_scaling"):
-        raise raw.fail("rope_scaling: Phi-3-small's longrope (the 128k models) is not supported")
     head_dim = hidden // heads
-    scale = float(raw.get("rope_position_scale", kind=(int, float)))
-    theta = float(raw.get("rope_embedding_base", kind=(int, float)))
-    rope = Rope(theta) if scale == 1.0 else Rope(theta, "linear", 1.0 / scale)  # positions x scale
+    rope = _rope(raw)
     pattern = BlockSparse(
         block=raw.require("blocksparse_block_size"),
         local=raw.require("blocksparse_num_local_blocks"),
@@ -94,6 +98,49 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         max_positions=raw.get("max_position_embeddings", 0, kind=int),
         dtype=saved_dtype(raw, "bfloat16"),
         tensors=_layout(heads, kv_heads, head_dim),
+    )
+
+
+# the fields of the 128k models' LongRopeConfig, which refuses any other key
+LONGROPE_FIELDS = ("long_factor", "long_mscale", "original_max_position_embeddings", "short_factor",
+                   "short_mscale", "type")  # fmt: skip
+
+
+def _rope(raw: RawConfig) -> Rope:
+    """RoPE of base rope_embedding_base with positions x rope_position_scale, or, with rope_scaling,
+    the 128k models' LongRoPE (see the module docstring)."""
+    theta = float(raw.get("rope_embedding_base", kind=(int, float)))
+    if not raw.has("rope_scaling"):
+        scale = float(raw.get("rope_position_scale", kind=(int, float)))
+        return Rope(theta) if scale == 1.0 else Rope(theta, "linear", 1.0 / scale)
+    params = raw.nested("rope_scaling")
+    unknown = sorted(set(params.data) - set(LONGROPE_FIELDS))
+    if unknown:
+        raise params.fail(f"{params.path(unknown[0])}: not a field of Phi-3-small's longrope "
+                          f"(expected: {', '.join(LONGROPE_FIELDS)})")  # fmt: skip
+    kind = params.get("type", "longrope", kind=str)
+    if kind not in ("longrope", "su"):
+        raise params.fail(f"{params.path('type')}: expected 'longrope' or 'su', got {kind!r}")
+    original = int(params.require("original_max_position_embeddings"))
+    if original < 2:
+        raise params.fail(f"{params.path('original_max_position_embeddings')}: expected a number >= 2, "
+                          f"got {original}")  # fmt: skip
+    short, long = params.require("short_factor", list), params.require("long_factor", list)
+    if len(short) != len(long):
+        raise params.fail(f"{params.path('long_factor')}: expected {len(short)} entries like short_factor, "
+                          f"got {len(long)}")  # fmt: skip
+    ratio = raw.require("max_position_embeddings") / original
+    long_mscale = 1.0 if ratio <= 1.0 else math.sqrt(1 + math.log(ratio) / math.log(original))
+    return Rope(
+        theta,
+        "longrope",
+        ratio,
+        original_max_positions=original,
+        attention_factor=float(params.get("short_mscale", 1.0, kind=float)),
+        long_attention_factor=float(params.get("long_mscale", long_mscale, kind=float)),
+        short_factor=tuple(float(x) for x in short),
+        long_factor=tuple(float(x) for x in long),
+        source="rope_scaling",
     )
 
 
