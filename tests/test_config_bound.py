@@ -51,6 +51,8 @@ UNTILED |= {("mamba-130m", d) for d in ("fp8-block", "mxfp4", "w4", "w4-zp")}
 # Granite-4.0-H-Tiny's Mamba-2 in_proj gives 2 x 3,072 + 2 x 128 + 48 = 6,448 rows (z, x, B, C and
 # one dt per head), which fp8-block's 128 rows do not tile.
 UNTILED.add(("granite-4.0-h-tiny", "fp8-block"))
+# Falcon-H1-0.5B's: 2 x 1,536 + 2 x 128 + 24 = 3,352 rows.
+UNTILED.add(("falcon-h1-0.5b-base", "fp8-block"))
 # Qwen3-Next's in_proj_ba gives 2 x 2 = 4 rows per key head (a beta and a decay input per value
 # head): 64 in all, less than one 128-row block.
 UNTILED.add(("qwen3-next-80b-a3b-instruct", "fp8-block"))

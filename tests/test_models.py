@@ -51,15 +51,17 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
         ir.verify(built.graph)
         assert built.graph.outputs[0] == "logits"
         assert built.graph["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
-        assert len(built.graph.outputs) == 1 + sum(_caches(layer) for layer in cfg.layers)
+        assert len(built.graph.outputs) == 1 + sum(_caches(cfg, layer) for layer in cfg.layers)
 
 
-def _caches(layer) -> int:
-    """K and V, a Mamba or DeltaNet layer's state and window (a Zamba2 layer running a shared block:
-    both), an RWKV block's two sums, two lagged inputs and two token shifts, or nothing (a layer
-    that skips or replaces its attention)."""
+def _caches(cfg, layer) -> int:
+    """K and V, a Mamba or DeltaNet layer's state and window (both in Falcon-H1's layers, which run
+    attention beside their Mamba mixer, and in a Zamba2 layer running a shared block), an RWKV-4
+    block's two sums, two lagged inputs and two token shifts (RWKV-5's one state, lagged k and v,
+    two token shifts; RWKV-6's lagged decay too), or nothing (a layer that skips or
+    replaces its attention)."""
     if layer.mixer == "rwkv":
-        return 6
+        return {"rwkv4": 6, "rwkv5": 5, "rwkv6": 6}[cfg.ssm.kind]
     return 2 * layer.attends + 2 * layer.recurrent
 
 

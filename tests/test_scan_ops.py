@@ -13,6 +13,7 @@ import ir
 from ir import F32, TensorType
 from ir.analysis import node_cost
 from ir.printer import print_graph
+from tcp_compiler.passes.chunked_scan import chunkable
 
 T = TensorType.of
 
@@ -140,6 +141,38 @@ def test_mamba1_continues_from_the_carried_state(rng) -> None:
         ys.append(y_t)
     np.testing.assert_allclose(np.concatenate(ys, axis=1), whole_y, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(h, whole_h, rtol=1e-5, atol=1e-5)
+
+
+def test_a_decay_per_step_matches_the_sequential_recurrence(rng) -> None:
+    """A with the sequence axis (RWKV-6's data-dependent decay, dt = 1): step t decays by
+    exp(A_t), per head and key channel, and the state is [heads, K, V]; a scan graph with such an
+    A has no chunked form here."""
+    batch, steps, heads, k, v = 2, 5, 3, 4, 2
+    x = rng.standard_normal((batch, steps, heads, v)).astype(np.float32)
+    dt = np.ones((batch, steps, heads), np.float32)
+    a = -np.exp(rng.standard_normal((batch, steps, heads, k))).astype(np.float32)
+    b, c = (rng.standard_normal((batch, steps, heads, k)).astype(np.float32) for _ in range(2))
+    h0 = rng.standard_normal((batch, heads, k, v)).astype(np.float32)
+    types = {
+        "x": T(F32, B=batch, S=steps, H=heads, V=v),
+        "dt": T(F32, B=batch, S=steps, H=heads),
+        "A": T(F32, B=batch, S=steps, H=heads, K=k),
+        "Bm": T(F32, B=batch, S=steps, H=heads, K=k),
+        "Cm": T(F32, B=batch, S=steps, H=heads, K=k),
+        "h0": T(F32, B=batch, H=heads, K=k, V=v),
+    }
+    g = graph_of("scan", types, {"axis": "S"})
+    out = ir.interpret(g, dict(zip(types, (x, dt, a, b, c, h0), strict=True)))
+    h = h0.astype(np.float64).copy()
+    want = np.zeros(x.shape)
+    for t in range(steps):
+        h = np.exp(a[:, t])[..., None] * h + b[:, t][..., None] * x[:, t][:, :, None, :]
+        want[:, t] = np.einsum("bhk,bhkv->bhv", c[:, t], h)
+    np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out["h"], h, rtol=1e-5, atol=1e-5)
+    fixed = ir.interpret(g, dict(zip(types, (x, dt, np.repeat(a[:, :1], steps, 1), b, c, h0), strict=True)))
+    assert np.abs(fixed["y"] - out["y"]).max() > 1e-2  # the per-step decay bites
+    assert not chunkable(g, g["y"])
 
 
 def test_mamba2_heads_share_b_and_c_per_group(rng) -> None:

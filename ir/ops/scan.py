@@ -19,11 +19,14 @@ axes are the axes of h0; all operands are float and compute in float32):
 
     - h0: the carried state, no `axis`. Its axes are batch and state axes, e.g. [B, D, N] (Mamba-1)
       or [B, G, E, P, N] (Mamba-2, heads H split into groups G x heads-per-group E).
-    - x, dt, B, C have `axis`; A has not. Every operand's other axes are axes of h0; every h0 axis is
+    - x, dt, B, C have `axis`; A may (a decay per step: RWKV-6's data-dependent decay, with dt = 1,
+      so the input is not scaled with it). Every operand's other axes are axes of h0; every h0 axis is
       an axis of x or B (the update reaches every state element); C has every axis y sums over.
     - Mamba-1: x, dt [B, S, D]; A [D, N]; B, C [B, S, N]; h0 [B, D, N]; y [B, S, D].
     - Mamba-2 (SSD): x [B, S, G, E, P]; dt [B, S, G, E]; A [G, E]; B, C [B, S, G, N];
       h0 [B, G, E, P, N]; y [B, S, G, E, P]. The decay is a scalar per head and step.
+    - RWKV-5 / 6 (builder/rwkv5.py): x = v [B, S, H, V]; dt = 1 [B, S, H]; A [H, K] (RWKV-6:
+      [B, S, H, K]); B = k, C = r [B, S, H, K]; h0 [B, H, K, V]; y [B, S, H, V].
     - dt is after softplus/clamping and the D skip (y + D * x) is ordinary elementwise ops outside.
     - Decode is the same op with S = 1; chunked prefill passes the previous chunk's scan_state as h0.
     - The result dtype is x's (scan) or h0's (scan_state) unless the result type declares another float.
@@ -116,7 +119,7 @@ def _aligned(args: Sequence[np.ndarray], call: OpCall, order: Sequence[str]) -> 
 
 def _selective_check(call: OpCall) -> TensorType:
     x, _, _, b, c, h0 = call.operands
-    h0 = _check_sequence_operands(call, stepped=(0, 1, 3, 4), fixed=(2,))
+    h0 = _check_sequence_operands(call, stepped=(0, 1, 3, 4), fixed=())
     axis = call.attrs["axis"]
     missing = [n for n in h0.names if n not in x.names and n not in b.names]
     require(
@@ -139,8 +142,9 @@ def _selective_run(args: Sequence[np.ndarray], call: OpCall, readout: bool) -> n
     summed = tuple(i for i, n in enumerate(h0_t.names) if n not in x_t.names)
     steps = x_t.size(axis)
     ys = []
+    stepped_decay = axis in call.operands[2].names
     for t in range(steps):
-        h = np.exp(dt[t] * a[0]) * h + dt[t] * x[t] * b[t]
+        h = np.exp(dt[t] * a[t if stepped_decay else 0]) * h + dt[t] * x[t] * b[t]
         if readout:
             ys.append((c[t] * h).sum(axis=summed, keepdims=True))
     if not readout:
@@ -172,7 +176,8 @@ class Scan(OpDef):
         "Mamba's selective scan along `axis` (operands x, dt, A, B, C, h0; broadcast by axis name; the "
         "state's axes are h0's): h = exp(dt_t A) h + dt_t x_t B_t from h = h0, and y_t sums C_t h over "
         "the state axes x lacks. The result has x's axes. Mamba-1: x, dt [B, S, D], A [D, N], B, C "
-        "[B, S, N], h0 [B, D, N]; Mamba-2: a per-head decay, dt [B, S, G, E], A [G, E]."
+        "[B, S, N], h0 [B, D, N]; Mamba-2: a per-head decay, dt [B, S, G, E], A [G, E]. A may have "
+        "`axis` (a decay per step: RWKV-6's, A [B, S, H, K] with dt = 1)."
     )
     example = "%y = scan(%x, %dt, %A, %Bm, %Cm, %h0) {axis = S} : f32[B=1, S=8, D=32]"
 

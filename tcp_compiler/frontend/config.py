@@ -34,7 +34,10 @@ GroupScore = Literal["top2_sum", "max"]
 # or one bias-free [D, D] linear after its norm (DeciLM's no_op and replace_with_linear)
 LayerPart = Literal["standard", "skip", "linear"]
 Mixer = Literal["attention", "mamba", "deltanet", "rwkv"]
-SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4"]
+SsmKind = Literal["mamba", "mamba2", "gated_delta", "rwkv4", "rwkv5", "rwkv6"]
+# Mamba-2's output gate and norm: rms(y * silu(z)) (Mamba-2's gated norm), rms(y) * silu(z)
+# (Falcon-H1's norm_before_gate) or y * silu(z) without a norm (Falcon-H1 without mamba_rms_norm)
+GatedNorm = Literal["gated", "norm_then_gate", "none"]
 
 
 def check_mode(value: object, mode: object, what: str) -> None:
@@ -275,7 +278,7 @@ class BlockSparse:
 @dataclass(frozen=True)
 class Ssm:
     """A Mamba mixer (a selective state-space layer): its sizes and variant, as the layers whose
-    `Layer.mixer` is "mamba" or "deltanet" build it (frontend/builder/ssm.py), and of RWKV blocks
+    `Layer.mixers` include "mamba" or "deltanet" build it (frontend/builder/ssm.py), and of RWKV blocks
     (frontend/builder/rwkv.py).
 
     Mamba-1 (`kind` "mamba"): every one of the `inner` channels has its own [state] decay (A_log
@@ -288,7 +291,11 @@ class Ssm:
     heads / groups value heads; the state is [heads, state, head_dim]. RWKV-4 ("rwkv4", layers whose
     mixer is "rwkv"): `inner` WKV channels, each with a numerator and a denominator state (state 1,
     two scans); its token shifts carry one previous input (conv_kernel 2) of `token_shift` channels
-    beside the WKV's lagged inputs.
+    beside the WKV's lagged inputs. RWKV-5 ("rwkv5", mixer "rwkv" too): `heads` heads of `head_dim`
+    channels (inner = heads x head_dim), each a [state = head_dim keys, head_dim values] matrix
+    state; token shifts and lagged key and value inputs as RWKV-4's. RWKV-6 ("rwkv6"): RWKV-5's with
+    data-dependent token-shift mixes and decay through LoRAs of widths `mix_rank` and `decay_rank`;
+    it lags its decay too.
     """
 
     kind: SsmKind
@@ -300,28 +307,51 @@ class Ssm:
     head_dim: int = 0
     groups: int = 1  # Mamba-2: heads / groups heads share one B and one C
     conv_bias: bool = True
-    proj_bias: bool = False  # in_proj and out_proj biases (use_bias)
+    proj_bias: bool = False  # in_proj's bias (use_bias), and out_proj's unless out_bias says
+    out_bias: bool | None = None  # out_proj's bias where it has its own switch (Falcon-H1's projectors_bias)
     dt_min: float = 0.0  # Mamba-2's time_step_limit: the prefill's chunked scan clamps dt to it
     dt_max: float = math.inf
     bcdt_norm_eps: float | None = None  # Falcon-Mamba: weightless RMSNorms on B, C and dt's rank
     bcdt_norm_weights: bool = False  # Jamba: those RMSNorms scale by learned weights
-    norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm
+    norm_eps: float = 1e-5  # Mamba-2's gated RMSNorm; RWKV-5 / 6: the GroupNorm ln_x
     chunk: int = 256  # Mamba-2's chunk_size (the chunked scan's chunk in transformers)
     activation: Activation = "silu"  # after the convolution (hidden_act; Nemotron-H's mamba_hidden_act)
     token_shift: int = 0  # RWKV: the channels its time- and channel-mixing token shifts carry
     rescale_every: int = 0  # RWKV: the hidden state halves after every n-th block (transformers' eval)
+    mix_rank: int = 0  # RWKV-6: the token-shift LoRA's width (time_maa_w1 / w2)
+    decay_rank: int = 0  # RWKV-6: the decay LoRA's width (time_decay_w1 / w2)
+    gated_norm: GatedNorm = "gated"  # Mamba-2: how the output gate and its norm combine
+    # Falcon-H1's muP multipliers: on the mixer's input, its output, and each span of in_proj's
+    # output (z, x, B, C, dt; () for none)
+    in_scale: float = 1.0
+    out_scale: float = 1.0
+    projection_scales: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         check_mode(self.kind, SsmKind, "ssm")
         check_mode(self.activation, Activation, "activation")
+        check_mode(self.gated_norm, GatedNorm, "gated norm")
+        if self.projection_scales and (self.kind != "mamba2" or len(self.projection_scales) != 5):
+            raise FrontendError("in_proj's span multipliers are Mamba-2's five (z, x, B, C, dt)")
+
+    @property
+    def has_out_bias(self) -> bool:
+        """Whether out_proj adds a bias: its own switch, else in_proj's."""
+        return self.proj_bias if self.out_bias is None else self.out_bias
 
     @property
     def conv_channels(self) -> int:
         """Channels of the convolution: x (and Mamba-2's B and C, or DeltaNet's q and k, which go
         through it too)."""
-        if self.kind == "rwkv4":  # exp(k) and exp(k) v of the step before, and the token shifts
-            return 2 * self.inner + self.token_shift
+        if self.rwkv:  # RWKV-4's exp(k) and exp(k) v (RWKV-5's k and v, RWKV-6's decay too) of the
+            # step before, and the token shifts
+            return (3 if self.kind == "rwkv6" else 2) * self.inner + self.token_shift
         return self.inner + (0 if self.kind == "mamba" else 2 * self.groups * self.state)
+
+    @property
+    def rwkv(self) -> bool:
+        """An RWKV block's time mixing (builder/rwkv.py), not a Mamba or DeltaNet mixer."""
+        return self.kind in ("rwkv4", "rwkv5", "rwkv6")
 
     @property
     def state_elements(self) -> int:
@@ -333,6 +363,13 @@ class Ssm:
     def window_elements(self) -> int:
         """One sequence's convolution window in one layer: the last conv_kernel - 1 inputs."""
         return self.conv_channels * (self.conv_kernel - 1)
+
+    def elements_on(self, chips: int) -> int:
+        """One sequence's state and window in one layer on one of `chips` tensor-parallel chips:
+        a share of what splits with the channels or heads; RWKV's token shifts (the previous
+        hidden-wide inputs) are whole on every chip."""
+        whole = self.token_shift * (self.conv_kernel - 1)
+        return (self.state_elements + self.window_elements - whole) // chips + whole
 
 
 @dataclass(frozen=True)
@@ -366,9 +403,11 @@ class Layer:
     """What varies from layer to layer: the attention window, its RoPE (None without RoPE), dense or
     MoE MLP, and Llama 4's per-layer attention options; its mixer (attention, or a Mamba layer or
     Qwen3-Next's gated DeltaNet of ModelConfig.ssm, or an RWKV block: time mixing, then channel
-    mixing, its own feed-forward block); which parts the layer has (a skipped attention: an MLP-only
-    layer, as Nemotron-H's and DeciLM's; a skipped ffn: pure Mamba blocks, Nemotron-H's mixer
-    layers) or replaces by a linear (DeciLM), and, in DeciLM's searched stacks, their sizes."""
+    mixing, its own feed-forward block) and the mixers that run beside it (Falcon-H1's attention
+    and Mamba-2 mixer side by side: the layer keeps both caches); which parts the layer has (a
+    skipped attention: an MLP-only layer, as Nemotron-H's and DeciLM's; a skipped ffn: pure Mamba
+    blocks, Nemotron-H's mixer layers) or replaces by a linear (DeciLM), and, in DeciLM's searched
+    stacks, their sizes."""
 
     sliding_window: int | None
     rope: Rope | None
@@ -383,10 +422,18 @@ class Layer:
     kv_heads: int | None = None  # this layer's KV heads where they differ from the model's
     intermediate: int | None = None  # its MLP width where it differs from the model's
     block_sparse: BlockSparse | None = None  # its attention's block-sparse pattern (None: dense)
+    # mixers that run beside `mixer` on the same normed input, their outputs summed (Falcon-H1:
+    # attention and a Mamba-2 mixer in every layer), each keeping its own cache
+    beside: tuple[Mixer, ...] = ()
     shared: int | None = None  # Zamba2: this layer runs the model's shared blocks' n-th use first
 
     def __post_init__(self) -> None:
-        check_mode(self.mixer, Mixer, "mixer")
+        for mixer in self.mixers:
+            check_mode(mixer, Mixer, "mixer")
+        if len(set(self.mixers)) != len(self.mixers) or "rwkv" in self.beside:
+            raise FrontendError(f"parallel mixers must differ and exclude RWKV blocks, got {self.mixers}")
+        if sum(mixer != "attention" for mixer in self.mixers) > 1:
+            raise FrontendError(f"a layer runs at most one recurrent mixer, got {self.mixers}")
         check_mode(self.attention, LayerPart, "layer attention")
         check_mode(self.ffn, LayerPart, "layer feed-forward")
         if self.sliding_window is not None and self.chunk is not None:
@@ -400,16 +447,22 @@ class Layer:
         return None if self.sliding_window is None else Window(self.sliding_window)
 
     @property
+    def mixers(self) -> tuple[Mixer, ...]:
+        """Every mixer the layer runs: its own, then those beside it."""
+        return (self.mixer, *self.beside)
+
+    @property
     def recurrent(self) -> bool:
-        """Whether the layer's mixer carries a fixed-size state of ModelConfig.ssm (Mamba,
-        DeltaNet, RWKV) rather than attention's KV cache."""
-        return self.mixer != "attention"
+        """Whether one of the layer's mixers carries a fixed-size state of ModelConfig.ssm (Mamba,
+        DeltaNet, RWKV), beside or instead of attention's KV cache."""
+        return any(mixer != "attention" for mixer in self.mixers)
 
     @property
     def attends(self) -> bool:
-        """Whether the layer runs attention, and so keeps a KV cache (not a recurrent layer, nor a
-        layer whose attention is skipped or replaced; a Zamba2 layer's shared block attends)."""
-        return (self.mixer == "attention" and self.attention == "standard") or self.shared is not None
+        """Whether the layer runs attention, and so keeps a KV cache (not a purely recurrent
+        layer, nor a layer whose attention is skipped or replaced; a Zamba2 layer's shared block
+        attends)."""
+        return ("attention" in self.mixers and self.attention == "standard") or self.shared is not None
 
 
 @dataclass(frozen=True)
@@ -511,6 +564,10 @@ class Attention:
     softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
     sinks: bool = False  # gpt-oss: a learned logit per head joins each softmax's denominator
     output_gate: bool = False  # Qwen3-Next: q_proj also gives a gate per head; out * sigmoid(gate)
+    # Falcon-H1's muP multipliers: on attention's input, on its output (after o_proj), on the keys
+    in_scale: float = 1.0
+    out_scale: float = 1.0
+    key_scale: float = 1.0
 
     def __post_init__(self) -> None:
         check_mode(self.qk_norm, QkNorm, "q/k norm")
@@ -526,6 +583,8 @@ class Mlp:
     # the clamped SwiGLU of gpt-oss's experts and Phi-3-small's gegelu (builder.ffn); None: act(gate) * up
     swiglu_limit: float | None = None
     swiglu_alpha: float = 1.0  # its sigmoid gain: gate * sigmoid(alpha * gate)
+    gate_scale: float = 1.0  # Falcon-H1's mlp_multipliers: act(gate * this) * up, then down * down_scale
+    down_scale: float = 1.0
 
     def __post_init__(self) -> None:
         check_mode(self.activation, Activation, "activation")
@@ -542,6 +601,7 @@ class Embedding:
     scale_in_table_dtype: bool = False
     tied: bool = False  # the LM head is the embedding table
     logits_divisor: float = 1.0  # Granite's logits_scaling: logits / it
+    logits_scale: float = 1.0  # Falcon-H1's lm_head_multiplier: logits * it
     logits_softcap: float | None = None  # Gemma 2: cap * tanh(logits / cap)
     head_bias: bool = False  # GPT-J, Phi: the (untied) LM head adds lm_head.bias
 
@@ -592,13 +652,14 @@ class ModelConfig:
         """Layer `layer`'s MLP width: its own, else the model's."""
         return layer.intermediate if layer.intermediate is not None else self.intermediate
 
-    def state_elements(self, layers: range | None = None) -> int:
+    def state_elements(self, layers: range | None = None, chips: int = 1) -> int:
         """Cached elements one sequence holds at any context length in `layers` (all by default):
-        every recurrent (Mamba, DeltaNet or RWKV) layer's state and convolution window; 0 without them."""
+        every recurrent (Mamba, DeltaNet or RWKV) layer's state and convolution window, on one of
+        `chips` tensor-parallel chips; 0 without them."""
         if self.ssm is None:
             return 0
         chosen = self.layers if layers is None else [self.layers[i] for i in layers]
-        per_layer = self.ssm.state_elements + self.ssm.window_elements
+        per_layer = self.ssm.elements_on(chips)
         return per_layer * sum(layer.recurrent for layer in chosen)
 
     @property

@@ -125,7 +125,8 @@ FIELDS: dict[str, Field] = {
         ("num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads", "multi_query_group_num"),
         _count(MAX_HEADS),
     ),
-    **dict.fromkeys(("head_dim", "kv_channels"), _count(MAX_HEAD_DIM)),
+    **dict.fromkeys(("head_dim", "kv_channels", "head_size"), _count(MAX_HEAD_DIM)),  # head_size: RWKV-5 / 6
+    "head_size_divisor": _count(MAX_HEAD_DIM),  # RWKV-6: ln_x's eps is 1e-5 x head_size_divisor^2
     "rotary_dim": _count(MAX_HEAD_DIM),  # GPT-J: RoPE on the first rotary_dim dims of each head
     # DeepSeek's latent attention
     **dict.fromkeys(("q_lora_rank", "kv_lora_rank"), _count(MAX_WIDTH)),
@@ -210,6 +211,9 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(("n_mamba_heads", "mamba_ngroups", "adapter_rank"), _count(MAX_WIDTH)),
     "num_mem_blocks": _count(MAX_LAYERS),
     "mamba_headdim": Field("int", 1, MAX_WIDTH, words=("auto",)),
+    "mamba_d_ssm": _count(MAX_WIDTH),  # Falcon-H1's inner width
+    # Falcon-H1's muP multipliers: mlp (gate, down), ssm (in_proj's z, x, B, C, dt spans)
+    **dict.fromkeys(("mlp_multipliers", "ssm_multipliers"), Field("numbers", 0, 1e6, lo_open=True)),
     "attn_layer_indices": _LIST,
     # Jamba: dt's rank, and attention / expert layers every period layers from offset
     "mamba_dt_rank": Field("int", 1, MAX_WIDTH, words=("auto",)),
@@ -232,6 +236,8 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(
         (
             "embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling",
+            "lm_head_multiplier", "key_multiplier", "attention_in_multiplier", "attention_out_multiplier",
+            "ssm_in_multiplier", "ssm_out_multiplier",  # Falcon-H1's muP
             "logit_scale", "scale_emb", "scale_depth", "dim_model_base",  # MiniCPM's muP: any positive number
         ),
         _positive(1e6),
@@ -271,6 +277,7 @@ FIELDS: dict[str, Field] = {
             "add_cross_attention", "scale_attn_weights", "final_norm", "use_bias", "use_qk_norm",
             "rmsnorm", "post_layer_norm", "add_bias_linear", "add_qkv_bias", "multi_query_attention",
             "use_conv_bias", "residual_in_fp32", "mamba_conv_bias", "mamba_proj_bias",
+            "mamba_rms_norm", "mamba_norm_before_gate", "projectors_bias",  # Falcon-H1's
         ),
         _BOOL,
     ),  # fmt: skip

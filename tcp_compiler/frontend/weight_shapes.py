@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from tcp_compiler.frontend.checkpoint import Checkpoint, CheckpointError
-from tcp_compiler.frontend.config import ModelConfig, SharedExpert, Ssm
+from tcp_compiler.frontend.config import Layer, ModelConfig, SharedExpert, Ssm
 
 Shape = tuple[int, ...]
 # What a weight is for, so readers of the shapes never classify names: a table (embedding,
@@ -88,20 +88,8 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
             yield f"{pre}.{norm}.bias", (D,), "vector"
         if layer.shared is not None:
             yield from _shared_block_shapes(cfg, i, layer.shared)
-        if layer.mixer == "mamba":
-            assert cfg.ssm is not None
-            yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
-        elif layer.mixer == "deltanet":
-            assert cfg.ssm is not None
-            yield from _deltanet_shapes(cfg.ssm, D, f"{pre}.linear_attn")
-        elif layer.attention == "linear":  # DeciLM's stand-in for attention
-            yield f"{pre}.self_attn.linear_attn.weight", (D, D), "projection"
-        elif layer.attention == "skip":
-            pass
-        elif cfg.mla is not None:
-            yield from _mla_shapes(cfg, f"{pre}.self_attn")
-        else:
-            yield from _attention_shapes(cfg, pre, cfg.kv_heads_of(layer))
+        for mixer in layer.mixers:  # Falcon-H1's layers run attention and a Mamba mixer side by side
+            yield from _mixer_shapes(cfg, layer, mixer, pre)
         if layer.ffn != "standard":
             if layer.ffn == "linear":  # DeciLM's stand-in for the MLP
                 yield f"{pre}.mlp.linear_mlp.weight", (D, D), "projection"
@@ -136,6 +124,26 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
         yield f"{pre}.mlp.down_proj.bias", (D,), "vector"
 
 
+def _mixer_shapes(cfg: ModelConfig, layer: Layer, mixer: str, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
+    """One mixer's tensors in layer `pre`: a Mamba or DeltaNet mixer's, or attention's (none where
+    the layer skips it, DeciLM's linear where it replaces it)."""
+    D = cfg.hidden
+    if mixer == "mamba":
+        assert cfg.ssm is not None
+        yield from _ssm_shapes(cfg.ssm, D, f"{pre}.mixer")
+    elif mixer == "deltanet":
+        assert cfg.ssm is not None
+        yield from _deltanet_shapes(cfg.ssm, D, f"{pre}.linear_attn")
+    elif layer.attention == "linear":  # DeciLM's stand-in for attention
+        yield f"{pre}.self_attn.linear_attn.weight", (D, D), "projection"
+    elif layer.attention == "skip":
+        pass
+    elif cfg.mla is not None:
+        yield from _mla_shapes(cfg, f"{pre}.self_attn")
+    else:
+        yield from _attention_shapes(cfg, pre, cfg.kv_heads_of(layer))
+
+
 def _ssm_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
     """A Mamba mixer's tensors as transformers stores them: in_proj (Mamba-2: z, x B C and dt in
     one), the depthwise conv [channels, 1, kernel], Mamba-1's x_proj and dt_proj, A_log, D, Mamba-2's
@@ -155,7 +163,8 @@ def _ssm_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]
     else:
         for name in ("dt_bias", "A_log", "D"):
             yield f"{pre}.{name}", (ssm.heads,), "vector"
-        yield f"{pre}.norm.weight", (E,), "vector"
+        if ssm.gated_norm != "none":
+            yield f"{pre}.norm.weight", (E,), "vector"
     yield f"{pre}.out_proj.weight", (D, E), "projection"
     yield f"{pre}.out_proj.bias", (D,), "vector"
 
@@ -213,20 +222,38 @@ def uses(cfg: ModelConfig) -> dict[str, int]:
 def _rwkv_shapes(cfg: ModelConfig, ssm: Ssm, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
     """An RWKV-4 block as transformers stores it: ln1, ln2, time mixing (per-channel decay, bonus
     and three token-shift mixes; key, value, receptance, output) and channel mixing (two mixes;
-    key, receptance, value)."""
+    key, receptance, value). RWKV-5's time mixing adds a gate (its mix and projection) and ln_x,
+    its decay and bonus (time_faaaa) per head and channel; RWKV-6's mixes (time_maa_*) and decay
+    take LoRAs (its LoRA matrices are "vector" here: small tables read whole, as the norms)."""
     D, A, F = cfg.hidden, ssm.inner, cfg.intermediate
     for norm in ("ln1", "ln2"):
         for part in ("weight", "bias"):
             yield f"{pre}.{norm}.{part}", (D,), "vector"
     att, ffn = f"{pre}.attention", f"{pre}.feed_forward"
-    for name in ("time_decay", "time_first"):
-        yield f"{att}.{name}", (A,), "vector"
-    for name in ("key", "value", "receptance"):
-        yield f"{att}.time_mix_{name}", (1, 1, D), "vector"
+    finch = ssm.kind == "rwkv6"
+    if ssm.kind in ("rwkv5", "rwkv6"):  # per head: decay and bonus; a gate; the GroupNorm ln_x
+        yield f"{att}.time_decay", ((1, 1, A) if finch else (ssm.heads, ssm.head_dim)), "vector"
+        yield f"{att}.time_faaaa", (ssm.heads, ssm.head_dim), "vector"
+        for part in ("weight", "bias"):
+            yield f"{att}.ln_x.{part}", (D,), "vector"
+    else:
+        for name in ("time_decay", "time_first"):
+            yield f"{att}.{name}", (A,), "vector"
+    if finch:  # data-dependent mixes and decay through LoRAs
+        for name in ("x", "w", "k", "v", "r", "g"):
+            yield f"{att}.time_maa_{name}", (1, 1, D), "vector"
+        yield f"{att}.time_maa_w1", (D, 5 * ssm.mix_rank), "vector"
+        yield f"{att}.time_maa_w2", (5, ssm.mix_rank, D), "vector"
+        yield f"{att}.time_decay_w1", (D, ssm.decay_rank), "vector"
+        yield f"{att}.time_decay_w2", (ssm.decay_rank, A), "vector"
+    projections = ("key", "value", "receptance") + (("gate",) if ssm.kind != "rwkv4" else ())
+    for name in projections:
+        if not finch:
+            yield f"{att}.time_mix_{name}", (1, 1, D), "vector"
         yield f"{att}.{name}.weight", (A, D), "projection"
     yield f"{att}.output.weight", (D, A), "projection"
     for name in ("key", "receptance"):
-        yield f"{ffn}.time_mix_{name}", (1, 1, D), "vector"
+        yield f"{ffn}.time_maa_{name[0]}" if finch else f"{ffn}.time_mix_{name}", (1, 1, D), "vector"
     yield f"{ffn}.key.weight", (F, D), "projection"
     yield f"{ffn}.receptance.weight", (D, D), "projection"
     yield f"{ffn}.value.weight", (D, F), "projection"

@@ -72,10 +72,10 @@ def decode_capacity(decode: Lowered, positions: int, hw: Spec) -> Footprint:
 def state_bytes(config: ModelConfig, precision: Precision, options: CompileOptions, hw: Spec) -> int:
     """Cache bytes one sequence holds whatever its length, on one chip of the stage `options` run
     (the whole model without one): its Mamba layers' recurrent states and convolution windows,
-    split over the tensor-parallel chips as their channels are, kept in the KV dtype (a KV cache
-    grows per token beside it)."""
+    split over the tensor-parallel chips as their channels are (RWKV's token shifts whole on each),
+    kept in the KV dtype (a KV cache grows per token beside it)."""
     layers = None if options.stage is None else options.stage.layers
-    return config.state_elements(layers) * precision.kv.bits // 8 // options.chips_on(hw)
+    return config.state_elements(layers, options.chips_on(hw)) * precision.kv.bits // 8
 
 
 def footprint(decode: Footprint, prefill: Footprint) -> Footprint:

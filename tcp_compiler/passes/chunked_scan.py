@@ -35,12 +35,15 @@ SCANS = frozenset({"scan", "scan_state", "delta_scan", "delta_scan_state"})
 def chunkable(graph: Graph, node: Node) -> bool:
     """Whether a scan has a chunked form here. The selective scan: when its decay dt*A is constant
     along the state axes its readout sums (those x lacks), so the decays factor out of the C.B
-    contraction (SSD's condition). The delta rule: when k has one key axis."""
+    contraction (SSD's condition), and A is fixed along the sequence. The delta rule: when k has
+    one key axis."""
     if node.kind.startswith("delta_scan"):
         k, v = graph[node.operands[1]].type, graph[node.operands[2]].type
         return len([n for n in k.names if n not in v.names]) == 1
     x, dt, a = (graph[o].type for o in node.operands[:3])
     axis = node.attrs["axis"]
+    if axis in a.names:  # a decay per step (RWKV-6's): the chunked form takes A per chunk whole
+        return False
     return all(n in x.names for n in (*dt.names, *a.names) if n != axis)
 
 

@@ -1,7 +1,8 @@
 """The attention / Mamba hybrid families (issue 29) against transformers 5.23.0's slow torch path
 on tiny random-weight models, eager attention and experts: Bamba, Nemotron-H (with Nemotron 3's
-MoE blocks too, Nano's and Super's latent ones), Granite 4's GraniteMoeHybrid and Jamba (its own
-parts switched off on tcpc's side: test_jamba.py).
+MoE blocks too, Nano's and Super's latent ones), Granite 4's GraniteMoeHybrid, Jamba (its own
+parts switched off on tcpc's side: test_jamba.py) and Falcon-H1 (attention and a Mamba-2 mixer
+side by side in every layer).
 
 - prefill plus 4 decode steps within 1e-4 of transformers decoding from its own cache (KV on the
   attention layers, conv and SSM states on the Mamba layers), greedy tokens equal. transformers'
@@ -12,22 +13,29 @@ parts switched off on tcpc's side: test_jamba.py).
   state and the window of one size on Mamba layers;
 - parameter counts equal transformers' own, tiny and bundled;
 - matmul FLOPs: our einsums (projections and attention; RoPE's rotation excluded, element-wise
-  in transformers) equal FlopCounterMode's `aten.mm` plus
+  in transformers) equal FlopCounterMode's `aten.mm` (and `aten.addmm`, a Linear with a bias) plus
   the `aten.bmm` of the attention modules (eager scores and values); transformers' Mamba-2 scan
   is its own bmm, not compared (the IR's `scan` op has its own count, see test_ssm_families);
-- 2 and 4 chips equal 1.
+- 2 and 4 chips equal 1;
+- right-padded batches equal single runs.
 
 Each family's special parts bite: the attention layers (their output zeroed on the same weights),
 Bamba's RoPE on half of each head, the Mamba groups, the prefill's dt clamp (Bamba's
 time_step_limit, Nemotron-H's time_step_min), Nemotron-H's squared relu, Nemotron 3's group limit,
 correction bias (a random buffer here; transformers initialises it to zero), routed_scaling_factor,
 top-k renormalisation, the experts' squared relu and the shared expert, Granite's RoPE, four
-multipliers, top-k and shared MLP, Jamba's top-k and its dt, B and C norm weights; Bamba's
-chunking is exact.
+multipliers, top-k and shared MLP, Jamba's top-k and its dt, B and C norm weights; Falcon-H1's
+parallel mixers (either one's output zeroed), its muP multipliers (each set back to 1, each of
+ssm_multipliers' five spans too), its gated norm and its placement before the gate, its out_proj
+bias switch; and, the other way round, our Falcon-H1 graph with each of those parts switched off
+in its ModelConfig misses transformers' logits (so the matching test would fail without it).
+Bamba's chunking is exact.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -37,6 +45,7 @@ import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
 from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
@@ -49,6 +58,11 @@ PROMPT = [5, 17, 3, 88, 42, 9]
 STEPS = 4
 ATTENTION = dict(vocab_size=97, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
                  num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
+# Falcon-H1's muP multipliers, each its own value so that any one misplaced shows
+FALCON_MUP = dict(embedding_multiplier=2.0, lm_head_multiplier=0.5, key_multiplier=0.7,
+                  attention_in_multiplier=1.3, attention_out_multiplier=0.8, ssm_in_multiplier=1.2,
+                  ssm_out_multiplier=0.6, ssm_multipliers=[0.9, 1.1, 0.8, 1.25, 1.3],
+                  mlp_multipliers=[1.5, 0.7])  # fmt: skip
 # family -> (config class, model class, tiny config, the overrides that lift its prefill's dt clamp)
 HYBRID = {
     "bamba": (
@@ -93,6 +107,21 @@ HYBRID = {
              residual_multiplier=0.5, logits_scaling=2.0),
         dict(time_step_limit=(0.0, float("inf"))),
     ),
+    "falcon_h1": (  # every multiplier away from 1; the gated norm before the gate
+        "FalconH1Config",
+        "FalconH1ForCausalLM",
+        dict(ATTENTION, mamba_d_ssm=48, mamba_n_heads=8, mamba_n_groups=4, mamba_d_state=6,
+             mamba_chunk_size=4, time_step_limit=(0.0, 0.9), mamba_rms_norm=True, **FALCON_MUP),
+        dict(time_step_limit=(0.0, float("inf"))),
+    ),
+    "falcon_h1-plain": (  # the class defaults: no gated norm, multipliers 1; inner = expand x hidden; biases
+        "FalconH1Config",
+        "FalconH1ForCausalLM",
+        dict(ATTENTION, mamba_d_ssm=None, mamba_expand=1, mamba_n_heads=4, mamba_n_groups=4, mamba_d_state=6,
+             mamba_chunk_size=4, mamba_proj_bias=True, projectors_bias=True, attention_bias=True,
+             mlp_bias=True),
+        {},
+    ),
     "granitemoehybrid-dense": (  # no experts (Granite-4.0-H-1B): the shared MLP alone
         "GraniteMoeHybridConfig",
         "GraniteMoeHybridForCausalLM",
@@ -116,6 +145,7 @@ BUNDLED_CLASSES = {
     "nvidia-nemotron-3-nano-30b-a3b": ("NemotronHConfig", "NemotronHForCausalLM"),
     "granite-4.0-h-tiny": ("GraniteMoeHybridConfig", "GraniteMoeHybridForCausalLM"),
     "ai21-jamba-1.5-mini": ("JambaConfig", "JambaForCausalLM"),
+    "falcon-h1-0.5b-base": ("FalconH1Config", "FalconH1ForCausalLM"),
 }
 MOE = {"granitemoehybrid", "nemotron_h-moe", "nemotron_h-latent", "jamba"}
 
@@ -205,6 +235,16 @@ SWITCHED_OFF = [
     ("jamba", {}, "layers.1.self_attn.o_proj.weight"),
     ("jamba", dict(num_experts_per_tok=1), None),
     *[("jamba", {}, f"layers.0.mamba.{norm}_layernorm.weight") for norm in ("dt", "b", "c")],
+    ("falcon_h1", {}, "layers.1.self_attn.o_proj.weight"),  # the parallel sum: attention's share
+    ("falcon_h1", {}, "layers.1.mamba.out_proj.weight"),  # and the Mamba mixer's
+    *[("falcon_h1", {key: 1.0}, None) for key, value in FALCON_MUP.items() if not isinstance(value, list)],
+    *[("falcon_h1", {key: [1.0 if k == i else v for k, v in enumerate(FALCON_MUP[key])]}, None)
+      for key in ("ssm_multipliers", "mlp_multipliers") for i in range(len(FALCON_MUP[key]))],
+    ("falcon_h1", dict(mamba_rms_norm=False), None),
+    ("falcon_h1", dict(mamba_norm_before_gate=False), None),
+    ("falcon_h1", dict(mamba_n_groups=1), None),
+    ("falcon_h1", HYBRID["falcon_h1"][3], None),
+    ("falcon_h1-plain", dict(projectors_bias=False), None),  # out_proj's own bias switch
 ]
 
 
@@ -219,11 +259,15 @@ def test_the_special_parts_bite(name: str, overrides: dict, zeroed: str | None) 
         with torch.no_grad():
             return model(torch.tensor([PROMPT]), use_cache=False).logits[0].numpy()
 
-    off = build(name, **overrides)
-    if zeroed is not None:
-        with torch.no_grad():
+    on, off = build(name), build(name, **overrides)
+    with torch.no_grad():  # every tensor both have from `on`: a switch that drops one shifts no other
+        weights = dict(on.named_parameters())
+        for n, p in off.named_parameters():
+            if n in weights and weights[n].shape == p.shape:
+                p.copy_(weights[n])
+        if zeroed is not None:
             off.state_dict()[f"model.{zeroed}"].zero_()  # a parameter or a buffer (the correction bias)
-    moved = np.abs(logits(build(name)) - logits(off)).max()
+    moved = np.abs(logits(on) - logits(off)).max()
     if "mamba_chunk_size" in overrides:
         assert moved < 1e-5
     else:
@@ -235,7 +279,7 @@ def test_each_layer_caches_its_own_kind(family) -> None:
     same size at any context."""
     _, _, loaded = family
     cfg = loaded.config
-    kinds = {layer.mixer for layer in cfg.layers}
+    kinds = {mixer for layer in cfg.layers for mixer in layer.mixers}
     assert {"attention", "mamba"} <= kinds
     sizes = {}
     for past in (8, 800):
@@ -245,14 +289,33 @@ def test_each_layer_caches_its_own_kind(family) -> None:
     ssm = cfg.ssm
     for i, layer in enumerate(cfg.layers):
         mine = {o: s for o, s in sizes.items() if o.startswith(f"l{i}.")}
-        if layer.mixer == "mamba":
-            assert sum(s[0] for s in mine.values()) == 2 * (ssm.state_elements + ssm.window_elements) * 4
-            assert all(s[0] == s[1] for s in mine.values())
+        recurrent = {o: s for o, s in mine.items() if o.split(".")[1].startswith(("ssm", "conv"))}
+        if layer.recurrent:
+            assert sum(s[0] for s in recurrent.values()) == 2 * (ssm.state_elements + ssm.window_elements) * 4
+            assert all(s[0] == s[1] for s in recurrent.values())
+        if layer.recurrent and not layer.attends:
+            assert mine == recurrent
         elif layer.attention == "skip":
             assert not mine  # an MLP-only block caches nothing
-        else:
-            assert len(mine) == 2 and all(s[1] == s[0] * 801 // 9 for s in mine.values())
+        else:  # attention's K and V (Falcon-H1's beside its Mamba mixer's state)
+            kv = {o: s for o, s in mine.items() if o not in recurrent}
+            assert len(kv) == 2 and all(s[1] == s[0] * 801 // 9 for s in kv.values())
     assert build_decode(cfg, F32, 1, 8).graph.meta  # builds at batch 1 too
+
+
+def test_batched_padded_prefill_matches_single_runs(family) -> None:
+    """Right-padded prompts of 6, 3 and 5 tokens: each row's logits and decode steps are its own
+    run's (attention masks the padded keys; a padded Mamba step leaves the state, dt = 0)."""
+    name, _, loaded = family
+    prompts = [PROMPT, [7, 1, 60], [11, 12, 13, 14, 15]]
+    batched = generate(loaded.config, loaded.checkpoint.load, prompts, F32, 2)
+    for row, prompt in enumerate(prompts):
+        single = generate(loaded.config, loaded.checkpoint.load, [prompt], F32, 2)
+        np.testing.assert_allclose(batched.prefill_logits[row], single.prefill_logits[0], atol=1e-5,
+                                   err_msg=name)  # fmt: skip
+        for k in range(2):
+            np.testing.assert_allclose(batched.decode_logits[k][row], single.decode_logits[k][0], atol=1e-5)
+        assert batched.token_matrix[row].tolist() == single.token_matrix[0].tolist()
 
 
 def test_tiny_parameter_count_equals_transformers(family) -> None:
@@ -273,7 +336,8 @@ def test_matmul_flops_equal_flop_counter(family, seq) -> None:
     with torch.no_grad(), counter:
         model(torch.zeros((1, seq), dtype=torch.long), logits_to_keep=1)
     counts = counter.get_flop_counts()
-    mm = sum(v for op, v in counts["Global"].items() if str(op) == "aten.mm")
+    linears = ("aten.mm", "aten.addmm")  # addmm: a Linear with a bias
+    mm = sum(v for op, v in counts["Global"].items() if str(op) in linears)
     attends = tuple(f".{n}" for n, m in model.named_modules() if type(m).__name__.endswith("Attention"))
     attention = sum(
         v for module, ops in counts.items() if module.endswith(attends)
@@ -292,3 +356,52 @@ def test_tensor_parallel_equals_one_chip(family, chips: int) -> None:
     for a, b in zip([one.prefill_logits, *one.decode_logits], [split.prefill_logits, *split.decode_logits],
                     strict=True):  # fmt: skip
         np.testing.assert_allclose(a, b, atol=1e-5, err_msg=name)
+
+
+def _set(group: str, **fields) -> Callable[[ModelConfig], ModelConfig]:
+    """A config with `fields` of its part `group` (attention, ssm, mlp, embedding) replaced."""
+    return lambda c: replace(c, **{group: replace(getattr(c, group), **fields)})
+
+
+def _layers(**fields) -> Callable[[ModelConfig], ModelConfig]:
+    return lambda c: replace(c, layers=tuple(replace(layer, **fields) for layer in c.layers))
+
+
+def _span_off(i: int) -> Callable[[ModelConfig], ModelConfig]:
+    """ssm_multipliers' span i set back to 1."""
+    return lambda c: _set("ssm", projection_scales=tuple(
+        1.0 if k == i else s for k, s in enumerate(c.ssm.projection_scales)))(c)  # fmt: skip
+
+
+# each special part of our Falcon-H1 switched off in the config read from the checkpoint
+FALCON_OFF = {
+    "embedding_multiplier": _set("embedding", scale=None),
+    "lm_head_multiplier": _set("embedding", logits_scale=1.0),
+    "the gated norm after the gate": _set("ssm", gated_norm="gated"),
+    "no gated norm": _set("ssm", gated_norm="none"),
+    "attention alone": _layers(beside=()),
+    "mamba alone": _layers(mixer="mamba", beside=()),
+    **{f"attention.{f}": _set("attention", **{f: 1.0}) for f in ("in_scale", "out_scale", "key_scale")},
+    **{f"ssm.{f}": _set("ssm", **{f: 1.0}) for f in ("in_scale", "out_scale")},
+    **{f"mlp.{f}": _set("mlp", **{f: 1.0}) for f in ("gate_scale", "down_scale")},
+    **{f"ssm_multipliers[{i}]": _span_off(i) for i in range(5)},
+}
+
+
+@pytest.fixture(scope="module")
+def falcon(tmp_path_factory):
+    model = build("falcon_h1")
+    directory = tmp_path_factory.mktemp("falcon_h1_off")
+    model.save_pretrained(directory)
+    return model, load_model(directory)
+
+
+@pytest.mark.parametrize("part", sorted(FALCON_OFF))
+def test_falcon_h1_without_each_part_misses_transformers(falcon, part: str) -> None:
+    """Our graph with one of Falcon-H1's parts switched off in its ModelConfig misses transformers'
+    prompt logits by far more than the tolerance the matching test holds it to."""
+    model, loaded = falcon
+    theirs = reference_logits(model, PROMPT, [])[0]
+    switched_off = FALCON_OFF[part](loaded.config)
+    ours = generate(switched_off, loaded.checkpoint.load, [PROMPT], F32, 0).prefill_logits[0]
+    assert np.abs(ours - theirs).max() > 1e-3, part

@@ -338,9 +338,27 @@ def test_rwkv_projection_flops_equal_flop_counter_mm(rwkv, seq) -> None:
     assert len(graph.of_kind("scan")) == 2 * 3
 
 
-def test_rwkv_refuses_chips_and_padding_in_one_line(rwkv) -> None:
+@pytest.mark.parametrize("chips", [2, 4])
+def test_rwkv_tensor_parallel_equals_one_chip(rwkv, chips: int) -> None:
+    """The WKV channels split over the chips (key, value and receptance rows, decay and bonus, the
+    output's columns), the channel mixing as an MLP: one chip's logits; 32 channels do not split
+    over 64 chips, refused in one line."""
     _, loaded = rwkv
-    with pytest.raises(FrontendError, match=r"RWKV blocks do not split over \d+ chips yet"):
-        build_decode(loaded.config, F32, 1, 6, chips=2)
+    one = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, 2)
+    split = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, 2, chips=chips)
+    for a, b in zip([one.prefill_logits, *one.decode_logits], [split.prefill_logits, *split.decode_logits],
+                    strict=True):  # fmt: skip
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    graph = build_decode(loaded.config, F32, 1, 6, chips=chips).graph
+    assert {"l0.output.sum", "l0.ffn_value.sum"} <= {n.name for n in graph.of_kind("all_reduce")}
+    assert graph["l0.num_ssm_state"].type.size("A") == 32 // chips
+    cached = sum(graph[o].type.nbytes for o in graph.meta.kv_outputs)
+    assert cached == loaded.config.state_elements(chips=chips) * 4  # the token shifts whole on each chip
+    with pytest.raises(FrontendError, match="RWKV's 32 WKV channels do not split over 64 chips"):
+        build_decode(loaded.config, F32, 1, 6, chips=64)
+
+
+def test_rwkv_refuses_padding_in_one_line(rwkv) -> None:
+    _, loaded = rwkv
     with pytest.raises(FrontendError, match="RWKV blocks take no padded batches"):
         build_prefill(loaded.config, F32, 2, 6, padded=True)

@@ -256,9 +256,11 @@ def test_bad_rank_is_an_error(tmp_path) -> None:
 
 def _splits(cfg: ModelConfig, chips: int) -> bool:
     if cfg.ssm is not None:  # Mamba-1 splits its inner channels, Mamba-2 whole groups of heads, the
-        # gated DeltaNet whole key heads; RWKV does not split yet
-        split = cfg.ssm.inner if cfg.ssm.kind == "mamba" else cfg.ssm.groups
-        return cfg.ssm.kind != "rwkv4" and split % chips == 0
+        # gated DeltaNet whole key heads, RWKV-4 its WKV channels, RWKV-5 / 6 whole heads
+        split = cfg.ssm.heads if cfg.ssm.kind in ("rwkv5", "rwkv6") else cfg.ssm.groups
+        if cfg.ssm.kind in ("mamba", "rwkv4"):
+            split = cfg.ssm.inner
+        return split % chips == 0
     heads, kv = cfg.heads, cfg.kv_heads
     return heads % chips == 0 and (kv % chips == 0 if kv >= chips else chips % kv == 0)
 
@@ -277,10 +279,11 @@ def test_every_bundled_model_builds_sharded(name: str, chips: int) -> None:
         # one per parallel block, else one per mixer (attention, Mamba, DeltaNet: out_proj's partial
         # sums; Mamba-1's x_proj's too) and MLP a layer keeps (DeciLM and the hybrids skip some)
         mixer = 2 if cfg.ssm is not None and cfg.ssm.kind == "mamba" else 1
-        parts = [
+        parts = [  # an RWKV block: its time mixing's output and its channel mixing's value
+            (1, True) if layer.mixer == "rwkv" else
             ((layer.attention == "standard") * (mixer if layer.recurrent else 1), layer.ffn == "standard")
             for layer in cfg.layers
-        ]
+        ]  # fmt: skip
         reduces = len(parts) if cfg.residual.block == "parallel" else sum(a + f for a, f in parts)
         if cfg.attention.qk_norm == "all_heads":  # OLMo 2's q/k norm statistics join too
             reduces += 2 * sum(a for a, _ in parts)
@@ -288,10 +291,9 @@ def test_every_bundled_model_builds_sharded(name: str, chips: int) -> None:
         assert len(g.of_kind("all_reduce")) == reduces + vocab_parallel
         assert len(g.of_kind("all_gather")) == vocab_parallel
         assert g["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
-        if cfg.layers[0].mixer == "mamba":  # each chip carries its share of the state
+        if "mamba" in cfg.layers[0].mixers:  # each chip carries its share of the state
             assert g["l0.ssm_state"].type.numel == 2 * cfg.ssm.state_elements // chips
-            continue
-        if cfg.layers[0].recurrent:
+        if not cfg.layers[0].attends:  # Falcon-H1's layers attend beside their Mamba mixer
             continue
         assert g["l0.q_heads"].type.size("Hkv") * g["l0.q_heads"].type.size("G") == cfg.heads // chips
 

@@ -59,6 +59,7 @@ def attention(
         )
         for n, (axis, size, part, order) in heads.items()
     )
+    k = b.scaled(k, cfg.attention.key_scale, "k_scaled")  # Falcon-H1's key_multiplier: the cache holds it
     gate = None
     if cfg.attention.output_gate:  # Qwen3-Next: each head's q_proj rows are its query, then its gate
         q, gate = _halves(b, q, "q_only"), _halves(b, q, "o_gate", second=True)

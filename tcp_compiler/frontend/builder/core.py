@@ -69,14 +69,15 @@ def cut(
 def _check_ssm_split(cfg: ModelConfig, chips: int) -> None:
     """Mamba layers split over chips as Megatron splits a block: Mamba-1 by inner channels, Mamba-2
     by whole groups of heads (each chip's heads keep their own B and C), the gated DeltaNet by
-    whole key heads; a one-line refusal when the chips do not divide them."""
+    whole key heads, RWKV-4 by WKV channels and RWKV-5 / 6 by whole heads; a one-line refusal
+    when the chips do not divide them."""
     ssm = cfg.ssm
     if ssm is None or chips == 1:
         return
-    if ssm.kind == "rwkv4":
-        raise FrontendError(
-            f"{cfg.name}: RWKV blocks do not split over {chips} chips yet (pipeline stages can spread them)"
-        )
+    if ssm.kind == "rwkv4" and ssm.inner % chips:
+        raise FrontendError(f"{cfg.name}: RWKV's {ssm.inner} WKV channels do not split over {chips} chips")
+    if ssm.kind in ("rwkv5", "rwkv6") and ssm.heads % chips:
+        raise FrontendError(f"{cfg.name}: RWKV's {ssm.heads} heads do not split over {chips} chips")
     if ssm.kind == "gated_delta" and ssm.groups % chips:
         raise FrontendError(
             f"{cfg.name}: the gated DeltaNet's {ssm.groups} key heads (linear_num_key_heads) do not split "
@@ -121,7 +122,7 @@ class Sharding:
         H, Hkv, N = cfg.heads, cfg.kv_heads if layer is None else cfg.kv_heads_of(layer), chips
         intermediate = cfg.intermediate if layer is None else cfg.intermediate_of(layer)
         _check_ssm_split(cfg, N)
-        attends = any(each.mixer == "attention" or each.shared is not None for each in cfg.layers)
+        attends = any("attention" in each.mixers or each.shared is not None for each in cfg.layers)
         if attends and (H % N or (Hkv % N if Hkv >= N else N % Hkv)):
             raise FrontendError(
                 f"{cfg.name}: {H} heads and {Hkv} KV heads do not split over {N} chips "
@@ -379,6 +380,12 @@ class GraphBuilder:
         over = self.g.add("div", x, c, name=self.name(f"{label}.over"))
         t = self.g.add("tanh", over, name=self.name(f"{label}.tanh"))
         return self.g.add("mul", t, c, name=self.name(label))
+
+    def scaled(self, x: Node, scale: float, label: str) -> Node:
+        """x times a multiplier as float32 holds it (Falcon-H1's muP multipliers); x itself at 1."""
+        if scale == 1.0:
+            return x
+        return self.g.add("mul", x, self.const(float(np.float32(scale))), name=self.name(label))
 
     def kv_axis_names(self, window: int | None) -> tuple[str, str]:
         """(cache axis, key axis) of a layer: P and Sk, or for a sliding window of W tokens its own

@@ -40,6 +40,7 @@ def mlp(b: GraphBuilder, i: int, x: Node, reduce: bool = True, pre: str | None =
     if cfg.mlp.kind == "gated":
         gate = linear(b, x, f"{pre}.gate_proj.weight", {"F": F, "D": D}, ["D"], ["B", "S", "F"], "gate",
                       column, bias)  # fmt: skip
+        gate = b.scaled(gate, cfg.mlp.gate_scale, "gate_scaled")
         if cfg.mlp.swiglu_limit is None:
             act = g.add("mul", activate(b, gate, "act"), up, name=b.name("glu"))
         else:
@@ -48,6 +49,7 @@ def mlp(b: GraphBuilder, i: int, x: Node, reduce: bool = True, pre: str | None =
         act = activate(b, up, "act")
     down = linear(b, act, f"{pre}.down_proj.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], "down",
                   sh.rows(F), sh.row_bias if cfg.mlp.bias else None)  # fmt: skip
+    down = b.scaled(down, cfg.mlp.down_scale, "down_scaled")
     return b.all_reduce(down, b.name("down.sum")) if reduce else down
 
 

@@ -213,11 +213,12 @@ def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
 
 def _layer(b: GraphBuilder, i: int, layer: Layer, h: Node, pos: Node, masks, past: int | None):
     """Decoder layer i, its values named in the layer (GraphBuilder.layer): an RWKV block, or a
-    mixer (attention, Mamba, DeltaNet) and a feed-forward block, pre-norm (optionally with Gemma's
-    sandwich norms), post-norm or parallel. Returns (output, its caches: K and V, a Mamba or
-    DeltaNet layer's state and convolution window, an RWKV block's sums and shifted inputs, or none
-    where the layer skips or replaces its attention)."""
-    standard = layer.mixer == "attention" and (layer.attention, layer.ffn) == ("standard", "standard")
+    mixer (attention, Mamba, DeltaNet; or Falcon-H1's attention and Mamba side by side) and a
+    feed-forward block, pre-norm (optionally with Gemma's sandwich norms), post-norm or parallel.
+    Returns (output, its caches: K and V, a Mamba or DeltaNet layer's state and convolution window
+    (Falcon-H1's layers: all four), an RWKV block's sums and shifted inputs, or none where the
+    layer skips or replaces its attention)."""
+    standard = layer.mixers == ("attention",) and (layer.attention, layer.ffn) == ("standard", "standard")
     if not standard and layer.mixer != "rwkv" and b.cfg.residual.block != "pre":
         raise FrontendError(
             f"{b.cfg.name}: layer {i} skips or replaces a part or has a recurrent mixer, which only "
@@ -258,16 +259,8 @@ def _block(
             t, caches = shared_block(b, i, layer, h, pos, masks, past)
             x = g.add("add", h, t, name=b.name("h_shared"))
         n = norm(b, x, "D", attn_norm, "attn_norm") if cfg.norms.pre else x
-        if layer.mixer == "mamba":
-            a, more = mamba(b, i, n, past is not None)
-            caches = caches + more
-        elif layer.mixer == "deltanet":  # Qwen3-Next's gated DeltaNet
-            a, caches = gated_delta(b, i, n, past is not None)
-        elif layer.attention == "linear":
-            a = _replacement(b, n, f"{pre}.self_attn.linear_attn.weight", "attn_linear")
-        else:
-            a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past)
-            caches = [k_cache, v_cache]
+        a, more = _mixers(b, i, layer, n, pos, masks, past)
+        caches = caches + more
         if cfg.norms.sandwich:
             a = norm(b, a, "D", f"{pre}.post_attention_layernorm", "attn_out_norm")
             mlp_norm = f"{pre}.pre_feedforward_layernorm"
@@ -282,6 +275,47 @@ def _block(
             m = norm(b, m, "D", f"{pre}.post_feedforward_layernorm", "mlp_out_norm")
         h = _residual(b, n if cfg.residual.from_norm else h, m, "out")
     return h, caches
+
+
+def _mixers(
+    b: GraphBuilder, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None
+) -> tuple[Node, list[Node]]:
+    """Layer i's mixer on the normed x, or its parallel mixers (Layer.beside) on the same x with
+    their outputs summed before the one all-reduce over the chips; returns (output, every mixer's
+    caches)."""
+    if not layer.beside:
+        return _mixer(b, i, layer, layer.mixer, x, pos, masks, past, reduce=True)
+    outputs, caches = [], []
+    for kind in layer.mixers:
+        y, kept = _mixer(b, i, layer, kind, x, pos, masks, past, reduce=False)
+        outputs.append(y)
+        caches += kept
+    total = outputs[0]
+    for k, y in enumerate(outputs[1:], 1):
+        total = b.g.add("add", total, y, name=b.name(f"mixers.{k}"))
+    return b.all_reduce(total, b.name("mixers.sum")), caches
+
+
+def _mixer(
+    b: GraphBuilder, i: int, layer: Layer, kind: str, x: Node, pos: Node, masks, past: int | None,
+    reduce: bool,
+) -> tuple[Node, list[Node]]:  # fmt: skip
+    """One mixer of layer i (attention, Mamba, DeltaNet, or DeciLM's linear stand-in for
+    attention) on x, its input and output scaled by its part's multipliers (Falcon-H1's muP);
+    partial sums over the chips left to the caller when `reduce` is False."""
+    cfg, pre = b.cfg, f"model.layers.{i}"
+    part = cfg.attention if kind == "attention" or cfg.ssm is None else cfg.ssm
+    x = b.scaled(x, part.in_scale, f"{kind}_in")
+    if kind == "mamba":
+        a, caches = mamba(b, i, x, past is not None, reduce)
+    elif kind == "deltanet":  # Qwen3-Next's gated DeltaNet
+        a, caches = gated_delta(b, i, x, past is not None, reduce)
+    elif layer.attention == "linear":
+        a, caches = _replacement(b, x, f"{pre}.self_attn.linear_attn.weight", "attn_linear"), []
+    else:
+        a, k_cache, v_cache = attention(b, i, layer, x, pos, masks, past, reduce=reduce)
+        caches = [k_cache, v_cache]
+    return b.scaled(a, part.out_scale, f"{kind}_out"), caches
 
 
 def _replacement(b: GraphBuilder, x: Node, weight: str, label: str) -> Node:
@@ -313,6 +347,7 @@ def _head(b: GraphBuilder, x: Node) -> Node:
         bias = part if cfg.embedding.head_bias else None
         logits = linear(b, x, "lm_head.weight", axes, ["D"], [*lead, "V"], "logits.raw", part, bias)
     logits = b.to(logits, F32)
+    logits = b.scaled(logits, cfg.embedding.logits_scale, "logits.multiplied")
     if cfg.embedding.logits_divisor != 1.0:
         logits = g.add("div", logits, b.const(cfg.embedding.logits_divisor), name="logits.scaled")
     if cfg.embedding.logits_softcap is not None:

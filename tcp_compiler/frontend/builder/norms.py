@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ir import F32, Node
-from tcp_compiler.frontend.builder.core import Cut, GraphBuilder
+from tcp_compiler.frontend.builder.core import Cut, GraphBuilder, whole
 
 
 def norm(
@@ -21,8 +21,9 @@ def norm(
     the model's LayerNorms have one; neither when `prefix` is None: Llama 4's L2 norm), into the
     value of role `label`; `eps` where a norm has its
     own (DeepSeek's low-rank norms). `per` = (axis, cut): a weight row of its own for each entry of
-    that axis (Cohere's q/k norm, one per head), cut over the chips like that axis. `offset` False:
-    a plain weight where the model's norms scale by (1 + w) (Qwen3-Next's gated norm)."""
+    that axis (Cohere's q/k norm, one per head; RWKV-5's GroupNorm, its bias too), cut over the
+    chips like that axis. `offset` False: a plain weight where the model's norms scale by (1 + w)
+    (Qwen3-Next's gated norm)."""
     cfg, g = b.cfg, b.g
     n = x.type.size(axis)
     kind = kind or cfg.norms.kind
@@ -39,16 +40,16 @@ def norm(
     if prefix is None:
         return g.add("mul", x, rstd, name=b.name(label))
     unit = g.add("mul", x, rstd, name=b.name(f"{label}.unit"))
-    if per is None:
-        w = b.to(b.tensor(f"{prefix}.weight", b.p.table, {axis: n}), F32)
-    else:
+    axes, part = {axis: n}, whole
+    if per is not None:
         rows, part = per
-        w = b.to(b.tensor(f"{prefix}.weight", b.p.table, {rows: x.type.size(rows), axis: n}, part), F32)
+        axes = {rows: x.type.size(rows), axis: n}
+    w = b.to(b.tensor(f"{prefix}.weight", b.p.table, axes, part), F32)
     if cfg.norms.offset and offset:
         w = g.add("add", w, b.const(cfg.norms.offset), name=f"{prefix}.weight.plus1")
     if kind != "layer" or not cfg.norms.bias:
         return g.add("mul", unit, w, name=b.name(label))
-    bias = b.to(b.tensor(f"{prefix}.bias", b.p.table, {axis: n}), F32)
+    bias = b.to(b.tensor(f"{prefix}.bias", b.p.table, axes, part), F32)
     return g.add("add", g.add("mul", unit, w, name=b.name(f"{label}.scaled")), bias, name=b.name(label))
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ir import F32, I32, Node, TensorType
 from tcp_compiler.errors import FrontendError
-from tcp_compiler.frontend.builder.core import Cut, GraphBuilder, cut, whole
+from tcp_compiler.frontend.builder.core import Binding, Cut, GraphBuilder, cut, whole
 from tcp_compiler.frontend.builder.norms import norm
 from tcp_compiler.frontend.builder.weights import linear
 from tcp_compiler.frontend.config import Ssm
@@ -43,7 +43,7 @@ def check_ssm(b: GraphBuilder) -> None:
     planned (core.Sharding.plan)."""
     if b.cfg.ssm is not None and b.packed:
         raise FrontendError(f"{b.cfg.name}: Mamba layers take no packed documents (one state per row)")
-    if b.cfg.ssm is not None and b.cfg.ssm.kind == "rwkv4" and "lengths" in b.g:
+    if b.cfg.ssm is not None and b.cfg.ssm.rwkv and "lengths" in b.g:
         raise FrontendError(f"{b.cfg.name}: RWKV blocks take no padded batches yet (prompts of one length)")
 
 
@@ -113,9 +113,10 @@ def _blocks(spans: list[tuple[int, int]], chips: int) -> Cut:
     return part
 
 
-def mamba(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, list[Node]]:
+def mamba(b: GraphBuilder, i: int, x: Node, decode: bool, reduce: bool = True) -> tuple[Node, list[Node]]:
     """Layer i's Mamba mixer on the normed x [B, S, D]; returns (output [B, S, D], its caches:
-    the state and the convolution window)."""
+    the state and the convolution window). out_proj's partial sums over the chips are left to the
+    caller when `reduce` is False (a layer's parallel mixers join theirs first)."""
     ssm = b.cfg.ssm
     assert ssm is not None
     pre, local = f"model.layers.{i}.mixer", _Local.of(ssm, b)
@@ -123,16 +124,30 @@ def mamba(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, list[No
     bias = local.projection if ssm.proj_bias else None
     proj = linear(b, x, f"{pre}.in_proj.weight", {"F": width, "D": b.cfg.hidden}, ["D"], ["B", "S", "F"],
                   "in_proj", local.projection, bias)  # fmt: skip
+    if ssm.projection_scales:
+        proj = _span_scaled(b, ssm, local, proj)
     if ssm.kind == "mamba":
         y, caches = _mamba1(b, pre, ssm, local, proj, decode)
         axes: dict[str, int] = {"I": local.inner}
     else:
         y, caches = _mamba2(b, pre, ssm, local, proj, decode)
         axes = {"G": local.groups, "Q": ssm.inner // ssm.groups}
-    out_bias = local.row_bias if ssm.proj_bias else None
+    out_bias = local.row_bias if ssm.has_out_bias else None
     out = linear(b, y, f"{pre}.out_proj.weight", {"D": b.cfg.hidden, **axes}, list(axes), ["B", "S", "D"],
                  "out_proj", local.row, out_bias)  # fmt: skip
-    return b.all_reduce(out, b.name("out_proj.sum")), caches
+    return (b.all_reduce(out, b.name("out_proj.sum")) if reduce else out), caches
+
+
+def _span_scaled(b: GraphBuilder, ssm: Ssm, local: _Local, proj: Node) -> Node:
+    """in_proj's output times Falcon-H1's multiplier of each span (z, x, B, C, dt), one vector
+    [F] cut to this chip's rows as in_proj's are."""
+    E, GN = ssm.inner, ssm.groups * ssm.state
+    widths = (E, E, GN, GN, ssm.heads)
+    full = np.repeat(np.array(ssm.projection_scales, np.float32), widths)
+    width = proj.type.size("F")
+    scales = b.param("ssm.span_scales", F32, {"F": width},
+                     Binding((), lambda get, rank: local.projection(full, rank)))  # fmt: skip
+    return b.g.add("mul", proj, scales, name=b.name("in_proj_scaled"))
 
 
 def _part(b: GraphBuilder, x: Node, axis: str, start: int, stop: int, label: str, **axes: int) -> Node:
@@ -290,13 +305,28 @@ def _mamba2(
     skip = b.to(b.tensor(f"{pre}.D", b.p.table, heads, local.column), F32)
     y = g.add("add", y, g.add("mul", u, skip, name=b.name("skip")), name=b.name("y_skip"))
     y = g.add("reshape", y, name=b.name("y_groups"), type=TensorType.of(F32, B=b.batch, S=b.seq, G=G, Q=Q))
+    return _gate(b, pre, ssm, local, y, z), [state, window]
+
+
+def _gate(b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, y: Node, z: Node) -> Node:
+    """Mamba-2's output y [B, S, G, Q] gated by silu(z) and RMS-normed over each group's channels
+    (a chip holds whole groups; weight [G, Q]): the norm after the gate (Mamba-2), before it
+    (Falcon-H1's mamba_norm_before_gate) or none (Falcon-H1 without mamba_rms_norm)."""
+    g = b.g
+
+    def normed(x: Node) -> Node:
+        per = ("G", local.column)
+        return norm(b, x, "Q", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps, per=per)
+
+    if ssm.gated_norm == "norm_then_gate":
+        y = normed(y)
     y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
-    # the RMSNorm of y * silu(z) over each group's channels (a chip holds whole groups), weight [G, Q]
-    y = norm(b, y, "Q", f"{pre}.norm", "gated_norm", kind="rms", eps=ssm.norm_eps, per=("G", local.column))
-    return y, [state, window]
+    return normed(y) if ssm.gated_norm == "gated" else y
 
 
-def gated_delta(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, list[Node]]:
+def gated_delta(
+    b: GraphBuilder, i: int, x: Node, decode: bool, reduce: bool = True
+) -> tuple[Node, list[Node]]:
     """Layer i's gated DeltaNet (Qwen3-Next) on the normed x [B, S, D]; returns (output [B, S, D],
     its caches: the state [Hk, Hr, K, V] and the convolution window).
 
@@ -305,7 +335,8 @@ def gated_delta(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, l
     through the convolution (channels q of all heads, then k, then v) and SiLU; q and k are
     l2-normed over K and q scaled by 1/sqrt(K); beta = sigmoid(b), g = -exp(A_log) softplus(a +
     dt_bias); the delta rule's output goes through an RMSNorm over V (weight w, no offset) times
-    silu(z), then out_proj. A key head's Hr value heads read its q and k by broadcasting (Hk)."""
+    silu(z), then out_proj (its partial sums over the chips left to the caller when `reduce` is
+    False, as in `mamba`). A key head's Hr value heads read its q and k by broadcasting (Hk)."""
     ssm, g = b.cfg.ssm, b.g
     assert ssm is not None
     pre, local = f"model.layers.{i}.linear_attn", _Local.of(ssm, b)
@@ -338,7 +369,7 @@ def gated_delta(b: GraphBuilder, i: int, x: Node, decode: bool) -> tuple[Node, l
     y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
     out = linear(b, y, f"{pre}.out_proj.weight", {"D": D, **heads, "V": V}, ["Hk", "Hr", "V"],
                  ["B", "S", "D"], "out_proj", local.row)  # fmt: skip
-    return b.all_reduce(out, b.name("out_proj.sum")), [state, window]
+    return (b.all_reduce(out, b.name("out_proj.sum")) if reduce else out), [state, window]
 
 
 def _l2norm(b: GraphBuilder, x: Node, label: str) -> Node:

@@ -39,12 +39,16 @@ class Mamba2Keys:
     norm_eps: str = "layer_norm_epsilon"  # the gated RMSNorm's
     activation: str = "hidden_act"  # after the convolution
     dt_floor: str | None = None  # Nemotron-H clamps dt to [this field, inf), not to time_step_limit
+    inner: str | None = None  # a field giving the inner width itself when set (Falcon-H1's mamba_d_ssm)
 
 
 def mamba2_mixer(raw: RawConfig, keys: Mamba2Keys = Mamba2Keys()) -> Ssm:
     """Mamba-2's mixer from the fields `keys` names, checked as transformers checks them."""
     heads, head_dim = raw.require(keys.heads), raw.require(keys.head_dim, (int, str))
-    if keys.expand is None:
+    given = keys.inner is not None and raw.has(keys.inner)
+    if given:
+        inner = raw.require(keys.inner)
+    elif keys.expand is None:
         if not isinstance(head_dim, int):
             raise raw.fail(f"{raw.path(keys.head_dim)}: expected an integer, got {head_dim!r}")
         inner = heads * head_dim
@@ -53,10 +57,8 @@ def mamba2_mixer(raw: RawConfig, keys: Mamba2Keys = Mamba2Keys()) -> Ssm:
     if head_dim == "auto":
         head_dim = inner // heads
     if not isinstance(head_dim, int) or inner != heads * head_dim:
-        raise raw.fail(
-            f"hidden_size x {keys.expand} ({inner}) must equal {keys.heads} x {keys.head_dim} "
-            f"({heads} x {head_dim})"
-        )
+        width = keys.inner if given else f"hidden_size x {keys.expand}"
+        raise raw.fail(f"{width} ({inner}) must equal {keys.heads} x {keys.head_dim} ({heads} x {head_dim})")
     groups = raw.require(keys.groups)
     if heads % groups:
         raise raw.fail(f"{keys.heads} ({heads}) must be a multiple of {keys.groups} ({groups})")
