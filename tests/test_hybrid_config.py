@@ -108,6 +108,23 @@ def test_nemotron_h_left_out_fields_are_transformers_class_defaults() -> None:
     assert ours.embedding.tied == theirs.tie_word_embeddings
 
 
+def test_nemotron_h_moe_left_out_fields_are_transformers_class_defaults() -> None:
+    """The class default pattern has a MoE block (ME*-): its experts, routing and shared expert."""
+    theirs = AutoConfig.for_model("nemotron_h")
+    ours = _read({"model_type": "nemotron_h"})
+    moe = ours.moe
+    assert [x.moe for x in ours.layers] == [t == "moe" for t in theirs.layers_block_type] == [0, 1, 0, 0]
+    assert (moe.experts, moe.top_k, moe.intermediate, moe.shared.intermediate, moe.latent) == (
+        theirs.n_routed_experts, theirs.num_experts_per_tok, theirs.moe_intermediate_size,
+        theirs.moe_shared_expert_intermediate_size, theirs.moe_latent_size,
+    )  # fmt: skip
+    assert (moe.groups, moe.topk_groups, moe.normalize_top_k, moe.routed_scale) == (
+        theirs.n_group, theirs.topk_group, theirs.norm_topk_prob, theirs.routed_scaling_factor
+    )  # fmt: skip
+    assert (moe.scoring, moe.gated, moe.correction_bias_name is not None) == ("sigmoid", False, True)
+    assert _read({**NEMOTRON}).moe is None  # no MoE block, no experts
+
+
 def test_nemotron_h_reads_the_older_spellings_and_block_lists() -> None:
     """mamba_n_groups, mamba_chunk_size ... as transformers takes them; layers_block_type over the
     pattern."""
@@ -119,6 +136,7 @@ def test_nemotron_h_reads_the_older_spellings_and_block_lists() -> None:
 
 
 NEMOTRON = {"model_type": "nemotron_h", "hybrid_override_pattern": "M*-"}
+MOE = {**NEMOTRON, "hybrid_override_pattern": "M*E"}
 
 
 @pytest.mark.parametrize(
@@ -126,8 +144,12 @@ NEMOTRON = {"model_type": "nemotron_h", "hybrid_override_pattern": "M*-"}
     [
         ({**NEMOTRON, "hybrid_override_pattern": "M*X"}, r"pattern: expected letters M, \*, - or E"),
         ({**NEMOTRON, "hybrid_override_pattern": ""}, r"hybrid_override_pattern: expected letters"),
-        ({**NEMOTRON, "hybrid_override_pattern": "ME"}, r"MoE blocks \(E, 'moe'\) are not supported yet"),
-        ({"model_type": "nemotron_h"}, r"MoE blocks .* not supported yet"),  # the class default has one
+        ({**MOE, "mlp_bias": True}, r"mlp_bias: expected false with MoE"),
+        ({**MOE, "n_group": 3}, r"n_group \(3\) must split n_routed_experts \(8\) into groups of 2"),
+        ({**MOE, "n_group": 4, "topk_group": 5}, r"topk_group \(5\) exceeds n_group \(4\)"),
+        ({**MOE, "num_experts_per_tok": 9}, r"num_experts_per_tok \(9\) exceeds the 8 experts"),
+        ({**MOE, "moe_latent_size": 0}, r"moe_latent_size: expected"),
+        ({**MOE, "moe_shared_expert_intermediate_size": -1}, r"moe_shared_expert_intermediate_size: expect"),
         ({**NEMOTRON, "layers_block_type": ["mlp", "conv"]}, r"layers_block_type\[1\]: expected one of"),
         ({**NEMOTRON, "mamba_hidden_act": "relu2"}, r"mamba_hidden_act: relu2 is an MLP activation"),
         ({**NEMOTRON, "mlp_hidden_act": "tanh"}, r"'mlp_hidden_act' = 'tanh' is not supported"),

@@ -223,6 +223,11 @@ class Moe:
     # over the experts scoring within 2 x eps (relative) of it; None: other routing
     sparsemixer_eps: float | None = None
     shared: SharedExpert | None = None
+    gated: bool = True  # down(act(gate) * up); False: down(act(up)), Nemotron-H's experts and shared one
+    # Nemotron 3 Super's moe_latent_size: the routed experts run in this width, between a projection
+    # from the hidden size and one back (names with {i}: in, out); None: none
+    latent: int | None = None
+    latent_names: tuple[str, str] = ("", "")
 
     def __post_init__(self) -> None:
         check_mode(self.scoring, Scoring, "expert scoring")
@@ -231,8 +236,8 @@ class Moe:
 
 @dataclass(frozen=True)
 class SharedExpert:
-    """A gated MLP every token runs beside the routed experts (Qwen2-MoE, DeepSeek), optionally
-    scaled by sigmoid(x . gate) (Qwen2-MoE's shared_expert_gate)."""
+    """An MLP every token runs beside the routed experts (Qwen2-MoE, DeepSeek), gated or not as the
+    experts are (Moe.gated), optionally scaled by sigmoid(x . gate) (Qwen2-MoE's shared_expert_gate)."""
 
     intermediate: int
     names: tuple[str, str, str]  # gate, up, down; format with {i}

@@ -170,6 +170,8 @@ FIELDS: dict[str, Field] = {
     "n_heads_in_group": _count(MAX_HEADS),
     "ffn_mult": Field("number", 0, 1000, lo_open=True),
     "shared_expert_intermediate_size": _count(MAX_WIDTH),
+    "moe_shared_expert_intermediate_size": _count(MAX_WIDTH),  # Nemotron-H's one shared expert
+    "moe_latent_size": _count(MAX_WIDTH),  # Nemotron 3 Super: the routed experts' width (null: D)
     "routed_scaling_factor": _positive(1e6),
     "norm_topk_prob": _BOOL,
     "moe_layer_freq": _count(MAX_LAYERS),  # DeepSeek: experts on every moe_layer_freq-th layer

@@ -102,14 +102,20 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
             if moe.correction_bias_name is not None:
                 yield moe.correction_bias_name.format(i=i), (moe.experts,), "vector"
             if moe.shared is not None:
-                yield from _shared_shapes(moe.shared, i, D)
+                yield from _shared_shapes(moe.shared, moe.gated, i, D)
+            width = D if moe.latent is None else moe.latent  # the experts' input and output
+            if moe.latent is not None:
+                into, back = (n.format(i=i) for n in moe.latent_names)
+                yield into, (moe.latent, D), "projection"
+                yield back, (D, moe.latent), "projection"
             gate, up, down = moe.expert_names
+            ins = (gate, up) if moe.gated else (up,)
             for e in range(moe.experts):
-                yield gate.format(i=i, e=e), (moe.intermediate, D), "expert"
-                yield up.format(i=i, e=e), (moe.intermediate, D), "expert"
-                yield down.format(i=i, e=e), (D, moe.intermediate), "expert"
-                for name, width in ((gate, moe.intermediate), (up, moe.intermediate), (down, D)):
-                    yield name.format(i=i, e=e).removesuffix(".weight") + ".bias", (width,), "vector"
+                for name in ins:
+                    yield name.format(i=i, e=e), (moe.intermediate, width), "expert"
+                yield down.format(i=i, e=e), (width, moe.intermediate), "expert"
+                for name, size in (*((n, moe.intermediate) for n in ins), (down, width)):
+                    yield name.format(i=i, e=e).removesuffix(".weight") + ".bias", (size,), "vector"
             continue
         for proj in ("gate_proj", "up_proj") if cfg.mlp.kind == "gated" else ("up_proj",):  # plain: no gate
             yield f"{pre}.mlp.{proj}.weight", (F, D), "projection"
@@ -302,9 +308,10 @@ def _mla_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, Kind]]
     yield f"{pre}.o_proj.weight", (D, H * mla.v_dim), "projection"
 
 
-def _shared_shapes(shared: SharedExpert, i: int, D: int) -> Iterator[tuple[str, Shape, Kind]]:
+def _shared_shapes(shared: SharedExpert, gated: bool, i: int, D: int) -> Iterator[tuple[str, Shape, Kind]]:
     gate, up, down = (n.format(i=i) for n in shared.names)
-    yield gate, (shared.intermediate, D), "projection"
+    if gated:
+        yield gate, (shared.intermediate, D), "projection"
     yield up, (shared.intermediate, D), "projection"
     yield down, (D, shared.intermediate), "projection"
     if shared.gate_name is not None:

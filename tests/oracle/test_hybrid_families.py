@@ -1,7 +1,8 @@
 """The attention / Mamba hybrid families (issue 29) against transformers 5.23.0's slow torch path
-on tiny random-weight models, eager attention and experts: Bamba, Nemotron-H, Granite 4's
-GraniteMoeHybrid, Jamba (its own parts switched off on tcpc's side: test_jamba.py) and Falcon-H1
-(attention and a Mamba-2 mixer side by side in every layer).
+on tiny random-weight models, eager attention and experts: Bamba, Nemotron-H (with Nemotron 3's
+MoE blocks too, Nano's and Super's latent ones), Granite 4's GraniteMoeHybrid, Jamba (its own
+parts switched off on tcpc's side: test_jamba.py) and Falcon-H1 (attention and a Mamba-2 mixer
+side by side in every layer).
 
 - prefill plus 4 decode steps within 1e-4 of transformers decoding from its own cache (KV on the
   attention layers, conv and SSM states on the Mamba layers), greedy tokens equal. transformers'
@@ -20,7 +21,9 @@ GraniteMoeHybrid, Jamba (its own parts switched off on tcpc's side: test_jamba.p
 
 Each family's special parts bite: the attention layers (their output zeroed on the same weights),
 Bamba's RoPE on half of each head, the Mamba groups, the prefill's dt clamp (Bamba's
-time_step_limit, Nemotron-H's time_step_min), Nemotron-H's squared relu, Granite's RoPE, four
+time_step_limit, Nemotron-H's time_step_min), Nemotron-H's squared relu, Nemotron 3's group limit,
+correction bias (a random buffer here; transformers initialises it to zero), routed_scaling_factor,
+top-k renormalisation, the experts' squared relu and the shared expert, Granite's RoPE, four
 multipliers, top-k and shared MLP, Jamba's top-k and its dt, B and C norm weights; Falcon-H1's
 parallel mixers (either one's output zeroed), its muP multipliers (each set back to 1, each of
 ssm_multipliers' five spans too), its gated norm and its placement before the gate, its out_proj
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pytest
@@ -45,6 +49,7 @@ from tcp_compiler.frontend.config import ModelConfig
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
+from tests.oracle.decode_match import assert_prefill_and_decode_match
 from tests.oracle.param_counts import bundled_on_meta, tcpc_params, transformers_params
 from tests.oracle.test_families import _einsum_flops
 
@@ -73,6 +78,24 @@ HYBRID = {
         dict(ATTENTION, head_dim=8, hybrid_override_pattern="M-*-M", mamba_num_heads=8, mamba_head_dim=8,
              n_groups=4, ssm_state_size=6, chunk_size=4, time_step_min=0.75),
         dict(time_step_min=1e-6),  # 0 breaks transformers' init (log 0); a floor that never bites
+    ),
+    "nemotron_h-moe": (  # Nemotron 3's MoE blocks: 8 experts in 4 groups, the best 2 groups eligible
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        dict(ATTENTION, head_dim=8, hybrid_override_pattern="ME*E-M", mamba_num_heads=8, mamba_head_dim=8,
+             n_groups=4, ssm_state_size=6, chunk_size=4, n_routed_experts=8, num_experts_per_tok=2,
+             moe_intermediate_size=12, moe_shared_expert_intermediate_size=20, n_group=4, topk_group=2,
+             routed_scaling_factor=2.5),
+        {},
+    ),
+    "nemotron_h-latent": (  # Nemotron 3 Super's experts: in a 16-wide latent space, one group
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        dict(ATTENTION, head_dim=8, hybrid_override_pattern="ME*E", mamba_num_heads=8, mamba_head_dim=8,
+             n_groups=4, ssm_state_size=6, chunk_size=4, n_routed_experts=8, num_experts_per_tok=3,
+             moe_intermediate_size=12, moe_shared_expert_intermediate_size=20, moe_latent_size=16,
+             routed_scaling_factor=5.0),
+        {},
     ),
     "granitemoehybrid": (
         "GraniteMoeHybridConfig",
@@ -119,11 +142,12 @@ HYBRID = {
 BUNDLED_CLASSES = {
     "bamba-9b": ("BambaConfig", "BambaForCausalLM"),
     "nemotron-h-8b-base-8k": ("NemotronHConfig", "NemotronHForCausalLM"),
+    "nvidia-nemotron-3-nano-30b-a3b": ("NemotronHConfig", "NemotronHForCausalLM"),
     "granite-4.0-h-tiny": ("GraniteMoeHybridConfig", "GraniteMoeHybridForCausalLM"),
     "ai21-jamba-1.5-mini": ("JambaConfig", "JambaForCausalLM"),
     "falcon-h1-0.5b-base": ("FalconH1Config", "FalconH1ForCausalLM"),
 }
-MOE = {"granitemoehybrid", "jamba"}
+MOE = {"granitemoehybrid", "nemotron_h-moe", "nemotron_h-latent", "jamba"}
 
 
 def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel:
@@ -134,8 +158,9 @@ def build(name: str, seed: int = 0, **overrides) -> transformers.PreTrainedModel
     model = getattr(transformers, model_cls)(config).eval()
     if name in MOE:
         model.set_experts_implementation("eager")
-    with torch.no_grad():  # norm weights around 1, the rest (A_log, D, dt_bias, conv too) random
-        for n, p in model.named_parameters():
+    biases = [(n, b) for n, b in model.named_buffers() if n.endswith("e_score_correction_bias")]
+    with torch.no_grad():  # norm weights around 1, the rest (A_log, D, dt_bias, conv, correction bias) random
+        for n, p in [*model.named_parameters(), *biases]:
             centre = 1.0 if n.endswith(("norm.weight", "layernorm.weight")) else 0.0
             p.copy_(0.1 * torch.randn_like(p) + centre)
     return model
@@ -165,14 +190,7 @@ def reference_logits(model, prompt: list[int], tokens: list[int]) -> list[np.nda
 
 def test_prefill_and_decode_match_transformers(family) -> None:
     name, model, loaded = family
-    result = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, STEPS)
-    ours = [result.prefill_logits[0]] + [d[0] for d in result.decode_logits]
-    tokens = result.token_matrix[0].tolist()
-    theirs = reference_logits(model, PROMPT, tokens[:STEPS])
-    for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"{name} step {step}")
-        assert int(np.argmax(a)) == tokens[step]
-    assert np.abs(theirs[0]).max() > 0.05, "logits too small to tell a bug from noise"
+    assert_prefill_and_decode_match(loaded, partial(reference_logits, model), PROMPT, STEPS, name)
 
 
 def test_decode_from_the_carried_caches_equals_the_full_recompute(family, tmp_path) -> None:
@@ -200,6 +218,13 @@ SWITCHED_OFF = [
     ("nemotron_h", dict(mlp_hidden_act="relu"), None),  # relu, not squared
     ("nemotron_h", dict(n_groups=1), None),
     ("nemotron_h", HYBRID["nemotron_h"][3], None),  # time_step_min: the prefill's dt floor
+    ("nemotron_h-moe", dict(n_group=1, topk_group=1), None),  # no group limit
+    ("nemotron_h-moe", {}, "layers.1.mixer.gate.e_score_correction_bias"),
+    ("nemotron_h-moe", dict(routed_scaling_factor=1.0), None),
+    ("nemotron_h-moe", dict(norm_topk_prob=False), None),
+    ("nemotron_h-moe", dict(mlp_hidden_act="relu"), None),  # the experts' relu, not squared
+    ("nemotron_h-moe", {}, "layers.1.mixer.shared_experts.down_proj.weight"),  # the shared expert's output
+    ("nemotron_h-latent", {}, "layers.1.mixer.fc2_latent_proj.weight"),  # the routed experts' way back
     ("granitemoehybrid", {}, "layers.1.self_attn.o_proj.weight"),
     ("granitemoehybrid", dict(position_embedding_type=None), None),  # no RoPE
     *[("granitemoehybrid", {key: 1.0}, None)
@@ -241,7 +266,7 @@ def test_the_special_parts_bite(name: str, overrides: dict, zeroed: str | None) 
             if n in weights and weights[n].shape == p.shape:
                 p.copy_(weights[n])
         if zeroed is not None:
-            off.get_parameter(f"model.{zeroed}").zero_()
+            off.state_dict()[f"model.{zeroed}"].zero_()  # a parameter or a buffer (the correction bias)
     moved = np.abs(logits(on) - logits(off)).max()
     if "mamba_chunk_size" in overrides:
         assert moved < 1e-5

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
@@ -44,6 +45,7 @@ from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
+from tests.oracle.decode_match import assert_prefill_and_decode_match
 from tests.oracle.param_counts import bundled_on_meta, tcpc_params, transformers_params
 
 F32 = PRECISIONS["f32"]
@@ -97,14 +99,7 @@ def reference_logits(model, prompt: list[int], tokens: list[int]) -> list[np.nda
 
 def test_prefill_and_decode_match_transformers(qwen3_next) -> None:
     model, loaded = qwen3_next
-    result = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, STEPS)
-    ours = [result.prefill_logits[0]] + [d[0] for d in result.decode_logits]
-    tokens = result.token_matrix[0].tolist()
-    theirs = reference_logits(model, PROMPT, tokens[:STEPS])
-    for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"step {step}")
-        assert int(np.argmax(a)) == tokens[step]
-    assert np.abs(theirs[0]).max() > 0.05, "logits too small to tell a bug from noise"
+    assert_prefill_and_decode_match(loaded, partial(reference_logits, model), PROMPT, STEPS, "qwen3_next")
 
 
 def test_decode_from_the_carried_state_equals_the_full_recompute(qwen3_next) -> None:
@@ -267,14 +262,7 @@ def rwkv_logits(model, prompt: list[int], tokens: list[int]) -> list[np.ndarray]
 
 def test_rwkv_prefill_and_decode_match_transformers(rwkv) -> None:
     model, loaded = rwkv
-    result = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, STEPS)
-    ours = [result.prefill_logits[0]] + [d[0] for d in result.decode_logits]
-    tokens = result.token_matrix[0].tolist()
-    theirs = rwkv_logits(model, PROMPT, tokens[:STEPS])
-    for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"step {step}")
-        assert int(np.argmax(a)) == tokens[step]
-    assert np.abs(theirs[0]).max() > 0.05
+    assert_prefill_and_decode_match(loaded, partial(rwkv_logits, model), PROMPT, STEPS, "rwkv")
 
 
 def test_rwkv_decode_from_the_carried_state_equals_the_full_recompute(rwkv) -> None:

@@ -19,6 +19,8 @@ prompt, so the chunked form crosses chunks) and a time_step_limit that clamps dt
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 import torch
@@ -32,6 +34,7 @@ from tcp_compiler.frontend.builder import build_decode, build_prefill
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
+from tests.oracle.decode_match import assert_prefill_and_decode_match
 from tests.oracle.param_counts import bundled_on_meta, tcpc_params, transformers_params
 
 F32 = PRECISIONS["f32"]
@@ -91,14 +94,7 @@ def reference_logits(model, prompt: list[int], tokens: list[int]) -> list[np.nda
 
 def test_prefill_and_decode_match_transformers(family) -> None:
     name, model, loaded = family
-    result = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, STEPS)
-    ours = [result.prefill_logits[0]] + [d[0] for d in result.decode_logits]
-    tokens = result.token_matrix[0].tolist()
-    theirs = reference_logits(model, PROMPT, tokens[:STEPS])
-    for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"{name} step {step}")
-        assert int(np.argmax(a)) == tokens[step]
-    assert np.abs(theirs[0]).max() > 0.05, "logits too small to tell a bug from noise"
+    assert_prefill_and_decode_match(loaded, partial(reference_logits, model), PROMPT, STEPS, name)
 
 
 def test_decode_from_the_carried_state_equals_the_full_recompute(family, tmp_path) -> None:

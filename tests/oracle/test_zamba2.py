@@ -20,6 +20,7 @@ the mem RoPE, and the prefill's dt floor.
 from __future__ import annotations
 
 import copy
+from functools import partial
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.frontend.stages import pipeline_stages
 from tcp_compiler.runtime.generate import generate
+from tests.oracle.decode_match import assert_prefill_and_decode_match
 from tests.oracle.param_counts import bundled_on_meta, tcpc_params, transformers_params
 from tests.oracle.test_families import _einsum_flops
 from tests.oracle.test_hybrid_families import reference_logits
@@ -80,14 +82,7 @@ def variant(request, tmp_path_factory):
 
 def test_prefill_and_decode_match_transformers(variant) -> None:
     name, model, loaded = variant
-    result = generate(loaded.config, loaded.checkpoint.load, [PROMPT], F32, STEPS)
-    ours = [result.prefill_logits[0]] + [d[0] for d in result.decode_logits]
-    tokens = result.token_matrix[0].tolist()
-    theirs = reference_logits(model, PROMPT, tokens[:STEPS])
-    for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"{name} step {step}")
-        assert int(np.argmax(a)) == tokens[step]
-    assert np.abs(theirs[0]).max() > 0.05, "logits too small to tell a bug from noise"
+    assert_prefill_and_decode_match(loaded, partial(reference_logits, model), PROMPT, STEPS, name)
 
 
 def test_decode_from_the_carried_caches_equals_the_full_recompute(variant, tmp_path) -> None:

@@ -75,30 +75,49 @@ def moe(b: GraphBuilder, i: int, x: Node, reduce: bool = True) -> Node:
 
 
 def _experts(b: GraphBuilder, i: int, x: Node, idx: Node, weights: Node, reduce: bool) -> Node:
-    """The routed experts of layer i: x's rows for slots `idx` [B, S, Kk] through each chosen
-    expert's gated MLP, summed with `weights` (see moe)."""
+    """The routed experts of layer i: x's rows (or their latent projection, Moe.latent) for slots
+    `idx` [B, S, Kk] through each chosen expert's MLP (gated, or act(up) where Moe.gated is False),
+    summed with `weights` (see moe)."""
     cfg, g, sh = b.cfg, b.g, b.sh
-    D, F, E = cfg.hidden, sh.moe_intermediate, cfg.moe.experts
+    F, E = sh.moe_intermediate, cfg.moe.experts
+    axis, width = ("D", cfg.hidden) if cfg.moe.latent is None else ("L", cfg.moe.latent)  # experts' in, out
     counts = g.add("bincount", idx, name=b.name("expert_counts"), type=TensorType.of(I32, E=E))
     column, row = sh.columns(F), sh.rows(F)
-    gate_w = _expert_weight(b, i, 0, {"E": E, "F": F, "D": D}, "D", column)
+    first = _expert_weight(b, i, 0 if cfg.moe.gated else 1, {"E": E, "F": F, axis: width}, axis, column)
+    routed = x if cfg.moe.latent is None else _latent(b, i, x, 0)
     if cfg.moe.weights_input:
-        rows, weights = _weighted_rows(b, x, idx, weights)
-        rows = b.to(rows, gate_w[0].type.dtype)
+        rows, weights = _weighted_rows(b, routed, idx, weights)
+        rows = b.to(rows, first[0].type.dtype)
     else:
-        rows = g.add("dispatch", b.to(x, gate_w[0].type.dtype), idx, name=b.name("expert_rows"), axis="R")
-    gate = _expert(b, rows, counts, gate_w, "expert_gate", _expert_bias(b, i, 0, idx, F, column))
-    up_w = _expert_weight(b, i, 1, {"E": E, "F": F, "D": D}, "D", column)
-    up = _expert(b, rows, counts, up_w, "expert_up", _expert_bias(b, i, 1, idx, F, column))
-    act = _glu(b, gate, up, "expert")
-    down_w = _expert_weight(b, i, 2, {"E": E, "D": D, "F": F}, "F", row)
-    down_b = _expert_bias(b, i, 2, idx, D, sh.row_bias)
+        rows = g.add("dispatch", b.to(routed, first[0].type.dtype), idx, name=b.name("expert_rows"), axis="R")
+    if cfg.moe.gated:
+        gate = _expert(b, rows, counts, first, "expert_gate", _expert_bias(b, i, 0, idx, F, column))
+        up_w = _expert_weight(b, i, 1, {"E": E, "F": F, axis: width}, axis, column)
+        up = _expert(b, rows, counts, up_w, "expert_up", _expert_bias(b, i, 1, idx, F, column))
+        act = _glu(b, gate, up, "expert")
+    else:
+        up = _expert(b, rows, counts, first, "expert_up", _expert_bias(b, i, 1, idx, F, column))
+        act = activate(b, up, "expert_act")
+    down_w = _expert_weight(b, i, 2, {"E": E, axis: width, "F": F}, "F", row)
+    down_b = _expert_bias(b, i, 2, idx, width, sh.row_bias)
     down = _expert(b, act, counts, down_w, "expert_down", down_b)
     out = g.add("combine", down, idx, weights, name=b.name("moe"), axis="R", slots=["Kk"])
+    if cfg.moe.latent is not None:
+        out = _latent(b, i, out, 1)
     shared = _shared_expert(b, i, x)
     if shared is not None:
         out = g.add("add", out, shared, name=b.name("moe_shared"))
     return b.all_reduce(out, b.name("moe.sum")) if reduce else out
+
+
+def _latent(b: GraphBuilder, i: int, x: Node, which: int) -> Node:
+    """Moe.latent's projection `which`: 0 from the hidden size D into the experts' width L (whole
+    on every chip), 1 back to D, of the experts' partial sums (linear, so they still sum)."""
+    cfg, moe = b.cfg, b.cfg.moe
+    D, L, name = cfg.hidden, moe.latent, moe.latent_names[which].format(i=i)
+    if which == 0:
+        return linear(b, x, name, {"L": L, "D": D}, ["D"], ["B", "S", "L"], "latent_in")
+    return linear(b, x, name, {"D": D, "L": L}, ["L"], ["B", "S", "D"], "latent_out")
 
 
 def _weighted_rows(b: GraphBuilder, x: Node, idx: Node, weights: Node) -> tuple[Node, Node]:
@@ -163,7 +182,7 @@ def _expert_bias(b: GraphBuilder, i: int, which: int, idx: Node, width: int, par
         g.add("dispatch", idx, idx, name=row_experts, axis="R")
     fmt = moe.expert_names[which].removesuffix(".weight") + ".bias"
     name = fmt.format(i=i, e="all").replace(".all.", ".")
-    out = "D" if which == 2 else "F"
+    out = ("D" if moe.latent is None else "L") if which == 2 else "F"
     binding = _stacked_experts(b, i, fmt, moe.experts, part)
     bias = b.param(name, b.p.table, {"E": moe.experts, out: width}, binding)
     return b.to(g.add("gather", bias, g[row_experts], name=f"{name}.rows", axis="E"), F32)
@@ -196,9 +215,15 @@ def _shared_expert(b: GraphBuilder, i: int, x: Node) -> Node | None:
         return None
     D, F = cfg.hidden, sh.width(shared.intermediate)
     gate_n, up_n, down_n = (n.format(i=i) for n in shared.names)
-    gate = linear(b, x, gate_n, {"F": F, "D": D}, ["D"], ["B", "S", "F"], "shared_gate", sh.columns(F))
-    up = linear(b, x, up_n, {"F": F, "D": D}, ["D"], ["B", "S", "F"], "shared_up", sh.columns(F))
-    act = g.add("mul", activate(b, gate, "shared_act"), up, name=b.name("shared_glu"))
+
+    def widen(name: str, label: str) -> Node:
+        return linear(b, x, name, {"F": F, "D": D}, ["D"], ["B", "S", "F"], label, sh.columns(F))
+
+    if cfg.moe.gated:
+        gate, up = widen(gate_n, "shared_gate"), widen(up_n, "shared_up")
+        act = g.add("mul", activate(b, gate, "shared_act"), up, name=b.name("shared_glu"))
+    else:
+        act = activate(b, widen(up_n, "shared_up"), "shared_act")
     out = linear(b, act, down_n, {"D": D, "F": F}, ["F"], ["B", "S", "D"], "shared_down", sh.rows(F))
     if shared.gate_name is None:
         return out

@@ -3,16 +3,34 @@ Mamba-2 mixer (M), attention without positions (*, no RoPE) or a plain MLP with 
 `hybrid_override_pattern` (or transformers 5's `layers_block_type`) lists them; the layer count is
 the pattern's length. The Mamba-2 mixer's inner width is mamba_num_heads x mamba_head_dim, its
 in_proj and out_proj biases are `use_bias`, and its chunked (prefill) scan clamps dt to
-[time_step_min, inf) whatever time_step_limit says. MoE blocks (E) are refused. Checkpoint names
-(`backbone.*`, as published and as transformers saves them) put every block's f under `mixer` and
-its norm at `norm`; `embeddings` and `norm_f` at the ends."""
+[time_step_min, inf) whatever time_step_limit says. A MoE block (E, Nemotron 3) routes as
+DeepSeek-V3 does (sigmoid scores, the selection-only e_score_correction_bias, top-k within the
+topk_group best of n_group groups, norm_topk_prob, routed_scaling_factor) to n_routed_experts
+non-gated relu^2 experts of moe_intermediate_size, beside one relu^2 shared expert of
+moe_shared_expert_intermediate_size (n_shared_experts plays no part in transformers' model); with
+moe_latent_size (Nemotron 3 Super) the routed experts run in that width, between a projection
+from the hidden size and one back (fc1_latent_proj, fc2_latent_proj). Checkpoint names
+(`backbone.*`, as published and as transformers saves them) put every block's f under `mixer`
+(experts one by one) and its norm at `norm`; `embeddings` and `norm_f` at the ends."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from tcp_compiler.frontend.config import Layer, Mlp, ModelConfig, Norms, Positions, RawConfig
+from tcp_compiler.frontend.config import (
+    Layer,
+    Mlp,
+    ModelConfig,
+    Moe,
+    Norms,
+    Positions,
+    RawConfig,
+    SharedExpert,
+)
 from tcp_compiler.frontend.families.common import activation, dense
+from tcp_compiler.frontend.families.deepseek_parts import PREFIX
+from tcp_compiler.frontend.families.deepseek_v3 import sigmoid_moe
 from tcp_compiler.frontend.families.mamba2 import Mamba2Keys, mamba2_mixer
 from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import Rename, TensorMap
@@ -26,7 +44,9 @@ DEFAULTS = dict(
     mlp_hidden_act="relu2", mlp_bias=False,
     ssm_state_size=128, mamba_num_heads=128, mamba_head_dim=64, mamba_hidden_act="silu", n_groups=8,
     conv_kernel=4, time_step_min=0.001, use_conv_bias=True, chunk_size=128, use_bias=False,
-    layer_norm_epsilon=1e-5,
+    layer_norm_epsilon=1e-5, n_routed_experts=8, moe_intermediate_size=7688,
+    moe_shared_expert_intermediate_size=7688, num_experts_per_tok=2, routed_scaling_factor=1.0, n_group=1,
+    topk_group=1, norm_topk_prob=True,
 )  # fmt: skip
 
 # transformers' NemotronHConfig takes these older spellings for its own fields
@@ -43,7 +63,7 @@ MAMBA_KEYS = Mamba2Keys(
 PATTERN = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
 LAYERS: dict[str, dict[str, Any]] = {  # layer type -> its Layer fields: one part each
     "linear_attention": dict(mixer="mamba", ffn="skip"), "full_attention": dict(ffn="skip"),
-    "mlp": dict(attention="skip"),
+    "mlp": dict(attention="skip"), "moe": dict(attention="skip", moe=True),
 }  # fmt: skip
 
 TENSORS = TensorMap(
@@ -71,8 +91,6 @@ def block_types(raw: RawConfig) -> list[str]:
             raise raw.fail(f"{key}: expected letters M, *, - or E, got {pattern!r}")
         key, types = "hybrid_override_pattern", [PATTERN[c] for c in pattern]
     for i, t in enumerate(types):
-        if t == "moe":
-            raise raw.fail(f"{raw.path(key)}: MoE blocks (E, 'moe') are not supported yet (block {i})")
         if t not in LAYERS:
             raise raw.fail(f"{raw.path(key)}[{i}]: expected one of {', '.join(LAYERS)}, got {t!r}")
     return types
@@ -85,7 +103,8 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         if old in data:
             data[new] = data.pop(old)
     raw = RawConfig(data, raw.source, raw.family, raw.prefix)
-    layers = tuple(Layer(None, None, "rope", False, **LAYERS[t]) for t in block_types(raw))
+    types = block_types(raw)
+    layers = tuple(Layer(None, None, "rope", **{"moe": False, **LAYERS[t]}) for t in types)
     return dense(
         raw,
         "nemotron_h",
@@ -95,6 +114,20 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         ssm=mamba2_mixer(raw, MAMBA_KEYS),
         norms=Norms(float(raw.require("layer_norm_epsilon", (int, float)))),
         mlp=Mlp(activation(raw, "relu2", "mlp_hidden_act"), "plain", bool(raw.get("mlp_bias", kind=bool))),
+        moe=experts(raw) if "moe" in types else None,
         positions=Positions("none"),
         tensors=TENSORS,
     )
+
+
+def experts(raw: RawConfig) -> Moe:
+    """The MoE blocks' experts: DeepSeek-V3's routing (their checks too), non-gated, in the latent
+    width where there is one, and the one shared expert of its own width."""
+    if raw.get("mlp_bias", kind=bool):
+        raise raw.fail(f"{raw.path('mlp_bias')}: expected false with MoE blocks (the shared expert's and the "
+                       f"latent projections' biases are not supported)")  # fmt: skip
+    names = tuple(f"{PREFIX}.shared_experts.{p}_proj.weight" for p in ("gate", "up", "down"))
+    shared = SharedExpert(raw.require("moe_shared_expert_intermediate_size"), names)
+    latent = (f"{PREFIX}.fc1_latent_proj.weight", f"{PREFIX}.fc2_latent_proj.weight")
+    return replace(sigmoid_moe(raw), shared=shared, gated=False, latent=raw.get("moe_latent_size", kind=int),
+                   latent_names=latent)  # fmt: skip
