@@ -135,6 +135,26 @@ def test_nemotron_h_reads_the_older_spellings_and_block_lists() -> None:
     assert [(x.attention, x.ffn) for x in listed.layers] == [("skip", "standard"), ("standard", "skip")]
 
 
+@pytest.mark.parametrize(
+    ("fields", "key"),
+    [
+        ({"model_type": "nemotron_h", "layers_block_type": ["mamba", "attention", "mlp", "moe"]},
+         "layers_block_type"),
+        ({"model_type": "granitemoehybrid", "num_hidden_layers": 3,
+          "layer_types": ["mamba", "attention", "mamba"]}, "layer_types"),
+        ({"model_type": "qwen3_next", "num_hidden_layers": 2,
+          "layer_types": ["linear_attention", "attention"]}, "layer_types"),
+    ],
+)  # fmt: skip
+def test_older_layer_type_names_are_read_as_transformers_reads_them(fields: dict, key: str) -> None:
+    """transformers 5 reads "mamba" as "linear_attention" and "attention" as "full_attention" in any
+    config's layer list (published Nemotron 3 and Granite 4 configs use the older names)."""
+    theirs = AutoConfig.for_model(**fields)
+    assert "mamba" not in theirs.layer_types and "attention" not in theirs.layer_types
+    legacy, current = _read(fields), _read({**fields, key: list(theirs.layer_types)})
+    assert legacy.layers == current.layers
+
+
 NEMOTRON = {"model_type": "nemotron_h", "hybrid_override_pattern": "M*-"}
 MOE = {**NEMOTRON, "hybrid_override_pattern": "M*E"}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from tcp_compiler.frontend.config import Embedding, Layer, Mlp, ModelConfig, Norms, RawConfig, Rope, read_rope
@@ -76,17 +77,37 @@ def partial_rotary(raw: RawConfig, head_dim: int, default: float = 1.0, top_leve
     return None if rotary == head_dim else rotary
 
 
+# the older layer-type names transformers 5 reads as the current ones, in every config
+# (configuration_utils.remap_legacy_layer_types)
+LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention"}
+
+
+def listed_layer_types(
+    raw: RawConfig, key: str, allowed: Iterable[str], fallback: list[str] | None = None
+) -> list[str] | None:
+    """The config's list of layer types under `key` (else `fallback`; None without either), each
+    one of `allowed`, older names read as transformers 5 reads them; an entry that is not is
+    refused naming what the config wrote."""
+    types = raw.get(key, fallback, kind=list)
+    if types is None:
+        return None
+    allowed = tuple(allowed)
+    names = [old for old, new in LEGACY_LAYER_TYPES.items() if new in allowed] + list(allowed)
+    read = []
+    for i, t in enumerate(types):
+        current = LEGACY_LAYER_TYPES.get(t, t) if isinstance(t, str) else t
+        if current not in allowed:
+            raise raw.fail(f"{raw.path(key)}[{i}]: expected one of {', '.join(names)}, got {t!r}")
+        read.append(current)
+    return read
+
+
 def layer_types(raw: RawConfig, fallback: list[str]) -> list[str]:
     """`layer_types` when the config has it (transformers 5), else the family's own rule."""
     n = raw.require("num_hidden_layers")
-    types = raw.get("layer_types", kind=list)
-    if types is None:
-        types = fallback
+    types = listed_layer_types(raw, "layer_types", ("full_attention", "sliding_attention"), fallback)
     if len(types) != n:
         raise raw.fail(f"layer_types has {len(types)} entries but num_hidden_layers is {n}")
-    for t in types:
-        if t not in ("full_attention", "sliding_attention"):
-            raise raw.fail(f"layer_types entry {t!r} is not supported (full_attention, sliding_attention)")
     return types
 
 

@@ -20,7 +20,7 @@ from tcp_compiler.frontend.config import (
     read_rope,
 )
 from tcp_compiler.frontend.families.bamba import MAMBA_KEYS
-from tcp_compiler.frontend.families.common import dense, dense_mlp
+from tcp_compiler.frontend.families.common import dense, dense_mlp, listed_layer_types
 from tcp_compiler.frontend.families.granite import multipliers
 from tcp_compiler.frontend.families.mamba2 import mamba2_mixer
 from tcp_compiler.frontend.families.registry import family
@@ -42,9 +42,7 @@ DEFAULTS = dict(
 )  # fmt: skip
 
 # a layer type (the published spelling, or transformers 5's) -> its mixer
-MIXERS = {
-    "mamba": "mamba", "linear_attention": "mamba", "attention": "attention", "full_attention": "attention"
-}  # fmt: skip
+MIXERS = {"linear_attention": "mamba", "full_attention": "attention"}
 
 
 def tensors(experts: int) -> TensorMap:
@@ -75,12 +73,9 @@ def _names(pre: str) -> tuple[str, str, str]:
 @family("granitemoehybrid", defaults=DEFAULTS, architectures=("GraniteMoeHybridForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     n = raw.require("num_hidden_layers")
-    types = raw.get("layer_types", kind=list) or ["mamba"] * n
+    types = listed_layer_types(raw, "layer_types", MIXERS) or ["linear_attention"] * n
     if len(types) != n:
         raise raw.fail(f"layer_types has {len(types)} entries but num_hidden_layers is {n}")
-    for i, t in enumerate(types):
-        if t not in MIXERS:
-            raise raw.fail(f"{raw.path('layer_types')}[{i}]: expected one of {', '.join(MIXERS)}, got {t!r}")
     roped = raw.get("position_embedding_type", kind=str) == "rope"
     rope = read_rope(raw) if roped else None
     # 0 experts (Granite-4.0-H-1B): the shared MLP alone; the schema's range starts at 1

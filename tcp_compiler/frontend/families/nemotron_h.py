@@ -28,7 +28,7 @@ from tcp_compiler.frontend.config import (
     RawConfig,
     SharedExpert,
 )
-from tcp_compiler.frontend.families.common import activation, dense
+from tcp_compiler.frontend.families.common import activation, dense, listed_layer_types
 from tcp_compiler.frontend.families.deepseek_parts import PREFIX
 from tcp_compiler.frontend.families.deepseek_v3 import sigmoid_moe
 from tcp_compiler.frontend.families.mamba2 import Mamba2Keys, mamba2_mixer
@@ -81,7 +81,7 @@ def block_types(raw: RawConfig) -> list[str]:
     `hybrid_override_pattern`, else transformers' default of four blocks."""
     for key in ("layers_block_type", "layer_types"):
         if raw.has(key):
-            types = raw.get(key, kind=list)
+            types = listed_layer_types(raw, key, LAYERS)
             break
     else:
         pattern = raw.get("hybrid_override_pattern", "ME*-", kind=str)
@@ -89,10 +89,7 @@ def block_types(raw: RawConfig) -> list[str]:
         if unknown or not pattern:
             key = raw.path("hybrid_override_pattern")
             raise raw.fail(f"{key}: expected letters M, *, - or E, got {pattern!r}")
-        key, types = "hybrid_override_pattern", [PATTERN[c] for c in pattern]
-    for i, t in enumerate(types):
-        if t not in LAYERS:
-            raise raw.fail(f"{raw.path(key)}[{i}]: expected one of {', '.join(LAYERS)}, got {t!r}")
+        types = [PATTERN[c] for c in pattern]
     return types
 
 

@@ -21,7 +21,13 @@ from tcp_compiler.frontend.config import (
     Ssm,
     read_rope,
 )
-from tcp_compiler.frontend.families.common import dense, partial_rotary, sizes, sparse_layers
+from tcp_compiler.frontend.families.common import (
+    dense,
+    listed_layer_types,
+    partial_rotary,
+    sizes,
+    sparse_layers,
+)
 from tcp_compiler.frontend.families.registry import family
 
 # Qwen3NextConfig's class defaults (transformers 5.23.0), for the fields a config may leave out.
@@ -83,12 +89,9 @@ def _types(raw: RawConfig) -> list[str]:
     if interval < 1:
         raise raw.fail(f"full_attention_interval must be at least 1, got {interval}")
     fallback = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
-    types = raw.get("layer_types", fallback, kind=list)
+    types = listed_layer_types(raw, "layer_types", MIXERS, fallback)
     if len(types) != n:
         raise raw.fail(f"layer_types has {len(types)} entries but num_hidden_layers is {n}")
-    for t in types:
-        if t not in MIXERS:
-            raise raw.fail(f"layer_types entry {t!r} is not supported ({', '.join(MIXERS)})")
     return types
 
 

@@ -29,7 +29,7 @@ from tcp_compiler.frontend.config import (
     SharedBlocks,
     read_rope,
 )
-from tcp_compiler.frontend.families.common import activation, dense
+from tcp_compiler.frontend.families.common import activation, dense, listed_layer_types
 from tcp_compiler.frontend.families.mamba2 import Mamba2Keys, mamba2_mixer
 from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import Chunk, Rename, TensorMap
@@ -48,7 +48,6 @@ DEFAULTS = dict(
 # transformers' default stack (Zamba2-2.7B's): a shared block at every sixth layer, then closer
 PATTERN = (["linear_attention"] + (["linear_attention"] * 5 + ["hybrid"]) * 7 + ["linear_attention"] * 4
            + ["hybrid"] + ["linear_attention"] * 3 + ["hybrid"] + ["linear_attention"] * 2)  # fmt: skip
-LEGACY = {"mamba": "linear_attention"}  # transformers' remap_legacy_layer_types
 TYPES = ("linear_attention", "hybrid")
 
 MAMBA_KEYS = Mamba2Keys(
@@ -64,10 +63,7 @@ def block_types(raw: RawConfig) -> list[str]:
     """Each layer's type: `layers_block_type` (or its alias `layer_types`, legacy "mamba" read as
     "linear_attention"), else transformers' default stack."""
     key = "layers_block_type" if raw.has("layers_block_type") or not raw.has("layer_types") else "layer_types"
-    types = [LEGACY.get(t, t) for t in raw.get(key, PATTERN, kind=list)]
-    for i, t in enumerate(types):
-        if t not in TYPES:
-            raise raw.fail(f"{raw.path(key)}[{i}]: expected one of mamba, {', '.join(TYPES)}, got {t!r}")
+    types = listed_layer_types(raw, key, TYPES, PATTERN)
     layers = raw.require("num_hidden_layers")
     if len(types) != layers:  # transformers' validate_layer_type
         raise raw.fail(f"{raw.path(key)} has {len(types)} entries but num_hidden_layers is {layers}")
