@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from doc_sections import add_write_docs, write_page
@@ -32,9 +31,6 @@ from tcp_compiler.sweep.plots import plan_figures, save_all
 DOCS = Path(__file__).parents[1] / "docs"
 MODELS = ("llama-3.1-8b", "llama-3.1-70b")
 SLOS = {"interactive": (1.0, 0.05), "relaxed": (5.0, 0.2)}
-# 70B: the layouts of all 8 chips only (`--all-chips`), which halves its compiles (pipelines of
-# 5 to 7 stages are those left out): a busy 2-core machine's budget
-SPACES = {"llama-3.1-8b": SPACE, "llama-3.1-70b": replace(SPACE, fewer_chips=False)}
 TOP = 5
 LAYOUTS = 12  # layouts listed by their best candidate
 
@@ -43,9 +39,8 @@ def _listed(values: tuple[int, ...]) -> str:
     return " and ".join(map(str, values))
 
 
-def command(model: str, ttft: float, tpot: float, all_chips: bool) -> str:
-    flag = " --all-chips" if all_chips else ""
-    return f"tcpc plan {model} --chips {CHIPS}{flag} --slo-ttft {ttft:g} --slo-tpot {tpot:g} --plot DIR"
+def command(model: str, ttft: float, tpot: float) -> str:
+    return f"tcpc plan {model} --chips {CHIPS} --slo-ttft {ttft:g} --slo-tpot {tpot:g} --plot DIR"
 
 
 def setting(r: dict) -> str:
@@ -156,7 +151,7 @@ def page(plans: list[dict], write: bool) -> str:
         "Produced by `python benchmarks/planning_doc.py --write-docs` (every figure below is its output; it",
         "runs the planner exactly as the `tcpc plan` commands shown, both SLOs in one pass so each layout's",
         "costs compile once). `tcpc plan` (docs/serving.md) lays the chips out every tp x pp x dp way, on",
-        f"{CHIPS} chips or fewer (70B: all {CHIPS}, `--all-chips`, for this machine's CPU budget),",
+        f"{CHIPS} chips or fewer,",
         f"crosses each layout with max sequences {_listed(SPACE.max_seqs)}"
         f" and prefill chunks {_listed(SPACE.max_batch_tokens)} tokens (bf16),",
         "prunes what does not fit HBM, finds each survivor's highest Poisson rate whose p90 TTFT and TPOT",
@@ -195,7 +190,7 @@ def page(plans: list[dict], write: bool) -> str:
                 f"### {name.capitalize()}: TTFT p90 <= {ttft:g} s, TPOT p90 <= {tpot * 1e3:g} ms",
                 "",
                 "```sh",
-                command(model, ttft, tpot, p.get("all_chips", False)),
+                command(model, ttft, tpot),
                 "```",
                 "",
                 f"![{model} {name}](planning/{png})",
