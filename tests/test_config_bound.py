@@ -61,6 +61,8 @@ UNTILED.add(("ai21-jamba-1.5-mini", "fp8-block"))
 # Zamba2-2.7B's Mamba-2 in_proj gives 2 x 5,120 + 2 x 64 + 80 = 10,448 rows (z, x, B, C and one dt
 # per head), which fp8-block's 128 rows do not tile.
 UNTILED.add(("zamba2-2.7b", "fp8-block"))
+# NVIDIA-Nemotron-3-Nano-30B-A3B's Mamba-2 in_proj: 2 x 4,096 + 2 x 8 x 128 + 64 = 10,304 rows.
+UNTILED.add(("nvidia-nemotron-3-nano-30b-a3b", "fp8-block"))
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8", "w4", *sorted(FORMATS.keys() - {"w4"})])

@@ -96,8 +96,8 @@ def test_simulate_reports_the_attention_form() -> None:
         load_model("llama-3.2-1b").config, load_hardware("rngd"), PRECISIONS["bf16"], 1, 4096, 2
     )
     report = build_report(sim, top=3)
-    forms = {a.form for a in report.attention.prefill}
-    assert forms == {"online"} and len(report.attention.prefill) == 16
+    attention = [a for a in report.attention.prefill if a.form != "tiled"]  # tiled: token tiles' notes
+    assert {a.form for a in attention} == {"online"} and len(attention) == 16
     assert report.prefill.seconds >= report.prefill.roofline_seconds
 
 

@@ -81,7 +81,7 @@ def _prefill(prompt: int, layers: int | None = None) -> Report:
 def _check_scaling(short: Report, long: Report) -> None:
     for r in (short, long):
         assert r.decode.steps == 0  # the prefill alone
-        assert {a.form for a in r.attention.prefill} == {"online"}
+        assert {a.form for a in r.attention.prefill} - {"tiled"} == {"online"}  # tiled: token tiles
         assert r.prefill.seconds >= r.prefill.roofline_seconds
         assert r.prefill.seconds >= r.prefill.flops / r.hardware.peak_flops_per_s
     time_ratio = long.prefill.seconds / short.prefill.seconds

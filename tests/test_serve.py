@@ -41,7 +41,7 @@ def test_one_request_equals_tcpc_simulate(setup) -> None:
     prompt, gen = 96, 12
     options = ServeOptions(buckets=Buckets.exact(), shapes=Shapes.exact())
     result = serve(cfg, hw, prec, [Request(0, 0.0, prompt, gen)], options)
-    sim = simulate_generation(cfg, hw, prec, 1, prompt, gen)
+    sim = simulate_generation(cfg, hw, prec, 1, prompt, gen, shapes=Shapes.exact())
     report = build_report(sim)
     lat = latencies(result)
     assert lat["ttft"][0] == pytest.approx(report.ttft_seconds, rel=1e-12)

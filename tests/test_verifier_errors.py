@@ -358,13 +358,13 @@ CASES = [
         "the state %h : f32[B=1, S=4, D=3, N=2] must not have the sequence axis 'S'",
     ),
     case(
-        "scan with A stepped along the sequence",
+        "scan with A stepped along the sequence over an axis the state lacks",
         "%x = input() : f32[B=1, S=4, D=3]\n%dt = input() : f32[B=1, S=4, D=3]\n"
-        "%A = input() : f32[S=4, D=3]\n"
+        "%A = input() : f32[S=4, E=3]\n"
         "%b = input() : f32[B=1, S=4, N=2]\n%c = input() : f32[B=1, S=4, N=2]\n"
         "%h = input() : f32[B=1, D=3, N=2]\n"
         "%y = scan(%x, %dt, %A, %b, %c, %h) {axis = S} : f32[B=1, S=4, D=3]",
-        "%A : f32[S=4, D=3] must not have the sequence axis 'S'",
+        "%A : f32[S=4, E=3] has axes [E] the state %h : f32[B=1, D=3, N=2] lacks",
     ),
     case(
         "scan_state with B of another state size",
