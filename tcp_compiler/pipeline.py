@@ -146,7 +146,9 @@ def _attention(s: _Lowering) -> None:
     s.observer.planned(s.attention)
     s.scheduled = book.rewrite_attention(s.graph if s.scheduled is None else s.scheduled, tiles)
     s.scheduled = book.rewrite_scans(s.scheduled, chunks)
-    s.attention += book.plan_token_tiles(s.scheduled, s.hw, policy)  # activations held a token tile at a time
+    tiled = book.plan_token_tiles(s.scheduled, s.hw, policy, s.period)  # held a token tile at a time
+    order = {node.name: i for i, node in enumerate(s.graph.nodes)}  # the model's order
+    s.attention += sorted(tiled, key=lambda note: order.get(note["op"], len(order)))
 
 
 def _bound(s: _Lowering) -> Footprint:

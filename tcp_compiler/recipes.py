@@ -70,7 +70,9 @@ class Recipes(Protocol):
 
     def rewrite_scans(self, graph: Graph, chunks: Any) -> Graph: ...
 
-    def plan_token_tiles(self, graph: Graph, hw: Spec, policy: Any) -> list[dict]: ...
+    def plan_token_tiles(
+        self, graph: Graph, hw: Spec, policy: Any, period: Any | None = None
+    ) -> list[dict]: ...
 
     def capacity(self, graph: Graph, weights: Iterable[str], hw: Spec, policy: Any, *,
                  ignore: frozenset[str] = ..., spills: Graph | None = ...) -> Footprint: ...  # fmt: skip

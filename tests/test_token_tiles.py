@@ -65,8 +65,11 @@ def test_eight_ranks_hold_each_tiled_value_a_tile_at_a_time_under_dm(prompt: int
                 if where[v] == HBM and v not in graph.outputs:
                     readers = {op.index for op in ops if v in op.inputs}
                     assert not readers <= inside or TOKENS not in graph[v].type.names, v
+    # one note per run of the stand-in graph, and its copies for the layers it leaves out
+    # (tests/test_layer_replication.py: the same notes as the whole graph's)
     notes = [n for n in low.attention if n["form"] == "tiled"]
-    assert len(notes) == len(runs) and all("exceed DM" in n["reason"] for n in notes)
+    assert len(notes) > len(runs) and all("exceed DM" in n["reason"] for n in notes)
+    assert {n["op"] for n in notes} >= {ops[run.ops[0]].name for run in runs}
 
 
 def test_tiled_runs_reread_their_weights_per_tile() -> None:

@@ -77,6 +77,22 @@ class LayerPeriod:
         out.update((a, b) for a, b in own if a not in self.shared)
         return out
 
+    def copied_notes(self, notes: list[dict]) -> list[dict]:
+        """The stand-in's per-op notes (each names its op) and, for each left-out layer, those of
+        the layer its program copies (`source`), their ops renamed: every layer's, as the full
+        graph would give them (in no particular order)."""
+        layer_of = {name: j for j in (*range(self.kept), self.layers - 1) for name in self.names[j]}
+        by_layer: dict[int, list[dict]] = {}
+        for note in notes:
+            if note["op"] in layer_of:
+                by_layer.setdefault(layer_of[note["op"]], []).append(note)
+        copies = []
+        for layer in range(self.kept, self.layers - 1):
+            source = self.source(layer)
+            names = self.renames(source, layer)
+            copies += [{**note, "op": names.get(note["op"], note["op"])} for note in by_layer.get(source, ())]
+        return notes + copies
+
 
 def layer_period(graph: Graph) -> LayerPeriod | None:
     """The graph's layer period, when copying layers would leave out at least MIN_LEFT_OUT

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ir import Graph
 from ir.memo import per_graph
 from simulator.targets.rngd.mapping.fusion import fuse
+from simulator.targets.rngd.mapping.layer_period import LayerPeriod
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from simulator.targets.rngd.mapping.token_tiles import TiledRun, tiled_runs
 from simulator.targets.rngd.mapping.traits import traits
@@ -68,12 +69,16 @@ def token_tiling(graph: Graph, budget: int) -> tuple[TiledRun, ...]:
     return tiled_runs(graph, fuse(graph), spilled, budget) if spilled else ()
 
 
-def plan_token_tiles(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> list[dict]:
+def plan_token_tiles(
+    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, period: LayerPeriod | None = None
+) -> list[dict]:
     """One note per run of ops whose intermediates DM holds a token tile at a time: its fewest
-    tiles and why (the schedule picks the count from there: mapping/schedule.py)."""
+    tiles and why (the schedule picks the count from there: mapping/schedule.py); with `period`
+    (`graph` a stand-in), the left-out layers' notes too, copied as their programs are."""
     budget = dm_budget(hw, policy)
     ops = fuse(graph)
-    return [run.note(graph, ops, budget) for run in token_tiling(graph, budget)]
+    notes = [run.note(graph, ops, budget) for run in token_tiling(graph, budget)]
+    return notes if period is None else period.copied_notes(notes)
 
 
 @per_graph
