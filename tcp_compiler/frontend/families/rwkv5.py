@@ -48,18 +48,25 @@ def heads_of(raw: RawConfig, hidden: int) -> tuple[int, int]:
 
 @family("rwkv5", defaults=DEFAULTS, architectures=("Rwkv5ForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
-    hidden, n = raw.require("hidden_size"), raw.require("num_hidden_layers")
+    hidden = raw.require("hidden_size")
     heads, head_size = heads_of(raw, hidden)
     ssm = Ssm("rwkv5", inner=hidden, state=head_size, conv_kernel=2, conv_bias=False, heads=heads,
               head_dim=head_size, token_shift=2 * hidden)  # fmt: skip
+    return multi_head_model(raw, name, "rwkv5", ssm)
+
+
+def multi_head_model(raw: RawConfig, name: str, family_name: str, ssm: Ssm) -> ModelConfig:
+    """An RWKV-5/6 model around its time mixing `ssm`: the blocks, norms, channel mixing and
+    checkpoint names the two versions share."""
+    hidden, n = raw.require("hidden_size"), raw.require("num_hidden_layers")
     return ModelConfig(
         name=name,
-        family="rwkv5",
+        family=family_name,
         vocab=raw.require("vocab_size"),
         hidden=hidden,
-        heads=heads,
-        kv_heads=heads,
-        head_dim=head_size,
+        heads=ssm.heads,
+        kv_heads=ssm.heads,
+        head_dim=ssm.head_dim,
         intermediate=channel_mix_width(hidden),
         layers=tuple(Layer(None, None, "rope", False, mixer="rwkv") for _ in range(n)),
         norms=Norms(

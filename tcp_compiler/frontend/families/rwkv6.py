@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcp_compiler.frontend.config import Embedding, Layer, Mlp, ModelConfig, Norms, Positions, RawConfig, Ssm
-from tcp_compiler.frontend.families.common import saved_dtype
+from tcp_compiler.frontend.config import ModelConfig, RawConfig, Ssm
 from tcp_compiler.frontend.families.registry import family
-from tcp_compiler.frontend.families.rwkv import TORCH_LAYER_NORM_EPS, rwkv_tensors
-from tcp_compiler.frontend.families.rwkv5 import channel_mix_width, heads_of
+from tcp_compiler.frontend.families.rwkv5 import heads_of, multi_head_model
 
 # Rwkv6Config's defaults (configuration_rwkv6.py), for the fields a config may leave out.
 DEFAULTS: dict[str, Any] = dict(
@@ -26,34 +24,11 @@ SEVEN_B_HIDDEN = 4096  # the published code widens both LoRAs for this hidden si
 
 @family("rwkv6", defaults=DEFAULTS, architectures=("Rwkv6ForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
-    hidden, n = raw.require("hidden_size"), raw.require("num_hidden_layers")
+    hidden = raw.require("hidden_size")
     heads, head_size = heads_of(raw, hidden)
     wide = hidden == SEVEN_B_HIDDEN
     divisor = raw.require("head_size_divisor")
     ssm = Ssm("rwkv6", inner=hidden, state=head_size, conv_kernel=2, conv_bias=False, heads=heads,
               head_dim=head_size, token_shift=2 * hidden, norm_eps=1e-5 * divisor**2,
               mix_rank=64 if wide else 32, decay_rank=128 if wide else 64)  # fmt: skip
-    return ModelConfig(
-        name=name,
-        family="rwkv6",
-        vocab=raw.require("vocab_size"),
-        hidden=hidden,
-        heads=heads,
-        kv_heads=heads,
-        head_dim=head_size,
-        intermediate=channel_mix_width(hidden),
-        layers=tuple(Layer(None, None, "rope", False, mixer="rwkv") for _ in range(n)),
-        norms=Norms(
-            float(raw.require("layer_norm_epsilon", (int, float))),
-            "layer",
-            embed=True,
-            final_eps=TORCH_LAYER_NORM_EPS,
-        ),  # fmt: skip
-        mlp=Mlp("relu2", kind="plain"),  # channel mixing: relu(key)^2
-        positions=Positions("none"),
-        embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", kind=bool))),
-        ssm=ssm,
-        max_positions=raw.get("context_length", 0, kind=int),
-        dtype=saved_dtype(raw, "float32"),
-        tensors=rwkv_tensors(),
-    )
+    return multi_head_model(raw, name, "rwkv6", ssm)
