@@ -5,10 +5,15 @@ points finish, in any order; a point whose run raised (a bug, a worker that died
 exception instead, so the sweep records it in the point's row and goes on. Workers are long-lived
 processes either way, so whatever a worker caches (compiled programs, loaded models) serves the
 points it runs after.
+
+Local workers are forked from a fork server, never from the caller: a caller with threads running
+(Ray's, torch's) cannot be forked safely, since a lock another thread held stays held in the child.
+The server imports the sweep's modules once, so a worker starts with them loaded.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -17,6 +22,8 @@ from typing import Any
 Outcome = dict | Exception
 Executor = Callable[[Sequence, int, Callable[[Any], dict]], Iterator[tuple[int, Outcome]]]
 EXECUTORS = ("local", "ray")
+WORKERS = multiprocessing.get_context("forkserver")
+WORKERS.set_forkserver_preload(["tcp_compiler.sweep"])
 
 
 def local_executor(points: Sequence, jobs: int, run: Callable[[Any], dict]) -> Iterator[tuple[int, Outcome]]:
@@ -26,7 +33,7 @@ def local_executor(points: Sequence, jobs: int, run: Callable[[Any], dict]) -> I
         for i, p in enumerate(points):
             yield i, _outcome(run, p)
         return
-    pool = ProcessPoolExecutor(max_workers=jobs)
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=WORKERS)
     try:
         futures = {pool.submit(run, p): i for i, p in enumerate(points)}
         for future in as_completed(futures):

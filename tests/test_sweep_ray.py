@@ -21,6 +21,8 @@ from tcp_compiler.store import read_rows
 from tcp_compiler.sweep import Point, grid, run_sweep
 from tests.test_search import _search, _trials
 
+pytestmark = pytest.mark.timeout(300)  # a Ray that cannot schedule a task fails here, not at CI's limit
+
 POINTS = grid(["llama-3.2-1b"], ["rngd"], [1, 3], [1, 2], [32], [2], ["bf16"],
               settings=[("hbm.sustained_bytes_per_cycle", (720, 1440))])  # fmt: skip
 
