@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tomllib
 from functools import partial
 
 import numpy as np
@@ -32,6 +33,7 @@ import pytest
 import torch
 import transformers
 from torch.utils.flop_counter import FlopCounterMode
+from transformers import AutoConfig, AutoModelForImageTextToText
 
 import ir
 from ir.ops.moe import CONTRACTIONS
@@ -130,10 +132,17 @@ def test_tiny_parameter_count_equals_transformers(tiny) -> None:
     ("name", "count"), [("qwen3.5-0.8b", 752_393_024), ("qwen3.5-35b-a3b", 34_660_610_688)]
 )
 def test_bundled_parameter_count_equals_transformers(name: str, count: int) -> None:
-    """transformers' causal LM of the bundled image-text config's text model (the vision tower
-    is not tcpc's: the cards' 0.8B and 35B count it)."""
+    """transformers' causal LM of the bundled image-text config's text model; the vision encoder
+    and merger tcpc does not build (the cards' totals count them) are model_cards.toml's
+    unbuilt_params, the rest of transformers' image-text model."""
     data = json.loads((BUNDLED / f"{name}.json").read_text())
     assert tcpc_params(load_model(name).config) == transformers_count(data, data["model_type"]) == count
+    fields = {k: v for k, v in data.items() if k != "model_type"}
+    with torch.device("meta"):
+        whole = AutoModelForImageTextToText.from_config(AutoConfig.for_model(data["model_type"], **fields))
+    card = next(c for c in tomllib.loads((BUNDLED / "model_cards.toml").read_text()).values()
+                if c["file"] == f"{name}.json")  # fmt: skip
+    assert count + card["unbuilt_params"] == transformers_params(whole)
 
 
 @pytest.mark.parametrize("seq", [1, 7])
