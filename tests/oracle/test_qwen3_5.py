@@ -242,8 +242,22 @@ def test_image_text_model_on_text_matches_transformers(tmp_path, moe: bool) -> N
                                reference_logits(model, PROMPT, [])[0], atol=1e-6)  # fmt: skip
 
 
-def test_text_config_is_required(tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"model_type": "qwen3_5_moe"}, "missing field 'text_config' (a qwen3_5_moe config nests"),
+        ({"model_type": "qwen3_5", "text_config": 5}, "text_config: expected an object, got 5"),
+        ({"model_type": "qwen3_5", "text_config": {"num_hidden_layers": 3,
+                                              "layer_types": ["linear_attention"]}},
+         "text_config.layer_types has 1 entries but num_hidden_layers is 3"),
+        ({"model_type": "qwen3_5_moe_text", "num_experts": 4, "num_experts_per_tok": 5},
+         "num_experts_per_tok (5) exceeds num_experts (4)"),
+    ],
+)  # fmt: skip
+def test_bad_configs_are_one_line_errors(tmp_path, config: dict, message: str) -> None:
     path = tmp_path / "config.json"
-    path.write_text('{"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"]}')
-    with pytest.raises(FrontendError, match="missing field 'text_config'"):
+    path.write_text(json.dumps(config))
+    with pytest.raises(FrontendError) as refusal:
         load_model(path)
+    assert str(refusal.value).startswith(f"{path}: ") and message in str(refusal.value)
+    assert "\n" not in str(refusal.value)

@@ -111,7 +111,7 @@ def _types(raw: RawConfig) -> list[str]:
     fallback = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
     types = listed_layer_types(raw, "layer_types", MIXERS, fallback)
     if len(types) != n:
-        raise raw.fail(f"layer_types has {len(types)} entries but num_hidden_layers is {n}")
+        raise raw.fail(f"{raw.path('layer_types')} has {len(types)} entries but num_hidden_layers is {n}")
     return types
 
 
