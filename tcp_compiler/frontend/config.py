@@ -326,6 +326,10 @@ class Ssm:
     in_scale: float = 1.0
     out_scale: float = 1.0
     projection_scales: tuple[float, ...] = ()
+    # the gated DeltaNet's input projections: Qwen3-Next fuses them per key head (in_proj_qkvz,
+    # in_proj_ba); Qwen3.5 keeps in_proj_qkv (all q, then k, then v rows), in_proj_z, in_proj_b
+    # and in_proj_a apart
+    fused_projections: bool = True
 
     def __post_init__(self) -> None:
         check_mode(self.kind, SsmKind, "ssm")
