@@ -584,6 +584,23 @@ DENSE3 = {
             }
         ),
     ),
+    # Apertus: xIELU's trainable alpha_p / alpha_n randomised with the other weights (not the
+    # initial 0.8), q/k norms per head, llama3 RoPE from an original context of 8, a KV cache
+    # of 2 heads for 4 query heads.
+    "apertus": (
+        "ApertusConfig",
+        "ApertusForCausalLM",
+        dict(
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": 10000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8,
+            }
+        ),
+    ),
 }
 ISSUE_28.update(DENSE3)
 FAMILIES.update(DENSE3)
