@@ -15,6 +15,7 @@ from tcp_compiler.analysis.config_floor import unrun_weights
 from tcp_compiler.cli import main
 from tcp_compiler.errors import OptionError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.families import supported
 from tcp_compiler.frontend.model import BUNDLED, bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, precision
 
@@ -147,7 +148,7 @@ LLAMA = json.loads((BUNDLED / "llama-3.2-1b.json").read_text())
             {"model_type": "xlstm", "architectures": ["xLSTMForCausalLM"]},
             "model_type 'xlstm' is not supported and no entry of 'architectures' is (supported model types",
         ),
-        ({"model_type": None}, "missing field 'model_type' (supported: bamba, bloom"),
+        ({"model_type": None}, f"missing field 'model_type' (supported: {', '.join(supported())})"),
         ({"hidden_size": None}, "missing field 'hidden_size' (needed for llama models)"),
         ({"num_attention_heads": "32"}, 'num_attention_heads: expected an integer from 1 to 16,384, got "32'),
         (

@@ -25,7 +25,8 @@ NormKind = Literal["rms", "layer"]
 BlockKind = Literal["pre", "post", "parallel"]
 PositionKind = Literal["rope", "learned", "alibi", "sinusoidal", "none"]
 MlpKind = Literal["gated", "plain"]
-Activation = Literal["silu", "gelu_tanh", "gelu", "relu", "relu2"]  # relu2: relu(x)^2 (Nemotron-H)
+# relu2: relu(x)^2 (Nemotron-H); xielu: xIELU with trainable scalars per MLP (Apertus; the IR op xielu)
+Activation = Literal["silu", "gelu_tanh", "gelu", "relu", "relu2", "xielu"]
 QkNorm = Literal["none", "per_head", "all_heads", "each_head", "l2"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]

@@ -122,6 +122,9 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
             yield f"{pre}.mlp.{proj}.bias", (F,), "vector"
         yield f"{pre}.mlp.down_proj.weight", (D, F), "projection"
         yield f"{pre}.mlp.down_proj.bias", (D,), "vector"
+        if cfg.mlp.activation == "xielu":  # its trainable scalars, stored as [1]
+            yield f"{pre}.mlp.act_fn.alpha_p", (1,), "vector"
+            yield f"{pre}.mlp.act_fn.alpha_n", (1,), "vector"
 
 
 def _mixer_shapes(cfg: ModelConfig, layer: Layer, mixer: str, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
