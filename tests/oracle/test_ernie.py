@@ -186,7 +186,7 @@ def test_moe_defaults_fill_what_a_config_leaves_out() -> None:
     assert tcpc_params(cfg) == transformers_params(theirs)
 
 
-MOE_TINY = {**SIZES, "model_type": "ernie4_5_moe", "moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 24}
+MOE_TINY = {**SIZES, "model_type": "ernie4_5_moe", "moe_num_experts": 4, "moe_k": 2}
 
 
 @pytest.mark.parametrize(
@@ -196,7 +196,7 @@ MOE_TINY = {**SIZES, "model_type": "ernie4_5_moe", "moe_num_experts": 4, "moe_k"
         ({"moe_k": 5}, "moe_k (5) exceeds the 4 experts (moe_num_experts)"),
         ({"moe_layer_end_index": -2}, "moe_layer_end_index: expected an integer from -1 to 1,024"),
         ({"moe_layer_interval": 0}, "moe_layer_interval: expected an integer from 1"),
-        ({"moe_layer_start_index": "1"}, 'moe_layer_start_index: expected an integer from 0 to 1,024, got "1"'),
+        ({"moe_layer_start_index": "1"}, 'moe_layer_start_index: expected an integer from 0 to 1,024'),
         ({"moe_norm_min": -1}, "moe_norm_min: expected a number >= 0"),
         ({"moe_num_shared_experts": -1}, "moe_num_shared_experts: expected an integer from 0"),
         ({"moe_num_experts": 0}, "moe_num_experts: expected an integer from 1"),
