@@ -186,6 +186,15 @@ def test_moe_defaults_fill_what_a_config_leaves_out() -> None:
     assert tcpc_params(cfg) == transformers_params(theirs)
 
 
+def test_moe_fields_by_their_attribute_map_names() -> None:
+    """Ernie4_5_MoeConfig reads num_experts and num_experts_per_tok as moe_num_experts and moe_k."""
+    fields = {**SIZES, "moe_intermediate_size": 24, "num_experts": 8, "num_experts_per_tok": 3}
+    theirs = transformers.Ernie4_5_MoeConfig(**fields)
+    cfg = read_model_config(RawConfig({"model_type": "ernie4_5_moe", **fields}, "config.json"), "m")
+    assert (cfg.moe.experts, cfg.moe.top_k) == (theirs.moe_num_experts, theirs.moe_k) == (8, 3)
+    assert tcpc_params(cfg) == transformers_params(_transformers(fields, "ernie4_5_moe"))
+
+
 MOE_TINY = {**SIZES, "model_type": "ernie4_5_moe", "moe_num_experts": 4, "moe_k": 2}
 
 

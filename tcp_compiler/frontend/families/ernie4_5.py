@@ -56,6 +56,8 @@ MOE = {
     "moe_layer_interval": 1,
     "moe_norm_min": 1e-12,
 }
+# Ernie4_5_MoeConfig.attribute_map: a config may name these fields by the other families' names
+ALIASES = {"moe_num_experts": "num_experts", "moe_k": "num_experts_per_tok"}
 CORRECTION_BIAS = "moe_statics.e_score_correction_bias"
 # the correction bias the builder reads as [E], stored [1, E]
 STATICS = TensorMap(
@@ -68,8 +70,13 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     return _model(raw, name, "ernie4_5", set())
 
 
-@family("ernie4_5_moe", defaults=MOE, architectures=("Ernie4_5_MoeForCausalLM",))
+@family(
+    "ernie4_5_moe",
+    defaults={k: v for k, v in MOE.items() if k not in ALIASES},  # _aliased fills those
+    architectures=("Ernie4_5_MoeForCausalLM",),
+)
 def read_moe(raw: RawConfig, name: str) -> ModelConfig:
+    raw = _aliased(raw)
     if raw.get("use_bias", False, kind=bool):
         raise raw.fail(
             "use_bias: true is not supported for ernie4_5_moe (released models have none; transformers "
@@ -88,9 +95,19 @@ def read_moe(raw: RawConfig, name: str) -> ModelConfig:
     return _model(raw, name, "ernie4_5_moe", moe_layers(raw), moe=moe, tensors=STATICS)
 
 
-def _model(raw: RawConfig, name: str, family_name: str, moe_layers: set[int], **moe: Any) -> ModelConfig:
+def _aliased(raw: RawConfig) -> RawConfig:
+    """The config with each field of ALIASES it leaves out read from its alias, as transformers'
+    attribute_map reads it, else the class default."""
+    data = dict(raw.data)
+    for key, alias in ALIASES.items():
+        if data.get(key) is None:
+            data[key] = data[alias] if data.get(alias) is not None else MOE[key]
+    return RawConfig(data, raw.source, raw.family, raw.prefix)
+
+
+def _model(raw: RawConfig, name: str, family_name: str, sparse: set[int], **moe: Any) -> ModelConfig:
     """What both models share: interleaved RoPE on the whole head, `use_bias` on every projection;
-    `moe` the MoE model's experts and their tensor map."""
+    `sparse` the layers with experts, `moe` the experts and their tensor map."""
     bias = bool(raw.get("use_bias", False, kind=bool))
     types = layer_types(raw, ["full_attention"] * raw.require("num_hidden_layers"))
     return dense(
@@ -100,7 +117,7 @@ def _model(raw: RawConfig, name: str, family_name: str, moe_layers: set[int], **
         positions=Positions(interleave=True),
         attention=Attention(qkv_bias=bias, out_bias=bias),
         mlp=dense_mlp(raw, bias=bias),
-        layers=layers(raw, types, None, {"default": read_rope(raw, default_theta=THETA)}, moe_layers),
+        layers=layers(raw, types, None, {"default": read_rope(raw, default_theta=THETA)}, sparse),
         **moe,
     )
 
