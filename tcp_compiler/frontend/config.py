@@ -219,6 +219,8 @@ class Moe:
     # a group's rank: the sum of its two best scores (DeepSeek-V3) or its best one (DeepSeek-V2)
     group_score: GroupScore = "top2_sum"
     routed_scale: float = 1.0  # DeepSeek's routed_scaling_factor on the routing weights
+    # ERNIE 4.5's moe_norm_min: the top-k weights are divided by max(their sum, this) (0: their sum)
+    normalize_floor: float = 0.0
     weights_input: bool = False  # Llama 4: each routed row is scaled by its weight before its expert
     # Phi-3.5-MoE's sparsemixer (router_jitter_noise): the top 2 experts, each weighed by a softmax
     # over the experts scoring within 2 x eps (relative) of it; None: other routing

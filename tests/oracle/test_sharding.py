@@ -27,11 +27,12 @@ from tests.oracle.tiny_models import build, save
 # ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm, LM head bias (Phi),
 # multi-query with learned positions (GPTBigCode), chunks + NoPE + a shared expert beside the routed
 # ones (Llama 4), post-norms + per-head q/k norm + NoPE global layers (EXAONE 4), with
-# DeepSeek-V3 routing and a shared expert (K-EXAONE)
+# DeepSeek-V3 routing and a shared expert (K-EXAONE), interleaved RoPE with biases on every projection
+# (ERNIE 4.5) and its MoE (a [1, E] correction bias, shared experts, dense layers between)
 FAMILIES = [
     "llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode", "llama4",
 ]  # fmt: skip
-FAMILIES += ["exaone4", "exaone_moe"]
+FAMILIES += ["exaone4", "exaone_moe", "ernie4_5", "ernie4_5_moe"]
 FAMILIES += ["olmo3", "apertus"]  # all-heads q/k norm with windows; xIELU's replicated scalars
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch

@@ -604,6 +604,41 @@ DENSE3 = {
 }
 ISSUE_28.update(DENSE3)
 FAMILIES.update(DENSE3)
+# ERNIE 4.5: RoPE on interleaved pairs (theta 100, so it turns within the test), head_dim 16 (not
+# hidden / heads), use_bias on q, k, v, o and the MLP, tied embeddings. The MoE model (6 layers):
+# experts on layer 3 only, which each of moe_layer_interval (2), moe_layer_start_index (2) and
+# moe_layer_end_index (4) decides (without one of them another layer would have experts); 3 of 8
+# experts picked by the scores plus a nonzero correction bias (set in `build`), their weights divided
+# by moe_norm_min 0.9 (above the sum of 3 softmax scores of 8, so the floor, not the sum, divides),
+# 2 shared experts beside them, the dense layers another width.
+ERNIE_ROPE = {"rope_type": "default", "rope_theta": 100.0}
+ERNIE = {
+    "ernie4_5": (
+        "Ernie4_5Config",
+        "Ernie4_5ForCausalLM",
+        dict(head_dim=16, use_bias=True, tie_word_embeddings=True, rope_parameters=ERNIE_ROPE),
+    ),
+    "ernie4_5_moe": (
+        "Ernie4_5_MoeConfig",
+        "Ernie4_5_MoeForCausalLM",
+        dict(
+            num_hidden_layers=6,
+            head_dim=16,
+            moe_num_experts=8,
+            moe_k=3,
+            moe_intermediate_size=24,
+            moe_num_shared_experts=2,
+            moe_layer_start_index=2,
+            moe_layer_end_index=4,
+            moe_layer_interval=2,
+            moe_norm_min=0.9,
+            rope_parameters=ERNIE_ROPE,
+        ),
+    ),
+}
+ISSUE_28.update(ERNIE)
+ISSUE_28_MOE.append("ernie4_5_moe")
+FAMILIES.update(ERNIE)
 # Remote-code families: no transformers class, so no tiny model here; each is
 # checked against a reference from its published code in tests/oracle/test_remote_mimo_nas_phi3small.py.
 REMOTE = {"mimo", "nemotron-nas", "phi3small"}
@@ -626,7 +661,8 @@ def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedMod
     centre = 0.0 if family in ZERO_CENTRED_NORMS else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
-            p.copy_(0.1 * torch.randn_like(p) + (centre if _is_norm_weight(name) else 0.0))
+            scale = 0.3 if name.endswith("e_score_correction_bias") else 0.1  # ERNIE's is a parameter
+            p.copy_(scale * torch.randn_like(p) + (centre if _is_norm_weight(name) else 0.0))
         for name, buffer in model.named_buffers():
             if name.endswith("e_score_correction_bias"):  # DeepSeek's, zero as initialised
                 buffer.copy_(0.3 * torch.randn_like(buffer))
