@@ -12,6 +12,7 @@ from tcp_compiler.frontend.families.registry import family
 
 # Dots1Config's class defaults (transformers 5.23.0) for the fields a config may leave out
 DEFAULTS = {
+    "num_key_value_heads": 32,
     "max_position_embeddings": 2048,
     "moe_intermediate_size": 1408,
     "n_group": 1,
