@@ -111,7 +111,9 @@ def test_tiny_models_have_each_part(tiny) -> None:
 
 
 # 32 query heads: a multiple of dots1's default 32 KV heads and MiniMax-M2's 8
-SIZES = dict(vocab_size=97, hidden_size=256, intermediate_size=32, num_hidden_layers=4, num_attention_heads=32)
+SIZES = dict(
+    vocab_size=97, hidden_size=256, intermediate_size=32, num_hidden_layers=4, num_attention_heads=32
+)
 BARE = {
     "granitemoe": {},
     "granitemoeshared": {},
