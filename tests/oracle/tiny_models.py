@@ -639,6 +639,64 @@ ERNIE = {
 ISSUE_28.update(ERNIE)
 ISSUE_28_MOE.append("ernie4_5_moe")
 FAMILIES.update(ERNIE)
+# Granite 3 MoE: Granite's four multipliers far from 1 (attention's replacing 1/sqrt(head_dim)) over
+# 4 experts of intermediate_size, 2 routed by a softmax over the top-2 router logits; the shared
+# variant adds a 16-wide SwiGLU MLP every token runs. dots.llm1: per-head q/k norm, q/k/v/o
+# biases, layer 2 sliding (window 3, shorter than the prompt), one dense layer then DeepSeek-V3
+# routing over 8 experts in 4 groups (2 searched) with a nonzero correction bias (set in `build`),
+# norm_topk_prob, a routed scale != 1 and 2 shared experts. MiniMax-M2: q/k RMSNorm over all heads
+# at once, RoPE on 4 of each head's 8 dims (rotary_dim), sigmoid routing with a nonzero correction
+# bias (set in `build`) renormalised over the top 2 of 4 experts.
+GRANITE_MULTIPLIERS = dict(
+    embedding_multiplier=3.0, attention_multiplier=0.3, residual_multiplier=0.6, logits_scaling=2.5
+)
+ROUND4_MOE = {
+    "granitemoe": (
+        "GraniteMoeConfig",
+        "GraniteMoeForCausalLM",
+        dict(GRANITE_MULTIPLIERS, num_local_experts=4, num_experts_per_tok=2),
+    ),
+    "granitemoeshared": (
+        "GraniteMoeSharedConfig",
+        "GraniteMoeSharedForCausalLM",
+        dict(GRANITE_MULTIPLIERS, num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=16),
+    ),
+    "dots1": (
+        "Dots1Config",
+        "Dots1ForCausalLM",
+        dict(
+            head_dim=16,
+            attention_bias=True,
+            sliding_window=3,
+            max_window_layers=2,
+            n_routed_experts=8,
+            num_experts_per_tok=3,
+            moe_intermediate_size=24,
+            n_shared_experts=2,
+            n_group=4,
+            topk_group=2,
+            first_k_dense_replace=1,
+            norm_topk_prob=True,
+            routed_scaling_factor=2.5,
+        ),
+    ),
+    "minimax_m2": (
+        "MiniMaxM2Config",
+        "MiniMaxM2ForCausalLM",
+        dict(
+            head_dim=8,
+            rotary_dim=4,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            bos_token_id=None,
+            eos_token_id=None,
+            rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        ),
+    ),
+}
+ISSUE_28.update(ROUND4_MOE)
+ISSUE_28_MOE += list(ROUND4_MOE)
+FAMILIES.update(ROUND4_MOE)
 # Remote-code families: no transformers class, so no tiny model here; each is
 # checked against a reference from its published code in tests/oracle/test_remote_mimo_nas_phi3small.py.
 REMOTE = {"mimo", "nemotron-nas", "phi3small"}
