@@ -39,6 +39,9 @@ BUNDLED_CLASSES = {
     "glm-4-9b-chat-hf": ("GlmConfig", "GlmForCausalLM"),
     "glm-4-9b-0414": ("Glm4Config", "Glm4ForCausalLM"),
     "glm-4.5-air": ("Glm4MoeConfig", "Glm4MoeForCausalLM"),
+    "seed-oss-36b-instruct": ("SeedOssConfig", "SeedOssForCausalLM"),
+    "hunyuan-7b-instruct": ("HunYuanDenseV1Config", "HunYuanDenseV1ForCausalLM"),
+    "hunyuan-a13b-instruct": ("HunYuanMoEV1Config", "HunYuanMoEV1ForCausalLM"),
 }
 
 

@@ -27,19 +27,21 @@ from tests.oracle.tiny_models import build, save
 # ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm, LM head bias (Phi),
 # multi-query with learned positions (GPTBigCode), chunks + NoPE + a shared expert beside the routed
 # ones (Llama 4), post-norms + per-head q/k norm + NoPE global layers (EXAONE 4), with
-# DeepSeek-V3 routing and a shared expert (K-EXAONE)
+# DeepSeek-V3 routing and a shared expert (K-EXAONE), q/k/v biases without o's (Seed-OSS), q/k norm
+# after RoPE with a shared MLP beside the experts (HunYuan MoE)
 FAMILIES = [
     "llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode", "llama4",
 ]  # fmt: skip
-FAMILIES += ["exaone4", "exaone_moe"]
+FAMILIES += ["exaone4", "exaone_moe", "seed_oss", "hunyuan_v1_moe"]
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
 STEPS = 3
 VOCAB = 96
 F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
 ROW_BIAS = re.compile(r"\.(o_proj|down_proj)\.bias$")
-# norms, MoE routers (Llama 4's is `router`) and their correction biases, positions (V=96 splits)
-REPLICATED = re.compile(r"norm|\.gate\.weight$|\.router\.weight$|e_score_correction_bias$|embed_positions")
+# norms, MoE routers (Llama 4's is `router`, HunYuan's `gate.wg`) and their correction biases,
+# positions (V=96 splits)
+REPLICATED = re.compile(r"norm|\.gate(\.wg)?\.weight$|\.router\.weight$|e_score_correction_bias$|embed_positions")
 TINY = ModelConfig(
     name="tiny", family="llama", vocab=96, hidden=32, heads=4, kv_heads=2, head_dim=8, intermediate=48,
     layers=(Layer(None, Rope(10000.0), "rope", False),), norms=Norms(1e-5), mlp=Mlp("silu"),
