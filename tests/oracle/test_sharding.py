@@ -41,7 +41,9 @@ F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
 ROW_BIAS = re.compile(r"\.(o_proj|down_proj)\.bias$")
 # norms, MoE routers (Llama 4's is `router`, HunYuan's `gate.wg`) and their correction biases,
 # positions (V=96 splits)
-REPLICATED = re.compile(r"norm|\.gate(\.wg)?\.weight$|\.router\.weight$|e_score_correction_bias$|embed_positions")
+REPLICATED = re.compile(
+    r"norm|\.gate(\.wg)?\.weight$|\.router\.weight$|e_score_correction_bias$|embed_positions"
+)
 TINY = ModelConfig(
     name="tiny", family="llama", vocab=96, hidden=32, heads=4, kv_heads=2, head_dim=8, intermediate=48,
     layers=(Layer(None, Rope(10000.0), "rope", False),), norms=Norms(1e-5), mlp=Mlp("silu"),

@@ -568,7 +568,9 @@ SEED_HUNYUAN = {
     "hunyuan_v1_moe": (
         "HunYuanMoEV1Config",
         "HunYuanMoEV1ForCausalLM",
-        dict(head_dim=8, attention_bias=True, num_experts=4, moe_topk=[2, 2, 2], rope_parameters=HUNYUAN_ROPE),
+        dict(
+            head_dim=8, attention_bias=True, num_experts=4, moe_topk=[2, 2, 2], rope_parameters=HUNYUAN_ROPE
+        ),
     ),
 }
 ISSUE_28.update(SEED_HUNYUAN)
