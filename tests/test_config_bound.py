@@ -56,6 +56,8 @@ UNTILED.add(("falcon-h1-0.5b-base", "fp8-block"))
 # Qwen3-Next's in_proj_ba gives 2 x 2 = 4 rows per key head (a beta and a decay input per value
 # head): 64 in all, less than one 128-row block.
 UNTILED.add(("qwen3-next-80b-a3b-instruct", "fp8-block"))
+# Qwen3.5's in_proj_b and in_proj_a give one row per value head: 16 (0.8B) and 32 (35B-A3B).
+UNTILED |= {("qwen3.5-0.8b", "fp8-block"), ("qwen3.5-35b-a3b", "fp8-block")}
 # AI21-Jamba-1.5-Mini's x_proj gives dt's rank 256 + 2 x 16 = 288 rows (dt, B and C): 2.25 blocks.
 UNTILED.add(("ai21-jamba-1.5-mini", "fp8-block"))
 # Zamba2-2.7B's Mamba-2 in_proj gives 2 x 5,120 + 2 x 64 + 80 = 10,448 rows (z, x, B, C and one dt

@@ -25,7 +25,8 @@ NormKind = Literal["rms", "layer"]
 BlockKind = Literal["pre", "post", "parallel"]
 PositionKind = Literal["rope", "learned", "alibi", "sinusoidal", "none"]
 MlpKind = Literal["gated", "plain"]
-Activation = Literal["silu", "gelu_tanh", "gelu", "relu", "relu2"]  # relu2: relu(x)^2 (Nemotron-H)
+# relu2: relu(x)^2 (Nemotron-H); xielu: xIELU with trainable scalars per MLP (Apertus; the IR op xielu)
+Activation = Literal["silu", "gelu_tanh", "gelu", "relu", "relu2", "xielu"]
 QkNorm = Literal["none", "per_head", "all_heads", "each_head", "l2", "rotated"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
@@ -326,6 +327,10 @@ class Ssm:
     in_scale: float = 1.0
     out_scale: float = 1.0
     projection_scales: tuple[float, ...] = ()
+    # the gated DeltaNet's input projections: Qwen3-Next fuses them per key head (in_proj_qkvz,
+    # in_proj_ba); Qwen3.5 keeps in_proj_qkv (all q, then k, then v rows), in_proj_z, in_proj_b
+    # and in_proj_a apart
+    fused_projections: bool = True
 
     def __post_init__(self) -> None:
         check_mode(self.kind, SsmKind, "ssm")

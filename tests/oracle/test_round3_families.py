@@ -42,6 +42,7 @@ BUNDLED_CLASSES = {
     "seed-oss-36b-instruct": ("SeedOssConfig", "SeedOssForCausalLM"),
     "hunyuan-7b-instruct": ("HunYuanDenseV1Config", "HunYuanDenseV1ForCausalLM"),
     "hunyuan-a13b-instruct": ("HunYuanMoEV1Config", "HunYuanMoEV1ForCausalLM"),
+    "phi-3.5-moe-instruct": ("PhimoeConfig", "PhimoeForCausalLM"),
 }
 
 

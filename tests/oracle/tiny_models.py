@@ -576,6 +576,61 @@ SEED_HUNYUAN = {
 ISSUE_28.update(SEED_HUNYUAN)
 ISSUE_28_MOE.append("hunyuan_v1_moe")
 FAMILIES.update(SEED_HUNYUAN)
+# Issue 28 follow-up (published configs refused before). OLMo 3: sliding and full layers, each
+# type with its own RoPE (yarn on the full layer, another base on the sliding ones), the window
+# shorter than the prompt. Arcee: the plain ReLU-squared MLP (ArceeConfig's default activation),
+# yarn RoPE from an original context of 8, so the prompt already runs on scaled frequencies.
+DENSE3 = {
+    "olmo3": (
+        "Olmo3Config",
+        "Olmo3ForCausalLM",
+        dict(
+            head_dim=8,
+            sliding_window=3,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            rope_parameters={
+                "full_attention": {
+                    "rope_type": "yarn",
+                    "rope_theta": 100.0,
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 8,
+                },
+                "sliding_attention": {"rope_type": "default", "rope_theta": 1000.0},
+            },
+        ),
+    ),
+    "arcee": (
+        "ArceeConfig",
+        "ArceeForCausalLM",
+        dict(
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 100.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 8,
+            }
+        ),
+    ),
+    # Apertus: xIELU's trainable alpha_p / alpha_n randomised with the other weights (not the
+    # initial 0.8), q/k norms per head, llama3 RoPE from an original context of 8, a KV cache
+    # of 2 heads for 4 query heads.
+    "apertus": (
+        "ApertusConfig",
+        "ApertusForCausalLM",
+        dict(
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": 10000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8,
+            }
+        ),
+    ),
+}
+ISSUE_28.update(DENSE3)
+FAMILIES.update(DENSE3)
 # Remote-code families: no transformers class, so no tiny model here; each is
 # checked against a reference from its published code in tests/oracle/test_remote_mimo_nas_phi3small.py.
 REMOTE = {"mimo", "nemotron-nas", "phi3small"}
