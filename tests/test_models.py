@@ -115,7 +115,7 @@ def test_moe_active_parameters_match_the_card() -> None:
            "deepseek-moe-16b-base", "llama-4-scout-17b-16e-instruct", "k-exaone-236b-a23b",
            "minicpm-moe-8x2b", "ai21-jamba-1.5-mini", "nvidia-nemotron-3-nano-30b-a3b",
            "phi-3.5-moe-instruct", "qwen3.5-35b-a3b", "ernie-4.5-21b-a3b-pt", "dots.llm1.inst",
-           "minimax-m2")  # fmt: skip
+           "minimax-m2", "hunyuan-a13b-instruct")  # fmt: skip
     for name in moe:
         cfg = load_model(name).config
         built = build_prefill(cfg, PRECISIONS["bf16"], 1, 1)

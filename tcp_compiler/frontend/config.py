@@ -27,7 +27,7 @@ PositionKind = Literal["rope", "learned", "alibi", "sinusoidal", "none"]
 MlpKind = Literal["gated", "plain"]
 # relu2: relu(x)^2 (Nemotron-H); xielu: xIELU with trainable scalars per MLP (Apertus; the IR op xielu)
 Activation = Literal["silu", "gelu_tanh", "gelu", "relu", "relu2", "xielu"]
-QkNorm = Literal["none", "per_head", "all_heads", "each_head", "l2"]
+QkNorm = Literal["none", "per_head", "all_heads", "each_head", "l2", "rotated"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
 GroupScore = Literal["top2_sum", "max"]
@@ -565,7 +565,8 @@ class Attention:
     out_bias: bool = False  # bias on the output projection
     # RMSNorm on q and k: per head, or over all heads' H x K (OLMo 2); each_head: Cohere's LayerNorm
     # (without bias) over each head's K with a weight of that head's own, [H, K]; l2: Llama 4's
-    # RMSNorm over each head's K without a weight, after RoPE, on the layers whose Layer.qk_norm is set
+    # RMSNorm over each head's K without a weight, after RoPE, on the layers whose Layer.qk_norm is set;
+    # rotated: HunYuan's RMSNorm (with a weight, as per_head) over each head's K after RoPE
     qk_norm: QkNorm = "none"
     scale: float | None = None  # on the scores; default 1/sqrt(head_dim)
     softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask

@@ -28,11 +28,13 @@ from tests.oracle.tiny_models import build, save
 # multi-query with learned positions (GPTBigCode), chunks + NoPE + a shared expert beside the routed
 # ones (Llama 4), post-norms + per-head q/k norm + NoPE global layers (EXAONE 4), with
 # DeepSeek-V3 routing and a shared expert (K-EXAONE), interleaved RoPE with biases on every projection
-# (ERNIE 4.5) and its MoE (a [1, E] correction bias, shared experts, dense layers between)
+# (ERNIE 4.5) and its MoE (a [1, E] correction bias, shared experts, dense layers between), q/k/v
+# biases without o's (Seed-OSS), q/k norm after RoPE with a shared MLP beside the experts (HunYuan MoE)
 FAMILIES = [
     "llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode", "llama4",
 ]  # fmt: skip
 FAMILIES += ["exaone4", "exaone_moe", "ernie4_5", "ernie4_5_moe", "granitemoeshared", "dots1", "minimax_m2"]
+FAMILIES += ["seed_oss", "hunyuan_v1_moe"]
 FAMILIES += ["olmo3", "apertus"]  # all-heads q/k norm with windows; xIELU's replicated scalars
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
@@ -40,10 +42,10 @@ STEPS = 3
 VOCAB = 96
 F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
 ROW_BIAS = re.compile(r"\.(o_proj|down_proj)\.bias$")
-# norms, MoE routers (Llama 4's is `router`, Granite's `router.layer`) and their correction biases,
-# positions (V=96 splits), xIELU's scalars
+# norms, MoE routers (Llama 4's is `router`, Granite's `router.layer`, HunYuan's `gate.wg`) and their
+# correction biases, positions (V=96 splits), xIELU's scalars
 REPLICATED = re.compile(
-    r"norm|\.gate\.weight$|\.router(\.layer)?\.weight$|e_score_correction_bias$|embed_positions"
+    r"norm|\.gate(\.wg)?\.weight$|\.router(\.layer)?\.weight$|e_score_correction_bias$|embed_positions"
     r"|act_fn\.alpha_[pn]$"
 )
 TINY = ModelConfig(

@@ -549,6 +549,33 @@ DEEPSEEK_V2_PHIMOE = {
 ISSUE_28.update(DEEPSEEK_V2_PHIMOE)
 ISSUE_28_MOE += list(DEEPSEEK_V2_PHIMOE)
 FAMILIES.update(DEEPSEEK_V2_PHIMOE)
+# Seed-OSS: head_dim 16 (not hidden / heads), q/k/v biases but none on o (attention_out_bias
+# false), MLP biases. HunYuan: the weighted q/k RMSNorm after RoPE, and "dynamic" RoPE with an
+# alpha (a fixed NTK base, theta 100 stretched by alpha 10), head_dim 16; its MoE variant:
+# attention biases (o's too), 2 of 4 experts per token as a per-layer moe_topk list, a shared MLP.
+HUNYUAN_ROPE = {"rope_type": "dynamic", "rope_theta": 100.0, "alpha": 10.0, "factor": 1.0}
+SEED_HUNYUAN = {
+    "seed_oss": (
+        "SeedOssConfig",
+        "SeedOssForCausalLM",
+        dict(head_dim=16, attention_bias=True, attention_out_bias=False, mlp_bias=True),
+    ),
+    "hunyuan_v1_dense": (
+        "HunYuanDenseV1Config",
+        "HunYuanDenseV1ForCausalLM",
+        dict(head_dim=16, rope_parameters=HUNYUAN_ROPE),
+    ),
+    "hunyuan_v1_moe": (
+        "HunYuanMoEV1Config",
+        "HunYuanMoEV1ForCausalLM",
+        dict(
+            head_dim=8, attention_bias=True, num_experts=4, moe_topk=[2, 2, 2], rope_parameters=HUNYUAN_ROPE
+        ),
+    ),
+}
+ISSUE_28.update(SEED_HUNYUAN)
+ISSUE_28_MOE.append("hunyuan_v1_moe")
+FAMILIES.update(SEED_HUNYUAN)
 # Issue 28 follow-up (published configs refused before). OLMo 3: sliding and full layers, each
 # type with its own RoPE (yarn on the full layer, another base on the sliding ones), the window
 # shorter than the prompt. Arcee: the plain ReLU-squared MLP (ArceeConfig's default activation),

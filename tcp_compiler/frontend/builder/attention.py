@@ -74,9 +74,10 @@ def attention(
         k = norm(b, k, "K", f"{pre}.k_norm", "k_norm", kind="layer", per=("Hkv", sh.kv))
     q_pos = position_heads(b, q, "H", layer, pos, "q")
     k_pos = position_heads(b, k, "Hkv", layer, pos, "k")
-    if cfg.attention.qk_norm == "l2" and layer.qk_norm:
-        q_pos = _l2_norm(b, q_pos, "H", "q_norm")
-        k_pos = _l2_norm(b, k_pos, "Hkv", "k_norm")
+    if cfg.attention.qk_norm in ("l2", "rotated") and layer.qk_norm:
+        weighted = cfg.attention.qk_norm == "rotated"
+        q_pos = _rotated_norm(b, q_pos, "H", f"{pre}.q_norm" if weighted else None, "q_norm")
+        k_pos = _rotated_norm(b, k_pos, "Hkv", f"{pre}.k_norm" if weighted else None, "k_norm")
     if layer.temperature is not None:
         q_pos = g.add("mul", q_pos, temperature(b, layer, pos), name=b.name("q_tuned"))
     q5 = g.add(
@@ -128,13 +129,14 @@ def _halves(b: GraphBuilder, q: Node, label: str, second: bool = False) -> Node:
     return b.g.add("slice", q, name=b.name(label), axis="K", start=start, stop=start + K)
 
 
-def _l2_norm(b: GraphBuilder, x: Node, heads: str, label: str) -> Node:
-    """Llama 4's q/k norm: RMSNorm over each head's K without a weight, on the rotated heads (a
-    view as [B, heads, S, K]: RoPE's evens-then-odds order leaves the norm as it is)."""
+def _rotated_norm(b: GraphBuilder, x: Node, heads: str, prefix: str | None, label: str) -> Node:
+    """A q/k RMSNorm over each head's K after RoPE, on the rotated heads viewed as [B, heads, S, K]:
+    Llama 4's without a weight (`prefix` None; its RoPE's evens-then-odds order leaves a weightless
+    norm as it is), HunYuan's with the weight `{prefix}.weight` (rotate_half keeps K in order)."""
     sizes = x.type.sizes
     whole = TensorType.of(F32, B=b.batch, **{heads: sizes[heads]}, S=b.seq, K=b.cfg.head_dim)
     x = b.g.add("reshape", b.to(x, F32), name=b.name(f"{label}.heads"), type=whole)
-    return norm(b, x, "K", None, label, kind="rms")
+    return norm(b, x, "K", prefix, label, kind="rms")
 
 
 def _attend(b: GraphBuilder, i: int, q: Node, keys: Node, values: Node, mask: Node, pos: Node) -> Node:
