@@ -549,6 +549,16 @@ DEEPSEEK_V2_PHIMOE = {
 ISSUE_28.update(DEEPSEEK_V2_PHIMOE)
 ISSUE_28_MOE += list(DEEPSEEK_V2_PHIMOE)
 FAMILIES.update(DEEPSEEK_V2_PHIMOE)
+# GLM-4.7-Flash: DeepSeek-V3's tiny sizes (latent attention, yarn, grouped sigmoid routing, shared
+# experts); mlp_layer_types puts the dense MLP in the middle layer, where the class's default rule
+# (first layer dense; first_k_dense_replace ignored) would not.
+ISSUE_28["glm4_moe_lite"] = (
+    "Glm4MoeLiteConfig",
+    "Glm4MoeLiteForCausalLM",
+    dict(DEEPSEEK, mlp_layer_types=["sparse", "dense", "sparse"]),
+)
+ISSUE_28_MOE.append("glm4_moe_lite")
+FAMILIES["glm4_moe_lite"] = ISSUE_28["glm4_moe_lite"]
 # Remote-code families: no transformers class, so no tiny model here; each is
 # checked against a reference from its published code in tests/oracle/test_remote_mimo_nas_phi3small.py.
 REMOTE = {"mimo", "nemotron-nas", "phi3small"}

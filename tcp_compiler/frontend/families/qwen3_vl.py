@@ -9,11 +9,13 @@ transformers). The MoE text model routes as Qwen 3 MoE but always renormalises i
 weights (Qwen3VLMoeTextTopKRouter ignores norm_topk_prob); no shared expert; dense layers by
 mlp_only_layers and decoder_sparse_step."""
 
+import dataclasses
 from typing import Any
 
 from tcp_compiler.frontend.config import Attention, ModelConfig, Moe, RawConfig, read_rope
 from tcp_compiler.frontend.families.common import dense, layer_types, layers, sparse_layers, text_model
 from tcp_compiler.frontend.families.registry import family
+from tcp_compiler.frontend.layout import Expert, TensorMap
 
 # Qwen3VLTextConfig's and Qwen3VLMoeTextConfig's defaults (transformers 5.23.0) for the fields a
 # text_config may leave out (head_dim: the MoE class's is hidden_size / num_attention_heads)
@@ -37,8 +39,8 @@ MOE_TEXT_DEFAULTS: dict[str, Any] = {
     "max_position_embeddings": 128_000,
     "moe_intermediate_size": 1408,
     "num_experts_per_tok": 4,
-    "num_experts": 60,
 }
+EXPERTS = 60  # Qwen3VLMoeTextConfig's num_experts (saved as num_local_experts, its alias)
 ROPE_THETA = 500_000.0  # both text classes' default_theta
 
 
@@ -51,7 +53,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
 def read_moe(raw: RawConfig, name: str) -> ModelConfig:
     text = _defaults(raw, MOE_TEXT_DEFAULTS)
     moe = Moe(
-        experts=text.require("num_experts"),
+        experts=text.get("num_experts", text.get("num_local_experts", EXPERTS, kind=int), kind=int),
         top_k=text.require("num_experts_per_tok"),
         intermediate=text.require("moe_intermediate_size"),
         normalize_top_k=True,
@@ -60,7 +62,20 @@ def read_moe(raw: RawConfig, name: str) -> ModelConfig:
     )
     if moe.top_k > moe.experts:
         raise text.fail(f"num_experts_per_tok ({moe.top_k}) exceeds num_experts ({moe.experts})")
-    return _text(text, name, "qwen3_vl_moe", {}, moe=moe, moe_layers=sparse_layers(text))
+    config = _text(text, name, "qwen3_vl_moe", {}, moe=moe, moe_layers=sparse_layers(text))
+    return dataclasses.replace(config, tensors=_stacked_experts(moe.experts))
+
+
+def _stacked_experts(experts: int) -> TensorMap:
+    """Each expert's gate, up and down cut out of the hub checkpoints' stacked tensors: gate_up_proj
+    [E, D, 2F] (gate, then up) and down_proj [E, F, D], which transformers transposes on loading."""
+    layer = r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\."
+    stacked = r"model.layers.\1.mlp.experts."
+    return TensorMap(tuple(
+        (layer + rf"{proj}_proj\.weight", Expert(stacked + tensor, r"\2", experts, part, parts, False))
+        for proj, tensor, part, parts in (("gate", "gate_up_proj", 0, 2), ("up", "gate_up_proj", 1, 2),
+                                          ("down", "down_proj", 0, 1))
+    ))  # fmt: skip
 
 
 def _defaults(raw: RawConfig, defaults: dict[str, Any]) -> RawConfig:
