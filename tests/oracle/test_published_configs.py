@@ -16,8 +16,8 @@ import pytest
 import torch
 from huggingface_hub.errors import StrictDataclassClassValidationError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
-from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.families import ARCHITECTURES
@@ -48,7 +48,8 @@ def transformers_count(data: dict, model_type: str) -> int:
         if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING:
             return transformers_params(AutoModelForCausalLM.from_config(config))
         model = AutoModelForImageTextToText.from_config(whole)
-    vision = sum(p.numel() for n, p in model.named_parameters() if not n.startswith(("model.language_model.", "lm_head.")))
+    text = ("model.language_model.", "lm_head.")
+    vision = sum(p.numel() for n, p in model.named_parameters() if not n.startswith(text))
     return transformers_params(model) - vision
 
 

@@ -77,7 +77,11 @@ def build(name: str, seed: int = 0) -> transformers.PreTrainedModel:
 
 def vision_params(model: torch.nn.Module) -> int:
     """transformers' parameters outside the language model and LM head (encoder, projector)."""
-    return sum(p.numel() for n, p in model.named_parameters() if not n.startswith(("model.language_model.", "lm_head.")))
+    return sum(
+        p.numel()
+        for n, p in model.named_parameters()
+        if not n.startswith(("model.language_model.", "lm_head."))
+    )
 
 
 def save(model: transformers.PreTrainedModel, directory: Path) -> None:
@@ -91,7 +95,9 @@ def save(model: transformers.PreTrainedModel, directory: Path) -> None:
     tensors = safetensors.torch.load_file(path)
     hub = {}
     for name, tensor in tensors.items():
-        if model.config.model_type == "qwen3_vl_moe" and name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+        if model.config.model_type == "qwen3_vl_moe" and name.endswith(
+            ("experts.gate_up_proj", "experts.down_proj")
+        ):
             tensor = tensor.transpose(1, 2).contiguous()
         hub[name.replace("language_model.model.blocks.", "language_model.model.layers.")] = tensor
     safetensors.torch.save_file(hub, path, metadata={"format": "pt"})
@@ -186,7 +192,12 @@ def _kimi_text() -> dict:
 
 def test_kimi_flattened_copy_reads_as_the_nested_one() -> None:
     nested = {"model_type": "kimi_k25", "text_config": _kimi_text(), "tie_word_embeddings": False}
-    flat = {**_kimi_text(), "model_type": "kimi_k25", "vision_config": {"patch_size": 14}, "tie_word_embeddings": False}
+    flat = {
+        **_kimi_text(),
+        "model_type": "kimi_k25",
+        "vision_config": {"patch_size": 14},
+        "tie_word_embeddings": False,
+    }
     a = read_model_config(RawConfig(nested, "nested.json", "kimi_k25"), "k")
     b = read_model_config(RawConfig(flat, "flat.json", "kimi_k25"), "k")
     assert a == b and a.mla is not None and a.moe.routed_scale == DEEPSEEK["routed_scaling_factor"]
@@ -195,13 +206,23 @@ def test_kimi_flattened_copy_reads_as_the_nested_one() -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"model_type": "qwen3_vl"}, "missing field 'text_config' (a qwen3_vl config nests the text model there)"),
-        ({"model_type": "kimi_k25", "vision_config": {}},
-         "missing field 'text_config' (a kimi_k25 config nests the text model there)"),
+        (
+            {"model_type": "qwen3_vl"},
+            "missing field 'text_config' (a qwen3_vl config nests the text model there)",
+        ),
+        (
+            {"model_type": "kimi_k25", "vision_config": {}},
+            "missing field 'text_config' (a kimi_k25 config nests the text model there)",
+        ),
         ({"model_type": "qwen3_vl", "text_config": []}, "text_config: expected an object, got []"),
-        ({"model_type": "qwen3_vl_moe", "text_config": {"num_experts": 2, "num_experts_per_tok": 3}},
-         "num_experts_per_tok (3) exceeds num_experts (2)"),
-        ({"model_type": "qwen3_vl", "text_config": {"num_hidden_layers": -1}}, "text_config.num_hidden_layers"),
+        (
+            {"model_type": "qwen3_vl_moe", "text_config": {"num_experts": 2, "num_experts_per_tok": 3}},
+            "num_experts_per_tok (3) exceeds num_experts (2)",
+        ),
+        (
+            {"model_type": "qwen3_vl", "text_config": {"num_hidden_layers": -1}},
+            "text_config.num_hidden_layers",
+        ),
         ({"model_type": "qwen3_vl", "text_config": {}, "tie_word_embeddings": "yes"}, "tie_word_embeddings"),
     ],
 )

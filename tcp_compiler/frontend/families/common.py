@@ -249,7 +249,9 @@ def text_model(raw: RawConfig, tied_default: bool, flat: bool = False) -> RawCon
     if raw.has("text_config"):
         text = raw.nested("text_config")
     elif flat and raw.has("hidden_size"):
-        text = RawConfig({k: v for k, v in raw.data.items() if k != "vision_config"}, raw.source, "", raw.prefix)
+        text = RawConfig(
+            {k: v for k, v in raw.data.items() if k != "vision_config"}, raw.source, "", raw.prefix
+        )
     else:
         raise raw.fail(f"missing field 'text_config' (a {raw.family} config nests the text model there)")
     tied = raw.get("tie_word_embeddings", tied_default, kind=bool)

@@ -32,7 +32,9 @@ DEFAULTS = {
 
 @family("deepseek_v3", defaults=DEFAULTS, architectures=("DeepseekV3ForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
-    return mla_moe_model(raw, name, "deepseek_v3", every_layer_from(raw, raw.get("first_k_dense_replace", 3, kind=int)))
+    return mla_moe_model(
+        raw, name, "deepseek_v3", every_layer_from(raw, raw.get("first_k_dense_replace", 3, kind=int))
+    )
 
 
 def mla_moe_model(raw: RawConfig, name: str, family_name: str, moe_layers: set[int]) -> ModelConfig:

@@ -46,5 +46,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
             "Glm4MoeLiteConfig reads head_dim as qk_rope_head_dim"
         )
     if partial_rotary(raw, rope_dim) is not None:
-        raise raw.fail("partial_rotary_factor: expected 1.0 (latent attention rotates all qk_rope_head_dim dims)")
+        raise raw.fail(
+            "partial_rotary_factor: expected 1.0 (latent attention rotates all qk_rope_head_dim dims)"
+        )
     return mla_moe_model(raw, name, "glm4_moe_lite", sparse_mlp_layers(raw, 1))

@@ -58,7 +58,9 @@ def read_moe(raw: RawConfig, name: str) -> ModelConfig:
         intermediate=text.require("moe_intermediate_size"),
         normalize_top_k=True,
         router_name="model.layers.{i}.mlp.gate.weight",
-        expert_names=tuple(f"model.layers.{{i}}.mlp.experts.{{e}}.{p}_proj.weight" for p in ("gate", "up", "down")),
+        expert_names=tuple(
+            f"model.layers.{{i}}.mlp.experts.{{e}}.{p}_proj.weight" for p in ("gate", "up", "down")
+        ),
     )
     if moe.top_k > moe.experts:
         raise text.fail(f"num_experts_per_tok ({moe.top_k}) exceeds num_experts ({moe.experts})")
