@@ -53,8 +53,8 @@ def read_moe(raw: RawConfig, name: str) -> ModelConfig:
     OLMoE's), and DeepSeek-V3's routing (deepseek_v3.sigmoid_moe, with `num_experts`,
     `num_shared_experts` and the correction bias at `mlp.e_score_correction_bias`) on the sparse
     layers: `mlp_layer_types`, else all but the first `first_k_dense_replace`."""
-    moe = sigmoid_moe(raw, "e_score_correction_bias", ("num_experts", "num_shared_experts"))
     sparse = sparse_mlp_layers(raw, raw.get("first_k_dense_replace", 1, kind=int))
+    moe = sigmoid_moe(raw, "e_score_correction_bias", ("num_experts", "num_shared_experts"))
     return dense(
         raw,
         "exaone_moe",
