@@ -65,6 +65,8 @@ UNTILED.add(("ai21-jamba-1.5-mini", "fp8-block"))
 UNTILED.add(("zamba2-2.7b", "fp8-block"))
 # NVIDIA-Nemotron-3-Nano-30B-A3B's Mamba-2 in_proj: 2 x 4,096 + 2 x 8 x 128 + 64 = 10,304 rows.
 UNTILED.add(("nvidia-nemotron-3-nano-30b-a3b", "fp8-block"))
+# GLM-4.7-Flash's q_b_proj gives 20 heads x 192 nope rows per head: 1.5 blocks a head.
+UNTILED.add(("glm-4.7-flash", "fp8-block"))
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8", "w4", *sorted(FORMATS.keys() - {"w4"})])

@@ -174,6 +174,7 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     hybrids = {name.split("-")[0] for name in HYBRID}  # granitemoehybrid-dense is granitemoehybrid
     others = {"gemma3", "llama4", "tcpc_decoder", "chatglm", "deepseek", *SSM, *hybrids}
     others |= {"qwen3_next", "rwkv", "rwkv5", "rwkv6", "zamba2", *REMOTE_SHAPES, *REMOTE}
+    others |= {"qwen3_vl", "qwen3_vl_moe", "kimi_k25"}  # image-text: tests/oracle/test_vl_families.py
     others |= {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
     assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | others
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 from huggingface_hub.errors import StrictDataclassClassValidationError
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.families import ARCHITECTURES
@@ -37,11 +38,19 @@ def transformers_type(data: dict) -> str | None:
 
 
 def transformers_count(data: dict, model_type: str) -> int:
-    """transformers' causal LM for the config's text model (a multimodal config's text_config), on meta."""
+    """transformers' causal LM for the config's text model (a multimodal config's text_config), on
+    meta; for a text model with no causal LM class of its own (Qwen3-VL's), the image-text model's
+    language model and LM head (its vision encoder and projector are not what tcpc builds)."""
     fields = {k: v for k, v in data.items() if k not in ("model_type", "auto_map")}
-    config = AutoConfig.for_model(model_type, **fields).get_text_config()
+    whole = AutoConfig.for_model(model_type, **fields)
+    config = whole.get_text_config()
     with torch.device("meta"):
-        return transformers_params(AutoModelForCausalLM.from_config(config))
+        if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING:
+            return transformers_params(AutoModelForCausalLM.from_config(config))
+        model = AutoModelForImageTextToText.from_config(whole)
+    text = ("model.language_model.", "lm_head.")
+    vision = sum(p.numel() for n, p in model.named_parameters() if not n.startswith(text))
+    return transformers_params(model) - vision
 
 
 def test_index_lists_every_fixture_with_its_source() -> None:

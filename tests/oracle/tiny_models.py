@@ -576,6 +576,16 @@ SEED_HUNYUAN = {
 ISSUE_28.update(SEED_HUNYUAN)
 ISSUE_28_MOE.append("hunyuan_v1_moe")
 FAMILIES.update(SEED_HUNYUAN)
+# GLM-4.7-Flash: DeepSeek-V3's tiny sizes (latent attention, yarn, grouped sigmoid routing, shared
+# experts); mlp_layer_types puts the dense MLP in the middle layer, where the class's default rule
+# (first layer dense; first_k_dense_replace ignored) would not.
+ISSUE_28["glm4_moe_lite"] = (
+    "Glm4MoeLiteConfig",
+    "Glm4MoeLiteForCausalLM",
+    dict(DEEPSEEK, mlp_layer_types=["sparse", "dense", "sparse"]),
+)
+ISSUE_28_MOE.append("glm4_moe_lite")
+FAMILIES["glm4_moe_lite"] = ISSUE_28["glm4_moe_lite"]
 # Issue 28 follow-up (published configs refused before). OLMo 3: sliding and full layers, each
 # type with its own RoPE (yarn on the full layer, another base on the sliding ones), the window
 # shorter than the prompt. Arcee: the plain ReLU-squared MLP (ArceeConfig's default activation),

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tcp_compiler.frontend.config import Embedding, Layer, Mlp, ModelConfig, Norms, RawConfig, Rope, read_rope
+from tcp_compiler.frontend.schema import show
 
 ACTIVATIONS = {
     "silu": "silu",
@@ -225,3 +226,34 @@ def layer_indices(raw: RawConfig, key: str) -> set[int]:
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
             raise raw.fail(f"{raw.path(key)}[{i}]: expected a layer index from 0 to {n - 1}")
     return set(chosen)
+
+
+def sparse_mlp_layers(raw: RawConfig, first_dense: int) -> set[int]:
+    """The MoE layers of a config that lists `mlp_layer_types` ("dense" or "sparse" per layer), or,
+    when it does not, every layer from `first_dense` on (the family's rule: K-EXAONE's
+    first_k_dense_replace, GLM-4.7-Flash's one dense layer)."""
+    n = raw.require("num_hidden_layers")
+    kinds = raw.get("mlp_layer_types", kind=list)
+    if kinds is None:
+        return set(range(first_dense, n))
+    if len(kinds) != n or not all(kind in ("dense", "sparse") for kind in kinds):
+        raise raw.fail(f'mlp_layer_types: expected {n} entries of "dense" or "sparse", got {show(kinds)}')
+    return {i for i, kind in enumerate(kinds) if kind == "sparse"}
+
+
+def text_model(raw: RawConfig, tied_default: bool, flat: bool = False) -> RawConfig:
+    """The language model of an image-text config: its `text_config` (errors name the outer file and
+    `text_config.field`), or, with `flat`, the outer fields themselves when a copy has no
+    text_config but the text model's sizes at the top level (flattened Kimi-K2.5 copies). Its
+    tie_word_embeddings is the outer config's (`tied_default` when absent): transformers'
+    ...ForConditionalGeneration ties its LM head by its own config, not the text config's."""
+    if raw.has("text_config"):
+        text = raw.nested("text_config")
+    elif flat and raw.has("hidden_size"):
+        text = RawConfig(
+            {k: v for k, v in raw.data.items() if k != "vision_config"}, raw.source, "", raw.prefix
+        )
+    else:
+        raise raw.fail(f"missing field 'text_config' (a {raw.family} config nests the text model there)")
+    tied = raw.get("tie_word_embeddings", tied_default, kind=bool)
+    return RawConfig({**text.data, "tie_word_embeddings": tied}, raw.source, raw.family, text.prefix)

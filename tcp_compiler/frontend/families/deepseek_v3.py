@@ -32,16 +32,24 @@ DEFAULTS = {
 
 @family("deepseek_v3", defaults=DEFAULTS, architectures=("DeepseekV3ForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
+    return mla_moe_model(
+        raw, name, "deepseek_v3", every_layer_from(raw, raw.get("first_k_dense_replace", 3, kind=int))
+    )
+
+
+def mla_moe_model(raw: RawConfig, name: str, family_name: str, moe_layers: set[int]) -> ModelConfig:
+    """DeepSeek-V3's decoder (latent attention, sigmoid-routed experts on `moe_layers`, dense MLPs
+    elsewhere), for the families that reuse it (GLM-4.7-Flash's glm4_moe_lite)."""
     n = raw.require("num_hidden_layers")
     if raw.get("attention_bias", False, kind=bool):
-        raise raw.fail("attention_bias: true is not supported for deepseek_v3 (released models have none)")
+        raise raw.fail(f"attention_bias: true is not supported for {family_name} (released models have none)")
     if raw.get("scoring_func", "sigmoid", kind=str) != "sigmoid":
         raise raw.fail(f"scoring_func: expected 'sigmoid', got {raw.get('scoring_func')!r}")
     mla = read_mla(raw)
     heads = raw.require("num_attention_heads")
     return dense(
         raw,
-        "deepseek_v3",
+        family_name,
         name,
         head_dim_default=mla.nope_dim + mla.rope_dim,
         head_dim=mla.nope_dim + mla.rope_dim,
@@ -57,7 +65,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
             layer_types(raw, ["full_attention"] * n),
             None,
             {"default": read_rope(raw)},
-            every_layer_from(raw, raw.get("first_k_dense_replace", 3, kind=int)),
+            moe_layers,
         ),
     )
 

@@ -9,7 +9,7 @@ does, RoPE rotates every layer when `sliding_window` is null and only the slidin
 import dataclasses
 
 from tcp_compiler.frontend.config import Attention, Layer, ModelConfig, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import dense, layer_types, layers, rms_norms
+from tcp_compiler.frontend.families.common import dense, layer_types, layers, rms_norms, sparse_mlp_layers
 from tcp_compiler.frontend.families.deepseek_v3 import sigmoid_moe
 from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.schema import show
@@ -53,15 +53,8 @@ def read_moe(raw: RawConfig, name: str) -> ModelConfig:
     OLMoE's), and DeepSeek-V3's routing (deepseek_v3.sigmoid_moe, with `num_experts`,
     `num_shared_experts` and the correction bias at `mlp.e_score_correction_bias`) on the sparse
     layers: `mlp_layer_types`, else all but the first `first_k_dense_replace`."""
-    n = raw.require("num_hidden_layers")
-    kinds = raw.get("mlp_layer_types", kind=list)
-    if kinds is None:
-        first = raw.get("first_k_dense_replace", 1, kind=int)
-        kinds = ["dense" if i < first else "sparse" for i in range(n)]
-    if len(kinds) != n or not all(kind in ("dense", "sparse") for kind in kinds):
-        raise raw.fail(f'mlp_layer_types: expected {n} entries of "dense" or "sparse"')
+    sparse = sparse_mlp_layers(raw, raw.get("first_k_dense_replace", 1, kind=int))
     moe = sigmoid_moe(raw, "e_score_correction_bias", ("num_experts", "num_shared_experts"))
-    sparse = {i for i, kind in enumerate(kinds) if kind == "sparse"}
     return dense(
         raw,
         "exaone_moe",

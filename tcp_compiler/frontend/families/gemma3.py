@@ -3,7 +3,14 @@ scaled by sqrt(hidden), local sliding and global layers with their own RoPE base
 attention scaled by query_pre_attn_scalar^-1/2, tied embeddings."""
 
 from tcp_compiler.frontend.config import Attention, Embedding, Mlp, ModelConfig, RawConfig, read_rope
-from tcp_compiler.frontend.families.common import activation, layer_types, layers, rms_norms, sizes
+from tcp_compiler.frontend.families.common import (
+    activation,
+    layer_types,
+    layers,
+    rms_norms,
+    sizes,
+    text_model,
+)
 from tcp_compiler.frontend.families.registry import family
 
 # transformers' Gemma3TextConfig defaults for fields Google's published configs leave out
@@ -20,10 +27,7 @@ TEXT_DEFAULTS = {
 @family("gemma3", "gemma3_text", architectures=("Gemma3ForConditionalGeneration",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     if raw.data.get("model_type") == "gemma3":
-        if not raw.has("text_config"):
-            raise raw.fail("missing field 'text_config' (a gemma3 config nests the text model there)")
-        raw = raw.nested("text_config")
-        raw.family = "gemma3"
+        raw = text_model(raw, tied_default=True)  # Gemma3Config ties by default
     raw = RawConfig({**TEXT_DEFAULTS, **raw.data}, raw.source, raw.family, raw.prefix)
     for key in ("attn_logit_softcapping", "final_logit_softcapping"):
         if raw.get(key) is not None:

@@ -25,7 +25,7 @@ from tcp_compiler.frontend.config import (
     Temperature,
     read_rope,
 )
-from tcp_compiler.frontend.families.common import dense_mlp, rms_norms, sizes
+from tcp_compiler.frontend.families.common import dense_mlp, rms_norms, sizes, text_model
 from tcp_compiler.frontend.families.registry import family
 from tcp_compiler.frontend.layout import Expert, Rename, TensorMap
 from tcp_compiler.frontend.schema import show
@@ -61,11 +61,7 @@ EXPERTS = r"model.layers.\1.feed_forward.experts."
 @family("llama4", architectures=("Llama4ForConditionalGeneration",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
     """The image-text config: its text model, in `text_config`."""
-    if not raw.has("text_config"):
-        raise raw.fail("missing field 'text_config' (a llama4 config nests the text model there)")
-    text = raw.nested("text_config")
-    text.family = "llama4"
-    return read_text(text, name)
+    return read_text(text_model(raw, tied_default=False), name)
 
 
 @family("llama4_text", architectures=("Llama4ForCausalLM",))
