@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from tcp_compiler.frontend.config import ModelConfig, RawConfig
+from tcp_compiler.frontend.families.common import text_model
 from tcp_compiler.frontend.families.qwen3_next import experts, hybrid
 from tcp_compiler.frontend.families.registry import family
 
@@ -38,14 +39,11 @@ MOE_DEFAULTS: dict[str, Any] = dict(
 
 
 def text_config_of(raw: RawConfig, text_type: str, defaults: dict[str, Any]) -> RawConfig:
-    """The text model's config: `text_config` of an image-text config (its errors name
-    `text_config.field`), or the config itself when its model_type is `text_type`; with the text
+    """The text model's config (common.text_model: `text_config` of an image-text config, tied as
+    the outer config says), or the config itself when its model_type is `text_type`; with the text
     config class's `defaults` for what it leaves out (an explicit null keeps the reader's rule)."""
-    if raw.data.get("model_type") != text_type:
-        if not raw.has("text_config"):
-            raise raw.fail(f"missing field 'text_config' (a {raw.family} config nests the text model there)")
-        raw = raw.nested("text_config")
-    return RawConfig({**defaults, **raw.data}, raw.source, raw.family, raw.prefix)
+    text = raw if raw.data.get("model_type") == text_type else text_model(raw, tied_default=False)
+    return RawConfig({**defaults, **text.data}, text.source, text.family, text.prefix)
 
 
 @family("qwen3_5", "qwen3_5_text", architectures=("Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"))
