@@ -306,6 +306,13 @@ def _mla_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, Kind]]
     yield f"{pre}.kv_a_layernorm.weight", (mla.kv_lora_rank,), "vector"
     yield f"{pre}.kv_b_proj.weight", (H * (mla.nope_dim + mla.v_dim), mla.kv_lora_rank), "projection"
     yield f"{pre}.o_proj.weight", (D, H * mla.v_dim), "projection"
+    if cfg.dsa is not None:  # DeepSeek Sparse Attention's indexer (a shared layer's graph binds none)
+        dsa, idx = cfg.dsa, f"{pre}.indexer"
+        yield f"{idx}.wq_b.weight", (dsa.heads * dsa.head_dim, mla.q_lora_rank or 0), "projection"
+        yield f"{idx}.wk.weight", (dsa.head_dim, D), "projection"
+        yield f"{idx}.k_norm.weight", (dsa.head_dim,), "vector"
+        yield f"{idx}.k_norm.bias", (dsa.head_dim,), "vector"
+        yield f"{idx}.weights_proj.weight", (dsa.heads, D), "projection"
 
 
 def _shared_shapes(shared: SharedExpert, gated: bool, i: int, D: int) -> Iterator[tuple[str, Shape, Kind]]:
