@@ -62,7 +62,10 @@ def select(b: GraphBuilder, i: int, layer: Layer, x: Node, q_resid: Node, pos: N
     total = b.einsum(
         b.to(scores, b.p.kv), b.to(w, b.p.kv), name=b.name("index"), eq="B Sq Hi Sk, B Sq Hi -> B Sq Sk"
     )
-    total = g.add("where", mask, total, b.const(-float("inf")), name=b.name("index.masked"))
+    masked = g.add("where", mask, total, b.const(-float("inf")), name=b.name("index.masked"))
+    if masked.type != total.type:  # a padded prefill's mask [Sk, B, Sq] leads the where's axis order
+        masked = g.add("transpose", masked, name=b.name("index.masked_rows"), type=total.type)
+    total = masked
     keys_seen = total.type.size("Sk")
     picked = g.add(
         "topk", total, name=b.name("index.topk"), axis="Sk", k=min(dsa.topk, keys_seen), new_axis="Sk"
