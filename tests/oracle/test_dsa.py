@@ -194,7 +194,8 @@ BASE = {
         ({"mlp_layer_types": ["dense"] * 3}, "mlp_layer_types has 3 entries but num_hidden_layers is 4"),
         ({"model_type": "glm_moe_dsa", "indexer_types": ["shared", "full", "full", "full"]},
          "indexer_types[0]: expected 'full'"),
-        ({"model_type": "glm_moe_dsa", "index_topk_pattern": "FSX"}, "index_topk_pattern: expected letters F and S"),
+        ({"model_type": "glm_moe_dsa", "index_topk_pattern": "FSX"},
+         "index_topk_pattern: expected letters F and S"),
         ({"model_type": "glm_moe_dsa", "indexer_types": ["full"]}, "indexer_types has 1 entries"),
     ],
 )  # fmt: skip
