@@ -63,6 +63,9 @@ UNTILED.add(("ai21-jamba-1.5-mini", "fp8-block"))
 UNTILED.add(("zamba2-2.7b", "fp8-block"))
 # NVIDIA-Nemotron-3-Nano-30B-A3B's Mamba-2 in_proj: 2 x 4,096 + 2 x 8 x 128 + 64 = 10,304 rows.
 UNTILED.add(("nvidia-nemotron-3-nano-30b-a3b", "fp8-block"))
+# DeepSeek-V3.2's and GLM-5's: V3's 64-row rope slice of kv_a_proj_with_mqa, and the indexer's
+# weights_proj (64 and 32 rows, one per index head), less than one 128-row block.
+UNTILED |= {("deepseek-v3.2", "fp8-block"), ("glm-5", "fp8-block")}
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8", "w4", *sorted(FORMATS.keys() - {"w4"})])

@@ -212,3 +212,27 @@ def test_glm_indexer_pattern_from_freq_and_offset_as_transformers_derives_it() -
         config = transformers.GlmMoeDsaConfig(**{**SIZES, "num_hidden_layers": 4, **fields})
         cfg = read_model_config(RawConfig({**BASE, "model_type": "glm_moe_dsa", **fields}, "c.json"), "m")
         assert cfg.dsa.shared == {i for i, t in enumerate(config.indexer_types) if t == "shared"} != set()
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_online_softmax_in_query_tiles_equals_plain_attention(tiny, phase: str) -> None:
+    """Each query's own picked keys are cut to the query tile with it (online_softmax's `rows`),
+    so the tiled form computes what the plain one does."""
+    from tcp_compiler.passes.online_softmax import find_attention, online_softmax
+
+    _, _, loaded = tiny
+    cfg, rng = loaded.config, np.random.default_rng(3)
+    if phase == "prefill":
+        built = build_prefill(cfg, F32, 2, 7, padded=True)
+        feeds = {"ids": rng.integers(0, 97, (2, 7)), "lengths": np.array([7, 4])}
+    else:
+        built = build_decode(cfg, F32, 2, 9)
+        feeds = {"ids": rng.integers(0, 97, (2, 1)), "pos": np.array([9, 4])}
+        for name in built.graph.meta.kv_outputs:
+            feeds[f"{name}_in"] = rng.standard_normal(built.graph[f"{name}_in"].type.shape).astype(np.float32)
+    params = {n: b.make(loaded.checkpoint.load, 0) for n, b in built.bindings.items()}
+    assert len(find_attention(built.graph)) == len(cfg.layers)
+    plain = ir.interpret(built.graph, feeds, params)
+    tiled = ir.interpret(online_softmax(built.graph, 2, rows=("Sq", 3)), feeds, params)
+    for name in plain:
+        np.testing.assert_allclose(tiled[name], plain[name], atol=1e-5, rtol=0, err_msg=name)

@@ -148,15 +148,14 @@ def _selected(
     """Sparse attention (both phases): the absorbed form of decode over only the latent and rope
     rows each query picked (dsa.select): each query's own [Sk=picked] keys are a gather from the
     caches, so attention reads and multiplies picked x C per query and head, not the context."""
-    g, p = b.g, b.p
+    g = b.g
     latent_cache, rope_cache = _caches(b, latent, k_rope, pos, past, mla)
     kv_b = f"{pre}.kv_b_proj.weight"
     q_abs, q_r = _absorbed_queries(b, q_nope, q_rope, kv_b, mla)
-    rows = {"B": b.batch, "Hkv": 1, "Sq": b.seq, "Sk": picked.type.size("Sk")}
-    keys = g.add("reshape", g.add("gather", latent_cache, picked, name=b.name("picked"), axis="P"),
-                 name=b.name("keys"), type=TensorType.of(p.kv, **rows, C=mla.kv_lora_rank))  # fmt: skip
-    k_r = g.add("reshape", g.add("gather", rope_cache, picked, name=b.name("picked_r"), axis="P"),
-                name=b.name("k_r_keys"), type=TensorType.of(p.kv, **rows, K=mla.rope_dim))  # fmt: skip
+    # [B, Sq, Sk, ..]: no KV head axis, so a query tile's keys are the gather of its rows' picks
+    # (online_softmax cuts the index, not a copy of every query's keys)
+    keys = g.add("gather", latent_cache, picked, name=b.name("keys"), axis="P")
+    k_r = g.add("gather", rope_cache, picked, name=b.name("k_r_keys"), axis="P")
     return _latent_attention(b, q_abs, q_r, keys, k_r, visible, kv_b, mla), latent_cache, rope_cache
 
 
@@ -190,8 +189,8 @@ def _absorbed_queries(b: GraphBuilder, q_nope: Node, q_rope: Node, kv_b: str, ml
 
 
 def _latent_attention(b: GraphBuilder, q_abs, q_r, keys, k_r, mask, kv_b: str, mla: Mla) -> Node:
-    """Attention of the absorbed queries over latent keys [B, 1, (Sq,) Sk, C] (every query's the
-    same cache, or each query's own picks) and their rope keys, then W_uv: [B, H, S, K=v_dim]."""
+    """Attention of the absorbed queries over latent keys [B, 1, Sk, C] (every query's the same
+    cache) or [B, Sq, Sk, C] (each query's own picks) and their rope keys, then W_uv: [B, H, S, K=v_dim]."""
     g, sh = b.g, b.sh
     H, C, per = sh.heads, mla.kv_lora_rank, mla.nope_dim + mla.v_dim
     rows = " ".join(keys.type.names[:-1])
