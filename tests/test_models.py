@@ -28,7 +28,7 @@ REQUIRED = {
     "smollm3-3b", "falcon-rw-1b", "gpt-oss-20b", "gpt-oss-120b", "qwen1.5-moe-a2.7b", "deepseek-v3",
     "phi-2", "starcoderbase-1b", "glm-4-9b-chat-hf", "glm-4-9b-0414", "glm-4.5-air", "chatglm3-6b",
     "llama-4-scout-17b-16e-instruct", "mimo-7b-rl", "llama-3.3-nemotron-super-49b-v1",
-    "phi-3-small-8k-instruct",
+    "phi-3-small-8k-instruct", "phi-3.5-moe-instruct",
     "deepseek-v3.2", "glm-5",
 }  # fmt: skip
 
@@ -115,7 +115,8 @@ def test_moe_active_parameters_match_the_card() -> None:
     moe = ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "gpt-oss-120b", "qwen1.5-moe-a2.7b", "deepseek-v3",
            "glm-4.5-air", "glm-5",
            "deepseek-moe-16b-base", "llama-4-scout-17b-16e-instruct", "k-exaone-236b-a23b",
-           "minicpm-moe-8x2b", "ai21-jamba-1.5-mini", "nvidia-nemotron-3-nano-30b-a3b")  # fmt: skip
+           "minicpm-moe-8x2b", "ai21-jamba-1.5-mini", "nvidia-nemotron-3-nano-30b-a3b",
+           "phi-3.5-moe-instruct")  # fmt: skip
     for name in moe:
         cfg = load_model(name).config
         built = build_prefill(cfg, PRECISIONS["bf16"], 1, 1)

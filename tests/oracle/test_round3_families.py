@@ -39,6 +39,7 @@ BUNDLED_CLASSES = {
     "glm-4-9b-chat-hf": ("GlmConfig", "GlmForCausalLM"),
     "glm-4-9b-0414": ("Glm4Config", "Glm4ForCausalLM"),
     "glm-4.5-air": ("Glm4MoeConfig", "Glm4MoeForCausalLM"),
+    "phi-3.5-moe-instruct": ("PhimoeConfig", "PhimoeForCausalLM"),
 }
 
 

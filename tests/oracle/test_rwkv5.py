@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ from tcp_compiler.frontend.families.rwkv5 import DEFAULTS
 from tcp_compiler.frontend.model import BUNDLED, load_model
 from tcp_compiler.frontend.precision import PRECISIONS
 from tcp_compiler.runtime.generate import generate
+from tests.oracle.decode_match import assert_prefill_and_decode_match
 from tests.oracle.param_counts import tcpc_params
 
 F32 = PRECISIONS["f32"]
@@ -169,33 +171,29 @@ def reference_logits(ref: Reference, prompt: list[int], tokens: list[int]) -> li
     return logits
 
 
+def saved(directory: Path, config: dict, weights: dict[str, np.ndarray]):
+    """The tiny model written as a hub checkpoint (config.json, model.safetensors), loaded by tcpc."""
+    (directory / "config.json").write_text(json.dumps(config))
+    save_file(weights, str(directory / "model.safetensors"))
+    return load_model(directory)
+
+
 @pytest.fixture(scope="module")
 def eagle(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("rwkv5")
     weights = random_weights(CONFIG)
-    (directory / "config.json").write_text(json.dumps(CONFIG))
-    save_file(weights, str(directory / "model.safetensors"))
-    return weights, load_model(directory)
+    return weights, saved(tmp_path_factory.mktemp("rwkv5"), CONFIG, weights)
 
 
 def ours(loaded, prompt: list[int], steps: int = STEPS):
     return generate(loaded.config, loaded.checkpoint.load, [prompt], F32, steps)
 
 
-def test_prefill_and_decode_match_the_reference(eagle) -> None:
-    weights, loaded = eagle
-    result = ours(loaded, PROMPT)
-    mine = [result.prefill_logits[0]] + [d[0] for d in result.decode_logits]
-    tokens = result.token_matrix[0].tolist()
-    theirs = reference_logits(Reference(weights, CONFIG), PROMPT, tokens[:STEPS])
-    for step, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"step {step}")
-        assert int(np.argmax(a)) == tokens[step]
-    assert np.abs(theirs[0]).max() > 0.05, "logits too small to tell a bug from noise"
+def assert_matches_the_reference(loaded, reference) -> None:
+    """Prefill plus STEPS decode steps within 1e-4 of `reference` decoding from its own state."""
+    assert_prefill_and_decode_match(loaded, lambda p, t: reference_logits(reference, p, t), PROMPT, STEPS)
 
 
-def test_decode_from_the_carried_state_equals_the_full_recompute(eagle) -> None:
-    _, loaded = eagle
+def assert_decode_from_the_carried_state_equals_the_full_recompute(loaded) -> None:
     result = ours(loaded, PROMPT)
     sequence = PROMPT + result.token_matrix[0].tolist()
     for step in range(STEPS):
@@ -204,17 +202,29 @@ def test_decode_from_the_carried_state_equals_the_full_recompute(eagle) -> None:
                                    err_msg=f"step {step}")  # fmt: skip
 
 
-@pytest.mark.parametrize("part", PARTS)
-def test_each_rwkv5_part_bites(eagle, part: str) -> None:
-    """The reference without `part` misses our logits (which match the whole reference) by far
-    more than the tolerance, in prefill and in decode."""
-    weights, loaded = eagle
+def assert_the_part_bites(loaded, without, part: str) -> None:
+    """`without` (the reference with `part` switched off) misses our logits, which match the whole
+    reference, by far more than the tolerance, in prefill and in decode."""
     result = ours(loaded, PROMPT, 1)
     mine = [result.prefill_logits[0], result.decode_logits[0][0]]
     token = result.token_matrix[0].tolist()[:1]
-    without = reference_logits(Reference(weights, CONFIG, off=[part]), PROMPT, token)
-    for a, b in zip(mine, without, strict=True):
+    for a, b in zip(mine, reference_logits(without, PROMPT, token), strict=True):
         assert np.abs(a - b).max() > 1e-2, part
+
+
+def test_prefill_and_decode_match_the_reference(eagle) -> None:
+    weights, loaded = eagle
+    assert_matches_the_reference(loaded, Reference(weights, CONFIG))
+
+
+def test_decode_from_the_carried_state_equals_the_full_recompute(eagle) -> None:
+    assert_decode_from_the_carried_state_equals_the_full_recompute(eagle[1])
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_each_rwkv5_part_bites(eagle, part: str) -> None:
+    weights, loaded = eagle
+    assert_the_part_bites(loaded, Reference(weights, CONFIG, off=[part]), part)
 
 
 def test_state_is_fixed_at_every_context(eagle) -> None:

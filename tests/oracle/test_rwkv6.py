@@ -14,7 +14,6 @@ import json
 
 import numpy as np
 import pytest
-from safetensors.numpy import save_file
 
 import ir
 from ir.ops.moe import CONTRACTIONS
@@ -23,11 +22,11 @@ from tcp_compiler.frontend.model import load_model
 from tests.oracle.param_counts import tcpc_params
 from tests.oracle.test_rwkv5 import (
     F32,
-    PROMPT,
-    STEPS,
     Reference,
-    ours,
-    reference_logits,
+    assert_decode_from_the_carried_state_equals_the_full_recompute,
+    assert_matches_the_reference,
+    assert_the_part_bites,
+    saved,
     tensor_parallel_matches_one_chip,
 )  # fmt: skip
 
@@ -138,44 +137,23 @@ class Finch(Reference):
 
 @pytest.fixture(scope="module")
 def finch(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("rwkv6")
     weights = random_weights(CONFIG)
-    (directory / "config.json").write_text(json.dumps(CONFIG))
-    save_file(weights, str(directory / "model.safetensors"))
-    return weights, load_model(directory)
+    return weights, saved(tmp_path_factory.mktemp("rwkv6"), CONFIG, weights)
 
 
 def test_prefill_and_decode_match_the_reference(finch) -> None:
     weights, loaded = finch
-    result = ours(loaded, PROMPT)
-    mine = [result.prefill_logits[0]] + [d[0] for d in result.decode_logits]
-    tokens = result.token_matrix[0].tolist()
-    theirs = reference_logits(Finch(weights, CONFIG), PROMPT, tokens[:STEPS])
-    for step, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0, err_msg=f"step {step}")
-        assert int(np.argmax(a)) == tokens[step]
-    assert np.abs(theirs[0]).max() > 0.05, "logits too small to tell a bug from noise"
+    assert_matches_the_reference(loaded, Finch(weights, CONFIG))
 
 
 def test_decode_from_the_carried_state_equals_the_full_recompute(finch) -> None:
-    _, loaded = finch
-    result = ours(loaded, PROMPT)
-    sequence = PROMPT + result.token_matrix[0].tolist()
-    for step in range(STEPS):
-        whole = ours(loaded, sequence[: len(PROMPT) + step + 1], 0)
-        np.testing.assert_allclose(result.decode_logits[step][0], whole.prefill_logits[0], atol=1e-5,
-                                   err_msg=f"step {step}")  # fmt: skip
+    assert_decode_from_the_carried_state_equals_the_full_recompute(finch[1])
 
 
 @pytest.mark.parametrize("part", PARTS)
 def test_each_rwkv6_part_bites(finch, part: str) -> None:
     weights, loaded = finch
-    result = ours(loaded, PROMPT, 1)
-    mine = [result.prefill_logits[0], result.decode_logits[0][0]]
-    token = result.token_matrix[0].tolist()[:1]
-    without = reference_logits(Finch(weights, CONFIG, off=[part]), PROMPT, token)
-    for a, b in zip(mine, without, strict=True):
-        assert np.abs(a - b).max() > 1e-2, part
+    assert_the_part_bites(loaded, Finch(weights, CONFIG, off=[part]), part)
 
 
 def test_state_is_fixed_at_every_context(finch) -> None:
