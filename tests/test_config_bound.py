@@ -37,12 +37,12 @@ def _simulate(name: str, dtype: str, group_size: int | None = None):
 # Models whose widths 128 x 128 fp8 blocks do not tile (partial edge blocks are not supported):
 # Falcon-7B's 71 heads, Phi-3's 96-wide heads, gpt-oss-20b's and -120b's 2,880 width, DeepSeek-V3's and
 # V2-Lite's 64-row rope slice of kv_a_proj_with_mqa, the 10,944-wide dense MLP (64 x 171) of
-# GLM-4.5-Air and DeepSeek-MoE-16B; Phi-2's 80-wide heads, which neither 32- nor 128-wide groups
+# GLM-4.5-Air, DeepSeek-MoE-16B and dots.llm1; Phi-2's 80-wide heads, which neither 32- nor 128-wide groups
 # (w4, w4-zp) nor MXFP4's 32-column blocks tile either.
 UNTILED = {
     (m, "fp8-block")
     for m in ("deepseek-v3", "deepseek-v2-lite", "deepseek-moe-16b-base", "falcon-7b", "gpt-oss-20b",
-              "gpt-oss-120b", "phi-3-mini-4k-instruct", "glm-4.5-air")
+              "gpt-oss-120b", "phi-3-mini-4k-instruct", "glm-4.5-air", "dots.llm1.inst")
 }  # fmt: skip
 UNTILED |= {("phi-2", d) for d in ("fp8-block", "mxfp4", "w4", "w4-zp")}
 # Mamba-130m's dt_proj contracts dt's rank 48 (and x_proj gives 48 + 2 x 16 = 80 rows): neither
@@ -56,6 +56,8 @@ UNTILED.add(("falcon-h1-0.5b-base", "fp8-block"))
 # Qwen3-Next's in_proj_ba gives 2 x 2 = 4 rows per key head (a beta and a decay input per value
 # head): 64 in all, less than one 128-row block.
 UNTILED.add(("qwen3-next-80b-a3b-instruct", "fp8-block"))
+# Qwen3.5's in_proj_b and in_proj_a give one row per value head: 16 (0.8B) and 32 (35B-A3B).
+UNTILED |= {("qwen3.5-0.8b", "fp8-block"), ("qwen3.5-35b-a3b", "fp8-block")}
 # AI21-Jamba-1.5-Mini's x_proj gives dt's rank 256 + 2 x 16 = 288 rows (dt, B and C): 2.25 blocks.
 UNTILED.add(("ai21-jamba-1.5-mini", "fp8-block"))
 # Zamba2-2.7B's Mamba-2 in_proj gives 2 x 5,120 + 2 x 64 + 80 = 10,448 rows (z, x, B, C and one dt

@@ -209,6 +209,20 @@ def test_erf_and_gelu_at_special_points() -> None:
     np.testing.assert_allclose(run(unit("gelu", T(F32, A=9)), x), gelu, rtol=0, atol=1e-6)
 
 
+@covers("xielu")
+def test_xielu_with_its_trainable_scalars_broadcast(rng) -> None:
+    """softplus(ap) x^2 + beta x above zero; below, (e^min(x, eps) - 1 - x)(beta + softplus(an)) + beta x,
+    the scalars (rank 0) broadcast over x; the negative side's exponent clipped at eps."""
+    x = np.concatenate([f32(rng, 12) * 3, np.array([0.0, -1e-9, 1e-9, -20.0], np.float32)]).reshape(4, 4)
+    ap, an = np.float32(-0.3), np.float32(0.7)
+    g = unit("xielu", T(F32, A=4, B=4), T(F32), T(F32), beta=0.5, eps=-1e-6)
+    w = x.astype(np.float64)
+    softplus = lambda a: math.log1p(math.exp(float(a)))  # noqa: E731
+    below = (np.expm1(np.minimum(w, -1e-6)) - w) * (0.5 + softplus(an)) + 0.5 * w
+    expected = np.where(w > 0, softplus(ap) * w * w + 0.5 * w, below)
+    np.testing.assert_allclose(run(g, x, ap, an), expected, rtol=1e-6, atol=1e-7)
+
+
 # -- binary, comparisons, logic, where ------------------------------------------------------------
 
 

@@ -215,6 +215,26 @@ def test_decompose_elementwise_rule(kind: str, dtype: ir.DType) -> None:
     assert_close(want, got)
 
 
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_decompose_xielu_into_vector_engine_ops(dtype: ir.DType) -> None:
+    """xIELU becomes exp, log, min, gt, where and arithmetic with scalar constants (no composite
+    left), computed in f32 and rounded once for bf16, with the interpreter's values."""
+    g = ir.Graph("xielu")
+    x = g.input("x", TensorType.of(dtype, B=3, D=40))
+    ap, an = (g.input(n, TensorType.of(dtype)) for n in ("ap", "an"))
+    g.add("xielu", x, ap, an, name="y", beta=0.5, eps=-1e-6)
+    g.set_outputs("y")
+    out = check_contract(decompose, g)
+    assert "xielu" not in kinds(out) and {"exp", "log", "min", "where"} <= set(kinds(out))
+    assert all(n.type.rank == 0 for n in out.of_kind("const"))
+    rng = np.random.default_rng(2)
+    xv = (random_value(g["x"].type, rng) * 3).astype(dtype.storage)
+    xv.ravel()[:3] = [0.0, -1e-3, 1e-3]
+    values = {"x": xv, "ap": np.asarray(-0.2, dtype.storage), "an": np.asarray(0.4, dtype.storage)}
+    rtol = 1e-6 if dtype == F32 else 1e-2
+    assert_close(ir.interpret(g, values)["y"], ir.interpret(out, values)["y"], rtol=rtol)
+
+
 def test_decompose_names_follow_the_replaced_node() -> None:
     g = ir.Graph("act")
     g.set_outputs(g.add("silu", g.input("x", TensorType.of(F32, S=4, F=8)), name="l0.act"))

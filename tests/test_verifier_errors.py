@@ -227,6 +227,24 @@ CASES = [
         "axis 'A' has size 3 in %c but 2 in %a",
     ),
     case(
+        "xielu of i32",
+        """
+        %x = input() : i32[A=2]
+        %p = input() : i32[]
+        %y = xielu(%x, %p, %p) {beta = 0.5, eps = -1e-06} : i32[A=2]
+        """,
+        "xielu needs float operands, got i32",
+    ),
+    case(
+        "xielu with scalars of another dtype",
+        """
+        %x = input() : bf16[A=2]
+        %p = input() : f32[]
+        %y = xielu(%x, %p, %p) {beta = 0.5, eps = -1e-06} : bf16[A=2]
+        """,
+        "operands must share one dtype (insert a cast), got %x: bf16, %p: f32",
+    ),
+    case(
         "cast changing axes",
         "%a = input() : f32[A=2, B=3]\n%y = cast(%a) : bf16[B=3, A=2]",
         "cast keeps the axes: %a : f32[A=2, B=3] but the result is bf16[B=3, A=2]",

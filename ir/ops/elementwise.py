@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ir.dtypes import BOOL
-from ir.ops.base import OpCall, OpCost, OpDef, register, require
+from ir.ops.base import AttrSpec, OpCall, OpCost, OpDef, register, require
 from ir.ops.broadcast import align, broadcast_axes
 from ir.types import TensorType
 
@@ -163,6 +163,42 @@ class Where(_Elementwise):
 
     def evaluate(self, args, call, ctx):
         return np.where(*_broadcast_args(args, call))
+
+
+def _softplus(a: np.ndarray) -> np.ndarray:
+    """log(1 + e^a), without overflow for large a."""
+    return np.logaddexp(a.dtype.type(0), a)
+
+
+@register
+class Xielu(_Elementwise):
+    """xIELU (arXiv 2411.13010; transformers' XIELUActivation, Apertus's MLP activation), with
+    trainable alpha_p and alpha_n stored before their softplus, as checkpoints hold them."""
+
+    kind = "xielu"
+    min_operands = max_operands = 3
+    attrs = {
+        "beta": AttrSpec("number", doc="the slope of the linear term on both sides"),
+        "eps": AttrSpec("number", doc="the negative side's inputs are clipped to at most eps"),
+    }
+    summary = (
+        "xIELU activation of x with trainable (pre-softplus) ap and an: x > 0 gives "
+        "softplus(ap) x^2 + beta x, else (expm1(min(x, eps)) - x) (beta + softplus(an)) + beta x."
+    )
+    example = "%y = xielu(%x, %ap, %an) {beta = 0.5, eps = -1e-06} : f32[B=1, S=8, F=64]"
+
+    def infer(self, call):
+        _same_dtype(call, range(3))
+        dtype = call.operands[0].dtype
+        require(dtype.kind == "float", f"xielu needs float operands, got {dtype}")
+        return TensorType(dtype, broadcast_axes(call))
+
+    def evaluate(self, args, call, ctx):
+        x, ap, an = _broadcast_args(args, call)
+        beta, eps = (x.dtype.type(call.attrs[k]) for k in ("beta", "eps"))
+        positive = _softplus(ap) * x * x + beta * x
+        negative = (np.expm1(np.minimum(x, eps)) - x) * (beta + _softplus(an)) + beta * x
+        return np.where(x > 0, positive, negative)
 
 
 @register

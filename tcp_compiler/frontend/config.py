@@ -25,7 +25,8 @@ NormKind = Literal["rms", "layer"]
 BlockKind = Literal["pre", "post", "parallel"]
 PositionKind = Literal["rope", "learned", "alibi", "sinusoidal", "none"]
 MlpKind = Literal["gated", "plain"]
-Activation = Literal["silu", "gelu_tanh", "gelu", "relu", "relu2"]  # relu2: relu(x)^2 (Nemotron-H)
+# relu2: relu(x)^2 (Nemotron-H); xielu: xIELU with trainable scalars per MLP (Apertus; the IR op xielu)
+Activation = Literal["silu", "gelu_tanh", "gelu", "relu", "relu2", "xielu"]
 QkNorm = Literal["none", "per_head", "all_heads", "each_head", "l2"]
 RopeKind = Literal["default", "linear", "llama3", "yarn", "dynamic", "longrope"]
 Scoring = Literal["softmax", "sigmoid"]
@@ -218,6 +219,8 @@ class Moe:
     # a group's rank: the sum of its two best scores (DeepSeek-V3) or its best one (DeepSeek-V2)
     group_score: GroupScore = "top2_sum"
     routed_scale: float = 1.0  # DeepSeek's routed_scaling_factor on the routing weights
+    # ERNIE 4.5's moe_norm_min: the top-k weights are divided by max(their sum, this) (0: their sum)
+    normalize_floor: float = 0.0
     weights_input: bool = False  # Llama 4: each routed row is scaled by its weight before its expert
     # Phi-3.5-MoE's sparsemixer (router_jitter_noise): the top 2 experts, each weighed by a softmax
     # over the experts scoring within 2 x eps (relative) of it; None: other routing
@@ -341,6 +344,10 @@ class Ssm:
     in_scale: float = 1.0
     out_scale: float = 1.0
     projection_scales: tuple[float, ...] = ()
+    # the gated DeltaNet's input projections: Qwen3-Next fuses them per key head (in_proj_qkvz,
+    # in_proj_ba); Qwen3.5 keeps in_proj_qkv (all q, then k, then v rows), in_proj_z, in_proj_b
+    # and in_proj_a apart
+    fused_projections: bool = True
 
     def __post_init__(self) -> None:
         check_mode(self.kind, SsmKind, "ssm")

@@ -45,18 +45,21 @@ class Rename:
     target: str
     transpose: bool = False  # GPT-2's Conv1D stores [in, out]
     skip_rows: int = 0
+    unit_axis: bool = False  # stored with a leading axis of 1 (ERNIE 4.5's [1, E] correction bias)
 
     def source(self, match: re.Match[str]) -> Source:
         name = match.expand(self.target)
 
         def load(get: Getter) -> np.ndarray:
             w = get(name)
+            w = w[0] if self.unit_axis else w
             w = w.T if self.transpose else w
             return w[self.skip_rows :] if self.skip_rows else w
 
         def stored(shape: Shape) -> Shape:
             shape = (shape[0] + self.skip_rows, *shape[1:]) if shape and self.skip_rows else shape
-            return shape[::-1] if self.transpose else shape
+            shape = shape[::-1] if self.transpose else shape
+            return (1, *shape) if self.unit_axis else shape
 
         return Source((name,), load, stored)
 

@@ -166,6 +166,14 @@ FIELDS: dict[str, Field] = {
     **dict.fromkeys(("n_group", "topk_group"), _count(MAX_EXPERTS)),  # DeepSeek's expert groups
     "n_shared_experts": _count(MAX_EXPERTS, lo=0),  # 0: no shared expert (transformers' MLP of width 0)
     "first_k_dense_replace": _count(MAX_LAYERS, lo=0),  # 0: every layer is MoE
+    # ERNIE 4.5's experts: counts, per token, and the layers from start to end (-1: the last) at
+    # every interval-th layer; moe_norm_min floors the top-k weights' divisor
+    **dict.fromkeys(("moe_num_experts", "moe_k"), _count(MAX_EXPERTS)),
+    "moe_num_shared_experts": _count(MAX_EXPERTS, lo=0),
+    "moe_layer_start_index": _count(MAX_LAYERS, lo=0),
+    "moe_layer_end_index": _count(MAX_LAYERS, lo=-1),
+    "moe_layer_interval": _count(MAX_LAYERS),
+    "moe_norm_min": Field("number", 0, 1e6),
     "rescale_every": _count(MAX_LAYERS, lo=0),  # RWKV: 0 means no rescaling
     "num_nextn_predict_layers": _count(MAX_LAYERS, lo=0),  # MiMo's multi-token-prediction layers
     # Phi-3-small: its MLP width, block-sparse pattern and dense-layer period (0: none)

@@ -124,6 +124,9 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
             yield f"{pre}.mlp.{proj}.bias", (F,), "vector"
         yield f"{pre}.mlp.down_proj.weight", (D, F), "projection"
         yield f"{pre}.mlp.down_proj.bias", (D,), "vector"
+        if cfg.mlp.activation == "xielu":  # its trainable scalars, stored as [1]
+            yield f"{pre}.mlp.act_fn.alpha_p", (1,), "vector"
+            yield f"{pre}.mlp.act_fn.alpha_n", (1,), "vector"
 
 
 def _mixer_shapes(cfg: ModelConfig, layer: Layer, mixer: str, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
@@ -262,12 +265,17 @@ def _rwkv_shapes(cfg: ModelConfig, ssm: Ssm, pre: str) -> Iterator[tuple[str, Sh
 
 
 def _deltanet_shapes(ssm: Ssm, D: int, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
-    """Qwen3-Next's gated DeltaNet as transformers stores it: in_proj_qkvz (q, k, v and the gate z)
-    and in_proj_ba (beta and the decay input a), the conv over q, k and v [channels, 1, kernel],
-    dt_bias and A_log per value head, the gated norm over a head's channels, out_proj."""
+    """The gated DeltaNet as transformers stores it: Qwen3-Next's in_proj_qkvz (q, k, v and the
+    gate z) and in_proj_ba (beta and the decay input a), or Qwen3.5's in_proj_qkv, in_proj_z,
+    in_proj_b and in_proj_a; the conv over q, k and v [channels, 1, kernel], dt_bias and A_log per
+    value head, the gated norm over a head's channels, out_proj."""
     E, C = ssm.inner, ssm.conv_channels
-    yield f"{pre}.in_proj_qkvz.weight", (C + E, D), "projection"
-    yield f"{pre}.in_proj_ba.weight", (2 * ssm.heads, D), "projection"
+    if ssm.fused_projections:
+        yield f"{pre}.in_proj_qkvz.weight", (C + E, D), "projection"
+        yield f"{pre}.in_proj_ba.weight", (2 * ssm.heads, D), "projection"
+    else:
+        for name, rows in (("qkv", C), ("z", E), ("b", ssm.heads), ("a", ssm.heads)):
+            yield f"{pre}.in_proj_{name}.weight", (rows, D), "projection"
     yield f"{pre}.conv1d.weight", (C, 1, ssm.conv_kernel), "vector"
     for name in ("dt_bias", "A_log"):
         yield f"{pre}.{name}", (ssm.heads,), "vector"

@@ -122,6 +122,33 @@ def _half_x_one_plus(e: Emitter, x: Node, t: Node) -> Node:
     return e.op("mul", half_x, one_plus, suffix="mul")
 
 
+def _xielu(e: Emitter, node: Node) -> Node:
+    """xIELU from exp, log, min, where and arithmetic: softplus(a) as log(1 + e^a), expm1 as
+    e^m - 1; computed in f32 for narrower floats and rounded once, as `_in_f32` does."""
+    x, ap, an = (e.arg(i) for i in range(3))
+    dtype = x.type.dtype
+    x, ap, an = (e.cast(v, F32, f"f32.{k}") for k, v in enumerate((x, ap, an)))
+    beta = e.scalar(float(node.attrs["beta"]), F32, "beta")
+    one = e.scalar(1.0, F32, "one")
+
+    def softplus(a: Node, tag: str) -> Node:
+        exp = e.op("exp", a, suffix=f"{tag}.exp")
+        return e.op("log", e.op("add", exp, one, suffix=f"{tag}.onep"), suffix=tag)
+
+    beta_x = e.op("mul", x, beta, suffix="betax")
+    square = e.op("mul", e.op("mul", softplus(ap, "ap"), x, suffix="apx"), x, suffix="apxx")
+    positive = e.op("add", square, beta_x, suffix="pos")
+    clipped = e.op("min", x, e.scalar(float(node.attrs["eps"]), F32, "eps"), suffix="clip")
+    expm1 = e.op("sub", e.op("exp", clipped, suffix="exp"), one, suffix="expm1")
+    slope = e.op("add", beta, softplus(an, "an"), suffix="alpha_n")
+    negative = e.op("mul", e.op("sub", expm1, x, suffix="diff"), slope, suffix="negx")
+    negative = e.op("add", negative, beta_x, suffix="neg")
+    above = e.op("gt", x, e.scalar(0.0, F32, "zero"), suffix="above")
+    if dtype == F32:
+        return e.op("where", above, positive, negative, suffix="where")
+    return e.cast(e.op("where", above, positive, negative, suffix="where"), dtype, "round")
+
+
 def _rsqrt(e: Emitter, x: Node) -> Node:
     return e.op("div", e.scalar(1.0, x.type.dtype, "one"), e.op("sqrt", x, suffix="sqrt"), suffix="div")
 
@@ -292,6 +319,7 @@ RULES: dict[str, Rule] = {
     "gelu": _in_f32(_gelu),
     "rsqrt": _in_f32(_rsqrt),
     "relu": _relu,
+    "xielu": _xielu,
     "neg": _neg,
     "recip": _recip,
     "pow": _pow,

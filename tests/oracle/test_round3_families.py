@@ -40,6 +40,9 @@ BUNDLED_CLASSES = {
     "glm-4-9b-0414": ("Glm4Config", "Glm4ForCausalLM"),
     "glm-4.5-air": ("Glm4MoeConfig", "Glm4MoeForCausalLM"),
     "phi-3.5-moe-instruct": ("PhimoeConfig", "PhimoeForCausalLM"),
+    "granite-3.1-3b-a800m-instruct": ("GraniteMoeConfig", "GraniteMoeForCausalLM"),
+    "dots.llm1.inst": ("Dots1Config", "Dots1ForCausalLM"),
+    "minimax-m2": ("MiniMaxM2Config", "MiniMaxM2ForCausalLM"),
 }
 
 

@@ -27,19 +27,25 @@ from tests.oracle.tiny_models import build, save
 # ALiBi + embedding norm, multi-query (one KV head, replicated) + one shared norm, LM head bias (Phi),
 # multi-query with learned positions (GPTBigCode), chunks + NoPE + a shared expert beside the routed
 # ones (Llama 4), post-norms + per-head q/k norm + NoPE global layers (EXAONE 4), with
-# DeepSeek-V3 routing and a shared expert (K-EXAONE)
+# DeepSeek-V3 routing and a shared expert (K-EXAONE), interleaved RoPE with biases on every projection
+# (ERNIE 4.5) and its MoE (a [1, E] correction bias, shared experts, dense layers between)
 FAMILIES = [
     "llama", "qwen2", "gemma3", "qwen3_moe", "gpt_neox", "bloom", "falcon", "phi", "gpt_bigcode", "llama4",
 ]  # fmt: skip
-FAMILIES += ["exaone4", "exaone_moe"]
+FAMILIES += ["exaone4", "exaone_moe", "ernie4_5", "ernie4_5_moe", "granitemoeshared", "dots1", "minimax_m2"]
+FAMILIES += ["olmo3", "apertus"]  # all-heads q/k norm with windows; xIELU's replicated scalars
 CHIPS = [2, 4]
 PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
 STEPS = 3
 VOCAB = 96
 F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
 ROW_BIAS = re.compile(r"\.(o_proj|down_proj)\.bias$")
-# norms, MoE routers (Llama 4's is `router`) and their correction biases, positions (V=96 splits)
-REPLICATED = re.compile(r"norm|\.gate\.weight$|\.router\.weight$|e_score_correction_bias$|embed_positions")
+# norms, MoE routers (Llama 4's is `router`, Granite's `router.layer`) and their correction biases,
+# positions (V=96 splits), xIELU's scalars
+REPLICATED = re.compile(
+    r"norm|\.gate\.weight$|\.router(\.layer)?\.weight$|e_score_correction_bias$|embed_positions"
+    r"|act_fn\.alpha_[pn]$"
+)
 TINY = ModelConfig(
     name="tiny", family="llama", vocab=96, hidden=32, heads=4, kv_heads=2, head_dim=8, intermediate=48,
     layers=(Layer(None, Rope(10000.0), "rope", False),), norms=Norms(1e-5), mlp=Mlp("silu"),
@@ -115,12 +121,21 @@ def test_one_collective_where_each_partial_result_joins(tiny, chips: int) -> Non
                 expected[f"l{i}.moe.sum" if layer.moe else f"l{i}.down.sum"] = (
                     routed if layer.moe else f"l{i}.down_b" if cfg.mlp.bias else f"l{i}.down"
                 )
+            if cfg.attention.qk_norm == "all_heads":  # OLMo's norm over every head: squares join first
+                expected.update({f"l{i}.{t}_norm.sum.all": f"l{i}.{t}_norm.sum" for t in "qk"})
             assert f"model.layers.{i}.self_attn.o_proj.weight" in g[f"l{i}.o"].operands
-        reduces = g.of_kind("all_reduce")
-        assert {n.name: n.operands[0] for n in reduces} == expected, name
+        # a q/k norm over all heads (MiniMax-M2) sums each chip's squares of its heads: one small
+        # all_reduce per norm, of one value per token
+        sums = {f"l{i}.{x}_norm.sum.all": f"l{i}.{x}_norm.sum" for i in range(len(cfg.layers)) for x in "qk"}
+        norms = sums if cfg.attention.qk_norm == "all_heads" else {}
+        reduces = [n for n in g.of_kind("all_reduce") if n.name not in norms]
+        assert {n.name: n.operands[0] for n in g.of_kind("all_reduce")} == expected | norms, name
+        for name_ in norms:
+            assert g[name_].type == ir.TensorType.of(ir.F32, B=2, S=g[name_].type.size("S"))
         for n in reduces:
             assert n.attrs == {"op": "sum", "chips": chips}
-            assert n.type == ir.TensorType.of(ir.F32, B=2, S=g[n.operands[0]].type.size("S"), D=cfg.hidden)
+            width = {} if n.name.endswith("_norm.sum.all") else {"D": cfg.hidden}  # squares summed per row
+            assert n.type == ir.TensorType.of(ir.F32, B=2, S=g[n.operands[0]].type.size("S"), **width)
             assert users[n.operands[0]] == [n.name]  # the partial sum feeds nothing else
         (gather,) = g.of_kind("all_gather")
         assert (gather.name, gather.attrs) == ("logits.gather", {"axis": "V", "chips": chips})
@@ -162,7 +177,7 @@ def test_each_chip_holds_its_share_of_the_weights(tiny, chips: int) -> None:
             replicated += whole_type.nbytes
             continue
         (axis,) = [a.name for a, b in zip(whole_type.axes, chip_type.axes, strict=True) if a != b]
-        is_kv = bool(re.search(r"\.[kv]_proj\.", p.name))
+        is_kv = bool(re.search(r"\.([kv]_proj|k_norm)\.", p.name))  # an all-heads k norm is cut as k_proj
         step = kv_replicas if is_kv else 1  # chips sharing a KV head hold the same shard
         distinct = parts[::step]
         assert all(np.array_equal(parts[r], distinct[r // step]) for r in range(chips)), p.name

@@ -549,6 +549,154 @@ DEEPSEEK_V2_PHIMOE = {
 ISSUE_28.update(DEEPSEEK_V2_PHIMOE)
 ISSUE_28_MOE += list(DEEPSEEK_V2_PHIMOE)
 FAMILIES.update(DEEPSEEK_V2_PHIMOE)
+# Issue 28 follow-up (published configs refused before). OLMo 3: sliding and full layers, each
+# type with its own RoPE (yarn on the full layer, another base on the sliding ones), the window
+# shorter than the prompt. Arcee: the plain ReLU-squared MLP (ArceeConfig's default activation),
+# yarn RoPE from an original context of 8, so the prompt already runs on scaled frequencies.
+DENSE3 = {
+    "olmo3": (
+        "Olmo3Config",
+        "Olmo3ForCausalLM",
+        dict(
+            head_dim=8,
+            sliding_window=3,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            rope_parameters={
+                "full_attention": {
+                    "rope_type": "yarn",
+                    "rope_theta": 100.0,
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 8,
+                },
+                "sliding_attention": {"rope_type": "default", "rope_theta": 1000.0},
+            },
+        ),
+    ),
+    "arcee": (
+        "ArceeConfig",
+        "ArceeForCausalLM",
+        dict(
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 100.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 8,
+            }
+        ),
+    ),
+    # Apertus: xIELU's trainable alpha_p / alpha_n randomised with the other weights (not the
+    # initial 0.8), q/k norms per head, llama3 RoPE from an original context of 8, a KV cache
+    # of 2 heads for 4 query heads.
+    "apertus": (
+        "ApertusConfig",
+        "ApertusForCausalLM",
+        dict(
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": 10000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8,
+            }
+        ),
+    ),
+}
+ISSUE_28.update(DENSE3)
+FAMILIES.update(DENSE3)
+# ERNIE 4.5: RoPE on interleaved pairs (theta 100, so it turns within the test), head_dim 16 (not
+# hidden / heads), use_bias on q, k, v, o and the MLP, tied embeddings. The MoE model (6 layers):
+# experts on layer 3 only, which each of moe_layer_interval (2), moe_layer_start_index (2) and
+# moe_layer_end_index (4) decides (without one of them another layer would have experts); 3 of 8
+# experts picked by the scores plus a nonzero correction bias (set in `build`), their weights divided
+# by moe_norm_min 0.9 (above the sum of 3 softmax scores of 8, so the floor, not the sum, divides),
+# 2 shared experts beside them, the dense layers another width.
+ERNIE_ROPE = {"rope_type": "default", "rope_theta": 100.0}
+ERNIE = {
+    "ernie4_5": (
+        "Ernie4_5Config",
+        "Ernie4_5ForCausalLM",
+        dict(head_dim=16, use_bias=True, tie_word_embeddings=True, rope_parameters=ERNIE_ROPE),
+    ),
+    "ernie4_5_moe": (
+        "Ernie4_5_MoeConfig",
+        "Ernie4_5_MoeForCausalLM",
+        dict(
+            num_hidden_layers=6,
+            head_dim=16,
+            moe_num_experts=8,
+            moe_k=3,
+            moe_intermediate_size=24,
+            moe_num_shared_experts=2,
+            moe_layer_start_index=2,
+            moe_layer_end_index=4,
+            moe_layer_interval=2,
+            moe_norm_min=0.9,
+            rope_parameters=ERNIE_ROPE,
+        ),
+    ),
+}
+ISSUE_28.update(ERNIE)
+ISSUE_28_MOE.append("ernie4_5_moe")
+FAMILIES.update(ERNIE)
+# Granite 3 MoE: Granite's four multipliers far from 1 (attention's replacing 1/sqrt(head_dim)) over
+# 4 experts of intermediate_size, 2 routed by a softmax over the top-2 router logits; the shared
+# variant adds a 16-wide SwiGLU MLP every token runs. dots.llm1: per-head q/k norm, q/k/v/o
+# biases, layer 2 sliding (window 3, shorter than the prompt), one dense layer then DeepSeek-V3
+# routing over 8 experts in 4 groups (2 searched) with a nonzero correction bias (set in `build`),
+# norm_topk_prob, a routed scale != 1 and 2 shared experts. MiniMax-M2: q/k RMSNorm over all heads
+# at once, RoPE on 4 of each head's 8 dims (rotary_dim), sigmoid routing with a nonzero correction
+# bias (set in `build`) renormalised over the top 2 of 4 experts.
+GRANITE_MULTIPLIERS = dict(
+    embedding_multiplier=3.0, attention_multiplier=0.3, residual_multiplier=0.6, logits_scaling=2.5
+)
+ROUND4_MOE = {
+    "granitemoe": (
+        "GraniteMoeConfig",
+        "GraniteMoeForCausalLM",
+        dict(GRANITE_MULTIPLIERS, num_local_experts=4, num_experts_per_tok=2),
+    ),
+    "granitemoeshared": (
+        "GraniteMoeSharedConfig",
+        "GraniteMoeSharedForCausalLM",
+        dict(GRANITE_MULTIPLIERS, num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=16),
+    ),
+    "dots1": (
+        "Dots1Config",
+        "Dots1ForCausalLM",
+        dict(
+            head_dim=16,
+            attention_bias=True,
+            sliding_window=3,
+            max_window_layers=2,
+            n_routed_experts=8,
+            num_experts_per_tok=3,
+            moe_intermediate_size=24,
+            n_shared_experts=2,
+            n_group=4,
+            topk_group=2,
+            first_k_dense_replace=1,
+            norm_topk_prob=True,
+            routed_scaling_factor=2.5,
+        ),
+    ),
+    "minimax_m2": (
+        "MiniMaxM2Config",
+        "MiniMaxM2ForCausalLM",
+        dict(
+            head_dim=8,
+            rotary_dim=4,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            bos_token_id=None,
+            eos_token_id=None,
+            rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        ),
+    ),
+}
+ISSUE_28.update(ROUND4_MOE)
+ISSUE_28_MOE += list(ROUND4_MOE)
+FAMILIES.update(ROUND4_MOE)
 # Remote-code families: no transformers class, so no tiny model here; each is
 # checked against a reference from its published code in tests/oracle/test_remote_mimo_nas_phi3small.py.
 REMOTE = {"mimo", "nemotron-nas", "phi3small"}
@@ -571,7 +719,8 @@ def build(family: str, seed: int = 0, **overrides) -> transformers.PreTrainedMod
     centre = 0.0 if family in ZERO_CENTRED_NORMS else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
-            p.copy_(0.1 * torch.randn_like(p) + (centre if _is_norm_weight(name) else 0.0))
+            scale = 0.3 if name.endswith("e_score_correction_bias") else 0.1  # ERNIE's is a parameter
+            p.copy_(scale * torch.randn_like(p) + (centre if _is_norm_weight(name) else 0.0))
         for name, buffer in model.named_buffers():
             if name.endswith("e_score_correction_bias"):  # DeepSeek's, zero as initialised
                 buffer.copy_(0.3 * torch.randn_like(buffer))

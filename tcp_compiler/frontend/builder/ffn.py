@@ -20,11 +20,21 @@ def feed_forward(b: GraphBuilder, i: int, layer: Layer, x: Node, reduce: bool = 
     return moe(b, i, x, reduce) if layer.moe else mlp(b, i, x, reduce)
 
 
-def activate(b: GraphBuilder, gate: Node, label: str) -> Node:
-    """The MLP's activation: its IR unary op, or relu2 as relu then a square."""
+# beta and eps of transformers' XIELUActivation, which ApertusMLP builds with its defaults
+XIELU_BETA, XIELU_EPS = 0.5, -1e-6
+
+
+def activate(b: GraphBuilder, gate: Node, label: str, pre: str | None = None) -> Node:
+    """The MLP's activation: its IR unary op, relu2 as relu then a square, or xielu with the
+    trainable scalars of the MLP under `pre` (`{pre}.act_fn.alpha_p`, `.alpha_n`)."""
     if b.cfg.mlp.activation == "relu2":
         r = b.g.add("relu", gate, name=b.name(f"{label}.relu"))
         return b.g.add("mul", r, r, name=b.name(label))
+    if b.cfg.mlp.activation == "xielu":
+        assert pre is not None, "xielu's scalars belong to a dense MLP"
+        alphas = [b.to(b.tensor(f"{pre}.act_fn.{a}", b.p.table, {}), gate.type.dtype)
+                  for a in ("alpha_p", "alpha_n")]  # fmt: skip
+        return b.g.add("xielu", gate, *alphas, name=b.name(label), beta=XIELU_BETA, eps=XIELU_EPS)
     return b.g.add(b.cfg.mlp.activation, gate, name=b.name(label))
 
 
@@ -42,11 +52,11 @@ def mlp(b: GraphBuilder, i: int, x: Node, reduce: bool = True, pre: str | None =
                       column, bias)  # fmt: skip
         gate = b.scaled(gate, cfg.mlp.gate_scale, "gate_scaled")
         if cfg.mlp.swiglu_limit is None:
-            act = g.add("mul", activate(b, gate, "act"), up, name=b.name("glu"))
+            act = g.add("mul", activate(b, gate, "act", pre), up, name=b.name("glu"))
         else:
             act = _glu(b, gate, up, "mlp")
     else:
-        act = activate(b, up, "act")
+        act = activate(b, up, "act", pre)
     down = linear(b, act, f"{pre}.down_proj.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], "down",
                   sh.rows(F), sh.row_bias if cfg.mlp.bias else None)  # fmt: skip
     down = b.scaled(down, cfg.mlp.down_scale, "down_scaled")

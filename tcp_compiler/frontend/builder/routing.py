@@ -4,7 +4,8 @@ logits [B, S, E]. Every family's routing is here (`route` picks by the config):
 - scores: a softmax over all experts (Mixtral, Qwen MoE, DeepSeek V1 and V2) or independent
   sigmoids (DeepSeek-V3; Llama 4, whose weights scale the expert's input: `ffn`); the top k
   scores pick the experts and weigh them, renormalised over the k where the family does
-  (norm_topk_prob), then multiplied by routed_scaling_factor (DeepSeek);
+  (norm_topk_prob; ERNIE 4.5 divides by at least moe_norm_min), then multiplied by
+  routed_scaling_factor (DeepSeek);
 - DeepSeek-V3's correction bias is added to pick experts, the weights stay the unbiased scores;
 - with n_group groups (DeepSeek), only the topk_group best groups are eligible: ranked by the sum
   of their two best (biased) scores (V3) or by their best score (V2's group_limited_greedy);
@@ -92,8 +93,11 @@ def _top_k_scores(b: GraphBuilder, i: int, router: Node) -> tuple[Node, Node]:
 
 
 def _normalised(b: GraphBuilder, weights: Node) -> Node:
-    """The top-k weights divided by their sum."""
+    """The top-k weights divided by their sum, or by the family's floor where the sum is below it."""
     total = b.g.add("reduce", weights, name=b.name("expert_weights.sum"), op="sum", axes=["Kk"])
+    floor = b.cfg.moe.normalize_floor
+    if floor > 0:
+        total = b.g.add("max", total, b.const(floor), name=b.name("expert_weights.floored"))
     return b.g.add("div", weights, total, name=b.name("expert_weights.norm"))
 
 

@@ -13,8 +13,9 @@ and the convolution are column-parallel (this chip's rows of each part: z, x, an
 and dt), the scan, the D skip and Mamba-2's per-group norm are local, and out_proj is row-parallel
 with an all_reduce; Mamba-1's x_proj contracts the split channels, so its small output [R + 2N] is
 all-reduced too. The gated DeltaNet splits by whole key heads with the value heads they serve
-(in_proj_qkvz and in_proj_ba hold each key head's rows together). The state and window a chip
-carries are its channels' only.
+(Qwen3-Next's in_proj_qkvz and in_proj_ba hold each key head's rows together; Qwen3.5's
+in_proj_qkv is cut as the convolution's channels are, its z, b and a projections by value head).
+The state and window a chip carries are its channels' only.
 
 Axis names: B batch, S tokens, D hidden, F in_proj's outputs, I inner channels (Mamba-1), C the
 convolution's channels, Kc its taps, N the state, R dt's rank (Mamba-1); Mamba-2's heads split
@@ -327,12 +328,12 @@ def _gate(b: GraphBuilder, pre: str, ssm: Ssm, local: _Local, y: Node, z: Node) 
 def gated_delta(
     b: GraphBuilder, i: int, x: Node, decode: bool, reduce: bool = True
 ) -> tuple[Node, list[Node]]:
-    """Layer i's gated DeltaNet (Qwen3-Next) on the normed x [B, S, D]; returns (output [B, S, D],
+    """Layer i's gated DeltaNet (Qwen3-Next, Qwen3.5) on the normed x [B, S, D]; returns (output [B, S, D],
     its caches: the state [Hk, Hr, K, V] and the convolution window).
 
-    in_proj_qkvz holds, per key head, its query and key (K each) then its Hr value heads' values
-    and gates z (V each); in_proj_ba per key head Hr betas then Hr decay inputs a. q, k and v go
-    through the convolution (channels q of all heads, then k, then v) and SiLU; q and k are
+    The inputs come from in_proj_qkvz and in_proj_ba (Qwen3-Next, `_fused_inputs`) or from four
+    projections (Qwen3.5, `_split_inputs`). q, k and v go through the convolution (channels q of
+    all heads, then k, then v) and SiLU; q and k are
     l2-normed over K and q scaled by 1/sqrt(K); beta = sigmoid(b), g = -exp(A_log) softplus(a +
     dt_bias); the delta rule's output goes through an RMSNorm over V (weight w, no offset) times
     silu(z), then out_proj (its partial sums over the chips left to the caller when `reduce` is
@@ -341,19 +342,9 @@ def gated_delta(
     assert ssm is not None
     pre, local = f"model.layers.{i}.linear_attn", _Local.of(ssm, b)
     Hk, K, V, D, Hr = local.groups, ssm.state, ssm.head_dim, b.cfg.hidden, ssm.heads // ssm.groups
-    per_head = 2 * K + 2 * Hr * V
-    qkvz, ba = (
-        linear(b, x, f"{pre}.{n}.weight", {"Hk": Hk, "F": f, "D": D}, ["D"], ["B", "S", "Hk", "F"], n,
-               local.projection)
-        for n, f in (("in_proj_qkvz", per_head), ("in_proj_ba", 2 * Hr))
-    )  # fmt: skip
-    spans = {"q": (0, K), "k": (K, 2 * K), "v": (2 * K, 2 * K + Hr * V)}
-    flat = [_part(b, qkvz, "F", lo, hi, f"{n}_flat", C=Hk * (hi - lo)) for n, (lo, hi) in spans.items()]
-    mixed = g.add("concat", *flat, name=b.name("qkv"), axis="C")
     heads = {"Hk": Hk, "Hr": Hr}
-    z = _part(b, qkvz, "F", 2 * K + Hr * V, per_head, "z", **heads, V=V)
-    beta_in = _part(b, ba, "F", 0, Hr, "b", **heads)
-    a = _part(b, ba, "F", Hr, 2 * Hr, "a", **heads)
+    project = _fused_inputs if ssm.fused_projections else _split_inputs
+    mixed, z, beta_in, a = project(b, pre, local, x, K, V, Hr)
     conv, window = _convolve(b, pre, ssm, local, mixed, decode)
     q = _l2norm(b, _part(b, conv, "C", 0, Hk * K, "q", Hk=Hk, K=K), "q_l2")
     q = g.add("mul", q, b.const(K**-0.5), name=b.name("q_scaled"))
@@ -370,6 +361,46 @@ def gated_delta(
     out = linear(b, y, f"{pre}.out_proj.weight", {"D": D, **heads, "V": V}, ["Hk", "Hr", "V"],
                  ["B", "S", "D"], "out_proj", local.row)  # fmt: skip
     return (b.all_reduce(out, b.name("out_proj.sum")) if reduce else out), [state, window]
+
+
+def _fused_inputs(
+    b: GraphBuilder, pre: str, local: _Local, x: Node, K: int, V: int, Hr: int
+) -> tuple[Node, Node, Node, Node]:
+    """Qwen3-Next's DeltaNet inputs from in_proj_qkvz and in_proj_ba, which group each key head's
+    rows (its q and k, its Hr value heads' v and z; its Hr b and Hr a): the convolution's input
+    [B, S, C] (q of all heads, then k, then v), z [B, S, Hk, Hr, V], b and a [B, S, Hk, Hr]."""
+    g, Hk, D = b.g, local.groups, b.cfg.hidden
+    per_head = 2 * K + 2 * Hr * V
+    qkvz, ba = (
+        linear(b, x, f"{pre}.{n}.weight", {"Hk": Hk, "F": f, "D": D}, ["D"], ["B", "S", "Hk", "F"], n,
+               local.projection)
+        for n, f in (("in_proj_qkvz", per_head), ("in_proj_ba", 2 * Hr))
+    )  # fmt: skip
+    spans = {"q": (0, K), "k": (K, 2 * K), "v": (2 * K, 2 * K + Hr * V)}
+    flat = [_part(b, qkvz, "F", lo, hi, f"{n}_flat", C=Hk * (hi - lo)) for n, (lo, hi) in spans.items()]
+    mixed = g.add("concat", *flat, name=b.name("qkv"), axis="C")
+    heads = {"Hk": Hk, "Hr": Hr}
+    z = _part(b, qkvz, "F", 2 * K + Hr * V, per_head, "z", **heads, V=V)
+    return mixed, z, _part(b, ba, "F", 0, Hr, "b", **heads), _part(b, ba, "F", Hr, 2 * Hr, "a", **heads)
+
+
+def _split_inputs(
+    b: GraphBuilder, pre: str, local: _Local, x: Node, K: int, V: int, Hr: int
+) -> tuple[Node, Node, Node, Node]:
+    """Qwen3.5's DeltaNet inputs, as `_fused_inputs` gives them, from its four projections:
+    in_proj_qkv straight into the convolution's channels (a chip's rows of q, k and v, as the
+    convolution's), in_proj_z, in_proj_b and in_proj_a by value head (a chip's block of rows)."""
+    D, heads = b.cfg.hidden, {"Hk": local.groups, "Hr": Hr}
+    mixed = linear(b, x, f"{pre}.in_proj_qkv.weight", {"C": local.channels, "D": D}, ["D"], ["B", "S", "C"],
+                   "in_proj_qkv", local.convolution)  # fmt: skip
+    z = linear(b, x, f"{pre}.in_proj_z.weight", {**heads, "V": V, "D": D}, ["D"], ["B", "S", *heads, "V"],
+               "in_proj_z", local.column)  # fmt: skip
+    beta_in, a = (
+        linear(b, x, f"{pre}.in_proj_{n}.weight", {**heads, "D": D}, ["D"], ["B", "S", *heads],
+               f"in_proj_{n}", local.column)
+        for n in ("b", "a")
+    )  # fmt: skip
+    return mixed, z, beta_in, a
 
 
 def _l2norm(b: GraphBuilder, x: Node, label: str) -> Node:

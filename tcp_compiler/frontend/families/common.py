@@ -148,11 +148,12 @@ def dense(raw: RawConfig, family: str, name: str, **overrides: Any) -> ModelConf
     """A Llama-shaped model: RMSNorm, RoPE, GQA, gated MLP; `overrides` set the fields and groups
     that differ (a group given is given whole: `mlp=dense_mlp(raw, bias=True)`)."""
     fields = sizes(raw, overrides.pop("head_dim_default", None))
-    fields.update(
-        norms=rms_norms(raw),
-        mlp=dense_mlp(raw),
-        embedding=Embedding(tied=bool(raw.get("tie_word_embeddings", False, kind=bool))),
-    )
+    defaults = {  # read only where not overridden (Apertus's xielu is no hidden_act dense_mlp reads)
+        "norms": lambda: rms_norms(raw),
+        "mlp": lambda: dense_mlp(raw),
+        "embedding": lambda: Embedding(tied=bool(raw.get("tie_word_embeddings", False, kind=bool))),
+    }
+    fields.update({key: make() for key, make in defaults.items() if key not in overrides})
     fields.update(overrides)
     if "layers" not in fields:
         types = layer_types(raw, ["full_attention"] * raw.require("num_hidden_layers"))

@@ -64,14 +64,15 @@ def deepseek_moe(
     group_score: GroupScore = "top2_sum",
     correction_bias: str | None = None,
     keys: tuple[str, str] = ("n_routed_experts", "n_shared_experts"),
+    top_k_key: str = "num_experts_per_tok",
 ) -> Moe:
     """The MoE block: `groups` is (n_group, topk_group) when routing is group-limited;
     `correction_bias` the correction bias's name (with {i}) under PREFIX when routing has one; `keys`
     the family's names for the routed and the shared expert counts (K-EXAONE says num_experts and
-    num_shared_experts)."""
+    num_shared_experts), `top_k_key` its name for the experts per token (ERNIE 4.5 says moe_k)."""
     experts_key, shared_key = keys
     experts = raw.require(experts_key)
-    top_k = raw.require("num_experts_per_tok")
+    top_k = raw.require(top_k_key)
     moe_f = raw.require("moe_intermediate_size")
     n_group, topk_group = groups
     smallest = 2 if group_score == "top2_sum" else 1  # a group's score needs that many experts
@@ -84,7 +85,7 @@ def deepseek_moe(
     eligible = topk_group * experts // n_group
     if top_k > eligible:
         what = f"of topk_group ({topk_group}) groups" if n_group > 1 else f"({experts_key})"
-        raise raw.fail(f"num_experts_per_tok ({top_k}) exceeds the {eligible} experts {what}")
+        raise raw.fail(f"{top_k_key} ({top_k}) exceeds the {eligible} experts {what}")
     shared = raw.get(shared_key, 0, kind=int)
     if shared * moe_f > MAX_WIDTH:
         raise raw.fail(

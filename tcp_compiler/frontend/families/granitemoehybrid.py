@@ -65,7 +65,7 @@ def tensors(experts: int) -> TensorMap:
     return TensorMap(tuple(rules))
 
 
-def _names(pre: str) -> tuple[str, str, str]:
+def mlp_names(pre: str) -> tuple[str, str, str]:
     """The gate, up and down weights' canonical names under `pre` (a template)."""
     return f"{pre}.gate_proj.weight", f"{pre}.up_proj.weight", f"{pre}.down_proj.weight"
 
@@ -89,9 +89,9 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
             intermediate=raw.require("intermediate_size"),
             normalize_top_k=False,
             router_name="model.layers.{i}.block_sparse_moe.router.layer.weight",
-            expert_names=_names("model.layers.{i}.block_sparse_moe.experts.{e}"),
+            expert_names=mlp_names("model.layers.{i}.block_sparse_moe.experts.{e}"),
             softmax_after_top_k=True,
-            shared=SharedExpert(shared, _names("model.layers.{i}.shared_mlp")),
+            shared=SharedExpert(shared, mlp_names("model.layers.{i}.shared_mlp")),
         )
         if moe.top_k > experts:
             raise raw.fail(f"num_experts_per_tok ({moe.top_k}) exceeds num_local_experts ({experts})")

@@ -45,13 +45,19 @@ MIXERS = {"linear_attention": "deltanet", "full_attention": "attention"}
 
 @family("qwen3_next", defaults=DEFAULTS, architectures=("Qwen3NextForCausalLM",))
 def read(raw: RawConfig, name: str) -> ModelConfig:
+    moe = experts(raw, normalize=bool(raw.get("norm_topk_prob", kind=bool)))
+    return hybrid(raw, "qwen3_next", name, moe, sparse_layers(raw) if moe.experts > 0 else set())
+
+
+def experts(raw: RawConfig, normalize: bool) -> Moe:
+    """The MoE block: num_experts routed experts (softmax, top num_experts_per_tok, renormalised
+    when `normalize`) beside a shared expert scaled by sigmoid(shared_expert_gate)."""
     pre = "model.layers.{i}.mlp"
-    experts = raw.require("num_experts")
     moe = Moe(
-        experts=experts,
+        experts=raw.require("num_experts"),
         top_k=raw.require("num_experts_per_tok"),
         intermediate=raw.require("moe_intermediate_size"),
-        normalize_top_k=bool(raw.get("norm_topk_prob", kind=bool)),
+        normalize_top_k=normalize,
         router_name=f"{pre}.gate.weight",
         expert_names=tuple(f"{pre}.experts.{{e}}.{p}_proj.weight" for p in ("gate", "up", "down")),
         shared=SharedExpert(
@@ -62,14 +68,28 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     )
     if moe.top_k > moe.experts:
         raise raw.fail(f"num_experts_per_tok ({moe.top_k}) exceeds num_experts ({moe.experts})")
-    rope, moe_layers = read_rope(raw), sparse_layers(raw) if experts > 0 else set()
+    return moe
+
+
+def hybrid(
+    raw: RawConfig,
+    family: str,
+    name: str,
+    moe: Moe | None,
+    moe_layers: set[int],
+    fused_projections: bool = True,
+) -> ModelConfig:
+    """The Qwen3-Next-style hybrid: DeltaNet and gated-attention layers (`_types`), each followed
+    by the MoE block (layers in `moe_layers`) or a dense MLP of intermediate_size (the rest; all
+    of them without `moe`: Qwen3.5's dense models); `fused_projections` as Ssm's."""
+    rope = read_rope(raw)
     layers = tuple(
         Layer(None, rope if MIXERS[t] == "attention" else None, "rope", i in moe_layers, mixer=MIXERS[t])
         for i, t in enumerate(_types(raw))
     )
     return dense(
         raw,
-        "qwen3_next",
+        family,
         name,
         norms=Norms(float(raw.require("rms_norm_eps", (int, float))), offset=1.0),
         positions=Positions(rotary_dim=partial_rotary(raw, sizes(raw)["head_dim"], default=0.25)),
@@ -78,7 +98,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
         ),
         moe=moe,
         layers=layers,
-        ssm=_deltanet(raw),
+        ssm=_deltanet(raw, fused_projections),
     )
 
 
@@ -91,11 +111,11 @@ def _types(raw: RawConfig) -> list[str]:
     fallback = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
     types = listed_layer_types(raw, "layer_types", MIXERS, fallback)
     if len(types) != n:
-        raise raw.fail(f"layer_types has {len(types)} entries but num_hidden_layers is {n}")
+        raise raw.fail(f"{raw.path('layer_types')} has {len(types)} entries but num_hidden_layers is {n}")
     return types
 
 
-def _deltanet(raw: RawConfig) -> Ssm:
+def _deltanet(raw: RawConfig, fused_projections: bool) -> Ssm:
     """The gated DeltaNet layers' sizes: value heads (each key head serves value / key of them)."""
     key_heads, value_heads = raw.require("linear_num_key_heads"), raw.require("linear_num_value_heads")
     if value_heads % key_heads:
@@ -113,4 +133,5 @@ def _deltanet(raw: RawConfig) -> Ssm:
         groups=key_heads,
         conv_bias=False,
         norm_eps=float(raw.require("rms_norm_eps", (int, float))),
+        fused_projections=fused_projections,
     )

@@ -44,8 +44,9 @@ STAGE_OF = {
     "cast": CAST_STAGE,
     "transpose": TRANSPOSE_STAGE,
 }
-# conv1d: K multiply-adds per element along the sequence, Vector Engine work
-VECTOR = frozenset(UNARY) | frozenset(BINARY) | REDUCTION | RECURRENCE | {"where", "iota", "conv1d"}
+# conv1d: K multiply-adds per element along the sequence, Vector Engine work; xielu: an activation
+# with two trainable scalars (decomposed before mapping, like GELU)
+VECTOR = frozenset(UNARY) | frozenset(BINARY) | REDUCTION | RECURRENCE | {"where", "iota", "conv1d", "xielu"}
 ELEMENTWISE = frozenset(UNARY) | frozenset(BINARY) | {"cast"}  # may transform weights as they are fetched
 
 
