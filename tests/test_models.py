@@ -130,7 +130,7 @@ def test_moe_active_parameters_match_the_card() -> None:
         inactive = moe_layers * (cfg.moe.experts - cfg.moe.top_k) * per_expert
         if name.startswith("gpt-oss"):  # OpenAI counts the unembedding as active, not the embedding
             inactive += cfg.vocab * cfg.hidden
-        if name in ("glm-4.5-air", "minimax-m2", "glm-5"):  # their active figures leave out the embedding and LM head
+        if name in ("glm-4.5-air", "minimax-m2", "glm-5"):  # active figures without the embedding and LM head
             inactive += 2 * cfg.vocab * cfg.hidden
         card = BY_FILE[f"{name}.json"]
         assert _agrees(total - inactive, card["active_params"]), name
