@@ -67,6 +67,9 @@ UNTILED.add(("zamba2-2.7b", "fp8-block"))
 UNTILED.add(("nvidia-nemotron-3-nano-30b-a3b", "fp8-block"))
 # GLM-4.7-Flash's q_b_proj gives 20 heads x 192 nope rows per head: 1.5 blocks a head.
 UNTILED.add(("glm-4.7-flash", "fp8-block"))
+# DeepSeek-V3.2's and GLM-5's: V3's 64-row rope slice of kv_a_proj_with_mqa, and the indexer's
+# weights_proj (64 and 32 rows, one per index head), less than one 128-row block.
+UNTILED |= {("deepseek-v3.2", "fp8-block"), ("glm-5", "fp8-block")}
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8", "w4", *sorted(FORMATS.keys() - {"w4"})])

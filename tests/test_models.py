@@ -30,6 +30,7 @@ REQUIRED = {
     "phi-2", "starcoderbase-1b", "glm-4-9b-chat-hf", "glm-4-9b-0414", "glm-4.5-air", "chatglm3-6b",
     "llama-4-scout-17b-16e-instruct", "mimo-7b-rl", "llama-3.3-nemotron-super-49b-v1",
     "phi-3-small-8k-instruct", "phi-3.5-moe-instruct",
+    "deepseek-v3.2", "glm-5",
 }  # fmt: skip
 
 
@@ -53,18 +54,20 @@ def test_every_bundled_model_compiles_both_phases(name: str, dtype: str) -> None
         ir.verify(built.graph)
         assert built.graph.outputs[0] == "logits"
         assert built.graph["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
-        assert len(built.graph.outputs) == 1 + sum(_caches(cfg, layer) for layer in cfg.layers)
+        caches = sum(_caches(cfg, i, layer) for i, layer in enumerate(cfg.layers))
+        assert len(built.graph.outputs) == 1 + caches
 
 
-def _caches(cfg, layer) -> int:
+def _caches(cfg, i: int, layer) -> int:
     """K and V, a Mamba or DeltaNet layer's state and window (both in Falcon-H1's layers, which run
     attention beside their Mamba mixer, and in a Zamba2 layer running a shared block), an RWKV-4
     block's two sums, two lagged inputs and two token shifts (RWKV-5's one state, lagged k and v,
     two token shifts; RWKV-6's lagged decay too), or nothing (a layer that skips or
-    replaces its attention)."""
+    replaces its attention); sparse attention's index keys where the layer runs its indexer."""
     if layer.mixer == "rwkv":
         return {"rwkv4": 6, "rwkv5": 5, "rwkv6": 6}[cfg.ssm.kind]
-    return 2 * layer.attends + 2 * layer.recurrent
+    indexer = cfg.dsa is not None and i not in cfg.dsa.shared
+    return 2 * layer.attends + 2 * layer.recurrent + indexer
 
 
 def _group_tiles(cfg, group: int) -> bool:
@@ -112,7 +115,7 @@ def test_agreement_rule() -> None:
 
 def test_moe_active_parameters_match_the_card() -> None:
     moe = ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "gpt-oss-120b", "qwen1.5-moe-a2.7b", "deepseek-v3",
-           "glm-4.5-air",
+           "glm-4.5-air", "glm-5",
            "deepseek-moe-16b-base", "llama-4-scout-17b-16e-instruct", "k-exaone-236b-a23b",
            "minicpm-moe-8x2b", "ai21-jamba-1.5-mini", "nvidia-nemotron-3-nano-30b-a3b",
            "phi-3.5-moe-instruct", "qwen3.5-35b-a3b", "ernie-4.5-21b-a3b-pt", "dots.llm1.inst",
@@ -129,7 +132,7 @@ def test_moe_active_parameters_match_the_card() -> None:
         if name.startswith("gpt-oss"):  # OpenAI counts the unembedding as active, not the embedding
             inactive += cfg.vocab * cfg.hidden
         # their active figures leave out the embedding and LM head
-        if name in ("glm-4.5-air", "minimax-m2", "glm-4.7-flash"):
+        if name in ("glm-4.5-air", "minimax-m2", "glm-4.7-flash", "glm-5"):
             inactive += 2 * cfg.vocab * cfg.hidden
         card = BY_FILE[f"{name}.json"]
         assert _agrees(total - inactive, card["active_params"]), name

@@ -6,7 +6,8 @@ lowering at all.
 Per chip of a tensor-parallel group of `chips`:
 - compute: the model's matmul FLOPs (every projection and MLP weight, the top-k experts, the LM
   head on the tokens that need logits, and attention over the keys each query sees: causal,
-  capped by a sliding window or cut to the query's chunk), each at the peak contraction rate of
+  capped by a sliding window or cut to the query's chunk, or by index_topk under sparse attention,
+  whose indexers score every key seen), each at the peak contraction rate of
   the dtype its operands are multiplied in (projections in the precision's operand dtype, or the
   activation dtype where a weight format does not apply; the head in the table dtype when tied;
   attention in the KV dtype): a bf16 run with an fp8 cache multiplies its weights no faster;
@@ -86,6 +87,7 @@ class _Fixed:
     attention_scale: float  # batch x heads x FLOPs per query, head and key
     caches: tuple[tuple[Window | None, float], ...]  # each attending layer's window or chunk, KV B/token
     state_bytes: float  # every Mamba layer's state and convolution window, one sequence
+    indexers: tuple[int, float, float]  # sparse attention's indexers: layers, FLOPs per key, B/token
     roofline: Roofline  # HBM at its peak, the links
     weight_bytes: float
     kv_split: int
@@ -113,8 +115,9 @@ class _Fixed:
             head=_head_operand(cfg, precision), head_flops=2.0 * cfg.hidden * cfg.vocab * batch,
             kv=precision.kv, attention_scale=batch * cfg.heads * _per_key(cfg),
             rate=functools.partial(peak_flops, hw),
-            caches=tuple((layer.window, kv_elements_per_token(cfg, layer) * precision.kv.bits / 8)
+            caches=tuple((_attended(cfg, layer), kv_elements_per_token(cfg, layer) * precision.kv.bits / 8)
                          for layer in cfg.layers if layer.attends),
+            indexers=_indexers(cfg, precision, batch),
             state_bytes=cfg.state_elements() * precision.kv.bits / 8,
             roofline=Roofline.published_peak(hw, precision.operand),
             weight_bytes=matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision),
@@ -137,6 +140,10 @@ class _Fixed:
         # prefill writes the cache once; decode reads it, the new position included
         kv = {(w, token): batch * _kept(w, length) * token for w, token in distinct}
         kv_bytes = sum([kv[c] for c in caches])
+        layers, per_key, key_bytes = self.indexers  # each indexer scores every key the query sees
+        if layers:
+            flops[self.kv] += layers * per_key * visible_keys(None, first, queries)
+            kv_bytes += layers * batch * length * key_bytes
         if self.state_bytes:  # prefill writes the state once; decode reads it and writes it back
             kv_bytes += (1 if phase == "prefill" else 2) * batch * self.state_bytes
         link_bytes = 0.0
@@ -243,6 +250,24 @@ def _all_reduces(cfg: ModelConfig, layer: Layer) -> int:
         return 1
     shared = 2 if layer.shared is not None else 0
     return (layer.recurrent or layer.attention == "standard") + (layer.ffn == "standard") + shared
+
+
+def _attended(cfg: ModelConfig, layer: Layer) -> Window | None:
+    """The keys a layer's attention multiplies and reads: its window's, or with sparse attention
+    (config.Dsa) at most index_topk of them per query, the most a sliding window of that size sees
+    (decode reads only the picked rows of the cache)."""
+    return layer.window if cfg.dsa is None else Window(cfg.dsa.topk)
+
+
+def _indexers(cfg: ModelConfig, precision: Precision, batch: int) -> tuple[int, float, float]:
+    """Sparse attention's indexers (config.Dsa): (layers that run one, their FLOPs per query and key
+    seen: a q.k per index head and the heads' weighted sum, their index key cache's bytes per
+    token); (0, 0, 0) without."""
+    dsa = cfg.dsa
+    if dsa is None:
+        return 0, 0.0, 0.0
+    layers = sum(layer.attends for i, layer in enumerate(cfg.layers) if i not in dsa.shared)
+    return layers, batch * 2.0 * dsa.heads * (dsa.head_dim + 1), dsa.head_dim * precision.kv.bits / 8
 
 
 def _kept(window: Window | None, length: int) -> int:

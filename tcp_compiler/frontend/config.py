@@ -261,6 +261,21 @@ class Mla:
 
 
 @dataclass(frozen=True)
+class Dsa:
+    """DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2, GLM-5): each query scores every
+    key with `heads` small heads of `head_dim` (queries from MLA's q LoRA, one LayerNorm'd key per
+    token, RoPE on the first qk_rope_head_dim dims, in `interleave`d pairs or rotate-half) and
+    attends to its `topk` best keys only. Layers in `shared` run no indexer: they reuse the
+    selection of the nearest layer before them that does (GLM's cross-layer sharing)."""
+
+    topk: int
+    heads: int
+    head_dim: int
+    interleave: bool
+    shared: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
 class BlockSparse:
     """Phi-3-small's block-sparse attention: keys and queries in blocks of `block` positions; a
     query block sees the `local` blocks up to its own and every key block b with
@@ -639,6 +654,7 @@ class ModelConfig:
     embedding: Embedding = Embedding()
     moe: Moe | None = None
     mla: Mla | None = None  # DeepSeek's latent attention instead of per-head K/V
+    dsa: Dsa | None = None  # DeepSeek Sparse Attention's indexer over the latent attention (mla)
     ssm: Ssm | None = None  # the mixer of the recurrent layers (Layer.recurrent: Mamba, DeltaNet, RWKV)
     shared: SharedBlocks | None = None  # Zamba2's shared transformer blocks (Layer.shared)
     max_positions: int = 0

@@ -131,6 +131,13 @@ FIELDS: dict[str, Field] = {
     # DeepSeek's latent attention
     **dict.fromkeys(("q_lora_rank", "kv_lora_rank"), _count(MAX_WIDTH)),
     **dict.fromkeys(("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), _count(MAX_HEAD_DIM)),
+    # DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5): keys kept per query, its heads
+    "index_topk": _count(MAX_POSITIONS),
+    "index_n_heads": _count(MAX_HEADS),
+    "index_head_dim": _count(MAX_HEAD_DIM),
+    **dict.fromkeys(("index_topk_freq", "index_skip_topk_offset"), _count(MAX_LAYERS, lo=0)),
+    "indexer_rope_interleave": _BOOL,
+    **dict.fromkeys(("mlp_layer_types", "indexer_types"), _LIST),
     **dict.fromkeys(("vocab_size", "padded_vocab_size"), _count(MAX_VOCAB)),
     **dict.fromkeys(
         (

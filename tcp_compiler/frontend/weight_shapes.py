@@ -90,6 +90,8 @@ def _shapes(cfg: ModelConfig) -> Iterator[tuple[str, Shape, Kind]]:
             yield from _shared_block_shapes(cfg, i, layer.shared)
         for mixer in layer.mixers:  # Falcon-H1's layers run attention and a Mamba mixer side by side
             yield from _mixer_shapes(cfg, layer, mixer, pre)
+        if cfg.dsa is not None and i not in cfg.dsa.shared:
+            yield from _indexer_shapes(cfg, f"{pre}.self_attn.indexer")
         if layer.ffn != "standard":
             if layer.ffn == "linear":  # DeciLM's stand-in for the MLP
                 yield f"{pre}.mlp.linear_mlp.weight", (D, D), "projection"
@@ -314,6 +316,18 @@ def _mla_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, Kind]]
     yield f"{pre}.kv_a_layernorm.weight", (mla.kv_lora_rank,), "vector"
     yield f"{pre}.kv_b_proj.weight", (H * (mla.nope_dim + mla.v_dim), mla.kv_lora_rank), "projection"
     yield f"{pre}.o_proj.weight", (D, H * mla.v_dim), "projection"
+
+
+def _indexer_shapes(cfg: ModelConfig, pre: str) -> Iterator[tuple[str, Shape, Kind]]:
+    """DeepSeek Sparse Attention's indexer (config.Dsa): index queries from the q LoRA, one
+    LayerNorm'd index key per token, a weight per index head."""
+    dsa, mla = cfg.dsa, cfg.mla
+    assert dsa is not None and mla is not None and mla.q_lora_rank is not None
+    yield f"{pre}.wq_b.weight", (dsa.heads * dsa.head_dim, mla.q_lora_rank), "projection"
+    yield f"{pre}.wk.weight", (dsa.head_dim, cfg.hidden), "projection"
+    yield f"{pre}.k_norm.weight", (dsa.head_dim,), "vector"
+    yield f"{pre}.k_norm.bias", (dsa.head_dim,), "vector"
+    yield f"{pre}.weights_proj.weight", (dsa.heads, cfg.hidden), "projection"
 
 
 def _shared_shapes(shared: SharedExpert, gated: bool, i: int, D: int) -> Iterator[tuple[str, Shape, Kind]]:

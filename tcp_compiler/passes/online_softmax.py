@@ -27,6 +27,7 @@ scores do not fit on chip.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ir import Graph, Node, TensorType
@@ -213,12 +214,13 @@ def online_softmax(
     if not matches:
         return graph
     skip = set().union(*(m.nodes for m in matches.values()))
+    skip |= _tiled_gathers(graph, matches.values(), skip)
     out = new_graph(graph)  # new nodes are type-checked as they are added; finish verifies the whole
     extra = []
     for n in graph.nodes:
         if n.name in matches:
             names = Names(n.name)
-            extra.append(_rewrite(out, matches[n.name], block, rows, names))
+            extra.append(_rewrite(out, matches[n.name], block, rows, names, graph))
             out.meta.derive(names.made, n.name)
         elif n.name not in skip:
             out.append(clone(n))
@@ -234,11 +236,42 @@ def online_softmax(
     return done
 
 
+def _tiled_gathers(graph: Graph, matches: Iterable[Attention], inside: set[str]) -> set[str]:
+    """Keys and values that are gathers read by the attention alone (sparse attention's picked
+    rows): each block gathers its own rows (`_cut`), so the whole gather is left out."""
+    read_by: dict[str, set[str]] = {}
+    for n in graph.nodes:
+        for o in n.operands:
+            read_by.setdefault(o, set()).add(n.name)
+    found = set()
+    for m in matches:
+        for name in (m.scores.operands[1], m.out.operands[1]):
+            if (
+                graph[name].kind == "gather"
+                and read_by.get(name, set()) <= inside
+                and name not in graph.outputs
+            ):
+                found.add(name)
+    return found
+
+
 def _cut(g: Graph, source: Node, spans: dict[str, tuple[int, int]]) -> Node:
-    """source sliced to `spans` (axis -> [start, stop)) along the axes it has, once per span."""
+    """source sliced to `spans` (axis -> [start, stop)) along the axes it has, once per span. A
+    gather along axes its index gives is the gather of the index's slice: it reads only the span's
+    rows (the whole gather need not be in g)."""
+    spans = {a: s for a, s in spans.items() if a in source.type.names and s != (0, source.type.size(a))}
+    if source.kind == "gather":
+        picked = {a: s for a, s in spans.items() if _from_index(g, source, a)}
+        if picked:
+            name = source.name + "".join(f".{a}{lo}" for a, (lo, _) in picked.items())
+            if name not in g:
+                index = _cut(g, g[source.operands[1]], picked)
+                g.add("gather", g[source.operands[0]], index, name=name, axis=source.attrs["axis"])
+                g.meta.derive({name: "".join(f".{a}*" for a in picked)}, source.name)
+            source = g[name]
+            spans = {a: s for a, s in spans.items() if a not in picked}
+    source = _kept(g, source)
     for axis, (start, stop) in spans.items():
-        if axis not in source.type.names or (start, stop) == (0, source.type.size(axis)):
-            continue
         name = f"{source.name}.{axis}{start}"
         if name not in g:
             g.add("slice", source, name=name, axis=axis, start=start, stop=stop)
@@ -248,9 +281,25 @@ def _cut(g: Graph, source: Node, spans: dict[str, tuple[int, int]]) -> Node:
     return source
 
 
-def _rewrite(g: Graph, m: Attention, block: int, rows: tuple[str, int] | None, names: Names) -> str:
-    """Adds the blocked form of `m` to g, its values named by `names`; returns the name of its
-    log-sum-exp node."""
+def _kept(g: Graph, node: Node) -> Node:
+    """`node` in g: a whole gather left out (`_tiled_gathers`) is added after all where a block
+    needs every row of it."""
+    if node.name not in g:
+        g.append(clone(node))
+    return g[node.name]
+
+
+def _from_index(g: Graph, gather: Node, axis: str) -> bool:
+    """Whether a gather's `axis` comes from its index (not a batch axis the table has too)."""
+    table, index = (g[o].type for o in gather.operands)
+    return axis in index.names and axis not in table.names
+
+
+def _rewrite(
+    g: Graph, m: Attention, block: int, rows: tuple[str, int] | None, names: Names, source: Graph
+) -> str:
+    """Adds the blocked form of `m` (of graph `source`) to g, its values named by `names`; returns
+    the name of its log-sum-exp node."""
     f32 = m.maximum.type.dtype
     consts = (
         g.add("const", name=names(".neg_inf"), type=TensorType.of(f32), value=-float("inf")),
@@ -258,11 +307,18 @@ def _rewrite(g: Graph, m: Attention, block: int, rows: tuple[str, int] | None, n
     )
     axis, size = (rows[0], m.out.type.size(rows[0])) if rows and rows[0] in m.out.type.names else (None, 0)
     if axis is None or rows[1] >= size:
-        result, lse = _tile(g, m, block, {}, names, consts)
+        result, lse = _tile(g, m, block, {}, names, consts, source)
     else:
         tiles = [
-            _tile(g, m, block, {axis: (lo, min(lo + rows[1], size))}, names.tile(f".{axis}{lo}", f".{axis}*"),
-                  consts)  # fmt: skip
+            _tile(
+                g,
+                m,
+                block,
+                {axis: (lo, min(lo + rows[1], size))},
+                names.tile(f".{axis}{lo}", f".{axis}*"),
+                consts,
+                source,
+            )  # fmt: skip
             for lo in range(0, size, rows[1])
         ]
         result = g.add("concat", *(t[0] for t in tiles), name=names(".joined"), axis=axis)
@@ -276,7 +332,7 @@ def _rewrite(g: Graph, m: Attention, block: int, rows: tuple[str, int] | None, n
 
 def _tile(
     g: Graph, m: Attention, block: int, rows: dict[str, tuple[int, int]], tag: Names,
-    consts: tuple[Node, Node],
+    consts: tuple[Node, Node], source: Graph,
 ) -> tuple[Node, Node]:  # fmt: skip
     """One query tile (`rows`, or every row) over all key blocks, its values named by `tag`:
     (its output in f32, its lse)."""
@@ -297,7 +353,11 @@ def _tile(
         spans = {**rows, **keys}
         blk = tag.tile(f".blk{lo // block}", ".blk*")
         # Every slice first, so the score einsum's pass can take the element-wise work after it.
-        k, v = _cut(g, g[k_name], keys), _cut(g, g[m.out.operands[1]], keys)
+        # Keys and values are cut to the tile's rows too where each query has its own (sparse
+        # attention's picked keys, [.., Sq, Sk, ..]); shared keys have no query axis to cut.
+        k, v = (
+            _cut(g, g[name] if name in g else source[name], spans) for name in (k_name, m.out.operands[1])
+        )
         sides = [[_cut(g, g[side], spans) for side in mod.operands[1:]] for mod in m.modifiers]
         mask = _cut(g, g[m.masked.operands[0]], spans) if m.masked is not None else None
         s = g.add("einsum", q, k, name=blk(".scores"), eq=m.scores.attrs["eq"],
@@ -320,9 +380,7 @@ def _tile(
             total, acc = block_sum, part
         else:
             rescale = g.add("exp", g.add("sub", running, safe, name=blk(".dm")), name=blk(".alpha"))
-            total = g.add(
-                "add", g.add("mul", total, rescale, name=blk(".l_old")), block_sum, name=blk(".l")
-            )
+            total = g.add("add", g.add("mul", total, rescale, name=blk(".l_old")), block_sum, name=blk(".l"))
             acc = g.add("add", g.add("mul", acc, rescale, name=blk(".acc_old")), part, name=blk(".acc"))
         running = new_max
     if m.sink is not None:

@@ -167,7 +167,9 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     # the attention / Mamba hybrids and the linear-attention families (qwen3_next, rwkv) have oracle
     # tests of their own (tests/oracle/test_ssm_families.py, tests/oracle/test_hybrid_families.py,
     # tests/oracle/test_linear_families.py); zamba2, rwkv5, rwkv6 and the Qwen3.5 families in files
-    # of their own (tests/oracle/test_zamba2.py, test_rwkv5.py, test_rwkv6.py, test_qwen3_5.py).
+    # of their own (tests/oracle/test_zamba2.py, test_rwkv5.py, test_rwkv6.py, test_qwen3_5.py);
+    # deepseek_v32 and glm_moe_dsa, whose sparse attention costs what it reads, not transformers'
+    # masked dense attention, in tests/oracle/test_dsa.py.
     from tests.oracle.test_hybrid_families import HYBRID
     from tests.oracle.test_ssm_families import SSM
 
@@ -176,6 +178,7 @@ def test_dense_and_moe_lists_cover_every_family() -> None:
     others |= {"qwen3_next", "rwkv", "rwkv5", "rwkv6", "zamba2", *REMOTE_SHAPES, *REMOTE}
     others |= {"qwen3_vl", "qwen3_vl_moe", "kimi_k25"}  # image-text: tests/oracle/test_vl_families.py
     others |= {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
+    others |= {"deepseek_v32", "glm_moe_dsa"}
     assert set(SUPPORTED) == {model_type(f) for f in FAMILIES} | others
 
 

@@ -27,12 +27,13 @@ def attention(
     """This chip's heads: column-parallel Q/K/V, row-parallel o_proj summed over the chips
     (by the caller when `reduce` is False, as a parallel block sums attention and MLP first);
     returns (output, K cache, V cache). DeepSeek's latent attention in `mla` (per-head K/V
-    expanded from the latent in prefill, kv_b_proj absorbed into the query and output in decode).
+    expanded from the latent in prefill, kv_b_proj absorbed into the query and output in decode)
+    returns (output, latent cache, rope key cache), then with sparse attention its index key cache.
     Weights under `pre` (default layer i's self_attn: Zamba2's shared blocks name their own); Q/K/V
     read x's whole width (Zamba2's is 2 x hidden), o_proj gives the hidden width."""
     if b.cfg.mla is not None:
-        o, latent_cache, rope_cache = mla.attention(b, i, layer, x, pos, masks, past)
-        return (b.all_reduce(o, b.name("o.sum")) if reduce else o), latent_cache, rope_cache
+        o, *caches = mla.attention(b, i, layer, x, pos, masks, past)
+        return (b.all_reduce(o, b.name("o.sum")) if reduce else o), *caches
     cfg, g, p, sh = b.cfg, b.g, b.p, b.sh
     pre = pre or f"model.layers.{i}.self_attn"
     D, H, Hkv, K, G = cfg.hidden, sh.heads, sh.kv_heads, cfg.head_dim, sh.groups

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ir import F32, Node, TensorType
+from tcp_compiler.frontend.builder import dsa
 from tcp_compiler.frontend.builder.core import Cut, GraphBuilder, Weight
 from tcp_compiler.frontend.builder.kv_cache import cache_slot, prefill_cache
 from tcp_compiler.frontend.builder.norms import norm
@@ -37,12 +38,13 @@ LOW_RANK_EPS = 1e-6  # transformers builds q_a_layernorm and kv_a_layernorm with
 
 
 def attention(b: GraphBuilder, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None):
-    """(o_proj's partial sums [B, S, D] over this chip's heads, latent cache, rope cache)."""
+    """(o_proj's partial sums [B, S, D] over this chip's heads, latent cache, rope cache, and with
+    sparse attention (config.Dsa) the index key cache where the layer runs its indexer)."""
     cfg, sh = b.cfg, b.sh
     mla = cfg.mla
     assert mla is not None
     pre = f"model.layers.{i}.self_attn"
-    q_nope, q_rope = _queries(b, layer, x, pos, pre, mla)
+    q_nope, q_rope, q_resid = _queries(b, layer, x, pos, pre, mla)
     kv_a, C, R, D = f"{pre}.kv_a_proj_with_mqa.weight", mla.kv_lora_rank, mla.rope_dim, ("D", cfg.hidden)
     latent = _rows(b, x, kv_a, "latent", None, (0, C), C + R, D, ["B", "S", "C"], "kv_a")
     latent = norm(b, latent, "C", f"{pre}.kv_a_layernorm", "kv_a_norm", "rms", LOW_RANK_EPS)
@@ -50,20 +52,27 @@ def attention(b: GraphBuilder, i: int, layer: Layer, x: Node, pos: Node, masks, 
     k_rope = _rows(b, x, kv_a, "rope", None, (C, C + R), C + R, D, ["B", "S", "K"], "k_r")
     k_rope = b.to(rotate_shared(b, k_rope, layer, pos, "B S", "k"), b.p.kv)
     mask = masks(None)
-    if past is None:
+    index_cache: list[Node] = []
+    if cfg.dsa is not None:
+        picked, visible, index_cache = dsa.select(b, i, layer, x, q_resid, pos, mask, past)
+        out, latent_cache, rope_cache = _selected(b, q_nope, q_rope, latent, k_rope, picked, visible, pos,
+                                                  past, pre, mla)  # fmt: skip
+    elif past is None:
         out = _expanded(b, q_nope, q_rope, latent, k_rope, mask, pre, mla)
-        latent_cache = prefill_cache(b, latent, "latent_cache", None)
-        rope_cache = prefill_cache(b, k_rope, "rope_cache", None)
+        latent_cache, rope_cache = _caches(b, latent, k_rope, pos, None, mla)
     else:
-        caches = _absorbed(b, q_nope, q_rope, latent, k_rope, mask, pos, past, pre, mla)
-        out, latent_cache, rope_cache = caches
+        absorbed = _absorbed(b, q_nope, q_rope, latent, k_rope, mask, pos, past, pre, mla)
+        out, latent_cache, rope_cache = absorbed
     o = linear(b, out, f"{pre}.o_proj.weight", {"D": cfg.hidden, "H": sh.heads, "K": mla.v_dim}, ["H", "K"],
                  ["B", "S", "D"], "o", sh.row)  # fmt: skip
-    return o, latent_cache, rope_cache
+    return (o, latent_cache, rope_cache, *index_cache)
 
 
-def _queries(b: GraphBuilder, layer: Layer, x: Node, pos: Node, pre: str, mla: Mla) -> tuple[Node, Node]:
-    """This chip's heads' queries: nope part [B, H, S, K] and rotated rope part [B, H, S, K]."""
+def _queries(
+    b: GraphBuilder, layer: Layer, x: Node, pos: Node, pre: str, mla: Mla
+) -> tuple[Node, Node, Node]:
+    """This chip's heads' queries: nope part [B, H, S, K] and rotated rope part [B, H, S, K]; and
+    what q_b_proj (or q_proj) reads: the normed q LoRA [B, S, Q] (or x)."""
     cfg, sh = b.cfg, b.sh
     if mla.q_lora_rank is None:
         source, inner = f"{pre}.q_proj.weight", ("D", cfg.hidden)
@@ -78,7 +87,7 @@ def _queries(b: GraphBuilder, layer: Layer, x: Node, pos: Node, pre: str, mla: M
                  "q_nope", sh.column)  # fmt: skip
     rope = _rows(b, x, source, "rope", sh.heads, (mla.nope_dim, per), per, inner, ["B", "S", "H", "K"],
                  "q_r", sh.column)  # fmt: skip
-    return nope, rotate_shared(b, rope, layer, pos, "B H S", "q")
+    return nope, rotate_shared(b, rope, layer, pos, "B H S", "q"), x
 
 
 def _expanded(b: GraphBuilder, q_nope, q_rope, latent, k_rope, mask, pre: str, mla: Mla) -> Node:
@@ -108,35 +117,93 @@ def _expanded(b: GraphBuilder, q_nope, q_rope, latent, k_rope, mask, pre: str, m
                  type=TensorType.of(F32, B=B, H=H, S=S, K=mla.v_dim))  # fmt: skip
 
 
+def _caches(
+    b: GraphBuilder, latent: Node, k_rope: Node, pos: Node, past: int | None, mla: Mla
+) -> tuple[Node, Node]:
+    """The latent and rope key caches [B, P, ..]: the prompt's (prefill), or the caches in with
+    this token written at its slot (decode)."""
+    if past is None:
+        return prefill_cache(b, latent, "latent_cache", None), prefill_cache(b, k_rope, "rope_cache", None)
+    g, p, B = b.g, b.p, b.batch
+    slot = cache_slot(b, pos, None)
+    latent_in = g.input(b.name("latent_cache_in"), TensorType.of(p.kv, B=B, P=past, C=mla.kv_lora_rank))
+    rope_in = g.input(b.name("rope_cache_in"), TensorType.of(p.kv, B=B, P=past, K=mla.rope_dim))
+    latent_cache = g.add("scatter", latent_in, slot, latent, name=b.name("latent_cache"), axis="P")
+    return latent_cache, g.add("scatter", rope_in, slot, k_rope, name=b.name("rope_cache"), axis="P")
+
+
+def _selected(
+    b: GraphBuilder,
+    q_nope,
+    q_rope,
+    latent,
+    k_rope,
+    picked,
+    visible,
+    pos,
+    past: int | None,
+    pre: str,
+    mla: Mla,
+):
+    """Sparse attention (both phases): the absorbed form of decode over only the latent and rope
+    rows each query picked (dsa.select): each query's own [Sk=picked] keys are a gather from the
+    caches, so attention reads and multiplies picked x C per query and head, not the context."""
+    g = b.g
+    latent_cache, rope_cache = _caches(b, latent, k_rope, pos, past, mla)
+    kv_b = f"{pre}.kv_b_proj.weight"
+    q_abs, q_r = _absorbed_queries(b, q_nope, q_rope, kv_b, mla)
+    # [B, Sq, Sk, ..]: no KV head axis, so a query tile's keys are the gather of its rows' picks
+    # (online_softmax cuts the index, not a copy of every query's keys)
+    keys = g.add("gather", latent_cache, picked, name=b.name("keys"), axis="P")
+    k_r = g.add("gather", rope_cache, picked, name=b.name("k_r_keys"), axis="P")
+    return _latent_attention(b, q_abs, q_r, keys, k_r, visible, kv_b, mla), latent_cache, rope_cache
+
+
 def _absorbed(b: GraphBuilder, q_nope, q_rope, latent, k_rope, mask, pos, past: int, pre: str, mla: Mla):
     """Decode: W_uk folded into the query, W_uv applied after attention over the latent cache."""
-    g, sh, p = b.g, b.sh, b.p
-    B, S, H, C, R = b.batch, b.seq, sh.heads, mla.kv_lora_rank, mla.rope_dim
-    slot = cache_slot(b, pos, None)
-    latent_in = g.input(b.name("latent_cache_in"), TensorType.of(p.kv, B=B, P=past, C=C))
-    rope_in = g.input(b.name("rope_cache_in"), TensorType.of(p.kv, B=B, P=past, K=R))
-    latent_cache = g.add("scatter", latent_in, slot, latent, name=b.name("latent_cache"), axis="P")
-    rope_cache = g.add("scatter", rope_in, slot, k_rope, name=b.name("rope_cache"), axis="P")
-    kv_b, per = f"{pre}.kv_b_proj.weight", mla.nope_dim + mla.v_dim
+    g, p = b.g, b.p
+    latent_cache, rope_cache = _caches(b, latent, k_rope, pos, past, mla)
+    kv_b = f"{pre}.kv_b_proj.weight"
+    q_abs, q_r = _absorbed_queries(b, q_nope, q_rope, kv_b, mla)
+    cached = {"B": b.batch, "Hkv": 1, "Sk": past}
+    keys = g.add(
+        "reshape", latent_cache, name=b.name("keys"), type=TensorType.of(p.kv, **cached, C=mla.kv_lora_rank)
+    )
+    k_r = g.add(
+        "reshape", rope_cache, name=b.name("k_r_keys"), type=TensorType.of(p.kv, **cached, K=mla.rope_dim)
+    )
+    return _latent_attention(b, q_abs, q_r, keys, k_r, mask, kv_b, mla), latent_cache, rope_cache
+
+
+def _absorbed_queries(b: GraphBuilder, q_nope: Node, q_rope: Node, kv_b: str, mla: Mla) -> tuple[Node, Node]:
+    """The queries as one KV head's G = heads query heads: q_nope W_uk [B, 1, H, Sq, C] and the
+    rotated rope part [B, 1, H, Sq, K]."""
+    g, p = b.g, b.p
     q_abs = apply(b, q_nope, _absorbed_key(b, kv_b, mla), ["B", "H", "S", "C"], "q_abs")
-    one_head, cached = {"B": B, "Hkv": 1, "G": H, "Sq": S}, {"B": B, "Hkv": 1, "Sk": past}
+    one_head = {"B": b.batch, "Hkv": 1, "G": b.sh.heads, "Sq": b.seq}
     q_abs = g.add("reshape", b.to(q_abs, p.kv), name=b.name("q_heads"),
-                  type=TensorType.of(p.kv, **one_head, C=C))  # fmt: skip
+                  type=TensorType.of(p.kv, **one_head, C=mla.kv_lora_rank))  # fmt: skip
     q_r = g.add("reshape", b.to(q_rope, p.kv), name=b.name("q_r_heads"),
-                type=TensorType.of(p.kv, **one_head, K=R))  # fmt: skip
-    keys = g.add("reshape", latent_cache, name=b.name("keys"), type=TensorType.of(p.kv, **cached, C=C))
-    k_r = g.add("reshape", rope_cache, name=b.name("k_r_keys"), type=TensorType.of(p.kv, **cached, K=R))
+                type=TensorType.of(p.kv, **one_head, K=mla.rope_dim))  # fmt: skip
+    return q_abs, q_r
+
+
+def _latent_attention(b: GraphBuilder, q_abs, q_r, keys, k_r, mask, kv_b: str, mla: Mla) -> Node:
+    """Attention of the absorbed queries over latent keys [B, 1, Sk, C] (every query's the same
+    cache) or [B, Sq, Sk, C] (each query's own picks) and their rope keys, then W_uv: [B, H, S, K=v_dim]."""
+    g, sh = b.g, b.sh
+    H, C, per = sh.heads, mla.kv_lora_rank, mla.nope_dim + mla.v_dim
+    rows = " ".join(keys.type.names[:-1])
     s = g.add(
         "add",
-        b.einsum(q_abs, keys, name=b.name("scores"), eq="B Hkv G Sq C, B Hkv Sk C -> B Hkv G Sq Sk"),
-        b.einsum(q_r, k_r, name=b.name("scores_r"), eq="B Hkv G Sq K, B Hkv Sk K -> B Hkv G Sq Sk"),
+        b.einsum(q_abs, keys, name=b.name("scores"), eq=f"B Hkv G Sq C, {rows} C -> B Hkv G Sq Sk"),
+        b.einsum(q_r, k_r, name=b.name("scores_r"), eq=f"B Hkv G Sq K, {rows} K -> B Hkv G Sq Sk"),
         name=b.name("scores_sum"),
     )
     out = g.add("reshape", b.to(_softmax_values(b, s, keys, mask), F32), name=b.name("attn_latent"),
-                type=TensorType.of(F32, B=B, H=H, S=S, C=C))  # fmt: skip
-    v = _rows(b, out, kv_b, "value", H, (mla.nope_dim, per), per, ("C", C), ["B", "H", "S", "K"],
-              "v_up", sh.column)  # fmt: skip
-    return v, latent_cache, rope_cache
+                type=TensorType.of(F32, B=b.batch, H=H, S=b.seq, C=C))  # fmt: skip
+    return _rows(b, out, kv_b, "value", H, (mla.nope_dim, per), per, ("C", C), ["B", "H", "S", "K"],
+                 "v_up", sh.column)  # fmt: skip
 
 
 def _softmax_values(b: GraphBuilder, scores: Node, values: Node, mask: Node) -> Node:

@@ -313,8 +313,7 @@ def _mixer(
     elif layer.attention == "linear":
         a, caches = _replacement(b, x, f"{pre}.self_attn.linear_attn.weight", "attn_linear"), []
     else:
-        a, k_cache, v_cache = attention(b, i, layer, x, pos, masks, past, reduce=reduce)
-        caches = [k_cache, v_cache]
+        a, *caches = attention(b, i, layer, x, pos, masks, past, reduce=reduce)
     return b.scaled(a, part.out_scale, f"{kind}_out"), caches
 
 

@@ -155,15 +155,19 @@ def _rotate(b: GraphBuilder, x: Node, heads: str, rot: Node, label: str) -> Node
     return b.einsum(pairs, rot, name=b.name(f"{label}.rot"), eq=eq)
 
 
-def rotate_shared(b: GraphBuilder, x: Node, layer: Layer, pos: Node, lead: str, label: str) -> Node:
+def rotate_shared(
+    b: GraphBuilder, x: Node, layer: Layer, pos: Node, lead: str, label: str, interleave: bool | None = None
+) -> Node:
     """RoPE on x's K axis -> [lead..., K] (MLA's rope dims). DeepSeek's rope_interleave pairs
     (x0, x1), (x2, x3), ... and, as transformers does, writes the rotated evens then the rotated
     odds; otherwise x_k pairs with x_k+K/2 (rotate_half). The same permutation on queries and keys
-    leaves scores as they are."""
+    leaves scores as they are. `interleave`: the pairing where it is not the model's (DeepSeek-V3.2's
+    indexer pairs rotate-half)."""
     g = b.g
     rot = rope_table(b, layer, pos)
     kp = x.type.size("K") // 2
-    pairs = [("Kp", kp), ("R", 2)] if b.cfg.positions.interleave else [("R", 2), ("Kp", kp)]
+    interleave = b.cfg.positions.interleave if interleave is None else interleave
+    pairs = [("Kp", kp), ("R", 2)] if interleave else [("R", 2), ("Kp", kp)]
     axes = [a for a in x.type.axes if a.name != "K"]
     split = TensorType.from_pairs(x.type.dtype, [(a.name, a.size) for a in axes] + pairs)
     x = b.to(g.add("reshape", x, name=b.name(f"{label}.pairs"), type=split), rot.type.dtype)
