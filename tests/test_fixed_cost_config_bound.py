@@ -10,8 +10,10 @@ import pytest
 from simulator.hardware import load_hardware
 from tcp_compiler.analysis.config_floor import (
     PhaseBound,
+    _attended,
     _attention_flops,
     _head_operand,
+    _indexers,
     _kept,
     _weights_by_operand,
     decode_bound_seconds,
@@ -19,6 +21,7 @@ from tcp_compiler.analysis.config_floor import (
     kv_elements_per_token,
     matmul_weight_bytes,
     phase_bound,
+    visible_keys,
 )
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import precision
@@ -34,11 +37,16 @@ def _reference(cfg, precision, hw, chips, batch, phase, length, pp=1) -> PhaseBo
     flops[head] = flops.get(head, 0.0) + 2.0 * cfg.hidden * cfg.vocab * batch
     # Mamba layers have no KV; DeciLM skips or replaces some layers' attention
     attending = [layer for layer in cfg.layers if layer.attends]
-    attention = sum(_attention_flops(cfg, w.window, batch, queries, length) for w in attending)
+    # a layer's keys: its window's or chunk's, or under sparse attention at most index_topk per query
+    attention = sum(_attention_flops(cfg, _attended(cfg, w), batch, queries, length) for w in attending)
     flops[precision.kv] = flops.get(precision.kv, 0.0) + attention
     weight_bytes = matmul_weight_bytes(cfg, precision) + head_bytes(cfg, precision)
-    kv_bytes = sum(batch * _kept(layer.window, length) * _kv_token(cfg, layer, precision)
+    kv_bytes = sum(batch * _kept(_attended(cfg, layer), length) * _kv_token(cfg, layer, precision)
                    for layer in attending)  # fmt: skip
+    indexers, per_key, key_bytes = _indexers(cfg, precision, batch)
+    if indexers:  # sparse attention's indexers score every key a query sees and read their key cache
+        flops[precision.kv] += indexers * per_key * visible_keys(None, length - queries, queries)
+        kv_bytes += indexers * batch * length * key_bytes
     if cfg.ssm is not None:  # every Mamba layer's state: written by prefill, read and written by decode
         kv_bytes += (1 if phase == "prefill" else 2) * batch * cfg.state_elements() * precision.kv.bits / 8
     kv_split = 1 if cfg.mla is not None else chips
