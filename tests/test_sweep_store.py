@@ -115,6 +115,7 @@ def test_study_and_grid_flags_do_not_mix(tmp_path: Path, capsys) -> None:
 
 
 def test_the_store_keeps_every_figure_and_a_rerun_computes_nothing(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "1000")  # the store's path, however long, stays on one line
     store = tmp_path / "s.parquet"
     args = ["sweep", *SMALL, "--batch", "1,2", "--set", f"{HBM}=720,1440", "--store", str(store)]
     assert main(args) == 0

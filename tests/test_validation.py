@@ -228,7 +228,8 @@ def test_round_trip_serve_vllm_json_validate_gives_ratio_one(load: list[str], tm
     assert (plots / "validation.png").stat().st_size > 0
 
 
-def test_validate_end_to_end_on_a_table(tmp_path: Path, capsys) -> None:
+def test_validate_end_to_end_on_a_table(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # the table's labels are not wrapped, whatever the paths' length
     path = write(tmp_path, TABLE, "run.csv")
     other = write(tmp_path, vllm_doc())  # concurrency 2, from the file
     out, plots = tmp_path / "v.json", tmp_path / "plots"
