@@ -4,10 +4,10 @@ every layer, intermediate_size wide, routed as Granite 4's (granitemoehybrid.py)
 logits, a softmax over those k. granitemoeshared adds a SwiGLU MLP of shared_intermediate_size every
 token runs (none when 0, its class default). Checkpoints stack the experts as Granite 4's do."""
 
-from tcp_compiler.frontend.config import ModelConfig, Moe, RawConfig, SharedExpert, read_rope
+from tcp_compiler.frontend.config import ModelConfig, RawConfig, SharedExpert, read_rope
 from tcp_compiler.frontend.families.common import dense, layer_types, layers
 from tcp_compiler.frontend.families.granite import multipliers
-from tcp_compiler.frontend.families.granitemoehybrid import mlp_names, tensors
+from tcp_compiler.frontend.families.granitemoehybrid import granite_moe, mlp_names, tensors
 from tcp_compiler.frontend.families.registry import family
 
 # GraniteMoeConfig's class defaults (transformers 5.23.0) that differ from what tcpc assumes
@@ -17,15 +17,8 @@ DEFAULTS = {"max_position_embeddings": 2048, "num_local_experts": 8, "num_expert
 def _read(raw: RawConfig, name: str, shared: int) -> ModelConfig:
     """Either family's model, with a shared MLP `shared` wide (none when 0)."""
     experts = raw.require("num_local_experts")
-    moe = Moe(
-        experts=experts,
-        top_k=raw.require("num_experts_per_tok"),
-        intermediate=raw.require("intermediate_size"),
-        normalize_top_k=False,
-        router_name="model.layers.{i}.block_sparse_moe.router.layer.weight",
-        expert_names=mlp_names("model.layers.{i}.block_sparse_moe.experts.{e}"),
-        softmax_after_top_k=True,
-        shared=SharedExpert(shared, mlp_names("model.layers.{i}.shared_mlp")) if shared else None,
+    moe = granite_moe(
+        raw, experts, SharedExpert(shared, mlp_names("model.layers.{i}.shared_mlp")) if shared else None
     )
     if moe.top_k > experts:
         raise raw.fail(f"num_experts_per_tok ({moe.top_k}) exceeds num_local_experts ({experts})")

@@ -65,6 +65,21 @@ def tensors(experts: int) -> TensorMap:
     return TensorMap(tuple(rules))
 
 
+def granite_moe(raw: RawConfig, experts: int, shared: SharedExpert | None) -> Moe:
+    """Granite's MoE block (Granite 3 MoE and Granite 4): `experts` of `intermediate_size`, the top
+    k router logits softmaxed, beside `shared`."""
+    return Moe(
+        experts=experts,
+        top_k=raw.require("num_experts_per_tok"),
+        intermediate=raw.require("intermediate_size"),
+        normalize_top_k=False,
+        router_name="model.layers.{i}.block_sparse_moe.router.layer.weight",
+        expert_names=mlp_names("model.layers.{i}.block_sparse_moe.experts.{e}"),
+        softmax_after_top_k=True,
+        shared=shared,
+    )
+
+
 def mlp_names(pre: str) -> tuple[str, str, str]:
     """The gate, up and down weights' canonical names under `pre` (a template)."""
     return f"{pre}.gate_proj.weight", f"{pre}.up_proj.weight", f"{pre}.down_proj.weight"
@@ -83,16 +98,7 @@ def read(raw: RawConfig, name: str) -> ModelConfig:
     shared = raw.require("shared_intermediate_size")
     moe = None
     if experts > 0:
-        moe = Moe(
-            experts=experts,
-            top_k=raw.require("num_experts_per_tok"),
-            intermediate=raw.require("intermediate_size"),
-            normalize_top_k=False,
-            router_name="model.layers.{i}.block_sparse_moe.router.layer.weight",
-            expert_names=mlp_names("model.layers.{i}.block_sparse_moe.experts.{e}"),
-            softmax_after_top_k=True,
-            shared=SharedExpert(shared, mlp_names("model.layers.{i}.shared_mlp")),
-        )
+        moe = granite_moe(raw, experts, SharedExpert(shared, mlp_names("model.layers.{i}.shared_mlp")))
         if moe.top_k > experts:
             raise raw.fail(f"num_experts_per_tok ({moe.top_k}) exceeds num_local_experts ({experts})")
     layers = tuple(
