@@ -39,6 +39,9 @@ class CompileOptions:
     documents: int = 0  # prefill only: documents packed per row
     stage: Stage | None = None  # a pipeline stage's layers only (None: the whole model)
     policy: Any = None  # the target's mapping policy (RNGD: MappingPolicy); None: its recipe book's default
+    # prefill only: split the residual stream over the tensor-parallel chips by tokens where it
+    # can be (builder.model.splits; `--no-sequence-parallel` to compare)
+    sequence_parallel: bool = True
 
     def chips_on(self, hw: Spec) -> int:
         return self.chips or hw.system.chips
@@ -82,7 +85,7 @@ def build(config: ModelConfig, precision: Precision, phase: str, length: int, op
     if phase == "prefill":
         return build_prefill(
             config, precision, options.batch, length, chips=chips, documents=options.documents,
-            stage=options.stage,
+            stage=options.stage, sequence_parallel=options.sequence_parallel,
         )  # fmt: skip
     return build_decode(config, precision, options.batch, length, chips=chips, stage=options.stage)
 

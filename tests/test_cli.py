@@ -168,3 +168,20 @@ def test_an_output_that_fails_while_written_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="cannot write"), atomic_output(tmp_path / "x.json"):
         raise OSError(28, "No space left on device", None)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_no_sequence_parallel_keeps_the_all_reduces_and_takes_no_value(capsys) -> None:
+    """`--no-sequence-parallel` (compile, simulate): a tensor-parallel prefill's blocks join by
+    all-reduces of every token instead of reduce-scatters along S; a value given to it is a
+    one-line error with exit code 2."""
+    kinds = []
+    for extra in ([], ["--no-sequence-parallel"]):
+        assert main(["compile", "llama-3.2-1b", "--tp", "2", "--seq", "64", *extra]) == 0
+        text = capsys.readouterr().out
+        kinds.append((text.count("= reduce_scatter("), text.count("= all_reduce(")))
+    (scatters, reduces), (scatters_off, reduces_off) = kinds
+    assert scatters > 0 and reduces == 1  # the last token's row, picked
+    assert scatters_off == 0 and reduces_off == scatters  # each join, of every token
+    assert main(["compile", "llama-3.2-1b", "--tp", "2", "--no-sequence-parallel=1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--no-sequence-parallel" in err

@@ -111,3 +111,29 @@ def test_where_the_time_goes_names_the_reductions_between_the_pes() -> None:
     assert parts["pe_link"].seconds > 0 and "PEs" in parts["pe_link"].what
     assert {u.unit: u for u in report.units.decode}["pe_path"].busy_cycles > 0
     assert report.hardware.ranks_per_card == 8 and report.hardware.chips == 8  # 1 card x 8 ranks
+
+
+def test_a_prefill_on_pe_ranks_splits_its_residual_stream_by_tokens() -> None:
+    """Sequence parallelism: each layer's joins between the card's ranks become a reduce-scatter
+    and an all-gather along the tokens, moving the all-reduce's bytes between the PEs; the
+    residual stream each rank keeps (and spills) is 1/8 of the tokens, so the prefill spills
+    less and is no slower than the same ranks holding every token."""
+    partitions, batch, length = 8, 8, 512
+    hw, cfg = split("rngd", partitions), load_model("llama-3.1-8b").config
+
+    def prefill(sequence_parallel: bool):
+        options = CompileOptions(batch=batch, chips=partitions, sequence_parallel=sequence_parallel)
+        compiled = compile_phase(cfg, hw, precision("bf16"), "prefill", length, options)
+        program = compiled.program
+        in_layers = np.array([program.ops[k].layer >= 0 for k in program.op])
+        between = (program.context == PE_LINK) & in_layers
+        kinds = {program.ops[program.op[k]].kind for k in np.flatnonzero(between)}
+        moved = int(program.dm_bytes[between].sum())
+        return kinds, moved, compiled.capacity.activations, run(program, hw).cycles
+
+    split_kinds, split_moved, split_spilled, split_cycles = prefill(True)
+    whole_kinds, whole_moved, whole_spilled, whole_cycles = prefill(False)
+    assert split_kinds == {"reduce_scatter", "all_gather"} and whole_kinds == {"all_reduce"}
+    assert split_moved == whole_moved  # a ring all-reduce is a reduce-scatter and an all-gather
+    assert split_spilled < whole_spilled
+    assert split_cycles < whole_cycles

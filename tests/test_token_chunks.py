@@ -1,6 +1,7 @@
 """A tensor-parallel all-reduce overlaps the passes that consume it (issue 24.5): a prefill's run
 from an all-reduce through its layer's token-separable passes is cut along the tokens and emitted
-as a software pipeline, so the links carry one block while the Tensor Unit computes another."""
+as a software pipeline, so the links carry one block while the Tensor Unit computes another. A
+sequence-parallel prefill's reduce-scatters and all-gathers go likewise."""
 
 from __future__ import annotations
 
@@ -17,19 +18,23 @@ from tcp_compiler.pipeline import CompileOptions, compile_phase, run
 LINK, MAIN = SITES.context("link"), SITES.context("main")
 
 
-@pytest.fixture(scope="module")
-def prefill():
+JOINS = ("all_reduce", "reduce_scatter")
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["all-reduce", "sequence-parallel"])
+def prefill(request):
     hw = load_hardware("rngd", 2)
     cfg = load_model("llama-3.1-8b").config
-    options = CompileOptions(batch=1, chips=2)
+    options = CompileOptions(batch=1, chips=2, sequence_parallel=request.param)
     program = compile_phase(cfg, hw, precision("fp8"), "prefill", 2048, options).program
     return hw, program, run(program, hw)
 
 
 def _layer_run(program, layer: int) -> np.ndarray:
-    """The commands of the layer's ops from its attention output's all-reduce on."""
+    """The commands of the layer's ops from its attention output's join (all-reduce or
+    reduce-scatter) on."""
     ops = [k for k, op in enumerate(program.ops) if op.layer == layer]
-    first = next(k for k in ops if program.ops[k].kind == "all_reduce")
+    first = next(k for k in ops if program.ops[k].kind in JOINS)
     return np.flatnonzero(np.isin(program.op, [k for k in ops if k >= first]))
 
 
@@ -37,14 +42,16 @@ def test_the_all_reduces_go_in_blocks_of_tokens(prefill) -> None:
     _, program, _ = prefill
     commands = _layer_run(program, 5)
     names = [program.ops[program.op[c]].name for c in commands if program.context[c] == LINK]
-    assert len(names) > 2 and len(set(names)) == 2  # o's and down's all-reduces, each in blocks
+    # o's and down's joins (and the MLP input's all-gather between them), each in blocks
+    joins = 3 if any(program.ops[program.op[c]].kind == "all_gather" for c in commands) else 2
+    assert len(names) > joins and len(set(names)) == joins
     assert names.count(names[0]) == names.count(names[-1])
 
 
 def test_the_first_block_leaves_before_the_projection_has_done_every_block(prefill) -> None:
     _, program, timeline = prefill
     ops = [k for k, op in enumerate(program.ops) if op.layer == 5]
-    first = next(k for k in ops if program.ops[k].kind == "all_reduce")
+    first = next(k for k in ops if program.ops[k].kind in JOINS)
     producer = [k for k in ops if program.ops[k].name == program.ops[first - 1].name]
     assert len(producer) > 1  # the o projection runs in blocks too
     mains = np.flatnonzero(np.isin(program.op, producer) & (program.context == MAIN))

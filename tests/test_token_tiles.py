@@ -32,16 +32,18 @@ def _rank(pe: int) -> tuple[Hardware, int]:
 
 
 @functools.cache
-def _lowered(pe: int, batch: int, prompt: int):
+def _lowered(pe: int, batch: int, prompt: int, sequence_parallel: bool = True):
     hw, ranks = _rank(pe)
-    low = lower(CONFIG, hw, precision("bf16"), "prefill", prompt, CompileOptions(batch=batch, chips=ranks),
-                replicate=True)  # fmt: skip
+    options = CompileOptions(batch=batch, chips=ranks, sequence_parallel=sequence_parallel)
+    low = lower(CONFIG, hw, precision("bf16"), "prefill", prompt, options, replicate=True)
     return low, hw
 
 
-@pytest.mark.parametrize("prompt", [512, 2048])
-def test_eight_ranks_hold_each_tiled_value_a_tile_at_a_time_under_dm(prompt: int) -> None:
-    low, hw = _lowered(8, 8, prompt)
+# Every token of the residual stream on every rank (batch 8 x 512: its [B, S, D] values exceed a
+# rank's DM), or each rank's 1/8 of it and every token only of what the all-gathers give (2048).
+@pytest.mark.parametrize(("prompt", "split"), [(512, False), (2048, True)])
+def test_eight_ranks_hold_each_tiled_value_a_tile_at_a_time_under_dm(prompt: int, split: bool) -> None:
+    low, hw = _lowered(8, 8, prompt, split)
     graph, budget = low.graph, dm_budget(hw)
     runs = token_tiling(graph, budget)
     assert runs, "8 ranks' DM holds no prefill activation of batch 8 x 512 whole: runs must be tiled"
@@ -73,8 +75,8 @@ def test_eight_ranks_hold_each_tiled_value_a_tile_at_a_time_under_dm(prompt: int
 
 
 def test_tiled_runs_reread_their_weights_per_tile() -> None:
-    hw, ranks = _rank(8)
-    options = CompileOptions(batch=8, chips=ranks)
+    hw, ranks = _rank(8)  # every token of the residual stream on every rank: its runs are tiled
+    options = CompileOptions(batch=8, chips=ranks, sequence_parallel=False)
     compiled = compile_phase(CONFIG, hw, precision("bf16"), "prefill", 512, options)
     program = compiled.program
     up = [i for i, info in enumerate(program.ops) if info.role == "up"]

@@ -36,6 +36,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
     parallel.add_arguments(p, micro_batches=False)
+    parallel.add_sequence_parallel(p)
     p.add_argument(
         "--stage", type=arg_types.integer(0, arg_types.MAX_CHIPS - 1), default=0, metavar="K",
         help="with --pp: the pipeline stage whose graph to build, from 0 (default 0)",
@@ -97,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     hw, tp = parallel.system(args)
     prec = precision(args.dtype, args.group_size, args.kv_dtype)
     stage = pipeline_stages(model.config, args.pp)[args.stage] if args.pp > 1 else None
-    options = CompileOptions(batch=args.batch, chips=tp, documents=args.documents, stage=stage)
+    options = CompileOptions(batch=args.batch, chips=tp, documents=args.documents, stage=stage,
+                             sequence_parallel=args.sequence_parallel)  # fmt: skip
     length = args.seq if args.phase == "prefill" else args.past
     if args.emit == "ir":
         built = build(model.config, prec, args.phase, length, options, options.chips_on(hw))

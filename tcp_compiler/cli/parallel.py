@@ -4,6 +4,7 @@
 stages of layers, each a tensor-parallel group, so a run takes tp x pp chips of the spec's kind.
 `--set TABLE.KEY=V` changes one spec value for a what-if (tcp_compiler.spec_settings);
 `--set system.pe_partitions=8` runs each card as 8 tensor-parallel ranks of one PE each.
+`--no-sequence-parallel` keeps a tensor-parallel prefill's residual stream whole on every chip.
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ def add_arguments(p: argparse.ArgumentParser, micro_batches: bool = True) -> Non
         "--set", dest="settings", type=flag_type(spec_value), action="append", default=[],
         metavar="TABLE.KEY=V", help="what if a spec value were V (e.g. hbm.sustained_bytes_per_cycle=1440); "
         "repeatable",
+    )  # fmt: skip
+
+
+def add_sequence_parallel(p: argparse.ArgumentParser) -> None:
+    """`--no-sequence-parallel`: a tensor-parallel prefill keeps every token of the residual stream
+    on every chip (all-reduces), to compare with the default split (CompileOptions)."""
+    p.add_argument(
+        "--no-sequence-parallel", dest="sequence_parallel", action="store_false",
+        help="tensor-parallel prefill: keep the whole residual stream on every chip, joined by "
+        "all-reduces (default: split by tokens over the chips where they divide the prompt)",
     )  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import KV_DTYPES, precision
 from tcp_compiler.observer import Observer
 from tcp_compiler.option_fields import PrefillOptions
+from tcp_compiler.pipeline import CompileOptions
 from tcp_compiler.provenance import provenance
 from tcp_compiler.report.build import build_report
 from tcp_compiler.report.energy import capped_hardware, run_power
@@ -48,6 +49,7 @@ def add_parser(subparsers) -> None:
     )  # fmt: skip
     p.add_argument("--hw", default="rngd", metavar="NAME|FILE", help="hardware spec (default rngd)")
     parallel.add_arguments(p)
+    parallel.add_sequence_parallel(p)
     p.add_argument(
         "--batch", type=arg_types.batch, default=1, metavar="B", help="sequences per batch (default 1)"
     )
@@ -114,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
                 model.config, spec, prec, args.batch, args.prompt_len, args.gen_len, tp,
                 trace_steps=args.trace_steps if args.trace or args.plot else 0, pp=args.pp,
                 micro_batches=args.micro_batches, observer=watch,
+                options=CompileOptions(batch=args.batch, chips=tp, sequence_parallel=args.sequence_parallel),
                 prefill_chunk=from_args(PrefillOptions, args).prefill_chunk, advise=True,
                 shapes=from_args(Shapes, args, "_shapes"), block_size=args.block_size,
             )  # fmt: skip

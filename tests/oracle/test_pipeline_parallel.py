@@ -73,3 +73,16 @@ def test_each_stage_holds_only_its_layers(tmp_path) -> None:
         assert layers == set(s.layers)
         params = {n.name for n in g.of_kind("param") if n.name.startswith("model.layers.")}
         assert {int(p.split(".")[2]) for p in params} == set(s.layers)
+
+
+def test_a_sequence_parallel_stage_sends_only_its_own_tokens(tmp_path) -> None:
+    """With the residual stream split by tokens over a stage's tensor-parallel ranks, each rank
+    sends its S / tp tokens to its peer in the next stage (1/tp of the bytes); without the split,
+    every token. The logits are one chip's either way (test_tp_x_pp_logits_equal_one_chip)."""
+    model = load_model(save(build("llama", vocab_size=96), tmp_path))
+    stages = pipeline_stages(model.config, 2)
+    for split, tokens in ((True, 3), (False, 6)):
+        first, last = (build_prefill(model.config, PRECISIONS["f32"], 2, 6, chips=2, stage=s,
+                                     sequence_parallel=split).graph for s in stages)  # fmt: skip
+        assert first["hidden.sent"].type.size("S") == tokens
+        assert last["hidden"].type.size("S") == tokens

@@ -17,6 +17,7 @@ import pytest
 import ir
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.builder import build_decode, build_prefill
+from tcp_compiler.frontend.builder.model import splits
 from tcp_compiler.frontend.config import Layer, Mlp, ModelConfig, Norms, Rope
 from tcp_compiler.frontend.model import Model, bundled_models, load_model
 from tcp_compiler.frontend.precision import PRECISIONS, Precision, precision
@@ -37,7 +38,7 @@ FAMILIES += ["exaone4", "exaone_moe", "ernie4_5", "ernie4_5_moe", "granitemoesha
 FAMILIES += ["seed_oss", "hunyuan_v1_moe"]
 FAMILIES += ["olmo3", "apertus"]  # all-heads q/k norm with windows; xIELU's replicated scalars
 CHIPS = [2, 4]
-PROMPTS = [[5, 17, 3, 88, 42, 9], [7, 1, 60]]  # right-padded batch
+PROMPTS = [[5, 17, 3, 88, 42, 9, 23, 71], [7, 1, 60]]  # right-padded to 8 tokens: 2 and 4 chips split them
 STEPS = 3
 VOCAB = 96
 F32, BF16 = PRECISIONS["f32"], PRECISIONS["bf16"]
@@ -305,8 +306,11 @@ def test_every_bundled_model_builds_sharded(name: str, chips: int) -> None:
         if cfg.attention.qk_norm == "all_heads":  # OLMo 2's q/k norm statistics join too
             reduces += 2 * sum(a for a, _ in parts)
         vocab_parallel = cfg.vocab % chips == 0  # the embedding's rows join, the logits gather
-        assert len(g.of_kind("all_reduce")) == reduces + vocab_parallel
-        assert len(g.of_kind("all_gather")) == vocab_parallel
+        # a prefill whose residual stream is split by tokens joins by reduce_scatter on S, and
+        # picks its last tokens' rows with one small all_reduce (h_last)
+        joins = [n for n in g.of_kind("all_reduce") if n.name != "h_last"] + g.of_kind("reduce_scatter")
+        assert len(joins) == reduces + vocab_parallel
+        assert len([n for n in g.of_kind("all_gather") if n.attrs["axis"] == "V"]) == vocab_parallel
         assert g["logits"].type == ir.TensorType.of(ir.F32, B=2, V=cfg.vocab)
         if "mamba" in cfg.layers[0].mixers:  # each chip carries its share of the state
             assert g["l0.ssm_state"].type.numel == 2 * cfg.ssm.state_elements // chips
@@ -334,10 +338,49 @@ def test_partial_sums_cross_the_chips_in_the_collective_dtype(tmp_path) -> None:
     model = _load("llama", tmp_path)
     for name, wire in (("bf16", ir.BF16), ("fp8", ir.BF16), ("f32", ir.F32)):
         graph = build_prefill(model.config, precision(name), 1, 2, chips=2).graph
-        reduces = [n for n in graph.nodes if n.kind == "all_reduce"]
-        assert reduces and all(n.type.dtype == wire for n in reduces), name
+        # the joins of partial sums and the gathered block inputs (not the picked last rows in f32,
+        # exactly, nor the logits)
+        joins = [n for n in graph.nodes if n.kind in ("all_reduce", "reduce_scatter", "all_gather")
+                 and n.name not in ("h_last", "logits.gather")]  # fmt: skip
+        assert {n.kind for n in joins} == {"reduce_scatter", "all_gather"}, name
+        assert all(n.type.dtype == wire for n in joins), name
     bf16 = precision("bf16")
     narrow = _generate(model, 2, bf16)
     wide = _generate(model, 2, dataclasses.replace(bf16, collective_dtype=ir.F32))
     assert not np.array_equal(narrow.prefill_logits, wide.prefill_logits)  # the rounding is real
     _assert_same_generation(narrow, wide, "bf16 wire", atol=0.1)
+
+
+@pytest.mark.parametrize("chips", CHIPS)
+def test_prefill_splits_the_residual_stream_by_tokens(tiny, chips: int) -> None:
+    """Sequence parallelism (Korthikanti et al. 2022): with the chips dividing the prompt, every
+    block's partial sums join by a reduce_scatter along S, the residual adds and the norms between
+    blocks run on S / chips tokens, each block's normed input is all-gathered along S, and the
+    logits are one chip's; without it (`sequence_parallel=False`) the joins are all-reduces of
+    every token, with the same logits."""
+    name, model, _ = tiny
+    cfg, get, seq = model.config, model.checkpoint.load, 8
+    assert splits(cfg, chips, seq) and not splits(cfg, chips, seq - 1)
+    ids = np.array([PROMPTS[0], PROMPTS[1] + [0] * 5], np.int32)
+    feeds = {"ids": ids, "lengths": np.array([8, 3], np.int32)}
+    one = build_prefill(cfg, F32, 2, seq, padded=True)
+    expected = ir.interpret(one.graph, feeds, one.bind(get))["logits"]
+    for split in (True, False):
+        built = build_prefill(cfg, F32, 2, seq, padded=True, chips=chips, sequence_parallel=split)
+        g = built.graph
+        ranks = ir.interpret_spmd(g, [feeds] * chips, [built.bind(get, r) for r in range(chips)])
+        for out in ranks:
+            np.testing.assert_allclose(out["logits"], expected, atol=1e-5, rtol=0, err_msg=f"{name} {split}")
+        scatters, tokens = g.of_kind("reduce_scatter"), seq // chips if split else seq
+        # every [B, S, D] join: all-reduces of every token, or reduce-scatters along S
+        wide = [n for n in g.of_kind("all_reduce") if "D" in n.type.names and n.type.names != ("B", "D")]
+        assert len(wide if not split else scatters) > len(cfg.layers), name
+        assert not (wide if split else scatters), name
+        assert all(n.attrs["axis"] == "S" and n.type.size("S") == tokens for n in scatters), name
+        gathers = [n for n in g.of_kind("all_gather") if n.attrs["axis"] == "S"]
+        # each block's normed input (a parallel block's two norms: both), not the embedding's
+        assert len(gathers) >= len(scatters) - 1 if split else not gathers, name
+        assert all(n.type.size("S") == seq for n in gathers), name
+        roles = g.meta.roles
+        normed = [n for n in g.nodes if roles.get(n.name) in ("attn_norm", "mlp_norm", "out")]
+        assert normed and all(n.type.size("S") == tokens for n in normed), name

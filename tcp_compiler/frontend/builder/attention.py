@@ -33,7 +33,7 @@ def attention(
     read x's whole width (Zamba2's is 2 x hidden), o_proj gives the hidden width."""
     if b.cfg.mla is not None:
         o, *caches = mla.attention(b, i, layer, x, pos, masks, past)
-        return (b.all_reduce(o, b.name("o.sum")) if reduce else o), *caches
+        return (b.join(o, b.name("o.sum")) if reduce else o), *caches
     cfg, g, p, sh = b.cfg, b.g, b.p, b.sh
     pre = pre or f"model.layers.{i}.self_attn"
     D, H, Hkv, K, G = cfg.hidden, sh.heads, sh.kv_heads, cfg.head_dim, sh.groups
@@ -120,7 +120,7 @@ def attention(
         out = g.add("mul", out, gate, name=b.name("gated"))
     o = linear(b, out, f"{pre}.o_proj.weight", {"D": D, "H": H, "K": K}, ["H", "K"], ["B", "S", "D"], "o",
                sh.row, sh.row_bias if cfg.attention.out_bias else None)  # fmt: skip
-    return (b.all_reduce(o, b.name("o.sum")) if reduce else o), k_cache, v_cache
+    return (b.join(o, b.name("o.sum")) if reduce else o), k_cache, v_cache
 
 
 def _halves(b: GraphBuilder, q: Node, label: str, second: bool = False) -> Node:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ir import F32, DType, Graph, Node, TensorType
+from ir import F32, I32, DType, Graph, Node, TensorType
 from tcp_compiler.errors import FrontendError
 from tcp_compiler.frontend.config import Layer, ModelConfig
 from tcp_compiler.frontend.precision import Precision
@@ -237,11 +237,14 @@ class GraphBuilder:
         seq: int,
         positions: int,
         chips: int,
+        split: bool = False,
     ) -> None:
         self.cfg, self.p = cfg, precision
         self.sh = Sharding.plan(cfg, precision, chips)
         self.g = Graph(name)
         self.batch, self.seq, self.positions = batch, seq, positions
+        # The residual stream is sequence-parallel (`join`, `gathered`): a chip holds S / chips tokens.
+        self.split = split and chips > 1
         self.bindings: dict[str, Binding] = {}
         self.post_scales: dict[str, Node] = {}  # w8a8 weight -> its scales, applied after the einsum
         self.windows: set[int] = set()  # sliding windows whose KV caches are rings
@@ -365,14 +368,64 @@ class GraphBuilder:
         collective dtype and returned in x's."""
         if self.sh.chips == 1:
             return x
-        wire = self.p.collective
+        return self._wired(x, name, "all_reduce", op="sum")
+
+    def join(self, x: Node, name: str) -> Node:
+        """A block's row-parallel partial sums [B, S, D] joined into the residual stream's layout:
+        an all_reduce, or with the stream split (`split`) a reduce_scatter along S (this chip's
+        tokens summed over the chips: the all-reduce's first half, half its wire bytes)."""
+        if not self.split:
+            return self.all_reduce(x, name)
+        return self._wired(x, name, "reduce_scatter", op="sum", axis="S")
+
+    def gathered(self, x: Node) -> Node:
+        """A block's input [B, S, D] on every token: with the stream split, this chip's S / chips
+        tokens all-gathered along S (the all-reduce's second half), in the collective dtype the
+        block's einsums read; x itself otherwise."""
+        if not self.split:
+            return x
+        return self._wired(x, self.derived(x.name, ".gathered"), "all_gather", axis="S")
+
+    def local(self, x: Node) -> Node:
+        """This chip's tokens of x [..., S, ...] when the stream is split (a gather along S by the
+        chip's S / chips positions, a per-rank index), x itself otherwise."""
+        if not self.split:
+            return x
+        n = self.seq // self.sh.chips
+        if "tokens.mine" not in self.g:
+            mine = Binding((), lambda get, rank: np.arange(rank * n, (rank + 1) * n, dtype=np.int32))
+            self.param("tokens.mine", I32, {"S": n}, mine)
+        return self.g.add("gather", x, self.g["tokens.mine"], name=self.derived(x.name, ".mine"), axis="S")
+
+    def pick(self, h: Node, index: Node, name: str) -> Node:
+        """Rows of h [B, S, D] at token `index` (axes of its own, or [B] batch-matched): a gather
+        along S, or with the stream split the one chip holding each row gives it and the others
+        zeros, summed over the chips in f32 (exact: one term is not zero)."""
+        g = self.g
+        if not self.split:
+            return g.add("gather", h, index, name=name, axis="S")
+        n = self.seq // self.sh.chips
+        offset = Binding((), lambda get, rank: np.array(rank * n, np.int32))
+        first = self.param("tokens.first", I32, {}, offset)
+        at = g.add("sub", index, first, name=f"{name}.local")
+        zero = self.const(0, I32)
+        above = g.add("ge", at, zero, name=f"{name}.above")
+        below = g.add("lt", at, self.const(n, I32), name=f"{name}.below")
+        mine = g.add("and", above, below, name=f"{name}.held")
+        at = g.add("where", mine, at, zero, name=f"{name}.index")
+        rows = g.add("gather", h, at, name=f"{name}.rows", axis="S")
+        kept = g.add("where", mine, rows, self.const(0.0), name=f"{name}.partial")
+        return g.add("all_reduce", kept, name=name, op="sum", chips=self.sh.chips)
+
+    def _wired(self, x: Node, name: str, kind: str, **attrs) -> Node:
+        """Collective `kind` of x over the chips, sent in the precision's collective dtype and
+        returned in x's."""
+        wire, chips = self.p.collective, self.sh.chips
         if x.type.dtype == wire:
-            return self.g.add("all_reduce", x, name=name, op="sum", chips=self.sh.chips)
+            return self.g.add(kind, x, name=name, chips=chips, **attrs)
         sent = self.g.add("cast", x, name=self.derived(name, ".send"), type=x.type.with_dtype(wire))
-        summed = self.g.add(
-            "all_reduce", sent, name=self.derived(name, f".{wire}"), op="sum", chips=self.sh.chips
-        )
-        return self.g.add("cast", summed, name=name, type=x.type)
+        done = self.g.add(kind, sent, name=self.derived(name, f".{wire}"), chips=chips, **attrs)
+        return self.g.add("cast", done, name=name, type=done.type.with_dtype(x.type.dtype))
 
     def softcap(self, x: Node, cap: float, label: str) -> Node:
         """cap * tanh(x / cap): Gemma 2's soft bound on attention scores and logits."""

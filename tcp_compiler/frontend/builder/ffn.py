@@ -60,7 +60,7 @@ def mlp(b: GraphBuilder, i: int, x: Node, reduce: bool = True, pre: str | None =
     down = linear(b, act, f"{pre}.down_proj.weight", {"D": D, "F": F}, ["F"], ["B", "S", "D"], "down",
                   sh.rows(F), sh.row_bias if cfg.mlp.bias else None)  # fmt: skip
     down = b.scaled(down, cfg.mlp.down_scale, "down_scaled")
-    return b.all_reduce(down, b.name("down.sum")) if reduce else down
+    return b.join(down, b.name("down.sum")) if reduce else down
 
 
 def moe(b: GraphBuilder, i: int, x: Node, reduce: bool = True) -> Node:
@@ -117,7 +117,7 @@ def _experts(b: GraphBuilder, i: int, x: Node, idx: Node, weights: Node, reduce:
     shared = _shared_expert(b, i, x)
     if shared is not None:
         out = g.add("add", out, shared, name=b.name("moe_shared"))
-    return b.all_reduce(out, b.name("moe.sum")) if reduce else out
+    return b.join(out, b.name("moe.sum")) if reduce else out
 
 
 def _latent(b: GraphBuilder, i: int, x: Node, which: int) -> Node:

@@ -38,6 +38,7 @@ def build_prefill(
     chips: int = 1,
     documents: int = 0,
     stage: Stage | None = None,
+    sequence_parallel: bool = True,
 ) -> ModelGraph:
     """Prompt processing: logits at each sequence's last real token, and every layer's KV cache.
 
@@ -53,6 +54,12 @@ def build_prefill(
     With a pipeline `stage` (tcp_compiler.frontend.stages), the graph holds that stage's layers
     only: after the first stage it takes the hidden state as an input `hidden`, and before the
     last it ends by sending its own (output `hidden.sent`) instead of computing logits.
+
+    With `sequence_parallel` (Megatron-LM's, Korthikanti et al. 2022) and chips dividing the
+    prompt, the residual stream between blocks is split over the chips by tokens (`splits`): each
+    chip embeds, adds and normalises S / chips tokens, a block's input is all-gathered after its
+    norm and its output reduce-scattered (GraphBuilder.join, gathered), and a stage sends its
+    own tokens.
     """
     stage = stage or whole_model(cfg)
     _check_sizes(batch=batch, seq=seq, chips=chips)
@@ -60,9 +67,9 @@ def build_prefill(
         raise FrontendError(
             "a packed prefill takes no padding: give trailing tokens a segment id of their own"
         )
-    b = GraphBuilder(
-        cfg, precision, _graph_name(cfg, "prefill", stage), batch, seq, positions=seq, chips=chips
-    )
+    split = sequence_parallel and splits(cfg, chips, seq)
+    name = _graph_name(cfg, "prefill", stage)
+    b = GraphBuilder(cfg, precision, name, batch, seq, positions=seq, chips=chips, split=split)
     ids = b.g.input("ids", TensorType.of(I32, B=batch, S=seq)) if stage.first else None
     lengths = b.g.input("lengths", TensorType.of(I32, B=batch)) if padded else None
     segment = None
@@ -85,14 +92,16 @@ def build_prefill(
         b.g.set_outputs(_leave(b, stage, h), *outputs)
         return b.done("prefill", padded, outputs)
     if documents:
-        last = b.g.add("gather", h, ends, name="h_last", axis="S")
-    elif lengths is None:
+        last = b.pick(h, ends, "h_last")
+    elif lengths is None and not b.split:
         last = b.g.add("slice", h, name="h_last.s", axis="S", start=seq - 1, stop=seq)
         last = b.g.add("reshape", last, name="h_last", type=TensorType.of(F32, B=batch, D=cfg.hidden))
+    elif lengths is None:
+        last = b.pick(h, b.const(seq - 1, I32), "h_last")
     else:
         one = b.const(1, I32)
         index = b.g.add("sub", lengths, one, name="last_index")
-        last = b.g.add("gather", h, index, name="h_last", axis="S")
+        last = b.pick(h, index, "h_last")
     b.g.set_outputs(_head(b, last), *outputs)
     return b.done("prefill", padded, outputs)
 
@@ -131,6 +140,13 @@ def build_decode(
     return b.done("decode", False, outputs)
 
 
+def splits(cfg: ModelConfig, chips: int, seq: int) -> bool:
+    """Whether a prefill of `seq` tokens over `chips` can split its residual stream by tokens:
+    tensor-parallel, the chips dividing the tokens, and no RWKV block (its token shift and norms
+    live inside the block, on the stream itself)."""
+    return chips > 1 and seq % chips == 0 and all(layer.mixer != "rwkv" for layer in cfg.layers)
+
+
 def _graph_name(cfg: ModelConfig, phase: str, stage: Stage) -> str:
     return f"{cfg.name}.{phase}" if stage.count == 1 else f"{cfg.name}.{phase}.stage{stage.index}"
 
@@ -143,10 +159,11 @@ def _check_sizes(**sizes: int) -> None:
 
 def _enter(b: GraphBuilder, stage: Stage, embed: Callable[[], Node]) -> Node:
     """The first stage embeds; a later one receives the hidden state [B, S, D], sent in the
-    precision's collective dtype, and carries on in f32."""
+    precision's collective dtype, and carries on in f32; with the stream split, this chip's tokens."""
     if stage.first:
         return embed()
-    sent = TensorType.of(b.p.collective, B=b.batch, S=b.seq, D=b.cfg.hidden)
+    tokens = b.seq // b.sh.chips if b.split else b.seq
+    sent = TensorType.of(b.p.collective, B=b.batch, S=tokens, D=b.cfg.hidden)
     return b.to(b.receive("hidden", sent), F32)
 
 
@@ -156,19 +173,20 @@ def _leave(b: GraphBuilder, stage: Stage, h: Node) -> Node:
 
 
 def _embed(b: GraphBuilder, ids: Node, pos: Node) -> Node:
-    """Token embedding, plus absolute positions (learned or sinusoidal), then the embedding norm."""
+    """Token embedding, plus absolute positions (learned or sinusoidal), then the embedding norm;
+    of this chip's tokens when the stream is split (a vocab-parallel lookup scatters its join)."""
     cfg, g = b.cfg, b.g
     if b.sh.vocab != cfg.vocab:
         x = _lookup(b, ids)
     else:
-        x = b.to(g.add("gather", _table(b), ids, name="embed", axis="V"), F32)
+        x = b.to(g.add("gather", _table(b), b.local(ids), name="embed", axis="V"), F32)
     if cfg.embedding.scale is not None:
         scale = np.float32(cfg.embedding.scale)
         if cfg.embedding.scale_in_table_dtype:
             scale = b.p.table.round(scale)
         x = g.add("mul", x, b.const(float(scale)), name="embed.scaled")
     if cfg.positions.kind in ("learned", "sinusoidal"):
-        x = absolute(b, x, pos)
+        x = absolute(b, x, b.local(pos))
     if cfg.norms.embed:
         x = norm(b, x, "D", "model.embed_norm", "embed_norm")
     return x
@@ -196,7 +214,7 @@ def _lookup(b: GraphBuilder, ids: Node) -> Node:
     index = g.add("where", mine, local, zero, name="embed.index")
     found = b.to(g.add("gather", _table(b), index, name="embed.rows", axis="V"), F32)
     kept = g.add("where", mine, found, b.const(0.0), name="embed.partial")
-    return b.all_reduce(kept, "embed")
+    return b.join(kept, "embed")
 
 
 def _residual(b: GraphBuilder, x: Node, f: Node, label: str) -> Node:
@@ -241,16 +259,17 @@ def _block(
     pre = f"model.layers.{i}"
     attn_norm, mlp_norm = f"{pre}.input_layernorm", f"{pre}.post_attention_layernorm"
     if cfg.residual.block == "post":
-        a, k_cache, v_cache = attention(b, i, layer, h, pos, masks, past)
+        a, k_cache, v_cache = attention(b, i, layer, b.gathered(h), pos, masks, past)
         h = norm(b, _residual(b, h, a, "h_attn"), "D", attn_norm, "attn_norm")
-        m = feed_forward(b, i, layer, h)
+        m = feed_forward(b, i, layer, b.gathered(h))
         return norm(b, _residual(b, h, m, "h_mlp"), "D", mlp_norm, "out"), [k_cache, v_cache]
     if cfg.residual.block == "parallel":
         n = norm(b, h, "D", attn_norm, "attn_norm") if cfg.norms.pre else h
+        n = b.gathered(n)
         a, k_cache, v_cache = attention(b, i, layer, n, pos, masks, past, reduce=False)
-        n2 = n if cfg.norms.parallel == 1 else norm(b, h, "D", mlp_norm, "mlp_norm")
+        n2 = n if cfg.norms.parallel == 1 else b.gathered(norm(b, h, "D", mlp_norm, "mlp_norm"))
         m = feed_forward(b, i, layer, n2, reduce=False)
-        both = b.all_reduce(g.add("add", a, m, name=b.name("parallel")), b.name("parallel.sum"))
+        both = b.join(g.add("add", a, m, name=b.name("parallel")), b.name("parallel.sum"))
         return _residual(b, h, both, "out"), [k_cache, v_cache]
     caches: list[Node] = []
     if layer.attention != "skip":
@@ -270,7 +289,7 @@ def _block(
         if layer.ffn == "linear":
             m = _replacement(b, n, f"{pre}.mlp.linear_mlp.weight", "mlp_linear")
         else:
-            m = feed_forward(b, i, layer, n)
+            m = feed_forward(b, i, layer, b.gathered(n))
         if cfg.norms.sandwich:
             m = norm(b, m, "D", f"{pre}.post_feedforward_layernorm", "mlp_out_norm")
         h = _residual(b, n if cfg.residual.from_norm else h, m, "out")
@@ -281,8 +300,12 @@ def _mixers(
     b: GraphBuilder, i: int, layer: Layer, x: Node, pos: Node, masks, past: int | None
 ) -> tuple[Node, list[Node]]:
     """Layer i's mixer on the normed x, or its parallel mixers (Layer.beside) on the same x with
-    their outputs summed before the one all-reduce over the chips; returns (output, every mixer's
-    caches)."""
+    their outputs summed before the one join over the chips; returns (output, every mixer's
+    caches). They read x gathered (GraphBuilder.gathered) unless it is DeciLM's whole linear,
+    which runs on this chip's tokens."""
+    if layer.attention == "linear":
+        return _mixer(b, i, layer, layer.mixer, x, pos, masks, past, reduce=True)
+    x = b.gathered(x)
     if not layer.beside:
         return _mixer(b, i, layer, layer.mixer, x, pos, masks, past, reduce=True)
     outputs, caches = [], []
@@ -293,7 +316,7 @@ def _mixers(
     total = outputs[0]
     for k, y in enumerate(outputs[1:], 1):
         total = b.g.add("add", total, y, name=b.name(f"mixers.{k}"))
-    return b.all_reduce(total, b.name("mixers.sum")), caches
+    return b.join(total, b.name("mixers.sum")), caches
 
 
 def _mixer(
@@ -319,10 +342,11 @@ def _mixer(
 
 def _replacement(b: GraphBuilder, x: Node, weight: str, label: str) -> Node:
     """DeciLM's stand-in for a layer's attention or MLP: one bias-free [D, D] linear, whole on
-    every chip (no collective)."""
+    every chip (no collective), on x's tokens (this chip's when the stream is split)."""
     D = b.cfg.hidden
     y = linear(b, x, weight, {"Do": D, "D": D}, ["D"], ["B", "S", "Do"], f"{label}.o", whole)
-    return b.g.add("reshape", y, name=b.name(label), type=TensorType.of(F32, B=b.batch, S=b.seq, D=D))
+    S = x.type.size("S")
+    return b.g.add("reshape", y, name=b.name(label), type=TensorType.of(F32, B=b.batch, S=S, D=D))
 
 
 def _head(b: GraphBuilder, x: Node) -> Node:

@@ -10,7 +10,9 @@ gate and up and, with `attention_adapters`, q, k and v (weights.linear).
 
 Tensor parallelism: the attention and MLP split as any layer's (heads, MLP width); an adapter's
 A is whole on every chip and its B cut as its projection's rows; the per-layer linear is whole on
-every chip after the MLP's all-reduce, so the block adds no collective of its own.
+every chip after the MLP's all-reduce, so the block adds no collective of its own. With the
+residual stream split by tokens, the norms and the linear run on this chip's tokens and the
+attention and MLP gather their normed inputs, as a layer's own blocks do.
 """
 
 from __future__ import annotations
@@ -40,10 +42,11 @@ def shared_block(
     uses = shared.adapters(layer.shared).items()
     adapters = {w: Adapter(down, up, shared.rank, label) for w, (down, up, label) in uses}
     with b.adapted(adapters):
-        a, k_cache, v_cache = attention(b, i, layer, x, pos, masks, past, pre=f"{pre}.self_attn")
+        a, k_cache, v_cache = attention(b, i, layer, b.gathered(x), pos, masks, past, pre=f"{pre}.self_attn")
         m = norm(b, a, "D", f"{pre}.pre_ff_layernorm", "shared_ff_norm")
-        m = mlp(b, i, m, pre=f"{pre}.feed_forward")
+        m = mlp(b, i, b.gathered(m), pre=f"{pre}.feed_forward")
     out = linear(b, m, f"model.layers.{i}.linear.weight", {"Do": D, "D": D}, ["D"], ["B", "S", "Do"],
                  "shared_linear", whole)  # fmt: skip
-    out = g.add("reshape", out, name=b.name("shared_out"), type=TensorType.of(F32, B=b.batch, S=b.seq, D=D))
+    S = h.type.size("S")  # this chip's tokens when the stream is split
+    out = g.add("reshape", out, name=b.name("shared_out"), type=TensorType.of(F32, B=b.batch, S=S, D=D))
     return out, [k_cache, v_cache]

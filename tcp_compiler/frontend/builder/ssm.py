@@ -136,7 +136,7 @@ def mamba(b: GraphBuilder, i: int, x: Node, decode: bool, reduce: bool = True) -
     out_bias = local.row_bias if ssm.has_out_bias else None
     out = linear(b, y, f"{pre}.out_proj.weight", {"D": b.cfg.hidden, **axes}, list(axes), ["B", "S", "D"],
                  "out_proj", local.row, out_bias)  # fmt: skip
-    return (b.all_reduce(out, b.name("out_proj.sum")) if reduce else out), caches
+    return (b.join(out, b.name("out_proj.sum")) if reduce else out), caches
 
 
 def _span_scaled(b: GraphBuilder, ssm: Ssm, local: _Local, proj: Node) -> Node:
@@ -360,7 +360,7 @@ def gated_delta(
     y = g.add("mul", y, g.add("silu", z, name=b.name("z_act")), name=b.name("gated"))
     out = linear(b, y, f"{pre}.out_proj.weight", {"D": D, **heads, "V": V}, ["Hk", "Hr", "V"],
                  ["B", "S", "D"], "out_proj", local.row)  # fmt: skip
-    return (b.all_reduce(out, b.name("out_proj.sum")) if reduce else out), [state, window]
+    return (b.join(out, b.name("out_proj.sum")) if reduce else out), [state, window]
 
 
 def _fused_inputs(

@@ -250,9 +250,9 @@ def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY,
             i += len(run)
             continue
         run = token_run(graph, ops, i, where)
-        if run and candidates(run):
+        if run and candidates(graph, run):
             run_views = [views[op.index] for op in run]
-            options = {c: _run_cycles(run_views, c, hw, policy) for c in (1, *candidates(run))}
+            options = {c: _run_cycles(run_views, c, hw, policy) for c in (1, *candidates(graph, run))}
             chunks = best_chunks(options)
             if chunks > 1:
                 runs[i] = (run, chunks)

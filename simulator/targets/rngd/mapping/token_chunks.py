@@ -10,11 +10,13 @@ block c while block c + 1 computes). Nothing is free: every block pays its ring'
 again, and a block's passes stream their weights again. The blocks are emitted skewed, as a
 software pipeline (mapping/schedule.py: _emit_run).
 
-A run starts at an all_reduce whose result has the token axis (or at the projection just before
-it that produces its partial sums, when that treats tokens independently) and goes on, within
-its decoder layer, through the ops that treat tokens independently and keep their results in DM
-(a store to HBM, such as a KV cache, ends it): passes of element-wise ops, casts, einsums in which
-the tokens are a streamed (M) axis and reductions over other axes, and further all_reduces. C is
+A run starts at an all_reduce whose result has the token axis, or a sequence-parallel stream's
+reduce_scatter or all_gather along it (token_tiles.joins_tokens), or at the projection just
+before it that produces its partial sums, when that treats tokens independently, and goes on,
+within its decoder layer, through the ops that treat tokens independently and keep their results
+in DM (a store to HBM, such as a KV cache, ends it): passes of element-wise ops, casts, einsums in
+which the tokens are a streamed (M) axis and reductions over other axes, and further such
+collectives. C is
 the power of two dividing S that the cost estimate `best_chunks` finds fastest (1: no cut).
 """
 
@@ -26,7 +28,12 @@ from dataclasses import replace
 from ir import Graph, TensorType
 from simulator.targets.rngd.mapping.fusion import FusedOp
 from simulator.targets.rngd.mapping.residency import writes_hbm
-from simulator.targets.rngd.mapping.token_tiles import TOKENS, treats_tokens_apart
+from simulator.targets.rngd.mapping.token_tiles import (
+    TOKENS,
+    fewest_tokens,
+    joins_tokens,
+    treats_tokens_apart,
+)
 
 
 def token_run(graph: Graph, ops: list[FusedOp], i: int, where: Mapping[str, str]) -> list[FusedOp]:
@@ -35,14 +42,12 @@ def token_run(graph: Graph, ops: list[FusedOp], i: int, where: Mapping[str, str]
     projection whose partial sums it adds up); the run goes on through the ops after the
     all-reduce that consume its result token by token, and needs at least one of them."""
     lead = ops[i]
-    if not _is_all_reduce(lead):
+    if not _joins(lead):
         after = ops[i + 1] if i + 1 < len(ops) else None
-        if not (after and _is_all_reduce(after) and after.inputs[0] in lead.outputs
+        if not (after and _joins(after) and after.inputs[0] in lead.outputs
                 and after.layer == lead.layer and _separable(graph, lead, where)):  # fmt: skip
             return []
         lead = after
-    if TOKENS not in lead.nodes[0].type.names:
-        return []
     run = ops[i : lead.index + 1]
     for op in ops[lead.index + 1 :]:
         if op.layer != lead.layer or not _separable(graph, op, where):
@@ -51,15 +56,15 @@ def token_run(graph: Graph, ops: list[FusedOp], i: int, where: Mapping[str, str]
     return run if len(run) > lead.index + 1 - i else []
 
 
-def _is_all_reduce(op: FusedOp) -> bool:
-    return op.kind == "collective" and op.nodes[0].kind == "all_reduce"
+def _joins(op: FusedOp) -> bool:
+    return op.kind == "collective" and joins_tokens(op.nodes[0])
 
 
 def _separable(graph: Graph, op: FusedOp, where: Mapping[str, str]) -> bool:
     """Whether each token's results of `op` need only that token's inputs, kept in DM."""
     if op.kind == "pass" and any(writes_hbm(where[v]) for v in op.outputs):
         return False
-    return treats_tokens_apart(graph, op)
+    return _joins(op) or treats_tokens_apart(graph, op)
 
 
 def chunked(t: TensorType, chunks: int) -> TensorType:
@@ -69,10 +74,10 @@ def chunked(t: TensorType, chunks: int) -> TensorType:
     return t.with_axes(replace(a, size=a.size // chunks) if a.name == TOKENS else a for a in t.axes)
 
 
-def candidates(run: list[FusedOp]) -> list[int]:
-    """Block counts to try: the powers of two from 2 that divide the run's tokens."""
-    lead = next(op for op in run if _is_all_reduce(op))
-    tokens = lead.nodes[0].type.size(TOKENS)
+def candidates(graph: Graph, run: list[FusedOp]) -> list[int]:
+    """Block counts to try: the powers of two from 2 that divide the run's tokens (the fewest any
+    of its values holds: a sequence-parallel stream's share)."""
+    tokens = fewest_tokens(graph, run) or 1
     found, c = [], 2
     while c <= tokens and tokens % c == 0:
         found.append(c)

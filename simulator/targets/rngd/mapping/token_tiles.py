@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from ir import Graph
+from ir import Graph, Node
 from ir.ops.einsum import parse_equation
 from simulator.targets.rngd.mapping.fusion import FusedOp
 from simulator.targets.rngd.mapping.traits import traits
@@ -68,10 +68,32 @@ class TiledRun:
         return found
 
 
+def joins_tokens(node: Node) -> bool:
+    """Whether a collective joins rows of tokens, each row on its own: an all-reduce of them, or
+    a reduce-scatter or all-gather along them (a sequence-parallel residual stream's: cut into
+    tiles, each tile's rows are scattered and gathered back alike)."""
+    if node.kind == "all_reduce":
+        return TOKENS in node.type.names
+    return node.kind in ("reduce_scatter", "all_gather") and node.attrs["axis"] == TOKENS
+
+
+def fewest_tokens(graph: Graph, ops: Collection[FusedOp]) -> int | None:
+    """The token count the tiles of `ops` cut: the fewest tokens any of their values and operands
+    holds (a sequence-parallel stream holds 1 / chips of them), when every other count is a
+    multiple of it (the tiles line up); None without tokens or when they would not line up."""
+    sizes = {graph[v].type.size(TOKENS) for op in ops for n in op.nodes for v in (n.name, *n.operands)
+             if TOKENS in graph[v].type.names}  # fmt: skip
+    if not sizes or any(s % min(sizes) for s in sizes):
+        return None
+    return min(sizes)
+
+
 def treats_tokens_apart(graph: Graph, op: FusedOp) -> bool:
-    """Whether each token's results of `op` need only that token's inputs: an all-reduce of rows
-    of tokens, or a pass of element-wise work, casts, reductions over other axes and einsums that
-    keep the tokens (none sums over them)."""
+    """Whether each token's results of `op` need only that token's inputs, all of one token count:
+    an all-reduce of rows of tokens, or a pass of element-wise work, casts, reductions over other
+    axes and einsums that keep the tokens (none sums over them). A sequence-parallel stream's
+    reduce-scatter and all-gather change the count: a tiled run stops at them (token_chunks' runs
+    go through them)."""
     if op.kind == "collective":
         return op.nodes[0].kind == "all_reduce" and TOKENS in op.nodes[0].type.names
     if op.kind != "pass":
