@@ -36,6 +36,7 @@ class Run:
     prompt: int
     ttft_s: float | None = None
     tpot_s: float | None = None
+    tpot_padding_s: float = 0.0  # of tpot_s: the KV length padded up to the runtime's context bucket
     cache_bytes: int | None = None  # KV cache or recurrent state, at the end of the run
     weights_bytes: int | None = None
     scan_lines: tuple[str, ...] = ()  # the report's "prefill scan" / "decode scan" lines
@@ -53,9 +54,10 @@ def measure(model: str, prompt: int) -> Run:
         return Run(model, prompt, refused=str(e), wall_s=time.perf_counter() - start)
     report = build_report(sim, top=None)
     scans = tuple(line for line in attention_lines(report) if " scan" in line.split(":")[0])
+    dec, memory = report.decode, report.memory
     return Run(
-        model, prompt, report.prefill.seconds, report.decode.tpot_seconds_mean, report.memory.kv_cache_bytes,
-        report.memory.weights_bytes, scans, wall_s=time.perf_counter() - start,
+        model, prompt, report.prefill.seconds, dec.tpot_seconds_mean, dec.padding_seconds or 0.0,
+        memory.kv_cache_bytes, memory.weights_bytes, scans, wall_s=time.perf_counter() - start,
     )  # fmt: skip
 
 
@@ -113,7 +115,10 @@ def render(ssm: list[Run], dense: list[Run]) -> str:
         lines.append(
             f"  Llama's step grows with its KV cache ({_mb(first.cache_bytes)} at {first.prompt:,} tokens, "
             f"{_mb(last.cache_bytes)} at {last.prompt:,}): "
-            f"{last.tpot_s / first.tpot_s - 1:+.0%} over that range."
+            f"{last.tpot_s / first.tpot_s - 1:+.0%} over that range. Part of it is the runtime's context "
+            f"buckets (`--context-shapes`, powers of two by default, docs/serving.md): a step after a prompt "
+            f"of P tokens reads P + 1 positions padded up to the next bucket, which costs "
+            + ", ".join(f"{_ms(d.tpot_padding_s)} at {d.prompt:,}" for d in fits) + "."
         )
     lines.append(
         f"- **Prefill.** Per 4x the prompt, Mamba-2's TTFT grows {_growth(ssm)} (a fixed cost per token), "
