@@ -42,7 +42,7 @@ def _simulate(name: str, dtype: str, group_size: int | None = None):
 UNTILED = {
     (m, "fp8-block")
     for m in ("deepseek-v3", "deepseek-v2-lite", "deepseek-moe-16b-base", "falcon-7b", "gpt-oss-20b",
-              "gpt-oss-120b", "phi-3-mini-4k-instruct", "glm-4.5-air", "dots.llm1.inst")
+              "gpt-oss-120b", "phi-3-mini-4k-instruct", "glm-4.5-air", "dots.llm1.inst", "kimi-k2.5")
 }  # fmt: skip
 UNTILED |= {("phi-2", d) for d in ("fp8-block", "mxfp4", "w4", "w4-zp")}
 # Mamba-130m's dt_proj contracts dt's rank 48 (and x_proj gives 48 + 2 x 16 = 80 rows): neither
