@@ -384,3 +384,23 @@ def test_prefill_splits_the_residual_stream_by_tokens(tiny, chips: int) -> None:
         roles = g.meta.roles
         normed = [n for n in g.nodes if roles.get(n.name) in ("attn_norm", "mlp_norm", "out")]
         assert normed and all(n.type.size("S") == tokens for n in normed), name
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt_bigcode"])  # RoPE; learned absolute positions
+def test_packed_documents_split_by_tokens_equal_one_chip(family: str, tmp_path) -> None:
+    """Packed rows (documents one after another) with the residual stream split over 2 chips: each
+    chip adds the positions of its own tokens, attention sees every token's, and each document's
+    last row comes from the chip holding it; the logits are one chip's."""
+    model = _load(family, tmp_path)
+    cfg, get = model.config, model.checkpoint.load
+    ids = np.array([PROMPTS[0], [7, 1, 60, 2, 33, 4, 5, 6]], np.int32)
+    segment = np.array([[0, 0, 0, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1, 1]], np.int32)
+    position = np.array([[0, 1, 2, 0, 1, 2, 3, 4], [0, 1, 0, 1, 2, 3, 4, 5]], np.int32)
+    ends = np.array([[2, 7], [1, 7]], np.int32)
+    feeds = {"ids": ids, "segment": segment, "position": position, "ends": ends}
+    one = build_prefill(cfg, F32, 2, 8, documents=2)
+    expected = ir.interpret(one.graph, feeds, one.bind(get))["logits"]
+    built = build_prefill(cfg, F32, 2, 8, chips=2, documents=2)
+    assert built.graph.of_kind("reduce_scatter") and built.graph["h_last"].kind == "all_reduce"
+    for out in ir.interpret_spmd(built.graph, [feeds] * 2, [built.bind(get, r) for r in range(2)]):
+        np.testing.assert_allclose(out["logits"], expected, atol=1e-5, rtol=0, err_msg=family)
