@@ -64,7 +64,7 @@ def _separable(graph: Graph, op: FusedOp, where: Mapping[str, str]) -> bool:
     """Whether each token's results of `op` need only that token's inputs, kept in DM."""
     if op.kind == "pass" and any(writes_hbm(where[v]) for v in op.outputs):
         return False
-    return _joins(op) or treats_tokens_apart(graph, op)
+    return treats_tokens_apart(graph, op)
 
 
 def chunked(t: TensorType, chunks: int) -> TensorType:

@@ -10,7 +10,9 @@ again (nothing keeps a layer's weights resident in DM across its tiles), and val
 outside the stretch (the residual stream across attention, the KV cache) still go to memory whole.
 
 A tiled run is a maximal stretch of consecutive fused ops of one layer that treat the tokens apart
-(`treats_tokens_apart`: passes, and all-reduces of rows of tokens). Its tiled values are the
+(`treats_tokens_apart`: passes whose tokens stay the token axis, and collectives joining rows of
+tokens, a sequence-parallel stream's reduce-scatters and all-gathers too: its tiles cut the
+fewest tokens any of its values holds, `fewest_tokens`). Its tiled values are the
 intermediates that the base rule spills, are made and read only inside the run, and fit the DM
 budget in some number of token tiles; `least` is the fewest tiles (a power of two dividing the
 tokens) in which each of them does. A run is tiled only where that moves fewer bytes than
@@ -89,14 +91,18 @@ def fewest_tokens(graph: Graph, ops: Collection[FusedOp]) -> int | None:
 
 
 def treats_tokens_apart(graph: Graph, op: FusedOp) -> bool:
-    """Whether each token's results of `op` need only that token's inputs, all of one token count:
-    an all-reduce of rows of tokens, or a pass of element-wise work, casts, reductions over other
-    axes and einsums that keep the tokens (none sums over them). A sequence-parallel stream's
-    reduce-scatter and all-gather change the count: a tiled run stops at them (token_chunks' runs
-    go through them)."""
+    """Whether each token's results of `op` need only that token's inputs: a collective joining
+    rows of tokens (`joins_tokens`), or a pass of element-wise work, casts, reductions over other
+    axes and einsums that keep the tokens (none sums over them) as the token axis of what it
+    makes (a pass that hands them on named otherwise, as RoPE's rotation hands attention its
+    queries Sq, would write all of them from every tile)."""
     if op.kind == "collective":
-        return op.nodes[0].kind == "all_reduce" and TOKENS in op.nodes[0].type.names
+        return joins_tokens(op.nodes[0])
     if op.kind != "pass":
+        return False
+    if any(TOKENS in graph[v].type.names for v in op.inputs) and any(
+        TOKENS not in graph[v].type.names for v in op.outputs
+    ):
         return False
     for node in [*op.prologue, *op.nodes]:
         operands = [graph[o].type for o in node.operands]
@@ -159,11 +165,9 @@ def _tiled(graph: Graph, stretch: list[FusedOp], spilled: Collection[str], reade
            budget: int) -> TiledRun | None:  # fmt: skip
     """The stretch as a tiled run, or None when none of its spilled values can be held a tile at a time."""
     inside = {op.index for op in stretch}
-    made = [graph[v].type for op in stretch for v in op.outputs]
-    tokens = {t.size(TOKENS) for t in made if TOKENS in t.names}
-    if len(tokens) != 1:
+    count = fewest_tokens(graph, stretch)
+    if count is None:
         return None  # no token axis, or cuts that would not line up
-    (count,) = tokens
     most = count & -count  # the largest power of two dividing the tokens
     values = [
         v for op in stretch for v in op.outputs
