@@ -156,8 +156,7 @@ def _bound(s: _Lowering) -> Footprint:
     a lower bound of its use after it (the rest already spills), cheap at any length."""
     replaced = frozenset().union(*(m.nodes for m in find_attention(s.graph)))
     policy = s.options.policy_on(s.hw)
-    weights = tuple(s.model.bindings)
-    return recipes(s.hw).capacity(s.graph, weights, s.hw, policy, ignore=replaced, at_least=True)
+    return recipes(s.hw).capacity(s.graph, tuple(s.model.bindings), s.hw, policy, ignore=replaced)
 
 
 def subject(config: ModelConfig, options: CompileOptions) -> str:

@@ -75,8 +75,7 @@ class Recipes(Protocol):
     ) -> list[dict]: ...
 
     def capacity(self, graph: Graph, weights: Iterable[str], hw: Spec, policy: Any, *,
-                 ignore: frozenset[str] = ..., spills: Graph | None = ...,
-                 at_least: bool = ...) -> Footprint: ...  # fmt: skip
+                 ignore: frozenset[str] = ..., spills: Graph | None = ...) -> Footprint: ...  # fmt: skip
 
     def check_capacity(self, cap: Footprint, what: str, hw: Spec, at_least: bool = ...) -> None: ...
 

@@ -9,7 +9,7 @@ from ir import Graph
 from ir.memo import per_graph
 from simulator.targets.rngd.mapping.fusion import on_the_fly, view_roots
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from simulator.targets.rngd.mapping.residency import HBM, dm_budget, residency_at, tileable
+from simulator.targets.rngd.mapping.residency import HBM, dm_budget, residency_at
 from simulator.targets.rngd.mapping.schedule import tiled_runs
 from simulator.targets.rngd.mapping.token_tiles import TiledRun
 from simulator.targets.rngd.mapping.traits import traits
@@ -44,34 +44,27 @@ def capacity(
     policy: MappingPolicy = DEFAULT_POLICY,
     ignore: frozenset[str] = frozenset(),
     spills: Graph | None = None,
-    at_least: bool = False,
 ) -> Capacity:
     """HBM use of one chip running `graph`: its weights (the params named; tables sized by the
     positions grow with the graph), the KV cache outputs it declares, and its peak of spilled values
-    (of `spills` when given: a graph with the same peak, smaller to sweep); `at_least`: a lower
-    bound (peak_spill)."""
+    (of `spills` when given: a graph with the same peak, smaller to sweep)."""
     weights = sum(graph[n].type.nbytes for n in weights)
     kv_cache = sum(graph[o].type.nbytes for o in graph.meta.kv_outputs)
-    peak = peak_spill(graph if spills is None else spills, hw, policy, ignore, at_least)
+    peak = peak_spill(graph if spills is None else spills, hw, policy, ignore)
     return Capacity(weights, kv_cache, peak, hw.hbm.capacity_bytes)
 
 
 def peak_spill(
-    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, ignore: frozenset[str] = frozenset(),
-    at_least: bool = False,
+    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, ignore: frozenset[str] = frozenset()
 ) -> int:
     """The most HBM that intermediates spilled out of DM hold at any one time: each lives from
     the op that makes it to its last reader (views share their root's bytes). Values in `ignore`
     are not counted (a lower bound, for values a later rewrite will replace), nor are weights as
     a pass fetches them (casts of values in memory, dequantised or stacked expert weights): the
     Fetch Adapter and the pass transform them on the way in, so they never exist in memory.
-    Of the spec it reads the DM budget and the runs held a token tile at a time (chosen by time,
-    schedule.token_tiles), so it is kept per graph, budget and runs. With `at_least` (a lower
-    bound, cheap at any length) every run that can be tiled counts as tiled, its choice not costed:
-    tiles only take values out of HBM."""
-    budget = dm_budget(hw, policy)
-    tiled = tileable(graph, budget) if at_least else tiled_runs(graph, hw, policy)
-    return _peak_spill(graph, budget, tiled, ignore)
+    Of the spec it reads the DM budget and the runs held a token tile at a time (which are chosen
+    by time), so it is kept per graph, budget and runs."""
+    return _peak_spill(graph, dm_budget(hw, policy), tiled_runs(graph, hw, policy), ignore)
 
 
 @per_graph
