@@ -27,7 +27,7 @@ from simulator.targets.rngd.mapping.experts import GroupedCost, grouped_cost
 from simulator.targets.rngd.mapping.fusion import FusedOp, fuse
 from simulator.targets.rngd.mapping.lanes import maximum
 from simulator.targets.rngd.mapping.layer_period import LayerPeriod
-from simulator.targets.rngd.mapping.placement import EinsumShape, place
+from simulator.targets.rngd.mapping.placement import EinsumShape, Placement, place
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from simulator.targets.rngd.mapping.residency import HBM, dm_budget, residency_at, tileable, writes_hbm
 from simulator.targets.rngd.mapping.token_chunks import best_chunks, candidates, chunked, pipelined, token_run
@@ -383,14 +383,27 @@ def chunk_view(view: OpView, chunks: int) -> OpView:
 def _run_cycles(views: list[OpView], chunks: int, hw: Hardware, policy: MappingPolicy) -> tuple[int, int]:
     """(link cycles, Tensor Unit cycles) of a token run cut into `chunks` blocks, all blocks: the
     collectives' transfers, and per pass the longer of its compute and its HBM moves (loads of
-    weights and spilled inputs, stores of what it spills)."""
-    link = work = 0
-    for view in views:
-        steps = recipe(chunk_view(view, chunks), hw, policy).steps
-        link += sum(s.cycles for s in steps if s.context in (LINK.name, PE_LINK.name))
-        main = sum(s.cycles for s in steps if s.context == MAIN.name)
-        work += max(main, sum(s.cycles for s in steps if s.role in ("load", "store")))
-    return link * chunks, work * chunks
+    weights and spilled inputs, stores of what it spills). Kept per views, count, spec and policy:
+    a model's layers repeat the same runs."""
+    key = (tuple(views), chunks, hw, policy)
+    if key not in _ESTIMATES:
+        if len(_ESTIMATES) > _KEPT:
+            _ESTIMATES.clear()
+        link = work = 0
+        for view in views:
+            view = chunk_view(view, chunks)
+            if view.kind == "pass":  # its totals, not its tiles' commands: cheap at any length
+                work += max(*_pass_totals(view, hw, policy).cycles(hw))
+                continue
+            steps = recipe(view, hw, policy).steps
+            link += sum(s.cycles for s in steps if s.context in (LINK.name, PE_LINK.name))
+            main = sum(s.cycles for s in steps if s.context == MAIN.name)
+            work += max(main, sum(s.cycles for s in steps if s.role in ("load", "store")))
+        _ESTIMATES[key] = (link * chunks, work * chunks)
+    return _ESTIMATES[key]
+
+
+_ESTIMATES: dict[tuple, tuple[int, int]] = {}
 
 
 def _emit_run(wiring: Wiring, run: list[FusedOp], recipes: list[Recipe], chunks: int,
@@ -573,9 +586,37 @@ def _grouped(view: OpView, hw: Hardware, policy: MappingPolicy) -> GroupedCost |
     return grouped_cost(einsum.call(), hw, policy) if einsum and einsum.kind == "grouped_einsum" else None
 
 
-def _pass_plan(view: OpView, hw: Hardware, policy: MappingPolicy) -> PassPlan:
-    """A pass's tiles and main commands: placement, compute and fetch; it reads none of
-    PLAN_FREE (its HBM moves are timed by _pass_recipe)."""
+@dataclass(frozen=True)
+class PassTotals:
+    """A pass as a whole, before it is cut into tiles: what its plan splits among them."""
+
+    flops: int
+    hbm_in: int  # bytes loaded from HBM
+    hbm_out: int  # bytes stored to HBM
+    dm_bytes: int
+    main_cycles: int
+    fetch: int
+    vector: int
+    tiles: int
+    placement: Placement | None
+    grouped: GroupedCost | None
+    einsum: NodeView | None
+
+    def cycles(self, hw: Hardware) -> tuple[int, int]:
+        """(main cycles, HBM move cycles) of all its tiles, as its recipe's steps add up
+        (_pass_recipe: a load and a store per tile that moves bytes), without making them."""
+        moves = 0
+        for total in (self.hbm_in, self.hbm_out):
+            base, extra = divmod(total, self.tiles)  # _split: `extra` tiles move base + 1 bytes
+            if base:
+                moves += (self.tiles - extra) * units.dma_cycles(hw, base, 1)
+            if extra:
+                moves += extra * units.dma_cycles(hw, base + 1, 1)
+        return self.main_cycles, moves
+
+
+def _pass_totals(view: OpView, hw: Hardware, policy: MappingPolicy) -> PassTotals:
+    """A pass's placement, compute, fetch and tile count; it reads none of PLAN_FREE."""
     flops = sum(n.cost().flops for n in view.nodes)
     grouped = _grouped(view, hw, policy)
     # A grouped einsum reads only the experts routing hits (uniform routing: mapping/experts.py).
@@ -608,16 +649,26 @@ def _pass_plan(view: OpView, hw: Hardware, policy: MappingPolicy) -> PassPlan:
         placement.tiles if placement else 1,
         min(policy.max_tiles, math.ceil(hbm_in / (hw.dm_bytes // policy.tile_divisor))),
     )
+    return PassTotals(flops, hbm_in, hbm_out, dm_bytes, main_cycles, fetch, vector, tiles, placement, grouped,
+                      einsum)  # fmt: skip
+
+
+def _pass_plan(view: OpView, hw: Hardware, policy: MappingPolicy) -> PassPlan:
+    """A pass's tiles and main commands: placement, compute and fetch; it reads none of
+    PLAN_FREE (its HBM moves are timed by _pass_recipe)."""
+    t = _pass_totals(view, hw, policy)
+    placement, grouped, einsum, tiles = t.placement, t.grouped, t.einsum, t.tiles
     tiled = []
     for f, lin, lout, dm, cyc in zip(
-        _split(flops, tiles),
-        _split(hbm_in, tiles),
-        _split(hbm_out, tiles),
-        _split(dm_bytes, tiles),
-        _split(main_cycles, tiles),
+        _split(t.flops, tiles),
+        _split(t.hbm_in, tiles),
+        _split(t.hbm_out, tiles),
+        _split(t.dm_bytes, tiles),
+        _split(t.main_cycles, tiles),
         strict=True,
     ):
-        busy = {FETCH.name: math.ceil(cyc * fetch / main_cycles), VECTOR.name: math.ceil(vector / tiles)}
+        fetch = math.ceil(cyc * t.fetch / t.main_cycles)
+        busy = {FETCH.name: fetch, VECTOR.name: math.ceil(t.vector / tiles)}
         if placement is not None:
             busy[CONTRACTION.name] = busy[REDUCER.name] = math.ceil(placement.compute_cycles / tiles)
             busy[SWITCH.name] = math.ceil(placement.supply_cycles / tiles)
