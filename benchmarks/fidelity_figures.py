@@ -5,6 +5,7 @@ store), each with the config-only floor where the code has one.
   python benchmarks/fidelity_figures.py --json now.json          # measure with this checkout
   python benchmarks/fidelity_figures.py --before before.json     # ... and print the table
   python benchmarks/fidelity_figures.py --before before.json --write-docs  # ... into docs/validation.md
+  python benchmarks/fidelity_figures.py --now now.json --before before.json  # the table, measuring nothing
 The "before" file comes from running the first form on an older checkout (the table says which).
 """
 
@@ -71,7 +72,10 @@ def measure() -> dict[str, dict]:
             continue
         r = build_report(sim).to_dict()
         pre, dec = r["prefill"], r["decode"]
+        system = ("host_seconds", "padding_seconds", "descriptor_seconds", "launch_seconds")
         out[label] = {
+            "ttft_system_ms": sum(pre.get(k) or 0 for k in system) * 1e3,
+            "tpot_system_ms": sum(dec.get(k) or 0 for k in system) * 1e3,
             "ttft_ms": pre["seconds"] * 1e3, "prefill_hbm_gb": pre["hbm_bytes"] / 1e9,
             "tpot_ms": dec["tpot_seconds_mean"] * 1e3, "kv_mb": r["memory"]["kv_cache_bytes"] / 1e6,
             "prefill_floor_ms": pre.get("config_bound_seconds", 0) * 1e3,
@@ -97,6 +101,9 @@ def write(now: dict, before: dict, before_label: str, write_docs: bool) -> None:
         "cached positions). `floor` is the config-only bound",
         "(tcp_compiler/analysis/config_floor.py). Assumed values that move these figures most: the chip-link",
         "latency (2 us; docs/hardware-model.md shows TPOT at 0.5-5 us) and uniform MoE routing.",
+        "\"Now\" is what `tcpc simulate` reports today, the serving system's costs that issue 24 added",
+        "included (host work per iteration, static-shape padding, KV descriptors, launch; \"before\" had",
+        "none): the list under the table gives their part (the 32k case times the chip's step alone).",
         "",
         "| run | TTFT ms before | TTFT ms now | floor | TPOT ms before | TPOT ms now | floor "
         "| prefill HBM GB before | now | KV MB before | now |",
@@ -110,18 +117,25 @@ def write(now: dict, before: dict, before_label: str, write_docs: bool) -> None:
             f"| {_cell(b, 'prefill_hbm_gb', 2)} | {_cell(n, 'prefill_hbm_gb', 2)} | {_cell(b, 'kv_mb')} "
             f"| {_cell(n, 'kv_mb')} |"
         )
+    system = [
+        f"- {label}, now: {n['ttft_system_ms']:,.1f} ms of the TTFT and {n['tpot_system_ms']:.2f} ms "
+        "of the TPOT are the serving system's"
+        for label, n in now.items()
+        if "ttft_system_ms" in n
+    ]
     errors = [f"- {label}, before: {b['error']}" for label, b in before.items() if "error" in b]
-    write_section(PAGE, BEGIN, END, [*rows, "", *errors], write_docs)
+    write_section(PAGE, BEGIN, END, [*rows, "", *system, *errors], write_docs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write this checkout's figures here")
     parser.add_argument("--before", help="an older checkout's figures: print the table comparing them")
+    parser.add_argument("--now", help="this checkout's figures as --json wrote them (default: measure)")
     parser.add_argument("--before-label", default="commit b98a8c5, the start of issue 12's work")
     add_write_docs(parser, PAGE)
     args = parser.parse_args()
-    now = measure()
+    now = json.loads(Path(args.now).read_text()) if args.now else measure()
     if args.json:
         Path(args.json).write_text(json.dumps(now, indent=1))
     if args.before:

@@ -3,6 +3,8 @@ bundled model and precision; and the floor's closed forms equal their definition
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from simulator.hardware import load_hardware
@@ -12,6 +14,7 @@ from tcp_compiler.frontend.config import Window
 from tcp_compiler.frontend.model import bundled_models, load_model
 from tcp_compiler.frontend.precision import GROUPED, precision
 from tcp_compiler.frontend.weight_format import FORMATS
+from tcp_compiler.frontend.weight_shapes import canonical_shapes
 from tcp_compiler.report.build import build_report
 from tcp_compiler.simulate import simulate_generation
 
@@ -21,10 +24,13 @@ def _simulate(name: str, dtype: str, group_size: int | None = None):
     DeepSeek-V3 needs them); w4 / w4-zp groups of 32 where 128 does not tile a weight (Falcon-7B's
     4,544 width, Phi-3's 96-wide heads); fp8-block's 128 x 128 blocks have no such knob (UNTILED)."""
     cfg = load_model(name).config
+    prec = precision(dtype, group_size)
     presets = [load_hardware(n) for n in ("rngd", "rngd-2", "rngd-4", "rngd-8")]
     for hw in (*presets, *(load_hardware("rngd", n) for n in (16, 32, 64))):
+        if hw.system.chips * hw.hbm.capacity_bytes < _stored_weight_bytes(cfg, prec):
+            continue  # cannot hold the weights: lowering it only to be refused costs seconds a preset
         try:
-            return simulate_generation(cfg, hw, precision(dtype, group_size), 1, 64, 3)
+            return simulate_generation(cfg, hw, prec, 1, 64, 3)
         except CapacityError:
             continue  # the next preset
         except TcpcError as e:
@@ -32,6 +38,13 @@ def _simulate(name: str, dtype: str, group_size: int | None = None):
                 return _simulate(name, dtype, 32)
             raise
     raise AssertionError(f"{name} {dtype} fits no preset")
+
+
+def _stored_weight_bytes(cfg, prec) -> float:
+    """A lower bound of the bytes the chips together hold: every projection and expert at the
+    weight dtype's bits (formats add scales; tensor parallelism only replicates more)."""
+    held = (math.prod(shape) for _, shape, kind in canonical_shapes(cfg) if kind in ("projection", "expert"))
+    return sum(held) * prec.weight.bits / 8
 
 
 # Models whose widths 128 x 128 fp8 blocks do not tile (partial edge blocks are not supported):
@@ -42,7 +55,7 @@ def _simulate(name: str, dtype: str, group_size: int | None = None):
 UNTILED = {
     (m, "fp8-block")
     for m in ("deepseek-v3", "deepseek-v2-lite", "deepseek-moe-16b-base", "falcon-7b", "gpt-oss-20b",
-              "gpt-oss-120b", "phi-3-mini-4k-instruct", "glm-4.5-air", "dots.llm1.inst")
+              "gpt-oss-120b", "phi-3-mini-4k-instruct", "glm-4.5-air", "dots.llm1.inst", "kimi-k2.5")
 }  # fmt: skip
 UNTILED |= {("phi-2", d) for d in ("fp8-block", "mxfp4", "w4", "w4-zp")}
 # Mamba-130m's dt_proj contracts dt's rank 48 (and x_proj gives 48 + 2 x 16 = 80 rows): neither

@@ -90,10 +90,11 @@ def _group_tiles(cfg, group: int) -> bool:
 
 
 def _agrees(count: int, figure: str) -> bool:
-    """Within one unit of the figure's last digit: cards round ("7.61B") or truncate ("1.23B")."""
-    value = Decimal(figure.rstrip("B"))
+    """Within one unit of the figure's last digit: cards round ("7.61B") or truncate ("1.23B"), in
+    billions or trillions ("1T")."""
+    value = Decimal(figure[:-1])
     unit = Decimal(1).scaleb(value.as_tuple().exponent)
-    return abs(Decimal(count) / Decimal(10**9) - value) < unit
+    return abs(Decimal(count) / Decimal(10 ** {"B": 9, "T": 12}[figure[-1]]) - value) < unit
 
 
 @pytest.mark.parametrize("name", bundled_models())
@@ -111,6 +112,7 @@ def test_parameter_count_matches_the_model_card(name: str) -> None:
 def test_agreement_rule() -> None:
     assert _agrees(1_236_000_000, "1.23B") and not _agrees(1_245_000_000, "1.23B")
     assert _agrees(8_030_000_000, "8B") and not _agrees(9_100_000_000, "8B")
+    assert _agrees(1_026_408_232_448, "1T") and not _agrees(2_000_000_000_000, "1T")
 
 
 def test_moe_active_parameters_match_the_card() -> None:
@@ -119,7 +121,8 @@ def test_moe_active_parameters_match_the_card() -> None:
            "deepseek-moe-16b-base", "llama-4-scout-17b-16e-instruct", "k-exaone-236b-a23b",
            "minicpm-moe-8x2b", "ai21-jamba-1.5-mini", "nvidia-nemotron-3-nano-30b-a3b",
            "phi-3.5-moe-instruct", "qwen3.5-35b-a3b", "ernie-4.5-21b-a3b-pt", "dots.llm1.inst",
-           "minimax-m2", "hunyuan-a13b-instruct", "qwen3-vl-30b-a3b-instruct", "glm-4.7-flash")  # fmt: skip
+           "minimax-m2", "hunyuan-a13b-instruct", "qwen3-vl-30b-a3b-instruct", "glm-4.7-flash",
+           "kimi-k2.5")  # fmt: skip
     for name in moe:
         cfg = load_model(name).config
         built = build_prefill(cfg, PRECISIONS["bf16"], 1, 1)
