@@ -1,18 +1,21 @@
 """Activations tiled along the tokens (simulator/targets/rngd/mapping/token_tiles.py): a run of
-token-separable ops holds the intermediates that do not fit DM whole a token tile at a time, in the
-fewest tiles that fit and only where that moves fewer bytes than spilling; every tile re-reads the
-run's weights; a value too large for any tile spills as before; runs that spilled nothing keep
-their cycles (tests/test_golden_cycles.py holds those)."""
+token-separable ops holds the intermediates that do not fit DM whole a token tile at a time, from
+the fewest tiles that fit, only where the schedule estimates that faster than spilling (a time, not
+bytes: a spill hidden behind compute costs nothing, a weight read per tile may not be hidden), and
+the simulated programs agree; every tile re-reads the run's weights; a value too large for any tile
+spills as before; runs that spilled nothing keep their cycles (tests/test_golden_cycles.py)."""
 
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import pytest
 
 from simulator.hardware import load_hardware
+from simulator.targets.rngd.mapping import schedule
 from simulator.targets.rngd.mapping.fusion import fuse
-from simulator.targets.rngd.mapping.residency import HBM, _whole_at, dm_budget, residency_at, token_tiling
+from simulator.targets.rngd.mapping.residency import HBM, _whole_at, dm_budget, residency_at, tileable
 from simulator.targets.rngd.mapping.token_tiles import TOKENS
 from simulator.targets.rngd.mapping.traits import traits
 from simulator.targets.rngd.spec import Hardware
@@ -20,6 +23,7 @@ from tcp_compiler.analysis.config_floor import phase_bound
 from tcp_compiler.frontend.model import load_model
 from tcp_compiler.frontend.precision import precision
 from tcp_compiler.pipeline import CompileOptions, compile_phase, lower
+from tcp_compiler.pipeline import run as run_program
 from tcp_compiler.report.build import build_report
 from tcp_compiler.simulate import simulate_generation
 
@@ -45,9 +49,9 @@ def _lowered(pe: int, batch: int, prompt: int, sequence_parallel: bool = True):
 def test_eight_ranks_hold_each_tiled_value_a_tile_at_a_time_under_dm(prompt: int, split: bool) -> None:
     low, hw = _lowered(8, 8, prompt, split)
     graph, budget = low.graph, dm_budget(hw)
-    runs = token_tiling(graph, budget)
+    runs = schedule.tiled_runs(graph, hw)
     assert runs, "8 ranks' DM holds no prefill activation of batch 8 x 512 whole: runs must be tiled"
-    where, whole = residency_at(graph, budget), _whole_at(graph, budget)
+    where, whole = residency_at(graph, budget, runs), _whole_at(graph, budget)
     for run in runs:
         assert run.least >= 2 and run.tokens % run.least == 0
         for v in run.values:
@@ -70,7 +74,8 @@ def test_eight_ranks_hold_each_tiled_value_a_tile_at_a_time_under_dm(prompt: int
     # one note per run of the stand-in graph, and its copies for the layers it leaves out
     # (tests/test_layer_replication.py: the same notes as the whole graph's)
     notes = [n for n in low.attention if n["form"] == "tiled"]
-    assert len(notes) > len(runs) and all("exceed DM" in n["reason"] for n in notes)
+    assert len(notes) > len(runs)
+    assert all("exceed DM" in n["reason"] and "estimated" in n["reason"] for n in notes)
     assert {n["op"] for n in notes} >= {ops[run.ops[0]].name for run in runs}
 
 
@@ -92,23 +97,85 @@ def test_a_value_no_tile_fits_spills_as_before() -> None:
     # 511 tokens have no power-of-two tile: the values spill whole, as without tiling
     low, hw = _lowered(8, 8, 511)
     budget = dm_budget(hw)
-    assert token_tiling(low.graph, budget) == ()
-    assert residency_at(low.graph, budget) == _whole_at(low.graph, budget)
+    assert tileable(low.graph, budget) == () == schedule.token_tiles(low.graph, hw)
+    assert residency_at(low.graph, budget, schedule.tiled_runs(low.graph, hw)) == _whole_at(low.graph, budget)
     assert not [n for n in low.attention if n["form"] == "tiled"]
 
 
-def test_one_rank_keeps_its_residency_where_nothing_spilled_or_tiles_would_move_more() -> None:
+def test_one_rank_keeps_its_residency_where_nothing_spilled() -> None:
     low, hw = _lowered(1, 1, 512)  # nothing spills
-    budget = dm_budget(hw)
-    assert token_tiling(low.graph, budget) == ()
-    # batch 8: the MLP's 117 MB activations spill, and tiles would re-read the layer's weights
-    low8, _ = _lowered(1, 8, 512)
-    whole = _whole_at(low8.graph, budget)
-    spilled = [v for v, w in whole.items() if w == HBM and v not in low8.graph.outputs
-               and low8.graph[v].kind not in ("param", "input")]  # fmt: skip
-    assert spilled
-    for run in token_tiling(low8.graph, budget):
-        assert (run.least - 1) * run.weights < run.spills
+    assert tileable(low.graph, dm_budget(hw)) == () == schedule.token_tiles(low.graph, hw)
+
+
+def _forced(monkeypatch: pytest.MonkeyPatch, tiled: bool) -> None:
+    """Every run that can be tiled is (`tiled`) or spills, whatever the estimate says."""
+    chosen = schedule.token_tiles
+
+    def forced(graph, hw, policy=schedule.DEFAULT_POLICY):
+        return tuple(replace(c, tiled_cycles=float(not tiled), spilled_cycles=float(tiled))
+                     for c in chosen(graph, hw, policy))  # fmt: skip
+
+    monkeypatch.setattr(schedule, "token_tiles", forced)
+
+
+def _both_ways(monkeypatch: pytest.MonkeyPatch, graph, hw: Hardware) -> tuple[int, int, int]:
+    """The cycles of the graph's program as scheduled, and with every run forced tiled, then spilled."""
+    chosen = run_program(schedule.schedule(graph, hw), hw).cycles
+    forced = []
+    for tiled in (True, False):
+        with monkeypatch.context() as m:
+            _forced(m, tiled)
+            forced.append(run_program(schedule.schedule(graph, hw), hw).cycles)
+    return chosen, *forced
+
+
+GEMMA = load_model("gemma-3-1b").config
+
+
+@functools.cache
+def _gemma():
+    """Gemma-3-1B, batch 3, prompt 2048 (one chip): its MLP's activations spill whole."""
+    options = CompileOptions(batch=3)
+    return lower(GEMMA, RNGD, precision("bf16"), "prefill", 2048, options, replicate=True).graph
+
+
+def _hbm_over(factor: int) -> Hardware:
+    hbm = RNGD.hbm
+    return RNGD.with_values({"hbm.sustained_bytes_per_cycle": hbm.sustained_bytes_per_cycle / factor,
+                             "hbm.peak_bytes_per_cycle": hbm.peak_bytes_per_cycle / factor})  # fmt: skip
+
+
+def test_spills_hidden_behind_compute_are_not_tiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gemma-3-1B batch 3: tiles would move fewer bytes than spilling (the old rule tiled these
+    runs), but the spills hide behind the MLP's compute while each tile's extra pass costs time:
+    every run spills, and the simulated program is faster so than with the runs tiled."""
+    graph = _gemma()
+    choices = schedule.token_tiles(graph, RNGD)
+    assert choices and all((c.run.least - 1) * c.run.weights < c.run.spills for c in choices)
+    assert not any(c.tiled for c in choices) and schedule.tiled_runs(graph, RNGD) == ()
+    chosen, tiled, spilled = _both_ways(monkeypatch, graph, RNGD)
+    assert chosen == spilled < tiled
+
+
+def test_exposed_spills_are_tiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same graph at a quarter of the HBM bandwidth: the spills no longer hide behind compute,
+    the runs are tiled (the estimate reads the spec's rates), and the simulated program agrees."""
+    graph, hw = _gemma(), _hbm_over(4)
+    choices = schedule.token_tiles(graph, hw)
+    assert choices and all(c.tiled for c in choices)
+    assert [c.run for c in choices] == [c.run for c in schedule.token_tiles(graph, RNGD)]  # the same runs
+    chosen, tiled, spilled = _both_ways(monkeypatch, graph, hw)
+    assert chosen == tiled < spilled
+
+
+def test_eight_ranks_tile_where_spills_outweigh_weight_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """8 PE ranks, batch 8, prompt 512: a rank's weights are small against its spilled activations
+    (the 70B fp8 --tp 8 kind), so the runs are tiled, and faster so in the simulated program."""
+    low, hw = _lowered(8, 8, 512)
+    choices = schedule.token_tiles(low.graph, hw)
+    assert choices and all(c.tiled for c in choices)
+    chosen, tiled, spilled = _both_ways(monkeypatch, low.graph, hw)
+    assert chosen == tiled < spilled
 
 
 def test_eight_ranks_stay_above_their_floors() -> None:

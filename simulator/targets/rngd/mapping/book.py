@@ -7,9 +7,8 @@ from simulator.targets.rngd.mapping.capacity import Capacity, capacity, capacity
 from simulator.targets.rngd.mapping.layer_period import layer_period, stand_in
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY
 from simulator.targets.rngd.mapping.replicate import replicate
-from simulator.targets.rngd.mapping.residency import plan_token_tiles
 from simulator.targets.rngd.mapping.scan_chunks import plan_scans, rewrite_scans
-from simulator.targets.rngd.mapping.schedule import schedule
+from simulator.targets.rngd.mapping.schedule import plan_token_tiles, schedule
 from simulator.targets.rngd.mapping.stage_chain import (
     SENT,
     chain,

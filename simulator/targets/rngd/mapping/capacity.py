@@ -10,6 +10,8 @@ from ir.memo import per_graph
 from simulator.targets.rngd.mapping.fusion import on_the_fly, view_roots
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from simulator.targets.rngd.mapping.residency import HBM, dm_budget, residency_at
+from simulator.targets.rngd.mapping.schedule import tiled_runs
+from simulator.targets.rngd.mapping.token_tiles import TiledRun
 from simulator.targets.rngd.mapping.traits import traits
 from simulator.targets.rngd.spec import Hardware
 from tcp_compiler.errors import CapacityError
@@ -60,13 +62,14 @@ def peak_spill(
     are not counted (a lower bound, for values a later rewrite will replace), nor are weights as
     a pass fetches them (casts of values in memory, dequantised or stacked expert weights): the
     Fetch Adapter and the pass transform them on the way in, so they never exist in memory.
-    Of the spec it reads only the DM budget (residency), so it is kept per graph and budget."""
-    return _peak_spill(graph, dm_budget(hw, policy), ignore)
+    Of the spec it reads the DM budget and the runs held a token tile at a time (which are chosen
+    by time), so it is kept per graph, budget and runs."""
+    return _peak_spill(graph, dm_budget(hw, policy), tiled_runs(graph, hw, policy), ignore)
 
 
 @per_graph
-def _peak_spill(graph: Graph, budget: int, ignore: frozenset[str]) -> int:
-    where = residency_at(graph, budget)
+def _peak_spill(graph: Graph, budget: int, tiled: tuple[TiledRun, ...], ignore: frozenset[str]) -> int:
+    where = residency_at(graph, budget, tiled)
     roots = view_roots(graph)
     fetched = {n for n, r in roots.items() if r != n} | set(on_the_fly(graph, roots))
     outputs = set(graph.outputs)

@@ -5,8 +5,9 @@ fits its share of the chip's DM (MappingPolicy.dm_share: the rest holds double-b
 the passes that produce and read it), and spills to HBM otherwise. An intermediate that a graph
 output views (a prefill's keys, which are also its KV cache) is written through: its pass stores
 it to HBM and its other readers still find it in DM (DM_STORED). An intermediate too large for
-its share whole that a run of token-separable ops makes and reads is held a token tile at a time
-instead (mapping/token_tiles.py): it lives in DM, and the schedule runs its ops tile by tile.
+its share whole that a run of token-separable ops makes and reads can be held a token tile at a
+time instead (mapping/token_tiles.py): where the schedule finds that faster than spilling it
+(mapping/schedule.py: token_tiles), it lives in DM, and the schedule runs the run's ops tile by tile.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 from ir import Graph
 from ir.memo import per_graph
 from simulator.targets.rngd.mapping.fusion import fuse
-from simulator.targets.rngd.mapping.layer_period import LayerPeriod
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
 from simulator.targets.rngd.mapping.token_tiles import TiledRun, tiled_runs
 from simulator.targets.rngd.mapping.traits import traits
@@ -42,43 +42,27 @@ def _within(nbytes: int, budget: int) -> str:
     return DM if nbytes <= budget else HBM
 
 
-def residency(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> dict[str, str]:
-    """Where each value lives; of the spec it reads only the DM budget, so a sweep over other
-    values reuses it (kept per graph, ir.memo: do not mutate it)."""
-    return residency_at(graph, dm_budget(hw, policy))
-
-
 @per_graph
-def residency_at(graph: Graph, budget: int) -> dict[str, str]:
-    """Where each value lives when an intermediate may take `budget` bytes of DM (a tile of it, for
-    the values of `token_tiling`'s runs)."""
+def residency_at(graph: Graph, budget: int, tiled: tuple[TiledRun, ...] = ()) -> dict[str, str]:
+    """Where each value lives when an intermediate may take `budget` bytes of DM, the values of the
+    `tiled` runs (of `tileable`'s) a token tile at a time (kept per graph: do not mutate it)."""
+    if not tiled:
+        return _whole_at(graph, budget)
     where = dict(_whole_at(graph, budget))
-    for run in token_tiling(graph, budget):
+    for run in tiled:
         where.update(dict.fromkeys(run.values, DM))
     return where
 
 
 @per_graph
-def token_tiling(graph: Graph, budget: int) -> tuple[TiledRun, ...]:
-    """The runs of the graph's fused ops that hold their too-large intermediates a token tile at a
-    time (mapping/token_tiles.py) when an intermediate may take `budget` bytes of DM."""
+def tileable(graph: Graph, budget: int) -> tuple[TiledRun, ...]:
+    """The runs of the graph's fused ops that can hold their too-large intermediates a token tile
+    at a time (mapping/token_tiles.py) when an intermediate may take `budget` bytes of DM."""
     where = _whole_at(graph, budget)
     outputs = set(graph.outputs)
     spilled = {n.name for n in graph.nodes if where[n.name] == HBM and n.name not in outputs
                and not (traits(n.kind).in_memory or traits(n.kind).view)}  # fmt: skip
     return tiled_runs(graph, fuse(graph), spilled, budget) if spilled else ()
-
-
-def plan_token_tiles(
-    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, period: LayerPeriod | None = None
-) -> list[dict]:
-    """One note per run of ops whose intermediates DM holds a token tile at a time: its fewest
-    tiles and why (the schedule picks the count from there: mapping/schedule.py); with `period`
-    (`graph` a stand-in), the left-out layers' notes too, copied as their programs are."""
-    budget = dm_budget(hw, policy)
-    ops = fuse(graph)
-    notes = [run.note(graph, ops, budget) for run in token_tiling(graph, budget)]
-    return notes if period is None else period.copied_notes(notes)
 
 
 @per_graph

@@ -26,10 +26,12 @@ from simulator.targets.rngd import units
 from simulator.targets.rngd.mapping.experts import GroupedCost, grouped_cost
 from simulator.targets.rngd.mapping.fusion import FusedOp, fuse
 from simulator.targets.rngd.mapping.lanes import maximum
-from simulator.targets.rngd.mapping.placement import EinsumShape, place
+from simulator.targets.rngd.mapping.layer_period import LayerPeriod
+from simulator.targets.rngd.mapping.placement import EinsumShape, Placement, place
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from simulator.targets.rngd.mapping.residency import HBM, dm_budget, residency_at, token_tiling, writes_hbm
-from simulator.targets.rngd.mapping.token_chunks import best_chunks, candidates, chunked, token_run
+from simulator.targets.rngd.mapping.residency import HBM, dm_budget, residency_at, tileable, writes_hbm
+from simulator.targets.rngd.mapping.token_chunks import best_chunks, candidates, chunked, pipelined, token_run
+from simulator.targets.rngd.mapping.token_tiles import TileChoice, TiledRun
 from simulator.targets.rngd.mapping.traits import CONTRACTION_STAGE, traits
 from simulator.targets.rngd.sites import SITES
 from simulator.targets.rngd.spec import Hardware
@@ -213,11 +215,49 @@ class RecipeRows:
 
 
 @per_graph
-def op_views(graph: Graph, budget: int) -> tuple[OpView, ...]:
-    """The view of each of the graph's fused ops (by index) when values live as `budget` places
-    them (residency_at): kept per graph, so a sweep over other spec values reuses them."""
-    where = residency_at(graph, budget)
+def op_views(graph: Graph, budget: int, tiled: tuple[TiledRun, ...] = ()) -> tuple[OpView, ...]:
+    """The view of each of the graph's fused ops (by index) when values live as `budget` and the
+    `tiled` runs place them (residency_at): kept per graph, so a sweep over other spec values
+    reuses them."""
+    where = residency_at(graph, budget, tiled)
     return tuple(op_view(graph, op, where) for op in fuse(graph))
+
+
+@per_graph
+def token_tiles(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> tuple[TileChoice, ...]:
+    """Each run of the graph that can hold its activations a token tile at a time (tileable), with
+    the estimated cycles of the run both ways, as the schedule would emit it: tiled in its fastest
+    tile count (from the fewest that fit), and spilled (its values stored and read back, no cut).
+    The one place that decides whether a run is tiled: where that is faster (TileChoice.tiled)."""
+    budget = dm_budget(hw, policy)
+    runs = tileable(graph, budget)
+    if not runs:
+        return ()
+    tiled, spilled = op_views(graph, budget, runs), op_views(graph, budget)  # runs are apart: views too
+    choices = []
+    for run in runs:
+        options = {c: _run_cycles([tiled[k] for k in run.ops], c, hw, policy) for c in run.tile_counts()}
+        tiles = best_chunks(options)
+        spill = _run_cycles([spilled[k] for k in run.ops], 1, hw, policy)
+        choices.append(TileChoice(run, tiles, pipelined(*options[tiles], tiles), pipelined(*spill, 1)))
+    return tuple(choices)
+
+
+def tiled_runs(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY) -> tuple[TiledRun, ...]:
+    """The runs of the graph held a token tile at a time (those token_tiles finds faster tiled)."""
+    return tuple(choice.run for choice in token_tiles(graph, hw, policy) if choice.tiled)
+
+
+def plan_token_tiles(
+    graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, period: LayerPeriod | None = None
+) -> list[dict]:
+    """One note per run of ops whose intermediates DM holds a token tile at a time: its fewest
+    tiles and the estimated times that chose it; with `period` (`graph` a stand-in), the left-out
+    layers' notes too, copied as their programs are."""
+    budget, ops = dm_budget(hw, policy), fuse(graph)
+    notes = [choice.note(graph, ops, budget, hw.chip.clock_hz) for choice in token_tiles(graph, hw, policy)
+             if choice.tiled]  # fmt: skip
+    return notes if period is None else period.copied_notes(notes)
 
 
 def view_of(view: OpView, tiles: int, hw: Hardware) -> OpView:
@@ -236,18 +276,16 @@ def view_of(view: OpView, tiles: int, hw: Hardware) -> OpView:
 def schedule(graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0) -> Program:
     """The Program of one chip running `graph` (an SPMD graph's collectives use the links)."""
     budget = dm_budget(hw, policy)
-    where = residency_at(graph, budget)
-    ops, views = fuse(graph), op_views(graph, budget)
-    tiled = {run.ops[0]: run for run in token_tiling(graph, budget)}
+    choices = {choice.run.ops[0]: choice for choice in token_tiles(graph, hw, policy) if choice.tiled}
+    tiled = tuple(choice.run for choice in choices.values())
+    where = residency_at(graph, budget, tiled)
+    ops, views = fuse(graph), op_views(graph, budget, tiled)
     runs = {}  # first op -> (its token run, blocks), where cutting the run into blocks pays
     i = 0
     while i < len(ops):
-        if i in tiled:  # its intermediates fit DM only a token tile at a time: cut it, in the best tiles
-            counts = tiled[i].tile_counts()
-            run = [ops[k] for k in tiled[i].ops]
-            options = {c: _run_cycles([views[op.index] for op in run], c, hw, policy) for c in counts}
-            runs[i] = (run, best_chunks(options))
-            i += len(run)
+        if i in choices:  # its intermediates fit DM only a token tile at a time: cut it, in the best tiles
+            runs[i] = ([ops[k] for k in choices[i].run.ops], choices[i].tiles)
+            i += len(choices[i].run.ops)
             continue
         run = token_run(graph, ops, i, where)
         if run and candidates(graph, run):
@@ -283,11 +321,11 @@ def _tiles(wiring: Wiring, op: FusedOp) -> int:
 def scheduled(
     graph: Graph, hw: Hardware, policy: MappingPolicy = DEFAULT_POLICY, chip: int = 0
 ) -> tuple[Program, list[OpView], list[Recipe]]:
-    """The Program of the graph's ops one after another (no token runs cut into blocks), and the
-    view and recipe of each fused op. The wiring (which command waits for which) follows from the
-    recipes' shapes alone: a spec whose recipes have the shapes of one already wired for this graph
-    (a bandwidth, clock or latency change) refills that program's values instead of wiring it
-    again."""
+    """The Program of the graph's ops one after another (no token runs cut into blocks, none held
+    a token tile at a time), and the view and recipe of each fused op. The wiring (which command
+    waits for which) follows from the recipes' shapes alone: a spec whose recipes have the shapes
+    of one already wired for this graph (a bandwidth, clock or latency change) refills that
+    program's values instead of wiring it again."""
     budget = dm_budget(hw, policy)
     views, rows, mains = [], RecipeRows(), {}  # mains: value -> main commands of its producer
     recipes = []
@@ -344,14 +382,28 @@ def chunk_view(view: OpView, chunks: int) -> OpView:
 
 def _run_cycles(views: list[OpView], chunks: int, hw: Hardware, policy: MappingPolicy) -> tuple[int, int]:
     """(link cycles, Tensor Unit cycles) of a token run cut into `chunks` blocks, all blocks: the
-    collectives' transfers, and per pass the longer of its compute and its weight loads."""
-    link = work = 0
-    for view in views:
-        steps = recipe(chunk_view(view, chunks), hw, policy).steps
-        link += sum(s.cycles for s in steps if s.context in (LINK.name, PE_LINK.name))
-        main = sum(s.cycles for s in steps if s.context == MAIN.name)
-        work += max(main, sum(s.cycles for s in steps if s.role == "load"))
-    return link * chunks, work * chunks
+    collectives' transfers, and per pass the longer of its compute and its HBM moves (loads of
+    weights and spilled inputs, stores of what it spills). Kept per views, count, spec and policy:
+    a model's layers repeat the same runs."""
+    key = (tuple(views), chunks, hw, policy)
+    if key not in _ESTIMATES:
+        if len(_ESTIMATES) > _KEPT:
+            _ESTIMATES.clear()
+        link = work = 0
+        for view in views:
+            view = chunk_view(view, chunks)
+            if view.kind == "pass":  # its totals, not its tiles' commands: cheap at any length
+                work += max(*_pass_totals(view, hw, policy).cycles(hw))
+                continue
+            steps = recipe(view, hw, policy).steps
+            link += sum(s.cycles for s in steps if s.context in (LINK.name, PE_LINK.name))
+            main = sum(s.cycles for s in steps if s.context == MAIN.name)
+            work += max(main, sum(s.cycles for s in steps if s.role in ("load", "store")))
+        _ESTIMATES[key] = (link * chunks, work * chunks)
+    return _ESTIMATES[key]
+
+
+_ESTIMATES: dict[tuple, tuple[int, int]] = {}
 
 
 def _emit_run(wiring: Wiring, run: list[FusedOp], recipes: list[Recipe], chunks: int,
@@ -534,9 +586,37 @@ def _grouped(view: OpView, hw: Hardware, policy: MappingPolicy) -> GroupedCost |
     return grouped_cost(einsum.call(), hw, policy) if einsum and einsum.kind == "grouped_einsum" else None
 
 
-def _pass_plan(view: OpView, hw: Hardware, policy: MappingPolicy) -> PassPlan:
-    """A pass's tiles and main commands: placement, compute and fetch; it reads none of
-    PLAN_FREE (its HBM moves are timed by _pass_recipe)."""
+@dataclass(frozen=True)
+class PassTotals:
+    """A pass as a whole, before it is cut into tiles: what its plan splits among them."""
+
+    flops: int
+    hbm_in: int  # bytes loaded from HBM
+    hbm_out: int  # bytes stored to HBM
+    dm_bytes: int
+    main_cycles: int
+    fetch: int
+    vector: int
+    tiles: int
+    placement: Placement | None
+    grouped: GroupedCost | None
+    einsum: NodeView | None
+
+    def cycles(self, hw: Hardware) -> tuple[int, int]:
+        """(main cycles, HBM move cycles) of all its tiles, as its recipe's steps add up
+        (_pass_recipe: a load and a store per tile that moves bytes), without making them."""
+        moves = 0
+        for total in (self.hbm_in, self.hbm_out):
+            base, extra = divmod(total, self.tiles)  # _split: `extra` tiles move base + 1 bytes
+            if base:
+                moves += (self.tiles - extra) * units.dma_cycles(hw, base, 1)
+            if extra:
+                moves += extra * units.dma_cycles(hw, base + 1, 1)
+        return self.main_cycles, moves
+
+
+def _pass_totals(view: OpView, hw: Hardware, policy: MappingPolicy) -> PassTotals:
+    """A pass's placement, compute, fetch and tile count; it reads none of PLAN_FREE."""
     flops = sum(n.cost().flops for n in view.nodes)
     grouped = _grouped(view, hw, policy)
     # A grouped einsum reads only the experts routing hits (uniform routing: mapping/experts.py).
@@ -569,16 +649,26 @@ def _pass_plan(view: OpView, hw: Hardware, policy: MappingPolicy) -> PassPlan:
         placement.tiles if placement else 1,
         min(policy.max_tiles, math.ceil(hbm_in / (hw.dm_bytes // policy.tile_divisor))),
     )
+    return PassTotals(flops, hbm_in, hbm_out, dm_bytes, main_cycles, fetch, vector, tiles, placement, grouped,
+                      einsum)  # fmt: skip
+
+
+def _pass_plan(view: OpView, hw: Hardware, policy: MappingPolicy) -> PassPlan:
+    """A pass's tiles and main commands: placement, compute and fetch; it reads none of
+    PLAN_FREE (its HBM moves are timed by _pass_recipe)."""
+    t = _pass_totals(view, hw, policy)
+    placement, grouped, einsum, tiles = t.placement, t.grouped, t.einsum, t.tiles
     tiled = []
     for f, lin, lout, dm, cyc in zip(
-        _split(flops, tiles),
-        _split(hbm_in, tiles),
-        _split(hbm_out, tiles),
-        _split(dm_bytes, tiles),
-        _split(main_cycles, tiles),
+        _split(t.flops, tiles),
+        _split(t.hbm_in, tiles),
+        _split(t.hbm_out, tiles),
+        _split(t.dm_bytes, tiles),
+        _split(t.main_cycles, tiles),
         strict=True,
     ):
-        busy = {FETCH.name: math.ceil(cyc * fetch / main_cycles), VECTOR.name: math.ceil(vector / tiles)}
+        fetch = math.ceil(cyc * t.fetch / t.main_cycles)
+        busy = {FETCH.name: fetch, VECTOR.name: math.ceil(t.vector / tiles)}
         if placement is not None:
             busy[CONTRACTION.name] = busy[REDUCER.name] = math.ceil(placement.compute_cycles / tiles)
             busy[SWITCH.name] = math.ceil(placement.supply_cycles / tiles)

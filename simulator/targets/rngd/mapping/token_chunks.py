@@ -85,13 +85,14 @@ def candidates(graph: Graph, run: list[FusedOp]) -> list[int]:
     return found
 
 
-def best_chunks(options: dict[int, tuple[int, int]]) -> int:
-    """The block count with the least estimated time, from each count's (link cycles, Tensor Unit
-    cycles) for the whole run: its blocks' transfers and computations in a pipeline take
+def pipelined(link: int, work: int, chunks: int) -> float:
+    """The estimated cycles of a run cut into `chunks` blocks, from its (link cycles, Tensor Unit
+    cycles) for all blocks: its blocks' transfers and computations in a pipeline take
     max(L, W) + min(L, W) / C (the first block's other part is exposed); C = 1 is L + W."""
-    def estimate(c: int) -> float:
-        link, work = options[c]
-        return max(link, work) + min(link, work) / c
+    return max(link, work) + min(link, work) / chunks
 
-    return min(options, key=lambda c: (estimate(c), c))
 
+def best_chunks(options: dict[int, tuple[int, int]]) -> int:
+    """The block count with the least estimated time (`pipelined`), from each count's (link
+    cycles, Tensor Unit cycles) for the whole run."""
+    return min(options, key=lambda c: (pipelined(*options[c], c), c))

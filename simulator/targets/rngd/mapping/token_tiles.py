@@ -15,12 +15,12 @@ tokens, a sequence-parallel stream's reduce-scatters and all-gathers too: its ti
 fewest tokens any of its values holds, `fewest_tokens`). Its tiled values are the
 intermediates that the base rule spills, are made and read only inside the run, and fit the DM
 budget in some number of token tiles; `least` is the fewest tiles (a power of two dividing the
-tokens) in which each of them does. A run is tiled only where that moves fewer bytes than
-spilling: `least - 1` more reads of its weights against a store and a read per reader of each
-value. The schedule (mapping/schedule.py) picks the run's tile count from `least` up
-(mapping/token_chunks.py: best_chunks) and emits the run tile by tile, as a software pipeline. A
-value too large even for the most tiles (one row of a few tokens) is not tiled: it spills as
-before.
+tokens) in which each of them does. A value too large even for the most tiles (one row of a few
+tokens) is not tiled: it spills as before. Whether a run that can be tiled is tiled is a question
+of time, not bytes (a spill hidden behind the passes' compute costs nothing, a weight read per
+tile may not be hidden): the schedule (mapping/schedule.py: token_tiles) estimates the run both
+ways, in its best tile count from `least` up and spilled, and tiles it only where that is faster
+(a TileChoice); it then emits the run tile by tile, as a software pipeline.
 """
 
 from __future__ import annotations
@@ -47,19 +47,6 @@ class TiledRun:
     largest: int  # the bytes of the largest of them, whole
     spills: int  # the bytes spilling them would move: each stored once and read by each reader
     weights: int  # the bytes of the run's weights, which every tile streams from HBM again
-
-    def note(self, graph: Graph, ops: list[FusedOp], budget: int) -> dict:
-        """The run as a prefill note (report AttentionNote, form "tiled"): its fewest tiles and why."""
-        first = ops[self.ops[0]]
-        return {
-            "op": first.name, "role": first.role, "form": "tiled", "block": self.tokens // self.least,
-            "tiles": self.least,
-            "reason": f"intermediates of up to {self.largest:,} B ({len(self.values)}) exceed DM "
-                      f"({budget:,} B); tiles of {self.tokens // self.least:,} tokens hold "
-                      f"{-(-self.largest // self.least):,} B; "
-                      f"each tile after the first re-reads {self.weights:,} B of weights, against "
-                      f"{self.spills:,} B spilling would move",
-        }  # fmt: skip
 
     def tile_counts(self) -> list[int]:
         """The tile counts to try: the powers of two from `least` that divide the tokens."""
@@ -88,6 +75,38 @@ def fewest_tokens(graph: Graph, ops: Collection[FusedOp]) -> int | None:
     if not sizes or any(s % min(sizes) for s in sizes):
         return None
     return min(sizes)
+
+
+@dataclass(frozen=True)
+class TileChoice:
+    """A run that can be tiled, with the schedule's estimate of it both ways (cycles of the whole
+    run: mapping/schedule.py token_tiles): tiled in `tiles` tiles, or with its values spilled."""
+
+    run: TiledRun
+    tiles: int  # the tile count the schedule cuts the run in, if tiled (the fastest from `least` up)
+    tiled_cycles: float
+    spilled_cycles: float
+
+    @property
+    def tiled(self) -> bool:
+        """Whether the run is tiled: only where that is estimated faster than spilling."""
+        return self.tiled_cycles < self.spilled_cycles
+
+    def note(self, graph: Graph, ops: list[FusedOp], budget: int, clock_hz: float) -> dict:
+        """The run as a prefill note (report AttentionNote, form "tiled"): its fewest tiles, and the
+        estimated times that chose tiles over spills (the bytes behind them too)."""
+        run, first = self.run, ops[self.run.ops[0]]
+        block, ms = run.tokens // run.least, 1e3 / clock_hz
+        tiled, spilled = self.tiled_cycles, self.spilled_cycles
+        return {
+            "op": first.name, "role": first.role, "form": "tiled", "block": block, "tiles": run.least,
+            "reason": f"intermediates of up to {run.largest:,} B ({len(run.values)}) exceed DM "
+                      f"({budget:,} B); tiles of {block:,} tokens hold {-(-run.largest // run.least):,} B; "
+                      f"in {self.tiles} tiles the run takes an estimated {tiled:,.0f} cycles "
+                      f"({tiled * ms:.3f} ms), spilled {spilled:,.0f} ({spilled * ms:.3f} ms): each tile "
+                      f"after the first re-reads {run.weights:,} B of weights, spilling would move "
+                      f"{run.spills:,} B",
+        }  # fmt: skip
 
 
 def treats_tokens_apart(graph: Graph, op: FusedOp) -> bool:
@@ -140,8 +159,8 @@ def _inputs_cut(graph: Graph, op: FusedOp, spilled: Collection[str]) -> bool:
 def tiled_runs(
     graph: Graph, ops: list[FusedOp], spilled: Collection[str], budget: int
 ) -> tuple[TiledRun, ...]:
-    """The runs of `ops` worth tiling along the tokens: each maximal stretch of one layer's ops
-    that treat the tokens apart and make an intermediate in `spilled` (too large for DM whole)
+    """The runs of `ops` that can be tiled along the tokens: each maximal stretch of one layer's
+    ops that treat the tokens apart and make an intermediate in `spilled` (too large for DM whole)
     that only the stretch reads and that fits `budget` in some number of token tiles."""
     readers: dict[str, set[int]] = {}
     for op in ops:
@@ -181,10 +200,8 @@ def _tiled(graph: Graph, stretch: list[FusedOp], spilled: Collection[str], reade
     while -(-largest // least) > budget:
         least *= 2
     # Spilled, each value is stored once and read by each reader; tiled, each tile after the first
-    # streams the run's weights again. Tile only when that moves fewer bytes.
+    # streams the run's weights again (what the times that decide come from: TileChoice).
     spills = sum(graph[v].type.nbytes * (1 + len(readers[v])) for v in values)
     weights = sum(graph[v].type.nbytes for v in {w for op in stretch for w in op.inputs}
                   if traits(graph[v].kind).weight)  # fmt: skip
-    if (least - 1) * weights >= spills:
-        return None
     return TiledRun(tuple(sorted(inside)), count, least, tuple(values), largest, spills, weights)
