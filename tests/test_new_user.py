@@ -76,7 +76,12 @@ def test_compile_takes_tp_and_pp_and_builds_one_stage(tmp_path: Path, capsys) ->
     assert main(["compile", "llama-3.2-1b", "--seq", "8", "--tp", "2", "--pp", "2", "--stage", "0",
                  "-o", str(out)]) == 0  # fmt: skip
     text = out.read_text()
-    assert "stage0" in text.splitlines()[0] and "send(" in text and "all_reduce(" in text
+    # the residual stream split over the 2 chips by tokens: blocks end in reduce-scatters
+    assert "stage0" in text.splitlines()[0] and "send(" in text and "reduce_scatter(" in text
+    assert "all_gather(" in text and "all_reduce(" not in text
     assert "%l15." not in text  # the second stage's layers are not in the first's graph
+    assert main(["compile", "llama-3.2-1b", "--seq", "8", "--tp", "2", "--pp", "2", "--stage", "0",
+                 "--no-sequence-parallel", "-o", str(out)]) == 0  # fmt: skip
+    assert "all_reduce(" in out.read_text() and "reduce_scatter(" not in out.read_text()
     assert main(["compile", "llama-3.2-1b", "--pp", "2", "--stage", "2"]) == 2
     assert "--stage 2 needs --pp 3" in capsys.readouterr().err
