@@ -256,7 +256,13 @@ class GraphBuilder:
         self.embedded: Node | None = None  # the embedding's output (Zamba2's shared blocks read it)
         self.adapters: dict[str, Adapter] = {}  # projection weight -> the adapter added to it (`adapted`)
 
+    @property
+    def tokens(self) -> int:
+        """The tokens of the residual stream this chip holds: S / chips when it is split, else S."""
+        return self.seq // self.sh.chips if self.split else self.seq
+
     # -- naming and metadata -------------------------------------------------------------------
+
     @contextmanager
     def layer(self, i: int, layer: Layer) -> Iterator[None]:
         """Values named inside (through `name`) belong to decoder layer i, built with its sharding
@@ -391,7 +397,7 @@ class GraphBuilder:
         chip's S / chips positions, a per-rank index), x itself otherwise."""
         if not self.split:
             return x
-        n = self.seq // self.sh.chips
+        n = self.tokens
         if "tokens.mine" not in self.g:
             mine = Binding((), lambda get, rank: np.arange(rank * n, (rank + 1) * n, dtype=np.int32))
             self.param("tokens.mine", I32, {"S": n}, mine)
@@ -404,7 +410,7 @@ class GraphBuilder:
         g = self.g
         if not self.split:
             return g.add("gather", h, index, name=name, axis="S")
-        n = self.seq // self.sh.chips
+        n = self.tokens
         offset = Binding((), lambda get, rank: np.array(rank * n, np.int32))
         first = self.param("tokens.first", I32, {}, offset)
         at = g.add("sub", index, first, name=f"{name}.local")

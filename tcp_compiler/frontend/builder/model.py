@@ -162,8 +162,7 @@ def _enter(b: GraphBuilder, stage: Stage, embed: Callable[[], Node]) -> Node:
     precision's collective dtype, and carries on in f32; with the stream split, this chip's tokens."""
     if stage.first:
         return embed()
-    tokens = b.seq // b.sh.chips if b.split else b.seq
-    sent = TensorType.of(b.p.collective, B=b.batch, S=tokens, D=b.cfg.hidden)
+    sent = TensorType.of(b.p.collective, B=b.batch, S=b.tokens, D=b.cfg.hidden)
     return b.to(b.receive("hidden", sent), F32)
 
 

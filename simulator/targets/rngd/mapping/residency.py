@@ -16,7 +16,7 @@ from ir import Graph
 from ir.memo import per_graph
 from simulator.targets.rngd.mapping.fusion import fuse
 from simulator.targets.rngd.mapping.policy import DEFAULT_POLICY, MappingPolicy
-from simulator.targets.rngd.mapping.token_tiles import TiledRun, tiled_runs
+from simulator.targets.rngd.mapping.token_tiles import TiledRun, tileable_runs
 from simulator.targets.rngd.mapping.traits import traits
 from simulator.targets.rngd.spec import Hardware
 
@@ -62,7 +62,7 @@ def tileable(graph: Graph, budget: int) -> tuple[TiledRun, ...]:
     outputs = set(graph.outputs)
     spilled = {n.name for n in graph.nodes if where[n.name] == HBM and n.name not in outputs
                and not (traits(n.kind).in_memory or traits(n.kind).view)}  # fmt: skip
-    return tiled_runs(graph, fuse(graph), spilled, budget) if spilled else ()
+    return tileable_runs(graph, fuse(graph), spilled, budget) if spilled else ()
 
 
 @per_graph

@@ -156,7 +156,7 @@ def _inputs_cut(graph: Graph, op: FusedOp, spilled: Collection[str]) -> bool:
     return True
 
 
-def tiled_runs(
+def tileable_runs(
     graph: Graph, ops: list[FusedOp], spilled: Collection[str], budget: int
 ) -> tuple[TiledRun, ...]:
     """The runs of `ops` that can be tiled along the tokens: each maximal stretch of one layer's
