@@ -47,15 +47,15 @@ def _stored_weight_bytes(cfg, prec) -> float:
     return sum(held) * prec.weight.bits / 8
 
 
-# Models whose widths 128 x 128 fp8 blocks do not tile (partial edge blocks are not supported):
-# Falcon-7B's 71 heads, Phi-3's 96-wide heads, gpt-oss-20b's and -120b's 2,880 width, DeepSeek-V3's and
-# V2-Lite's 64-row rope slice of kv_a_proj_with_mqa, the 10,944-wide dense MLP (64 x 171) of
-# GLM-4.5-Air, DeepSeek-MoE-16B and dots.llm1; Phi-2's 80-wide heads, which neither 32- nor 128-wide groups
-# (w4, w4-zp) nor MXFP4's 32-column blocks tile either.
+# Models whose widths 128 x 128 fp8 blocks do not tile (partial edge blocks are supported only on MLP
+# and expert widths, zero-padded to whole blocks: GLM-4.5-Air's, DeepSeek-MoE-16B's and dots.llm1's
+# 10,944 run): Falcon-7B's 71 heads, Phi-3's 96-wide heads, gpt-oss-20b's and -120b's 2,880 width,
+# DeepSeek-V3's, V2-Lite's and Kimi-K2.5's 64-row rope slice of kv_a_proj_with_mqa; Phi-2's 80-wide
+# heads, which neither 32- nor 128-wide groups (w4, w4-zp) nor MXFP4's 32-column blocks tile either.
 UNTILED = {
     (m, "fp8-block")
-    for m in ("deepseek-v3", "deepseek-v2-lite", "deepseek-moe-16b-base", "falcon-7b", "gpt-oss-20b",
-              "gpt-oss-120b", "phi-3-mini-4k-instruct", "glm-4.5-air", "dots.llm1.inst", "kimi-k2.5")
+    for m in ("deepseek-v3", "deepseek-v2-lite", "falcon-7b", "gpt-oss-20b", "gpt-oss-120b",
+              "phi-3-mini-4k-instruct", "kimi-k2.5")
 }  # fmt: skip
 UNTILED |= {("phi-2", d) for d in ("fp8-block", "mxfp4", "w4", "w4-zp")}
 # Mamba-130m's dt_proj contracts dt's rank 48 (and x_proj gives 48 + 2 x 16 = 80 rows): neither

@@ -79,6 +79,24 @@ def test_eight_ranks_hold_each_tiled_value_a_tile_at_a_time_under_dm(prompt: int
     assert {n["op"] for n in notes} >= {ops[run.ops[0]].name for run in runs}
 
 
+def test_a_gathered_stream_read_through_a_fetch_cast_is_tiled_with_its_readers() -> None:
+    """w4's groups read a sequence-parallel prefill's all-gathered bf16 input as f32, a cast the
+    Fetch Adapter does as the pass fetches it (no op makes the f32 value): the pass reads the
+    gathered value, which its run holds a tile at a time (its readers once missed that pass, and
+    `tcpc simulate llama-3.2-1b --dtype w4 --tp 2 --batch 32 --prompt-len 2048` raised KeyError)."""
+    cfg = load_model("llama-3.2-1b").config
+    hw = load_hardware("rngd", 2)
+    low = lower(cfg, hw, precision("w4"), "prefill", 2048, CompileOptions(batch=32, chips=2), replicate=True)
+    gathered = low.graph["l0.attn_norm.gathered.bf16"]
+    assert gathered.kind == "all_gather"
+    (cast,) = [n for n in low.graph.nodes if gathered.name in n.operands]
+    assert cast.kind == "cast" and cast.type.dtype.name == "f32"
+    runs = [run for run in schedule.tiled_runs(low.graph, hw) if gathered.name in run.values]
+    assert runs
+    ops = fuse(low.graph)
+    assert any(cast.name in ops[k].inputs for k in runs[0].ops)  # its reader is inside the run
+
+
 def test_tiled_runs_reread_their_weights_per_tile() -> None:
     hw, ranks = _rank(8)  # every token of the residual stream on every rank: its runs are tiled
     options = CompileOptions(batch=8, chips=ranks, sequence_parallel=False)

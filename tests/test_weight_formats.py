@@ -217,6 +217,39 @@ def test_dtype_format_equals_numpy_quantise_dequantise(float_llama, name: str) -
     _assert_close(ours, reference_logits(copy, PROMPT, tokens[:STEPS]), name)
 
 
+def _partial_fp8_blocks(w: np.ndarray, block: int) -> np.ndarray:
+    """DeepSeek's fp8 blocks of a weight its blocks do not tile, dequantised by transformers
+    (finegrained_fp8's dequantisation of a partial edge block): each block's scale is its max
+    |w| / 448, a block cut short by the edge taking the max of the rows and columns it has."""
+    from transformers.integrations.finegrained_fp8 import _dequantize_fp8_weight
+
+    rows, cols = -(-w.shape[0] // block) * block, -(-w.shape[1] // block) * block
+    padded = np.pad(np.abs(w), ((0, rows - w.shape[0]), (0, cols - w.shape[1])))
+    top = padded.reshape(rows // block, block, cols // block, block).max(axis=(1, 3))
+    scale = (top / 448.0).astype(np.float32)
+    spread = np.repeat(np.repeat(scale, block, 0), block, 1)[: w.shape[0], : w.shape[1]]
+    codes = torch.from_numpy((w / spread).astype(np.float32)).to(torch.float8_e4m3fn)
+    return _dequantize_fp8_weight(codes, torch.from_numpy(scale), [block, block], torch.float32).numpy()
+
+
+def test_fp8_blocks_that_do_not_tile_the_mlp_width_pad_it_on_one_chip(tmp_path) -> None:
+    """An MLP width of 40 in blocks of 16 rows on one chip: the width is zero-padded to whole
+    blocks (48), as each chip's share is under tensor parallelism, and the logits are
+    transformers' with DeepSeek's partial edge blocks (zero rows and columns change no block's
+    max |w| and add nothing)."""
+    model = build("llama", intermediate_size=40)
+    loaded = load_model(save(model, tmp_path))
+    prec = precision("fp8-block")
+    prec = _f32(replace(prec, format=replace(prec.format, block=(16, 16))))
+    ours, tokens = _ours(loaded, prec)
+    weights = {n: _partial_fp8_blocks(p.detach().numpy(), 16) for n, p in model.named_parameters()
+               if n.endswith(".weight") and n.split(".")[-2] in LINEARS}  # fmt: skip
+    load_dequantised(model, weights)
+    _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), "fp8-block, width 40")
+    codes = build_decode(loaded.config, prec, 1, 8).graph["model.layers.0.mlp.down_proj.weight"].type
+    assert (codes.size("Fg"), codes.size("Fi")) == (3, 16)
+
+
 def test_mxfp4_is_a_table_lookup_and_a_shared_exponent(float_llama) -> None:
     graph = build_decode(float_llama[1].config, precision("mxfp4"), 1, 8).graph
     w = "model.layers.0.mlp.down_proj.weight"

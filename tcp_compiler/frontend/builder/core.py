@@ -129,7 +129,7 @@ class Sharding:
                 f"(heads must be a multiple of the chips, KV heads a multiple or a divisor of them)"
             )
         fmt = precision.format
-        align = math.lcm(*(n for n in fmt.block if n)) if fmt is not None and N > 1 else 1
+        align = math.lcm(*(n for n in fmt.block if n)) if fmt is not None else 1
         moe_f = cfg.moe.intermediate if cfg.moe is not None else 0
         vocab = cfg.vocab // N if cfg.vocab % N == 0 else cfg.vocab
         replicas = N // Hkv if Hkv < N else 1

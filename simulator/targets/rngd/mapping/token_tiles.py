@@ -162,10 +162,12 @@ def tileable_runs(
     """The runs of `ops` that can be tiled along the tokens: each maximal stretch of one layer's
     ops that treat the tokens apart and make an intermediate in `spilled` (too large for DM whole)
     that only the stretch reads and that fits `budget` in some number of token tiles."""
+    made = {v for op in ops for v in op.outputs}
     readers: dict[str, set[int]] = {}
     for op in ops:
         for v in op.inputs:
-            readers.setdefault(v, set()).add(op.index)
+            for read in _made_values(graph, v, made):
+                readers.setdefault(read, set()).add(op.index)
     runs, i = [], 0
     while i < len(ops):
         j = i
@@ -178,6 +180,17 @@ def tileable_runs(
                 runs.append(run)
         i = max(j, i + 1)
     return tuple(runs)
+
+
+def _made_values(graph: Graph, v: str, made: Collection[str]) -> list[str]:
+    """`v` and, where no op makes it, what it is a view or cast of back to an op's output: a
+    pass reading a cast the Fetch Adapter does as it fetches (a gathered bf16 stream read as f32)
+    reads the value the op before it made."""
+    found = [v]
+    while v not in made and (traits(graph[v].kind).view or graph[v].kind == "cast"):
+        v = graph[v].operands[0]
+        found.append(v)
+    return found
 
 
 def _tiled(graph: Graph, stretch: list[FusedOp], spilled: Collection[str], readers: dict[str, set[int]],
