@@ -175,7 +175,8 @@ def page(plans: list[dict], write: bool) -> str:
         lines += [
             f"## {model}",
             "",
-            f"Planned for both SLOs in {p['wall_s']:.0f} s wall with {p['jobs']} worker processes on a busy "
+            f"Planned for both SLOs in {p['wall_s']:.0f} s wall with {p['jobs']} worker "
+            f"process{'es' if p['jobs'] != 1 else ''} on a busy "
             f"2-core machine ({p['cpu_s']:.0f} s CPU; `python benchmarks/plan_speed.py` times one SLO).",
             "",
         ]
