@@ -121,6 +121,31 @@ def test_stored_codes_are_bound_as_stored(stored) -> None:
     assert scales.size == {"ct-fp8-tensor": 1, "ct-fp8-block": 4, "deepseek-fp8": 4}.get(name, scales.size)
 
 
+@pytest.mark.parametrize("name", ["deepseek-fp8", "ct-fp8-block"])
+def test_stored_fp8_blocks_cut_short_by_the_edges_match_transformers(name: str, tmp_path) -> None:
+    """A checkpoint whose 16 x 16 blocks do not tile hidden 40 or q_proj's 40 rows stores
+    ceil-sized scale grids ([3, 3]), as DeepSeek-V3's kv_a_proj_with_mqa [576, 7168] stores [5, 56];
+    tcpc binds the codes as stored and matches transformers on the weights its finegrained_fp8
+    dequantises from the same tensors."""
+    from safetensors.torch import load_file
+    from transformers.integrations.finegrained_fp8 import _dequantize_fp8_weight
+
+    quant, writer = SCHEMES[name]
+    model = build("llama", **PARTIAL_LLAMA)
+    directory = tmp_path / name
+    write(model, directory, quant, writer)
+    stored = load_file(directory / "model.safetensors")
+    scale = "weight_scale_inv" if name == "deepseek-fp8" else "weight_scale"
+    theirs = {f"{m}.weight": _dequantize_fp8_weight(stored[f"{m}.weight"], stored[f"{m}.{scale}"], [16, 16],
+                                                    torch.float32).numpy()
+              for m in (n.removesuffix(f".{scale}") for n in stored if n.endswith(scale))}  # fmt: skip
+    assert stored[f"{Q}.{scale}"].shape == (3, 3)
+    load_dequantised(model, theirs)
+    loaded = load_model(directory)
+    ours, tokens = _ours(loaded, _f32(checkpoint_precision(loaded.config.dtype, loaded.scheme.format)))
+    _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), name)
+
+
 @pytest.mark.parametrize("name", ["ct-fp8-channel", "awq"])
 def test_sharded_equals_unsharded(name: str, tmp_path) -> None:
     quant, writer = define_schemes(block=16, group=8)[name]
@@ -218,18 +243,23 @@ def test_dtype_format_equals_numpy_quantise_dequantise(float_llama, name: str) -
 
 
 def _partial_fp8_blocks(w: np.ndarray, block: int) -> np.ndarray:
-    """DeepSeek's fp8 blocks of a weight its blocks do not tile, dequantised by transformers
-    (finegrained_fp8's dequantisation of a partial edge block): each block's scale is its max
-    |w| / 448, a block cut short by the edge taking the max of the rows and columns it has."""
+    """DeepSeek's fp8 blocks of a weight its blocks may not tile (the `fp8` writer: a block cut
+    short by the edge takes the max |w| of the rows and columns it has), dequantised by
+    transformers (finegrained_fp8's dequantisation of the ceil-sized scale grid)."""
     from transformers.integrations.finegrained_fp8 import _dequantize_fp8_weight
 
-    rows, cols = -(-w.shape[0] // block) * block, -(-w.shape[1] // block) * block
-    padded = np.pad(np.abs(w), ((0, rows - w.shape[0]), (0, cols - w.shape[1])))
-    top = padded.reshape(rows // block, block, cols // block, block).max(axis=(1, 3))
-    scale = (top / 448.0).astype(np.float32)
-    spread = np.repeat(np.repeat(scale, block, 0), block, 1)[: w.shape[0], : w.shape[1]]
-    codes = torch.from_numpy((w / spread).astype(np.float32)).to(torch.float8_e4m3fn)
-    return _dequantize_fp8_weight(codes, torch.from_numpy(scale), [block, block], torch.float32).numpy()
+    tensors, _ = fp8(w, (block, block), "s")
+    return _dequantize_fp8_weight(tensors["weight"], tensors["s"], [block, block], torch.float32).numpy()
+
+
+def _fp8_block(block: int) -> Precision:
+    prec = precision("fp8-block")
+    return _f32(replace(prec, format=replace(prec.format, block=(block, block))))
+
+
+def _linears_in_blocks(model, block: int) -> dict[str, np.ndarray]:
+    return {n: _partial_fp8_blocks(p.detach().numpy(), block) for n, p in model.named_parameters()
+            if n.endswith(".weight") and n.split(".")[-2] in LINEARS}  # fmt: skip
 
 
 def test_fp8_blocks_that_do_not_tile_the_mlp_width_pad_it_on_one_chip(tmp_path) -> None:
@@ -239,15 +269,86 @@ def test_fp8_blocks_that_do_not_tile_the_mlp_width_pad_it_on_one_chip(tmp_path) 
     max |w| and add nothing)."""
     model = build("llama", intermediate_size=40)
     loaded = load_model(save(model, tmp_path))
-    prec = precision("fp8-block")
-    prec = _f32(replace(prec, format=replace(prec.format, block=(16, 16))))
+    prec = _fp8_block(16)
     ours, tokens = _ours(loaded, prec)
-    weights = {n: _partial_fp8_blocks(p.detach().numpy(), 16) for n, p in model.named_parameters()
-               if n.endswith(".weight") and n.split(".")[-2] in LINEARS}  # fmt: skip
-    load_dequantised(model, weights)
+    load_dequantised(model, _linears_in_blocks(model, 16))
     _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), "fp8-block, width 40")
     codes = build_decode(loaded.config, prec, 1, 8).graph["model.layers.0.mlp.down_proj.weight"].type
     assert (codes.size("Fg"), codes.size("Fi")) == (3, 16)
+
+
+# hidden 40 and q_proj's 5 heads x 8 = 40 rows: 2.5 blocks of 16; k / v_proj's one KV head: 8 rows
+PARTIAL_LLAMA = dict(hidden_size=40, num_attention_heads=5, num_key_value_heads=1, head_dim=8)
+
+
+def test_fp8_blocks_cut_short_by_the_hidden_and_head_widths(tmp_path) -> None:
+    """Widths 16-row blocks do not tile (hidden 40, 5 heads x 8) are ceil(40 / 16) = 3 blocks, the
+    last one partial, as transformers dequantises DeepSeek's fp8: the codes keep their true size
+    (no padding) and the scale grid is ceil-sized; prefill and decode logits match."""
+    model = build("llama", **PARTIAL_LLAMA)
+    loaded = load_model(save(model, tmp_path))
+    prec = _fp8_block(16)
+    ours, tokens = _ours(loaded, prec)
+    load_dequantised(model, _linears_in_blocks(model, 16))
+    _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), "fp8-block, hidden 40")
+    graph = build_decode(loaded.config, prec, 1, 8).graph
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert graph[q].type.sizes == {"H": 5, "K": 8, "D": 40}  # the codes as stored: 40 x 40
+    assert graph[f"{q}.scale"].type.sizes == {"HKg": 3, "Dg": 3}
+    assert graph[f"{q}.scale.HKg"].kind == "gather"  # each row's block scale, looked up as fetched
+
+
+def _deepseek_parts(model, block: int) -> dict[str, np.ndarray]:
+    """A DeepSeek-V3's projections in fp8 blocks as tcpc stores them: each part of a fused weight
+    (q_b_proj's nope and rope rows, kv_a's latent and rope key, kv_b's keys and values) and each
+    expert's gate, up and down on a block grid of its own, dequantised by transformers."""
+    cfg, out = model.config, {}
+    H, C = cfg.num_attention_heads, cfg.kv_lora_rank
+    splits = {"q_b_proj": (H, cfg.qk_nope_head_dim), "kv_b_proj": (H, cfg.qk_nope_head_dim),
+              "kv_a_proj_with_mqa": (1, C)}  # fmt: skip
+
+    def blocks(w: np.ndarray) -> np.ndarray:
+        return _partial_fp8_blocks(w, block)
+
+    for name, p in model.named_parameters():
+        w, module = p.detach().numpy(), name.split(".")[-2]
+        if name.endswith("experts.gate_up_proj"):
+            half = w.shape[1] // 2
+            out[name] = np.stack([np.concatenate([blocks(e[:half]), blocks(e[half:])]) for e in w])
+        elif name.endswith("experts.down_proj"):
+            out[name] = np.stack([blocks(e) for e in w])
+        elif module in splits:
+            heads, first = splits[module]
+            per = w.reshape(heads, -1, w.shape[1])
+            parts = [blocks(per[:, :first].reshape(-1, w.shape[1])), blocks(per[:, first:].reshape(-1, w.shape[1]))]
+            out[name] = np.concatenate([parts[0].reshape(heads, first, -1), parts[1].reshape(heads, -1, w.shape[1])],
+                                       axis=1).reshape(w.shape)  # fmt: skip
+        elif name.endswith("_proj.weight") and module not in ("gate",):
+            out[name] = blocks(w)
+    return out
+
+
+# kv_a_proj_with_mqa: kv_lora_rank 16 + qk_rope_head_dim 4 = 20 rows (DeepSeek-V3's 512 + 64 in
+# blocks of 16: its rope key is one partial block); hidden 40; kv_b's values and o_proj's input 4 x
+# 12 = 48 (whole blocks across heads); 24-row experts (zero-padded to 32 on one chip)
+PARTIAL_DEEPSEEK = dict(hidden_size=40, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=4, v_head_dim=12,
+                        q_lora_rank=24)  # fmt: skip
+
+
+def test_deepseek_v3_fp8_blocks_cut_short_by_kv_a_proj_with_mqa(tmp_path) -> None:
+    """MLA in fp8-block with partial edge blocks (the rope key's rows, the hidden width, q_a's
+    24 rows) matches transformers on the same blocks dequantised by finegrained_fp8."""
+    model = build("deepseek_v3", **PARTIAL_DEEPSEEK)
+    model.set_experts_implementation("eager")
+    loaded = load_model(save(model, tmp_path))
+    prec = _fp8_block(16)
+    ours, tokens = _ours(loaded, prec)
+    load_dequantised(model, _deepseek_parts(model, 16))
+    _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), "deepseek-v3 fp8-block")
+    graph = build_decode(loaded.config, prec, 1, 8).graph
+    rope = "model.layers.0.self_attn.kv_a_proj_with_mqa.rope.weight"
+    assert graph[rope].type.sizes == {"K": 4, "D": 40}  # the rope key's 4 rows of 40 codes, unpadded
+    assert graph[f"{rope}.scale"].type.sizes == {"Kg": 1, "Dg": 3}
 
 
 def test_mxfp4_is_a_table_lookup_and_a_shared_exponent(float_llama) -> None:
@@ -330,6 +431,9 @@ STORED_PARTS = [  # scheme, tensor, its replacement from the stored one, message
     ("gptq", f"{Q}.g_idx", lambda t: t[:8], f"tensor '{Q}.g_idx' has shape [8], but"),
     ("ct-fp8-block", f"{GATE}.weight_scale", lambda t: t.T.contiguous(), "has shape [2, 3], but"),
     ("deepseek-fp8", f"{GATE}.weight_scale_inv", lambda t: t.reshape(-1), "has shape [6], but"),
+    # hidden 40 in blocks of 16: ceil(40 / 16) = 3 column blocks, not the floor's 2
+    ("deepseek-fp8-partial", f"{Q}.weight_scale_inv", lambda t: t[:, :2].contiguous(),
+     "as fp8-block:fp8 with scale blocks of 16 x 16 implies [3, 3]"),
     ("ct-fp8-channel", f"{Q}.weight_scale", lambda t: t.to(torch.int32), f"tensor '{Q}.weight_scale' is I32"),
     ("ct-fp8-channel", f"{Q}.weight", lambda t: t.float(), f"tensor '{Q}.weight' is F32, but"),
     ("ct-w8a16", f"{Q}.weight", lambda t: t[:, :16].contiguous(), f"tensor '{Q}.weight' has shape [32, 16]"),
@@ -349,9 +453,9 @@ def stored_dirs(tmp_path_factory):
     names = {b[0] for b in STORED_PARTS} | {b[0] for b in BAD_CONFIGS}
     dirs = {}
     for name in names:
-        quant, writer = SCHEMES[name]
+        quant, writer = SCHEMES[name.removesuffix("-partial")]
         dirs[name] = tmp_path_factory.mktemp(name)
-        write(build("llama"), dirs[name], quant, writer)
+        write(build("llama", **(PARTIAL_LLAMA if name.endswith("-partial") else {})), dirs[name], quant, writer)
     return dirs
 
 
