@@ -146,6 +146,29 @@ def test_stored_fp8_blocks_cut_short_by_the_edges_match_transformers(name: str, 
     _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), name)
 
 
+@pytest.mark.parametrize("chips", [2, 4])
+def test_stored_fp8_blocks_split_over_chips_equal_one_chip(chips: int, tmp_path) -> None:
+    """Column-parallel shares that are not whole blocks of 16 (q_proj's 4 heads x 8 = 32 rows: 16
+    or 8 a chip; k / v_proj's 2 KV heads x 8: one head, 8 rows, a chip; gate / up's 32 rows: 16
+    or 8 a chip; down_proj's 32 columns likewise; hidden 40 is 3 blocks on every chip),
+    each chip's last block partial and unpadded, read the checkpoint's scales for their rows and
+    give one chip's logits."""
+    quant, writer = SCHEMES["deepseek-fp8"]
+    directory = tmp_path / "ckpt"
+    model = build("llama", hidden_size=40, head_dim=8, intermediate_size=32, vocab_size=96)
+    write(model, directory, quant, writer)
+    loaded = load_model(directory)
+    prec = _f32(checkpoint_precision(loaded.config.dtype, loaded.scheme.format))
+    one, _ = _ours(loaded, prec)
+    many, _ = _ours(loaded, prec, chips=chips)
+    for step, (a, b) in enumerate(zip(one, many, strict=True)):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0, err_msg=f"step {step}")
+    graph = build_decode(loaded.config, prec, 1, 8, chips=chips).graph
+    up = "model.layers.0.mlp.up_proj.weight"
+    assert graph[up].type.numel == 32 // chips * 40  # unpadded: 16 or 8 rows a chip
+    assert graph[f"{up}.scale"].type.sizes == {"Fg": 1, "Dg": 3}
+
+
 @pytest.mark.parametrize("name", ["ct-fp8-channel", "awq"])
 def test_sharded_equals_unsharded(name: str, tmp_path) -> None:
     quant, writer = define_schemes(block=16, group=8)[name]
@@ -262,19 +285,20 @@ def _linears_in_blocks(model, block: int) -> dict[str, np.ndarray]:
             if n.endswith(".weight") and n.split(".")[-2] in LINEARS}  # fmt: skip
 
 
-def test_fp8_blocks_that_do_not_tile_the_mlp_width_pad_it_on_one_chip(tmp_path) -> None:
-    """An MLP width of 40 in blocks of 16 rows on one chip: the width is zero-padded to whole
-    blocks (48), as each chip's share is under tensor parallelism, and the logits are
-    transformers' with DeepSeek's partial edge blocks (zero rows and columns change no block's
-    max |w| and add nothing)."""
+def test_fp8_blocks_that_do_not_tile_the_mlp_width_end_in_a_partial_block(tmp_path) -> None:
+    """An MLP width of 40 in blocks of 16 rows on one chip: ceil(40 / 16) = 3 blocks, the last one
+    8 rows, the codes unpadded (40 rows in HBM, not 48), and the logits are transformers' with
+    DeepSeek's partial edge blocks."""
     model = build("llama", intermediate_size=40)
     loaded = load_model(save(model, tmp_path))
     prec = _fp8_block(16)
     ours, tokens = _ours(loaded, prec)
     load_dequantised(model, _linears_in_blocks(model, 16))
     _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), "fp8-block, width 40")
-    codes = build_decode(loaded.config, prec, 1, 8).graph["model.layers.0.mlp.down_proj.weight"].type
-    assert (codes.size("Fg"), codes.size("Fi")) == (3, 16)
+    graph = build_decode(loaded.config, prec, 1, 8).graph
+    down = "model.layers.0.mlp.down_proj.weight"
+    assert graph[down].type.sizes == {"Dg": 2, "Di": 16, "F": 40}
+    assert graph[f"{down}.scale"].type.sizes == {"Dg": 2, "Fg": 3}
 
 
 # hidden 40 and q_proj's 5 heads x 8 = 40 rows: 2.5 blocks of 16; k / v_proj's one KV head: 8 rows
