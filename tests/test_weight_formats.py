@@ -169,6 +169,18 @@ def test_stored_fp8_blocks_split_over_chips_equal_one_chip(chips: int, tmp_path)
     assert graph[f"{up}.scale"].type.sizes == {"Fg": 1, "Dg": 3}
 
 
+def test_stored_blocks_a_chip_share_starts_inside_are_refused(tmp_path) -> None:
+    """q_proj's 4 heads x 10 = 40 rows over 2 chips: chip 1's 20 rows start inside the stored
+    16-row block [16, 32), so its rows' scales do not fall on blocks of its own: a one-line
+    error naming the weight, not scales silently mixed."""
+    quant, writer = SCHEMES["deepseek-fp8"]
+    write(build("llama", hidden_size=40, vocab_size=96), tmp_path, quant, writer)
+    loaded = load_model(tmp_path)
+    prec = _f32(checkpoint_precision(loaded.config.dtype, loaded.scheme.format))
+    with pytest.raises(TcpcError, match=r"q_proj\.weight: its scale is not constant .* starts inside a block"):
+        _ours(loaded, prec, chips=2)
+
+
 @pytest.mark.parametrize("name", ["ct-fp8-channel", "awq"])
 def test_sharded_equals_unsharded(name: str, tmp_path) -> None:
     quant, writer = define_schemes(block=16, group=8)[name]
@@ -344,19 +356,19 @@ def _deepseek_parts(model, block: int) -> dict[str, np.ndarray]:
         elif module in splits:
             heads, first = splits[module]
             per = w.reshape(heads, -1, w.shape[1])
-            parts = [blocks(per[:, :first].reshape(-1, w.shape[1])), blocks(per[:, first:].reshape(-1, w.shape[1]))]
-            out[name] = np.concatenate([parts[0].reshape(heads, first, -1), parts[1].reshape(heads, -1, w.shape[1])],
-                                       axis=1).reshape(w.shape)  # fmt: skip
-        elif name.endswith("_proj.weight") and module not in ("gate",):
+            head, tail = per[:, :first], per[:, first:]
+            parts = [blocks(p.reshape(-1, w.shape[1])).reshape(p.shape) for p in (head, tail)]
+            out[name] = np.concatenate(parts, axis=1).reshape(w.shape)
+        elif name.endswith("_proj.weight"):  # not the router (mlp.gate), which stays float
             out[name] = blocks(w)
     return out
 
 
 # kv_a_proj_with_mqa: kv_lora_rank 16 + qk_rope_head_dim 4 = 20 rows (DeepSeek-V3's 512 + 64 in
-# blocks of 16: its rope key is one partial block); hidden 40; kv_b's values and o_proj's input 4 x
-# 12 = 48 (whole blocks across heads); 24-row experts (zero-padded to 32 on one chip)
-PARTIAL_DEEPSEEK = dict(hidden_size=40, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=4, v_head_dim=12,
-                        q_lora_rank=24)  # fmt: skip
+# blocks of 16: its rope key is one partial block); hidden 40; q_a_proj's 24 rows; kv_b's values
+# and o_proj's input 4 x 12 = 48 (whole blocks across heads); 24-row experts (1.5 blocks)
+PARTIAL_DEEPSEEK = dict(hidden_size=40, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=4,
+                        v_head_dim=12, q_lora_rank=24)  # fmt: skip
 
 
 def test_deepseek_v3_fp8_blocks_cut_short_by_kv_a_proj_with_mqa(tmp_path) -> None:
@@ -479,7 +491,8 @@ def stored_dirs(tmp_path_factory):
     for name in names:
         quant, writer = SCHEMES[name.removesuffix("-partial")]
         dirs[name] = tmp_path_factory.mktemp(name)
-        write(build("llama", **(PARTIAL_LLAMA if name.endswith("-partial") else {})), dirs[name], quant, writer)
+        sizes = PARTIAL_LLAMA if name.endswith("-partial") else {}
+        write(build("llama", **sizes), dirs[name], quant, writer)
     return dirs
 
 

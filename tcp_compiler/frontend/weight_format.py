@@ -245,7 +245,10 @@ def compress(parts_value: np.ndarray, lay: Layout, name: str, part: str) -> np.n
     pick = tuple(slice(None) if a in lay.scales else slice(0, 1) for a in lay.blocked)
     first = blocked[pick]
     if not np.array_equal(np.broadcast_to(first, shape), blocked, equal_nan=True):
-        raise FrontendError(f"{name}: its {part} is not constant over the format's blocks of {lay.blocked}")
+        raise FrontendError(
+            f"{name}: its {part} is not constant over the format's blocks of {lay.blocked} (this chip's "
+            f"share, or this part of a fused weight, starts inside a block the checkpoint stores)"
+        )
     return first.reshape(tuple(lay.scales.values()))
 
 
@@ -254,7 +257,6 @@ def quantise(w: np.ndarray, fmt: WeightFormat, lay: Layout) -> Parts:
     expanded to `w`'s shape: symmetric absmax scales, AWQ-style min/max zero points, MX scales.
     A partial edge block's scale comes from the elements it holds (its zero padding adds none)."""
     x = lay.to_blocks(w.astype(np.float32), "constant")
-    shape = x.shape
     within = tuple(i for i, a in enumerate(lay.blocked) if a not in lay.scales)
     top = np.abs(x).max(axis=within, keepdims=True)
     if fmt.zero:
@@ -286,6 +288,8 @@ def _expanded(out: tuple[int, ...], lay: Layout, q, scale, zero) -> Parts:
     shape = tuple(lay.blocked.values())
 
     def full(a):
-        return None if a is None else lay.from_blocks(np.broadcast_to(a, shape)).reshape(out).astype(np.float32)
+        if a is None:
+            return None
+        return lay.from_blocks(np.broadcast_to(a, shape)).reshape(out).astype(np.float32)
 
     return Parts(full(q), full(scale), full(zero))
