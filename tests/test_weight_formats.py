@@ -334,6 +334,24 @@ def test_fp8_blocks_cut_short_by_the_hidden_and_head_widths(tmp_path) -> None:
     assert graph[f"{q}.scale.HKg"].kind == "gather"  # each row's block scale, looked up as fetched
 
 
+def test_partial_block_scales_are_looked_up_as_the_weight_is_fetched() -> None:
+    """The scale lookup of a partial-block weight is part of the projection's fetch (its prologue):
+    no pass or TensorDMA move makes the dequantised weight, HBM holds only the codes and the
+    ceil-sized scale grid, and the projection's pass can still run a token tile at a time."""
+    from simulator.targets.rngd.mapping.fusion import fuse
+    from simulator.targets.rngd.mapping.token_tiles import treats_tokens_apart
+
+    cfg = load_model("gpt-oss-20b").config  # hidden 2,880: 22.5 blocks of 128
+    graph = build_prefill(cfg, precision("fp8-block"), 1, 256).graph
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert graph[f"{q}.scale"].type.sizes == {"Hg": 32, "Dg": 23}
+    ops = fuse(graph)
+    [project] = [op for op in ops if q in op.inputs]
+    assert [n.name for n in project.prologue if n.kind == "gather"] == [f"{q}.scale.Dg"]
+    assert not any(f"{q}.dequant" in op.outputs for op in ops) and project.contraction is not None
+    assert treats_tokens_apart(graph, project)
+
+
 def _deepseek_parts(model, block: int) -> dict[str, np.ndarray]:
     """A DeepSeek-V3's projections in fp8 blocks as tcpc stores them: each part of a fused weight
     (q_b_proj's nope and rope rows, kv_a's latent and rope key, kv_b's keys and values) and each

@@ -154,7 +154,7 @@ class Layout:
     def to_blocks(self, x: np.ndarray, mode: str) -> np.ndarray:
         """x (shaped like the codes) in the `blocked` shape: each edge side flattened and padded
         to whole blocks, with zeros (mode "constant") or its last element (mode "edge")."""
-        shape, names = list(x.reshape(tuple(self.codes.values())).shape), list(self.codes)
+        shape, names = list(self.codes.values()), list(self.codes)
         x = x.reshape(shape)
         for edge in self.edges:
             i = names.index(next(iter(edge.axes)))
@@ -164,7 +164,6 @@ class Layout:
             x = np.pad(x, pad, mode=mode)
             shape[i : i + len(edge.axes)] = [edge.blocks * edge.size]
             names[i : i + len(edge.axes)] = [edge.axis]
-            x = x.reshape(shape)
         return x.reshape(tuple(self.blocked.values()))
 
     def from_blocks(self, x: np.ndarray) -> np.ndarray:

@@ -111,7 +111,7 @@ class Sharding:
     moe_intermediate: int
     vocab: int  # embedding and LM head rows per chip: vocab / chips, or the whole vocab when replicated
 
-    align: int  # a chip's MLP and expert widths are multiples of this (the weight format's blocks)
+    align: int  # a chip's MLP and expert widths are multiples of this (a group-sized format's groups)
 
     @staticmethod
     def plan(cfg: ModelConfig, precision: Precision, chips: int, layer: Layer | None = None) -> Sharding:
