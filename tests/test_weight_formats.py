@@ -169,6 +169,22 @@ def test_stored_fp8_blocks_split_over_chips_equal_one_chip(chips: int, tmp_path)
     assert graph[f"{up}.scale"].type.sizes == {"Fg": 1, "Dg": 3}
 
 
+def test_dtype_fp8_blocks_split_on_block_boundaries_equal_one_chip(tmp_path) -> None:
+    """--dtype fp8-block over 2 chips whose shares are whole blocks (q / k / v_proj's 16 rows,
+    o_proj's 16 columns a chip) while hidden 40 ends in a partial block on every chip: each chip
+    quantises its share on the whole weight's grid, so the logits are one chip's. (A share that
+    starts inside a block, 2 KV heads' 8 rows a chip, is quantised on a grid of its own, as a
+    per-shard quantiser does, and differs from one chip by fp8 rounding.)"""
+    model = build("llama", hidden_size=40, head_dim=8, num_key_value_heads=4, intermediate_size=32,
+                  vocab_size=96)  # fmt: skip
+    loaded = load_model(save(model, tmp_path))
+    prec = _fp8_block(16)
+    one, _ = _ours(loaded, prec)
+    two, _ = _ours(loaded, prec, chips=2)
+    for step, (a, b) in enumerate(zip(one, two, strict=True)):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0, err_msg=f"step {step}")
+
+
 def test_stored_blocks_a_chip_share_starts_inside_are_refused(tmp_path) -> None:
     """q_proj's 4 heads x 10 = 40 rows over 2 chips: chip 1's 20 rows start inside the stored
     16-row block [16, 32), so its rows' scales do not fall on blocks of its own: a one-line
