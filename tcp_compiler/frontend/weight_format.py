@@ -140,16 +140,8 @@ class Layout:
 
     @property
     def blocked(self) -> dict[str, int]:
-        """The codes' axes with each edge side as whole blocks `{axis}` x `{axis}i` (its last
-        block padded): the shape in which every block is an aligned sub-array."""
-        result: dict[str, int] = {}
-        for name, n in self.codes.items():
-            edge = next((e for e in self.edges if name in e.axes), None)
-            if edge is None:
-                result[name] = n
-            elif name == next(iter(edge.axes)):
-                result.update({edge.axis: edge.blocks, f"{edge.axis}i": edge.size})
-        return result
+        """The codes' axes with each edge side as whole blocks (`_blocked`)."""
+        return _blocked(self.codes, self.edges)
 
     def to_blocks(self, x: np.ndarray, mode: str) -> np.ndarray:
         """x (shaped like the codes) in the `blocked` shape: each edge side flattened and padded
@@ -175,6 +167,19 @@ class Layout:
             x = x[(slice(None),) * i + (slice(0, edge.elements),)]
             names[i : i + 2] = [edge.axis]
         return x.reshape(tuple(self.codes.values()))
+
+
+def _blocked(codes: dict[str, int], edges: Sequence[Edge]) -> dict[str, int]:
+    """`codes` with each edge side as whole blocks `{axis}` x `{axis}i` (its last block padded):
+    the shape in which every block is an aligned sub-array."""
+    result: dict[str, int] = {}
+    for name, n in codes.items():
+        edge = next((e for e in edges if name in e.axes), None)
+        if edge is None:
+            result[name] = n
+        elif name == next(iter(edge.axes)):
+            result.update({edge.axis: edge.blocks, f"{edge.axis}i": edge.size})
+    return result
 
 
 def layout(name: str, fmt: WeightFormat, axes: dict[str, int], contract: Sequence[str]) -> Layout:
@@ -212,9 +217,8 @@ def layout(name: str, fmt: WeightFormat, axes: dict[str, int], contract: Sequenc
             out_split = axis
         else:
             split = (axis, inner)
-    lay = Layout(codes, {}, split, out_split, tuple(edges))
     within |= {f"{e.axis}i" for e in edges}
-    scales = {a: n for a, n in lay.blocked.items() if a not in within}
+    scales = {a: n for a, n in _blocked(codes, edges).items() if a not in within}
     return Layout(codes, scales, split, out_split, tuple(edges))
 
 
