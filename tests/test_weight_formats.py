@@ -121,6 +121,82 @@ def test_stored_codes_are_bound_as_stored(stored) -> None:
     assert scales.size == {"ct-fp8-tensor": 1, "ct-fp8-block": 4, "deepseek-fp8": 4}.get(name, scales.size)
 
 
+@pytest.mark.parametrize("name", ["deepseek-fp8", "ct-fp8-block"])
+def test_stored_fp8_blocks_cut_short_by_the_edges_match_transformers(name: str, tmp_path) -> None:
+    """A checkpoint whose 16 x 16 blocks do not tile hidden 40 or q_proj's 40 rows stores
+    ceil-sized scale grids ([3, 3]), as DeepSeek-V3's kv_a_proj_with_mqa [576, 7168] stores [5, 56];
+    tcpc binds the codes as stored and matches transformers on the weights its finegrained_fp8
+    dequantises from the same tensors."""
+    from safetensors.torch import load_file
+    from transformers.integrations.finegrained_fp8 import _dequantize_fp8_weight
+
+    quant, writer = SCHEMES[name]
+    model = build("llama", **PARTIAL_LLAMA)
+    directory = tmp_path / name
+    write(model, directory, quant, writer)
+    stored = load_file(directory / "model.safetensors")
+    scale = "weight_scale_inv" if name == "deepseek-fp8" else "weight_scale"
+    theirs = {f"{m}.weight": _dequantize_fp8_weight(stored[f"{m}.weight"], stored[f"{m}.{scale}"], [16, 16],
+                                                    torch.float32).numpy()
+              for m in (n.removesuffix(f".{scale}") for n in stored if n.endswith(scale))}  # fmt: skip
+    assert stored[f"{Q}.{scale}"].shape == (3, 3)
+    load_dequantised(model, theirs)
+    loaded = load_model(directory)
+    ours, tokens = _ours(loaded, _f32(checkpoint_precision(loaded.config.dtype, loaded.scheme.format)))
+    _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), name)
+
+
+@pytest.mark.parametrize("chips", [2, 4])
+def test_stored_fp8_blocks_split_over_chips_equal_one_chip(chips: int, tmp_path) -> None:
+    """Column-parallel shares that are not whole blocks of 16 (q_proj's 4 heads x 8 = 32 rows: 16
+    or 8 a chip; k / v_proj's 2 KV heads x 8: one head, 8 rows, a chip; gate / up's 32 rows: 16
+    or 8 a chip; down_proj's 32 columns likewise; hidden 40 is 3 blocks on every chip),
+    each chip's last block partial and unpadded, read the checkpoint's scales for their rows and
+    give one chip's logits."""
+    quant, writer = SCHEMES["deepseek-fp8"]
+    directory = tmp_path / "ckpt"
+    model = build("llama", hidden_size=40, head_dim=8, intermediate_size=32, vocab_size=96)
+    write(model, directory, quant, writer)
+    loaded = load_model(directory)
+    prec = _f32(checkpoint_precision(loaded.config.dtype, loaded.scheme.format))
+    one, _ = _ours(loaded, prec)
+    many, _ = _ours(loaded, prec, chips=chips)
+    for step, (a, b) in enumerate(zip(one, many, strict=True)):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0, err_msg=f"step {step}")
+    graph = build_decode(loaded.config, prec, 1, 8, chips=chips).graph
+    up = "model.layers.0.mlp.up_proj.weight"
+    assert graph[up].type.numel == 32 // chips * 40  # unpadded: 16 or 8 rows a chip
+    assert graph[f"{up}.scale"].type.sizes == {"Fg": 1, "Dg": 3}
+
+
+def test_dtype_fp8_blocks_split_on_block_boundaries_equal_one_chip(tmp_path) -> None:
+    """--dtype fp8-block over 2 chips whose shares are whole blocks (q / k / v_proj's 16 rows,
+    o_proj's 16 columns a chip) while hidden 40 ends in a partial block on every chip: each chip
+    quantises its share on the whole weight's grid, so the logits are one chip's. (A share that
+    starts inside a block, 2 KV heads' 8 rows a chip, is quantised on a grid of its own, as a
+    per-shard quantiser does, and differs from one chip by fp8 rounding.)"""
+    model = build("llama", hidden_size=40, head_dim=8, num_key_value_heads=4, intermediate_size=32,
+                  vocab_size=96)  # fmt: skip
+    loaded = load_model(save(model, tmp_path))
+    prec = _fp8_block(16)
+    one, _ = _ours(loaded, prec)
+    two, _ = _ours(loaded, prec, chips=2)
+    for step, (a, b) in enumerate(zip(one, two, strict=True)):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0, err_msg=f"step {step}")
+
+
+def test_stored_blocks_a_chip_share_starts_inside_are_refused(tmp_path) -> None:
+    """q_proj's 4 heads x 10 = 40 rows over 2 chips: chip 1's 20 rows start inside the stored
+    16-row block [16, 32), so its rows' scales do not fall on blocks of its own: a one-line
+    error naming the weight, not scales silently mixed."""
+    quant, writer = SCHEMES["deepseek-fp8"]
+    write(build("llama", hidden_size=40, vocab_size=96), tmp_path, quant, writer)
+    loaded = load_model(tmp_path)
+    prec = _f32(checkpoint_precision(loaded.config.dtype, loaded.scheme.format))
+    with pytest.raises(TcpcError, match=r"q_proj\.weight: its scale is not constant .* inside a block"):
+        _ours(loaded, prec, chips=2)
+
+
 @pytest.mark.parametrize("name", ["ct-fp8-channel", "awq"])
 def test_sharded_equals_unsharded(name: str, tmp_path) -> None:
     quant, writer = define_schemes(block=16, group=8)[name]
@@ -218,36 +294,131 @@ def test_dtype_format_equals_numpy_quantise_dequantise(float_llama, name: str) -
 
 
 def _partial_fp8_blocks(w: np.ndarray, block: int) -> np.ndarray:
-    """DeepSeek's fp8 blocks of a weight its blocks do not tile, dequantised by transformers
-    (finegrained_fp8's dequantisation of a partial edge block): each block's scale is its max
-    |w| / 448, a block cut short by the edge taking the max of the rows and columns it has."""
+    """DeepSeek's fp8 blocks of a weight its blocks may not tile (the `fp8` writer: a block cut
+    short by the edge takes the max |w| of the rows and columns it has), dequantised by
+    transformers (finegrained_fp8's dequantisation of the ceil-sized scale grid)."""
     from transformers.integrations.finegrained_fp8 import _dequantize_fp8_weight
 
-    rows, cols = -(-w.shape[0] // block) * block, -(-w.shape[1] // block) * block
-    padded = np.pad(np.abs(w), ((0, rows - w.shape[0]), (0, cols - w.shape[1])))
-    top = padded.reshape(rows // block, block, cols // block, block).max(axis=(1, 3))
-    scale = (top / 448.0).astype(np.float32)
-    spread = np.repeat(np.repeat(scale, block, 0), block, 1)[: w.shape[0], : w.shape[1]]
-    codes = torch.from_numpy((w / spread).astype(np.float32)).to(torch.float8_e4m3fn)
-    return _dequantize_fp8_weight(codes, torch.from_numpy(scale), [block, block], torch.float32).numpy()
+    tensors, _ = fp8(w, (block, block), "s")
+    return _dequantize_fp8_weight(tensors["weight"], tensors["s"], [block, block], torch.float32).numpy()
 
 
-def test_fp8_blocks_that_do_not_tile_the_mlp_width_pad_it_on_one_chip(tmp_path) -> None:
-    """An MLP width of 40 in blocks of 16 rows on one chip: the width is zero-padded to whole
-    blocks (48), as each chip's share is under tensor parallelism, and the logits are
-    transformers' with DeepSeek's partial edge blocks (zero rows and columns change no block's
-    max |w| and add nothing)."""
+def _fp8_block(block: int) -> Precision:
+    prec = precision("fp8-block")
+    return _f32(replace(prec, format=replace(prec.format, block=(block, block))))
+
+
+def _linears_in_blocks(model, block: int) -> dict[str, np.ndarray]:
+    return {n: _partial_fp8_blocks(p.detach().numpy(), block) for n, p in model.named_parameters()
+            if n.endswith(".weight") and n.split(".")[-2] in LINEARS}  # fmt: skip
+
+
+def test_fp8_blocks_that_do_not_tile_the_mlp_width_end_in_a_partial_block(tmp_path) -> None:
+    """An MLP width of 40 in blocks of 16 rows on one chip: ceil(40 / 16) = 3 blocks, the last one
+    8 rows, the codes unpadded (40 rows in HBM, not 48), and the logits are transformers' with
+    DeepSeek's partial edge blocks."""
     model = build("llama", intermediate_size=40)
     loaded = load_model(save(model, tmp_path))
-    prec = precision("fp8-block")
-    prec = _f32(replace(prec, format=replace(prec.format, block=(16, 16))))
+    prec = _fp8_block(16)
     ours, tokens = _ours(loaded, prec)
-    weights = {n: _partial_fp8_blocks(p.detach().numpy(), 16) for n, p in model.named_parameters()
-               if n.endswith(".weight") and n.split(".")[-2] in LINEARS}  # fmt: skip
-    load_dequantised(model, weights)
+    load_dequantised(model, _linears_in_blocks(model, 16))
     _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), "fp8-block, width 40")
-    codes = build_decode(loaded.config, prec, 1, 8).graph["model.layers.0.mlp.down_proj.weight"].type
-    assert (codes.size("Fg"), codes.size("Fi")) == (3, 16)
+    graph = build_decode(loaded.config, prec, 1, 8).graph
+    down = "model.layers.0.mlp.down_proj.weight"
+    assert graph[down].type.sizes == {"Dg": 2, "Di": 16, "F": 40}
+    assert graph[f"{down}.scale"].type.sizes == {"Dg": 2, "Fg": 3}
+
+
+# hidden 40 and q_proj's 5 heads x 8 = 40 rows: 2.5 blocks of 16; k / v_proj's one KV head: 8 rows
+PARTIAL_LLAMA = dict(hidden_size=40, num_attention_heads=5, num_key_value_heads=1, head_dim=8)
+
+
+def test_fp8_blocks_cut_short_by_the_hidden_and_head_widths(tmp_path) -> None:
+    """Widths 16-row blocks do not tile (hidden 40, 5 heads x 8) are ceil(40 / 16) = 3 blocks, the
+    last one partial, as transformers dequantises DeepSeek's fp8: the codes keep their true size
+    (no padding) and the scale grid is ceil-sized; prefill and decode logits match."""
+    model = build("llama", **PARTIAL_LLAMA)
+    loaded = load_model(save(model, tmp_path))
+    prec = _fp8_block(16)
+    ours, tokens = _ours(loaded, prec)
+    load_dequantised(model, _linears_in_blocks(model, 16))
+    _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), "fp8-block, hidden 40")
+    graph = build_decode(loaded.config, prec, 1, 8).graph
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert graph[q].type.sizes == {"H": 5, "K": 8, "D": 40}  # the codes as stored: 40 x 40
+    assert graph[f"{q}.scale"].type.sizes == {"HKg": 3, "Dg": 3}
+    assert graph[f"{q}.scale.HKg"].kind == "gather"  # each row's block scale, looked up as fetched
+
+
+def test_partial_block_scales_are_looked_up_as_the_weight_is_fetched() -> None:
+    """The scale lookup of a partial-block weight is part of the projection's fetch (its prologue):
+    no pass or TensorDMA move makes the dequantised weight, HBM holds only the codes and the
+    ceil-sized scale grid, and the projection's pass can still run a token tile at a time."""
+    from simulator.targets.rngd.mapping.fusion import fuse
+    from simulator.targets.rngd.mapping.token_tiles import treats_tokens_apart
+
+    cfg = load_model("gpt-oss-20b").config  # hidden 2,880: 22.5 blocks of 128
+    graph = build_prefill(cfg, precision("fp8-block"), 1, 256).graph
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert graph[f"{q}.scale"].type.sizes == {"Hg": 32, "Dg": 23}
+    ops = fuse(graph)
+    [project] = [op for op in ops if q in op.inputs]
+    assert [n.name for n in project.prologue if n.kind == "gather"] == [f"{q}.scale.Dg"]
+    assert not any(f"{q}.dequant" in op.outputs for op in ops) and project.contraction is not None
+    assert treats_tokens_apart(graph, project)
+
+
+def _deepseek_parts(model, block: int) -> dict[str, np.ndarray]:
+    """A DeepSeek-V3's projections in fp8 blocks as tcpc stores them: each part of a fused weight
+    (q_b_proj's nope and rope rows, kv_a's latent and rope key, kv_b's keys and values) and each
+    expert's gate, up and down on a block grid of its own, dequantised by transformers."""
+    cfg, out = model.config, {}
+    H, C = cfg.num_attention_heads, cfg.kv_lora_rank
+    splits = {"q_b_proj": (H, cfg.qk_nope_head_dim), "kv_b_proj": (H, cfg.qk_nope_head_dim),
+              "kv_a_proj_with_mqa": (1, C)}  # fmt: skip
+
+    def blocks(w: np.ndarray) -> np.ndarray:
+        return _partial_fp8_blocks(w, block)
+
+    for name, p in model.named_parameters():
+        w, module = p.detach().numpy(), name.split(".")[-2]
+        if name.endswith("experts.gate_up_proj"):
+            half = w.shape[1] // 2
+            out[name] = np.stack([np.concatenate([blocks(e[:half]), blocks(e[half:])]) for e in w])
+        elif name.endswith("experts.down_proj"):
+            out[name] = np.stack([blocks(e) for e in w])
+        elif module in splits:
+            heads, first = splits[module]
+            per = w.reshape(heads, -1, w.shape[1])
+            head, tail = per[:, :first], per[:, first:]
+            parts = [blocks(p.reshape(-1, w.shape[1])).reshape(p.shape) for p in (head, tail)]
+            out[name] = np.concatenate(parts, axis=1).reshape(w.shape)
+        elif name.endswith("_proj.weight"):  # not the router (mlp.gate), which stays float
+            out[name] = blocks(w)
+    return out
+
+
+# kv_a_proj_with_mqa: kv_lora_rank 16 + qk_rope_head_dim 4 = 20 rows (DeepSeek-V3's 512 + 64 in
+# blocks of 16: its rope key is one partial block); hidden 40; q_a_proj's 24 rows; kv_b's values
+# and o_proj's input 4 x 12 = 48 (whole blocks across heads); 24-row experts (1.5 blocks)
+PARTIAL_DEEPSEEK = dict(hidden_size=40, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=4,
+                        v_head_dim=12, q_lora_rank=24)  # fmt: skip
+
+
+def test_deepseek_v3_fp8_blocks_cut_short_by_kv_a_proj_with_mqa(tmp_path) -> None:
+    """MLA in fp8-block with partial edge blocks (the rope key's rows, the hidden width, q_a's
+    24 rows) matches transformers on the same blocks dequantised by finegrained_fp8."""
+    model = build("deepseek_v3", **PARTIAL_DEEPSEEK)
+    model.set_experts_implementation("eager")
+    loaded = load_model(save(model, tmp_path))
+    prec = _fp8_block(16)
+    ours, tokens = _ours(loaded, prec)
+    load_dequantised(model, _deepseek_parts(model, 16))
+    _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), "deepseek-v3 fp8-block")
+    graph = build_decode(loaded.config, prec, 1, 8).graph
+    rope = "model.layers.0.self_attn.kv_a_proj_with_mqa.rope.weight"
+    assert graph[rope].type.sizes == {"K": 4, "D": 40}  # the rope key's 4 rows of 40 codes, unpadded
+    assert graph[f"{rope}.scale"].type.sizes == {"Kg": 1, "Dg": 3}
 
 
 def test_mxfp4_is_a_table_lookup_and_a_shared_exponent(float_llama) -> None:
@@ -330,6 +501,9 @@ STORED_PARTS = [  # scheme, tensor, its replacement from the stored one, message
     ("gptq", f"{Q}.g_idx", lambda t: t[:8], f"tensor '{Q}.g_idx' has shape [8], but"),
     ("ct-fp8-block", f"{GATE}.weight_scale", lambda t: t.T.contiguous(), "has shape [2, 3], but"),
     ("deepseek-fp8", f"{GATE}.weight_scale_inv", lambda t: t.reshape(-1), "has shape [6], but"),
+    # hidden 40 in blocks of 16: ceil(40 / 16) = 3 column blocks, not the floor's 2
+    ("deepseek-fp8-partial", f"{Q}.weight_scale_inv", lambda t: t[:, :2].contiguous(),
+     "as fp8-block:fp8 with scale blocks of 16 x 16 implies [3, 3]"),
     ("ct-fp8-channel", f"{Q}.weight_scale", lambda t: t.to(torch.int32), f"tensor '{Q}.weight_scale' is I32"),
     ("ct-fp8-channel", f"{Q}.weight", lambda t: t.float(), f"tensor '{Q}.weight' is F32, but"),
     ("ct-w8a16", f"{Q}.weight", lambda t: t[:, :16].contiguous(), f"tensor '{Q}.weight' has shape [32, 16]"),
@@ -349,9 +523,10 @@ def stored_dirs(tmp_path_factory):
     names = {b[0] for b in STORED_PARTS} | {b[0] for b in BAD_CONFIGS}
     dirs = {}
     for name in names:
-        quant, writer = SCHEMES[name]
+        quant, writer = SCHEMES[name.removesuffix("-partial")]
         dirs[name] = tmp_path_factory.mktemp(name)
-        write(build("llama"), dirs[name], quant, writer)
+        sizes = PARTIAL_LLAMA if name.endswith("-partial") else {}
+        write(build("llama", **sizes), dirs[name], quant, writer)
     return dirs
 
 

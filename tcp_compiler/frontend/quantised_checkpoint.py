@@ -164,7 +164,9 @@ def _compressed_tensors(fields: _Fields) -> Scheme:
     act_quant = _input_activations(group, kind)
     base = FORMATS["fp8-channel"] if kind == "float" else FORMATS["w8a8" if act_quant else "w8a16"]
     name = f"{base.name}:compressed-tensors" if kind == "int" else f"fp8-{strategy}:compressed-tensors"
-    fmt = replace(base, name=name, block=block, keep=fields.names("ignore"), stored=True)
+    # a block strategy's edge blocks may be partial (ceil-sized grids), as DeepSeek's fp8 blocks
+    fmt = replace(base, name=name, block=block, keep=fields.names("ignore"), stored=True,
+                  edges=strategy == "block")  # fmt: skip
     code = FP8E4M3 if kind == "float" else I8
     return Scheme("compressed-tensors", fmt, *_scaled("weight_scale", block, code, fmt.name))
 

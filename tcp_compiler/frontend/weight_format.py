@@ -4,7 +4,9 @@ and how its blocks fall on the builder's named axes.
 One description covers every format: codes of dtype `codes`, one scale per block of `block` =
 (rows, columns) of the Hugging Face [out, in] matrix (0: the whole axis, so (0, 0) is per tensor,
 (1, 0) per output channel, (1, g) groups of g inputs, (128, 128) DeepSeek's blocks), optionally a
-zero point per block, optionally a table the codes index (fp4 e2m1 -> its value). The builder
+zero point per block, optionally a table the codes index (fp4 e2m1 -> its value). A format with
+`edges` (DeepSeek's fp8 blocks) cuts an axis its blocks do not tile into ceil(A / b) blocks, the
+last one partial, as transformers' finegrained_fp8 dequantises them. The builder
 reads nothing else, so a new format is one entry in FORMATS (and a reader if checkpoints store it).
 
 Dequantised, an element is (table[q] or q, minus its block's zero) x its block's scale. `quantise`
@@ -14,6 +16,7 @@ checkpoint readers (quantised_checkpoint.py) produce the same expanded parts fro
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +47,7 @@ class WeightFormat:
     act_quant: bool = False  # activations quantised per token to `codes` (w8a8), scales after the einsum
     keep: tuple[str, ...] = ()  # canonical weight names left in float (a checkpoint's ignore list)
     stored: bool = False  # a checkpoint stores the parts (read as tensor:codes / :scale / :zero)
+    edges: bool = False  # a block may be cut short by the axis's end (fixed blocks, not --group-size's)
 
     def applies(self, name: str) -> bool:
         """Whether the canonical weight `name` is stored in this format (not on the keep list)."""
@@ -52,10 +56,11 @@ class WeightFormat:
 
     def bits_per_weight(self, rows: int, cols: int) -> float:
         """Bits one element of a [rows, cols] weight costs in HBM: its code plus its share of the
-        block's scale and zero point."""
-        per_block = (self.block[0] or rows) * (self.block[1] or cols)
+        blocks' scales and zero points (ceil(rows / b) x ceil(cols / b) blocks: a partial edge
+        block has a scale of its own)."""
+        blocks = -(-rows // (self.block[0] or rows)) * -(-cols // (self.block[1] or cols))
         extra = (self.scale.bits if self.scale else 0) + (U4.bits if self.zero else 0)
-        return self.codes.bits + extra / per_block
+        return self.codes.bits + extra * blocks / (rows * cols)
 
 
 def _matches(pattern: str, module: str) -> bool:
@@ -78,7 +83,7 @@ FORMATS: dict[str, WeightFormat] = {
     "w4": WeightFormat("w4", I4, BF16, (1, 128)),
     "fp8-tensor": WeightFormat("fp8-tensor", FP8E4M3, F32, (0, 0), keep=KEEP),
     "fp8-channel": WeightFormat("fp8-channel", FP8E4M3, F32, (1, 0), keep=KEEP),
-    "fp8-block": WeightFormat("fp8-block", FP8E4M3, F32, (128, 128), keep=KEEP),
+    "fp8-block": WeightFormat("fp8-block", FP8E4M3, F32, (128, 128), keep=KEEP, edges=True),
     "w8a16": WeightFormat("w8a16", I8, F32, (1, 0), keep=KEEP),
     "w8a8": WeightFormat("w8a8", I8, F32, (1, 0), act_quant=True, keep=KEEP),
     "w4-zp": WeightFormat("w4-zp", U4, BF16, (1, 128), zero=True, keep=KEEP),
@@ -87,16 +92,37 @@ FORMATS: dict[str, WeightFormat] = {
 
 
 @dataclass(frozen=True)
+class Edge:
+    """A side of a weight (its output or its contracted axes, flattened row-major) whose blocks of
+    `size` the axes do not tile: `blocks` = ceil(elements / size) scales along scale axis `axis`,
+    the last block partial. The codes keep the side's axes whole (no padding in HBM); each
+    element's scale is its block's, picked by position (weights.py gathers it as it fetches)."""
+
+    axis: str
+    axes: dict[str, int]
+    size: int
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.axes.values())
+
+    @property
+    def blocks(self) -> int:
+        return -(-self.elements // self.size)
+
+
+@dataclass(frozen=True)
 class Layout:
-    """A weight of `axes` cut into its format's blocks: the codes' axes (a blocked axis A becomes
-    Ag x Ai), the scales' axes (the codes' without the within-block ones), the contracted axis
-    split the activation must follow, and the output axis that was split (merged back after
-    dequantising, a free view)."""
+    """A weight of `axes` cut into its format's blocks: the codes' axes (a blocked axis A the
+    blocks tile becomes Ag x Ai), the scales' axes (the codes' without the within-block ones; an
+    `edges` side becomes its one axis of blocks), the contracted axis split the activation must
+    follow, and the output axis that was split (merged back after dequantising, a free view)."""
 
     codes: dict[str, int]
     scales: dict[str, int]
     split: tuple[str, int] | None
     out_split: str | None
+    edges: tuple[Edge, ...] = ()
 
     @property
     def merged(self) -> dict[str, int]:
@@ -112,15 +138,61 @@ class Layout:
                 result[name] = n
         return result
 
+    @property
+    def blocked(self) -> dict[str, int]:
+        """The codes' axes with each edge side as whole blocks (`_blocked`)."""
+        return _blocked(self.codes, self.edges)
+
+    def to_blocks(self, x: np.ndarray, mode: str) -> np.ndarray:
+        """x (shaped like the codes) in the `blocked` shape: each edge side flattened and padded
+        to whole blocks, with zeros (mode "constant") or its last element (mode "edge")."""
+        shape, names = list(self.codes.values()), list(self.codes)
+        x = x.reshape(shape)
+        for edge in self.edges:
+            i = names.index(next(iter(edge.axes)))
+            x = x.reshape(*shape[:i], edge.elements, *shape[i + len(edge.axes) :])
+            pad = [(0, 0)] * x.ndim
+            pad[i] = (0, edge.blocks * edge.size - edge.elements)
+            x = np.pad(x, pad, mode=mode)
+            shape[i : i + len(edge.axes)] = [edge.blocks * edge.size]
+            names[i : i + len(edge.axes)] = [edge.axis]
+        return x.reshape(tuple(self.blocked.values()))
+
+    def from_blocks(self, x: np.ndarray) -> np.ndarray:
+        """The inverse of `to_blocks`: the padding cut off, shaped like the codes."""
+        names = list(self.blocked)
+        for edge in self.edges:
+            i = names.index(edge.axis)
+            x = x.reshape(*x.shape[:i], edge.blocks * edge.size, *x.shape[i + 2 :])
+            x = x[(slice(None),) * i + (slice(0, edge.elements),)]
+            names[i : i + 2] = [edge.axis]
+        return x.reshape(tuple(self.codes.values()))
+
+
+def _blocked(codes: dict[str, int], edges: Sequence[Edge]) -> dict[str, int]:
+    """`codes` with each edge side as whole blocks `{axis}` x `{axis}i` (its last block padded):
+    the shape in which every block is an aligned sub-array."""
+    result: dict[str, int] = {}
+    for name, n in codes.items():
+        edge = next((e for e in edges if name in e.axes), None)
+        if edge is None:
+            result[name] = n
+        elif name == next(iter(edge.axes)):
+            result.update({edge.axis: edge.blocks, f"{edge.axis}i": edge.size})
+    return result
+
 
 def layout(name: str, fmt: WeightFormat, axes: dict[str, int], contract: Sequence[str]) -> Layout:
     """The blocks of weight `name` with `axes` ([E,] out..., in...; `contract` the in axes).
 
-    A stacked expert axis E always keeps its own scales (experts are separate tensors)."""
+    A side whose blocks tile one of its axes splits it; otherwise a format with `edges` cuts the
+    side into ceil(elements / block) blocks (an Edge), and any other format refuses. A stacked
+    expert axis E always keeps its own scales (experts are separate tensors)."""
     out = [a for a in axes if a not in contract and a != "E"]
     codes, within = dict(axes), set()
     split = None
     out_split = None
+    edges: list[Edge] = []
     for side, size in ((out, fmt.block[0]), (list(contract), fmt.block[1])):
         if size == 0 or not side:
             within |= set(side)
@@ -132,17 +204,22 @@ def layout(name: str, fmt: WeightFormat, axes: dict[str, int], contract: Sequenc
         except OptionError:
             if side is not out and fmt.name in GROUP_SIZED:  # group_split's error names group_size
                 raise
-            what = "rows do not tile its output" if side is out else "columns do not tile its input"
-            shape = " x ".join(f"{a}={axes[a]}" for a in side)
-            raise FrontendError(f"{name}: {fmt.name} blocks of {size} {what} axes {shape}") from None
+            if not fmt.edges:
+                what = "rows do not tile its output" if side is out else "columns do not tile its input"
+                shape = " x ".join(f"{a}={axes[a]}" for a in side)
+                raise FrontendError(f"{name}: {fmt.name} blocks of {size} {what} axes {shape}") from None
+            edges.append(Edge(f"{''.join(side)}g", {a: axes[a] for a in side}, size))
+            within |= set(side)
+            continue
         codes = _split_axis(codes, axis, inner)
         within |= set(side[side.index(axis) + 1 :]) | {f"{axis}i"}
         if side is out:
             out_split = axis
         else:
             split = (axis, inner)
-    scales = {a: n for a, n in codes.items() if a not in within}
-    return Layout(codes, scales, split, out_split)
+    within |= {f"{e.axis}i" for e in edges}
+    scales = {a: n for a, n in _blocked(codes, edges).items() if a not in within}
+    return Layout(codes, scales, split, out_split, tuple(edges))
 
 
 def _split_axis(axes: dict[str, int], axis: str, inner: int) -> dict[str, int]:
@@ -164,22 +241,26 @@ class Parts:
 
 def compress(parts_value: np.ndarray, lay: Layout, name: str, part: str) -> np.ndarray:
     """An expanded part (one value per weight element) as its param: one value per block. Raises
-    if a block's values differ (a layout the format's blocks do not describe)."""
-    shape = tuple(lay.codes.values())
-    blocked = parts_value.reshape(shape)
-    pick = tuple(slice(None) if a in lay.scales else slice(0, 1) for a in lay.codes)
+    if a block's values differ (a layout the format's blocks do not describe); a partial edge
+    block is padded with its own last value, so only the values it holds are compared."""
+    blocked = lay.to_blocks(parts_value, "edge")
+    shape = blocked.shape
+    pick = tuple(slice(None) if a in lay.scales else slice(0, 1) for a in lay.blocked)
     first = blocked[pick]
     if not np.array_equal(np.broadcast_to(first, shape), blocked, equal_nan=True):
-        raise FrontendError(f"{name}: its {part} is not constant over the format's blocks of {lay.codes}")
+        raise FrontendError(
+            f"{name}: its {part} is not constant over the format's blocks of {lay.blocked} (this chip's "
+            f"share, or this part of a fused weight, starts inside a block the checkpoint stores)"
+        )
     return first.reshape(tuple(lay.scales.values()))
 
 
 def quantise(w: np.ndarray, fmt: WeightFormat, lay: Layout) -> Parts:
     """`fmt`'s codes, scales and zeros for float weights `w` (shaped like the weight's axes), each
-    expanded to `w`'s shape: symmetric absmax scales, AWQ-style min/max zero points, MX scales."""
-    shape = tuple(lay.codes.values())
-    x = w.astype(np.float32).reshape(shape)
-    within = tuple(i for i, a in enumerate(lay.codes) if a not in lay.scales)
+    expanded to `w`'s shape: symmetric absmax scales, AWQ-style min/max zero points, MX scales.
+    A partial edge block's scale comes from the elements it holds (its zero padding adds none)."""
+    x = lay.to_blocks(w.astype(np.float32), "constant")
+    within = tuple(i for i, a in enumerate(lay.blocked) if a not in lay.scales)
     top = np.abs(x).max(axis=within, keepdims=True)
     if fmt.zero:
         high = np.maximum(x.max(axis=within, keepdims=True), 0)
@@ -187,18 +268,18 @@ def quantise(w: np.ndarray, fmt: WeightFormat, lay: Layout) -> Parts:
         scale = _round_scale(np.maximum(high - low, 1e-30) / 15.0, fmt)
         zero = np.clip(np.rint(-low / scale), 0, 15)
         q = np.clip(np.rint(x / scale) + zero, 0, 15)
-        return _expanded(w.shape, shape, q, scale, zero)
+        return _expanded(w.shape, lay, q, scale, zero)
     if fmt.table:
         exponent = np.floor(np.log2(np.maximum(top, 2.0**-127))) - _FP4_MAX_EXP
         scale = _round_scale(2.0 ** np.clip(exponent, -127, 127), fmt)
         values = np.clip(x / scale, -_FP4_MAX, _FP4_MAX).astype(ml_dtypes.float4_e2m1fn)  # nearest even
-        return _expanded(w.shape, shape, values.view(np.uint8).astype(np.float32), scale, None)
+        return _expanded(w.shape, lay, values.view(np.uint8).astype(np.float32), scale, None)
     if fmt.codes == FP8E4M3:
         limit = float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max)
     else:
         limit = 2 ** (fmt.codes.bits - 1) - 1
     scale = _round_scale(np.maximum(top, 1e-30) / limit, fmt)
-    return _expanded(w.shape, shape, fmt.codes.round(x / scale), scale, None)
+    return _expanded(w.shape, lay, fmt.codes.round(x / scale), scale, None)
 
 
 def _round_scale(scale: np.ndarray, fmt: WeightFormat) -> np.ndarray:
@@ -206,8 +287,12 @@ def _round_scale(scale: np.ndarray, fmt: WeightFormat) -> np.ndarray:
     return fmt.scale.round(scale)
 
 
-def _expanded(out: tuple[int, ...], shape, q, scale, zero) -> Parts:
+def _expanded(out: tuple[int, ...], lay: Layout, q, scale, zero) -> Parts:
+    shape = tuple(lay.blocked.values())
+
     def full(a):
-        return None if a is None else np.broadcast_to(a, shape).reshape(out).astype(np.float32)
+        if a is None:
+            return None
+        return lay.from_blocks(np.broadcast_to(a, shape)).reshape(out).astype(np.float32)
 
     return Parts(full(q), full(scale), full(zero))

@@ -4,7 +4,8 @@ reference that dequantises them, both from the formats' published definitions (n
 - compressed-tensors (llm-compressor): `weight` fp8 e4m3 / int8 and `weight_scale` per tensor [1],
   per channel [out, 1] or per block [out / bo, in / bi]; w = q x scale; int8 weights with dynamic
   per-token int8 activations are w8a8 (x_q = round(x / (max|x| / 127)), y = (x_q . q) x s_x x s_w).
-- DeepSeek-V3 fp8: `weight` fp8 and `weight_scale_inv` [out / bo, in / bi]; w = q x scale_inv.
+- DeepSeek-V3 fp8: `weight` fp8 and `weight_scale_inv` [ceil(out / bo), ceil(in / bi)]; w = q x
+  scale_inv, a block cut short by the weight's edge scaled by the max |w| of the part it holds.
 - AutoAWQ gemm: `qweight` [in, out / 8] int32, nibble k of word j holding column 8j + (0 2 4 6 1 3
   5 7)[k]; `qzeros` the same over [in / g, out]; `scales` [in / g, out] fp16; w = (q - z) x s.
 - GPTQ (v1): `qweight` [in / 8, out], nibble k of row word j holding input row 8j + k; `qzeros`
@@ -29,19 +30,24 @@ FP8_MAX = 448.0
 
 
 def _blocks(w: np.ndarray, bo: int, bi: int) -> np.ndarray:
-    """[out / bo, in / bi] max |w| per block (0: the whole axis)."""
+    """[ceil(out / bo), ceil(in / bi)] max |w| per block (0: the whole axis; a partial edge block
+    the max of the elements it holds)."""
     bo, bi = bo or w.shape[0], bi or w.shape[1]
-    return np.abs(w).reshape(w.shape[0] // bo, bo, w.shape[1] // bi, bi).max(axis=(1, 3))
+    rows, cols = -(-w.shape[0] // bo), -(-w.shape[1] // bi)
+    padded = np.pad(np.abs(w), ((0, rows * bo - w.shape[0]), (0, cols * bi - w.shape[1])))
+    return padded.reshape(rows, bo, cols, bi).max(axis=(1, 3))
 
 
-def _spread(s: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    return np.repeat(np.repeat(s, shape[0] // s.shape[0], 0), shape[1] // s.shape[1], 1)
+def _spread(s: np.ndarray, shape: tuple[int, int], block: tuple[int, int]) -> np.ndarray:
+    """One scale per element of a [out, in] weight from one per block (cut at the edges)."""
+    bo, bi = block[0] or shape[0], block[1] or shape[1]
+    return np.repeat(np.repeat(s, bo, 0), bi, 1)[: shape[0], : shape[1]]
 
 
 def fp8(w: np.ndarray, block: tuple[int, int], scale_name: str) -> tuple[dict, np.ndarray]:
     scale = (_blocks(w, *block) / FP8_MAX).astype(np.float32)
-    q = (w / _spread(scale, w.shape)).astype(ml_dtypes.float8_e4m3fn)
-    deq = q.astype(np.float32) * _spread(scale, w.shape)
+    q = (w / _spread(scale, w.shape, block)).astype(ml_dtypes.float8_e4m3fn)
+    deq = q.astype(np.float32) * _spread(scale, w.shape, block)
     stored = scale.reshape(1) if block == (0, 0) else scale
     tensors = {"weight": torch.from_numpy(q.view(np.uint8).copy()).view(torch.float8_e4m3fn),
                scale_name: torch.from_numpy(stored.copy())}  # fmt: skip

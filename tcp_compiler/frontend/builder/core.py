@@ -111,14 +111,15 @@ class Sharding:
     moe_intermediate: int
     vocab: int  # embedding and LM head rows per chip: vocab / chips, or the whole vocab when replicated
 
-    align: int  # a chip's MLP and expert widths are multiples of this (the weight format's blocks)
+    align: int  # a chip's MLP and expert widths are multiples of this (a group-sized format's groups)
 
     @staticmethod
     def plan(cfg: ModelConfig, precision: Precision, chips: int, layer: Layer | None = None) -> Sharding:
         """Per-chip sizes (of `layer` when its KV heads or MLP width are its own), or a one-line
         FrontendError naming what does not divide. MLP and expert widths never refuse: a share
-        the chips or the format's blocks do not divide is zero-padded up (padded rows give zero
-        activations, padded columns add nothing)."""
+        the chips or the format's groups do not divide is zero-padded up (padded rows give zero
+        activations, padded columns add nothing); a format whose blocks may be cut short at an
+        edge (fp8-block) holds the share unpadded, its last block partial."""
         H, Hkv, N = cfg.heads, cfg.kv_heads if layer is None else cfg.kv_heads_of(layer), chips
         intermediate = cfg.intermediate if layer is None else cfg.intermediate_of(layer)
         _check_ssm_split(cfg, N)
@@ -129,7 +130,8 @@ class Sharding:
                 f"(heads must be a multiple of the chips, KV heads a multiple or a divisor of them)"
             )
         fmt = precision.format
-        align = math.lcm(*(n for n in fmt.block if n)) if fmt is not None else 1
+        # groups and MX blocks must tile a chip's share: pad it; blocks with partial edges need not
+        align = math.lcm(*(n for n in fmt.block if n)) if fmt is not None and not fmt.edges else 1
         moe_f = cfg.moe.intermediate if cfg.moe is not None else 0
         vocab = cfg.vocab // N if cfg.vocab % N == 0 else cfg.vocab
         replicas = N // Hkv if Hkv < N else 1

@@ -13,7 +13,7 @@ import numpy as np
 
 from ir import F32, FP8E4M3, I32, U4, Axis, DType, Node, TensorType
 from tcp_compiler.frontend.builder.core import Adapter, Binding, Cut, Getter, GraphBuilder, Weight, whole
-from tcp_compiler.frontend.weight_format import Layout, Parts, WeightFormat, compress, layout, quantise
+from tcp_compiler.frontend.weight_format import Edge, Layout, Parts, WeightFormat, compress, layout, quantise
 
 
 def weight(
@@ -36,7 +36,9 @@ def weight(
 
     The format's blocks (weight_format.layout) split a blocked axis A into `Ag` x `Ai`; on the
     contracted side `split` is (A, size of Ai) so the caller splits the activation the same
-    way; a split output side is merged back after dequantising (a free view). With
+    way; a split output side is merged back after dequantising (a free view). A side the blocks
+    do not tile (an Edge: DeepSeek's partial edge blocks) stays whole, its scales picked per
+    element by block position as they are fetched. With
     `scaled_after` a format that quantises activations (w8a8) returns its integer codes and
     leaves its scales in `b.post_scales` for the caller to apply after the einsum.
     """
@@ -97,7 +99,8 @@ def _parts_maker(fmt: WeightFormat, lay: Layout, make: Callable[[Getter, int], n
 
 def _dequantise(b: GraphBuilder, q: Node, s: Node, z: Node | None, fmt: WeightFormat, lay: Layout) -> Node:
     """(table[q] or q, minus the zero point) x scale, in the operand dtype: the Fetch Adapter's
-    lookup (fp4 -> fp8), casts and integer zero-point subtraction, then the scale multiply. A weight
+    lookup (fp4 -> fp8), casts and integer zero-point subtraction, then the scale multiply (an edge
+    side's scales looked up by each element's block, as the Fetch Adapter looks codes up). A weight
     used again (Zamba2's shared blocks) is dequantised again where it is used, as it is fetched
     again: those values are named in the using layer."""
     g, name = b.g, q.name
@@ -118,10 +121,23 @@ def _dequantise(b: GraphBuilder, q: Node, s: Node, z: Node | None, fmt: WeightFo
         x = b.to(g.add("sub", to(q, I32), to(z, I32), name=f"{name}.centred"), work)
     else:
         x = to(q, work)
+    for edge in lay.edges:
+        s = g.add("gather", s, _block_index(b, edge), name=f"{name}.scale.{edge.axis}", axis=edge.axis)
     x = g.add("mul", x, to(s, work), name=f"{name}.dequant")
     if lay.out_split is not None:
         x = g.add("reshape", x, name=f"{name}.merged", type=TensorType.of(work, **lay.merged))
     return b.to(x, b.p.act)
+
+
+def _block_index(b: GraphBuilder, edge: Edge) -> Node:
+    """Each element's block along an edge side, a const i32 over its axes (flat position // block
+    size): address arithmetic the dequantiser does, shared by every weight with that side."""
+    axes = "".join(f"{a}{n}" for a, n in edge.axes.items())
+    name = f"block_of.{axes}.b{edge.size}"
+    if name not in b.g:
+        values = (np.arange(edge.elements) // edge.size).tolist()
+        b.g.add("const", name=name, type=TensorType.of(I32, **edge.axes), values=values)
+    return b.g[name]
 
 
 def _lookup_table(b: GraphBuilder, values: tuple[float, ...]) -> Node:

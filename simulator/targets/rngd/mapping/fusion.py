@@ -141,9 +141,10 @@ def on_the_fly(graph: Graph, aliases: dict[str, str]) -> dict[str, tuple[tuple[s
 
 
 def is_lookup(graph: Graph, node: Node) -> bool:
-    """A gather from a constant table (MXFP4's fp4 -> fp8 codes): the Fetch Adapter's table
-    lookup, not a TensorDMA move."""
-    return node.kind == "gather" and traits(graph[node.operands[0]].kind).immediate
+    """A gather from a constant table (MXFP4's fp4 -> fp8 codes) or by a constant index (each
+    element's block scale of a weight with partial edge blocks, picked by its position): the
+    Fetch Adapter's lookup as the weight is fetched, not a TensorDMA move."""
+    return node.kind == "gather" and any(traits(graph[o].kind).immediate for o in node.operands)
 
 
 def _can_join(op: FusedOp, node: Node, stage: int) -> bool:

@@ -123,7 +123,7 @@ def treats_tokens_apart(graph: Graph, op: FusedOp) -> bool:
         TOKENS not in graph[v].type.names for v in op.outputs
     ):
         return False
-    for node in [*op.prologue, *op.nodes]:
+    for node in op.nodes:  # the prologue transforms weights as they are fetched: no tokens
         operands = [graph[o].type for o in node.operands]
         if any(TOKENS in t.names for t in operands) and TOKENS not in node.type.names:
             return False  # reduces the tokens away
