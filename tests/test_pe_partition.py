@@ -137,3 +137,20 @@ def test_a_prefill_on_pe_ranks_splits_its_residual_stream_by_tokens() -> None:
     assert split_moved == whole_moved  # a ring all-reduce is a reduce-scatter and an all-gather
     assert split_spilled < whole_spilled
     assert split_cycles < whole_cycles
+
+
+@pytest.mark.parametrize("command", ["simulate", "serve"])
+def test_reports_on_pe_ranks_say_per_rank_and_give_the_cards_power(command: str, capsys, monkeypatch) -> None:
+    """A rank's figures are its share of the card: the terminal reports say 'per PE rank' where a
+    whole card's run says 'per chip', and give the card's power beside the rank's."""
+    from tcp_compiler.cli import main
+
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per line, whatever the terminal
+    run = ["--prompt-len", "64", "--gen-len", "2"] if command == "simulate" else ["--requests", "2"]
+    for split in (8, 1):
+        assert main([command, "llama-3.2-1b", *run, "--set", f"system.pe_partitions={split}"]) == 0
+        out = capsys.readouterr().out
+        assert ("per PE rank" in out and "every PE rank counted" in out) == (split == 8)
+        assert ("(1 card x 8 PE ranks)" in out) == (split == 8)
+        assert ("W per card)" in out) == (split == 8)
+        assert ("per chip" in out) == (split == 1)

@@ -207,6 +207,7 @@ def _run_info(result: ServeResult, args: argparse.Namespace, rate: float | None 
         model=result.config.name,
         hardware=result.hardware.name,
         chips=result.chips,
+        ranks_per_card=result.hardware.system.ranks_per_card,
         pp=args.pp,
         dtype=result.precision.name,
         kv_dtype=result.precision.kv.name,

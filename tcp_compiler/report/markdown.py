@@ -14,6 +14,7 @@ from tcp_compiler.report.text import (
     ROLE_COLUMNS,
     attention_lines,
     chips_text,
+    device_noun,
     energy_lines,
     layer_cells,
     layer_label,
@@ -47,7 +48,7 @@ def render_markdown(report: Report, sites: Sites, top: int = 10) -> str:
     layer, the `top` op roles per phase (0: all), memory."""
     hw, pre, dec = report.hardware, report.prefill, report.decode
     lines = [
-        f"# {report.model} on {hw.name} ({chips_text(hw)})",
+        f"# {report.model} on {hw.name} ({chips_text(hw.chips, hw.ranks_per_card)})",
         "",
         f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}.",
         "",
@@ -94,7 +95,7 @@ def render_markdown(report: Report, sites: Sites, top: int = 10) -> str:
             lines += [rest, ""]
     mem = report.memory
     lines += [
-        "## Memory per chip",
+        f"## Memory per {device_noun(report.hardware.ranks_per_card)}",
         "",
         f"Weights {mem.weights_bytes:,} B, KV cache {mem.kv_cache_bytes:,} B "
         f"({mem.kv_cache_bytes_per_token:.0f} B per token"

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from simulator.numbers import duration
 from tcp_compiler.report.serve_types import ServeReport
+from tcp_compiler.report.text import chips_text, counted_text, device_noun, power_text
 
 
 def print_serve_report(report: ServeReport, out: Console) -> None:
@@ -15,8 +16,8 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
     r, f = report.run, report
     assert r is not None, "the terminal report names the run's options"
     out.print(
-        f"[bold]{r.model}[/] on {r.hardware} ({r.chips} chip"
-        f"{'s' if r.chips > 1 else ''}), {r.dtype}, KV {r.kv_dtype}; "
+        f"[bold]{r.model}[/] on {r.hardware} ({chips_text(r.chips, r.ranks_per_card)}), {r.dtype}, KV "
+        f"{r.kv_dtype}; "
         f"{r.scheduler} scheduler, {r.max_batch_tokens:,} tokens / iteration, up to {r.max_seqs} sequences"
     )
     out.print(
@@ -48,8 +49,8 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
     if f.data_parallel is not None:
         d = f.data_parallel
         rows = ", ".join(f"{r.requests:,} requests / {duration(r.busy_s, 2)} busy" for r in d.per_replica)
-        plural = "s" if d.chips_per_replica > 1 else ""
-        out.print(f"{d.replicas} replicas of {d.chips_per_replica} chip{plural} ({d.router} router): {rows}")
+        out.print(f"{d.replicas} replicas of {chips_text(d.chips_per_replica, r.ranks_per_card)} "
+                  f"({d.router} router): {rows}")  # fmt: skip
     g = f.goodput
     if g.slo_ttft_s is not None or g.slo_tpot_s is not None:
         pairs = (("TTFT", g.slo_ttft_s), ("TPOT", g.slo_tpot_s))
@@ -63,7 +64,7 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
     else:
         blocks = f"{kv.blocks:,} blocks of one sequence's state ({kv.state_bytes_per_sequence / 1e6:.1f} MB)"
     out.print(
-        f"KV cache: {blocks} per chip "
+        f"KV cache: {blocks} per {device_noun(r.ranks_per_card)} "
         f"({kv.kv_bytes / 1e9:.1f} GB "
         f"beside {kv.weight_bytes / 1e9:.1f} GB of weights); peak {kv.peak_blocks_used:,} used, "
         f"mean {kv.mean_blocks_used:,.0f}; {f.preemptions:,} preemptions (recompute)"
@@ -88,15 +89,15 @@ def print_serve_report(report: ServeReport, out: Console) -> None:
         f"{c.decode_templates:,} decode templates and {c.prefill_compiles:,} prefill programs"
     )
     e = f.energy
-    counted = f"{e.chips} chips, every chip counted" if e.chips > 1 else "1 chip"
+    ranks, noun = r.ranks_per_card, device_noun(r.ranks_per_card)
     out.print(
-        f"energy ({counted}): {e.joules:,.1f} J, mean {e.average_power_w:.0f} W per chip, peak "
-        f"{e.peak_power_w:.0f} W (idle {e.idle_power_w:.0f} W); {e.joules_per_request:.3g} J/request, "
-        f"{e.output_tokens_per_joule:.3g} output tokens/J"
+        f"energy ({counted_text(e.chips, ranks)}): {e.joules:,.1f} J, mean "
+        f"{power_text(e.average_power_w, ranks)}, peak {e.peak_power_w:.0f} W (idle {e.idle_power_w:.0f} W); "
+        f"{e.joules_per_request:.3g} J/request, {e.output_tokens_per_joule:.3g} output tokens/J"
     )
     if e.power_cap_w is not None:
-        out.print(f"--power-cap {e.power_cap_w:g} W per chip: clock {e.clock_hz / 1e9:.3g} GHz (DVFS)")
+        out.print(f"--power-cap {e.power_cap_w:g} W per {noun}: clock {e.clock_hz / 1e9:.3g} GHz (DVFS)")
     if e.over_tdp_iterations:
         out.print(
-            f"{e.over_tdp_iterations:,} iterations draw above the {e.tdp_w:.0f} W TDP per chip (chip.tdp_w)"
+            f"{e.over_tdp_iterations:,} iterations draw above the {e.tdp_w:.0f} W TDP per {noun} (chip.tdp_w)"
         )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tcp_compiler.records import Record, doc
+from tcp_compiler.report.types import RANKS_PER_CARD
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,6 +20,7 @@ class ServeRun(Record):
     model: str = doc("model name")
     hardware: str = doc("spec name")
     chips: int = doc("chips in all: data-parallel replicas x tensor-parallel chips x pipeline stages")
+    ranks_per_card: int = doc(RANKS_PER_CARD, default=1)
     pp: int = doc("pipeline stages (`--pp`)")
     dtype: str = doc("precision mode (`--dtype`)", values="tcp_compiler.frontend.precision:PRECISIONS")
     kv_dtype: str = doc("the KV cache's dtype")

@@ -21,6 +21,7 @@ from tcp_compiler.report.text import (
     ROLE_COLUMNS,
     attention_lines,
     chips_text,
+    device_noun,
     energy_lines,
     layer_groups,
     pipeline_caption,
@@ -43,7 +44,7 @@ def print_report(report: Report, sites: Sites, console: Console, top: int = 10) 
     per phase (0: all)."""
     hw = report.hardware
     console.print(
-        f"[bold]{report.model}[/bold] on [bold]{hw.name}[/bold] ({chips_text(hw)}), "
+        f"[bold]{report.model}[/bold] on [bold]{hw.name}[/bold] ({chips_text(hw.chips, hw.ranks_per_card)}), "
         f"{report.dtype}, batch {report.batch}, prompt {report.prompt_len}, gen {report.gen_len}"
     )
     _summary(report, sites, console)
@@ -53,7 +54,8 @@ def print_report(report: Report, sites: Sites, console: Console, top: int = 10) 
     _roles(report, console, top)
     mem = report.memory
     console.print(
-        f"HBM per chip: weights {si(mem.weights_bytes, 'B')}, KV cache {si(mem.kv_cache_bytes, 'B')} "
+        f"HBM per {device_noun(hw.ranks_per_card)}: weights {si(mem.weights_bytes, 'B')}, "
+        f"KV cache {si(mem.kv_cache_bytes, 'B')} "
         f"({si(mem.kv_cache_bytes_per_token, 'B')}/token"
         + (f" + {si(mem.state_bytes_per_sequence, 'B')}/sequence of state" if mem.state_bytes_per_sequence
            else "")

@@ -10,7 +10,6 @@ from simulator.numbers import duration, plural, si
 from tcp_compiler.analysis.op_roles import OpRoleRow
 from tcp_compiler.report.types import (
     AttentionNote,
-    HardwareSummary,
     LayerRow,
     Memory,
     Pipeline,
@@ -82,7 +81,8 @@ def runtime_lines(report: Report) -> list[str]:
                      f"({plural(pre.padded_tokens, 'padded token')}){step}")  # fmt: skip
     if dec.steps:
         lines.append(f"KV descriptor issue: {duration(dec.descriptor_seconds)} a step "
-                     f"({dec.kv_descriptors_per_step:,.0f} descriptors per step on a chip)")  # fmt: skip
+                     f"({dec.kv_descriptors_per_step:,.0f} descriptors per step on a "
+                     f"{device_noun(report.hardware.ranks_per_card)})")  # fmt: skip
     return lines
 
 
@@ -173,11 +173,24 @@ def ranges(values: Sequence[int]) -> str:
 PIPELINE_COLUMNS = ("stage", "layers", "weights", "prefill/mb", "busy", "decode step", "busy")
 
 
-def chips_text(hw: HardwareSummary) -> str:
+def chips_text(chips: int, ranks_per_card: int) -> str:
     """'8 chips', or '2 cards x 8 PE ranks' when each card runs as several tensor-parallel ranks."""
-    if hw.ranks_per_card == 1:
-        return plural(hw.chips, "chip")
-    return f"{plural(hw.chips // hw.ranks_per_card, 'card')} x {hw.ranks_per_card} PE ranks"
+    if ranks_per_card == 1:
+        return plural(chips, "chip")
+    return f"{plural(chips // ranks_per_card, 'card')} x {ranks_per_card} PE ranks"
+
+
+def device_noun(ranks_per_card: int) -> str:
+    """What a per-device figure is per: a chip, or a PE rank (its share of a card) when each card
+    runs as several tensor-parallel ranks (`system.pe_partitions`)."""
+    return "chip" if ranks_per_card == 1 else "PE rank"
+
+
+def power_text(watts: float, ranks_per_card: int) -> str:
+    """'95 W per chip', or '12 W per PE rank (96 W per card)'."""
+    noun = device_noun(ranks_per_card)
+    card = f" ({watts * ranks_per_card:.0f} W per card)" if ranks_per_card > 1 else ""
+    return f"{watts:.0f} W per {noun}{card}"
 
 
 def pipeline_title(pipe: Pipeline) -> str:
@@ -200,21 +213,27 @@ def pipeline_cells(s: StageRow) -> list[str]:
     ]  # fmt: skip
 
 
+def counted_text(chips: int, ranks_per_card: int) -> str:
+    """Which devices an energy figure counts: '1 chip', or all of them, each counted."""
+    if chips == 1:
+        return "1 chip"
+    return f"{chips_text(chips, ranks_per_card)}, every {device_noun(ranks_per_card)} counted"
+
+
 def energy_lines(report: Report) -> list[str]:
     """Power and energy per phase, tokens per joule, and a line for each phase above the TDP."""
-    e = report.energy
-    j = joules_text
-    counted = f"{e.chips} chips, every chip counted" if e.chips > 1 else "1 chip"
+    e, ranks = report.energy, report.hardware.ranks_per_card
+    j, noun = joules_text, device_noun(ranks)
     pre = e.prefill
-    parts = [f"prefill {j(pre.joules)} at {pre.average_power_w:.0f} W per chip, "
+    parts = [f"prefill {j(pre.joules)} at {power_text(pre.average_power_w, ranks)}, "
              f"{j(pre.joules_per_token)}/prompt token"]  # fmt: skip
     if e.decode is not None:
-        parts.append(f"decode {j(e.decode.joules)}/step at {e.decode.average_power_w:.0f} W per chip, "
+        parts.append(f"decode {j(e.decode.joules)}/step at {power_text(e.decode.average_power_w, ranks)}, "
                      f"{j(e.decode.joules_per_token)}/token")  # fmt: skip
-    lines = [f"energy ({counted}): {'; '.join(parts)}; whole run {e.average_power_w:.0f} W per chip, "
-             f"{e.tokens_per_joule:.3g} tokens/J (idle {e.idle_power_w:.0f} W; {e.clock_hz / 1e9:.3g} GHz at "
-             f"{e.voltage_v:.3g} V)"]  # fmt: skip
-    lines += [f"{phase} draws above the {e.tdp_w:.0f} W TDP per chip (chip.tdp_w); "
+    lines = [f"energy ({counted_text(e.chips, ranks)}): {'; '.join(parts)}; whole run "
+             f"{power_text(e.average_power_w, ranks)}, {e.tokens_per_joule:.3g} tokens/J (idle "
+             f"{e.idle_power_w:.0f} W; {e.clock_hz / 1e9:.3g} GHz at {e.voltage_v:.3g} V)"]  # fmt: skip
+    lines += [f"{phase} draws above the {e.tdp_w:.0f} W TDP per {noun} (chip.tdp_w); "
               "--power-cap lowers the clock" for phase in e.over_tdp]  # fmt: skip
     return lines
 

@@ -15,6 +15,13 @@ from tcp_compiler.records import Record, doc
 SCHEMA = "tcpc.report/1"
 
 
+# One home for what `ranks_per_card` means, in both reports' schemas.
+RANKS_PER_CARD = (
+    "tensor-parallel ranks each card is split into (`system.pe_partitions`); above 1, `chips` counts "
+    "ranks and every per-chip figure is one rank's (its share of the card)"
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class HardwareSummary(Record):
     """The hardware spec as the report used it."""
@@ -24,11 +31,7 @@ class HardwareSummary(Record):
         "chips in all: tensor-parallel chips x pipeline stages; the figures describe one chip of each "
         "tensor-parallel group, summed over the stages (`pipeline`)"
     )
-    ranks_per_card: int = doc(
-        "tensor-parallel ranks each card is split into (`system.pe_partitions`); above 1, `chips` counts "
-        "ranks and every per-chip figure is one rank's (its share of the card)",
-        default=1,
-    )
+    ranks_per_card: int = doc(RANKS_PER_CARD, default=1)
     clock_hz: float = doc("chip clock", "Hz")
     peak_flops_per_s: float = doc(
         "contraction-engine peak per chip for this precision's operand dtype (int weights are "
