@@ -71,9 +71,11 @@ def _caches(cfg, i: int, layer) -> int:
 
 
 def _group_tiles(cfg, group: int) -> bool:
-    """Quantisation groups tile every projection's input: the hidden size, the MLP widths (GLM-4.5-Air's
-    dense 10944 = 64 x 171), a head's K whole or whole heads per group, and the Mamba mixers' inner
-    widths (x_proj and out_proj contract the inner width, dt_proj dt's rank; Mamba-2's out_proj a group's).
+    """Quantisation groups tile every projection's input: the hidden size, a head's K whole or whole
+    heads per group, and the Mamba mixers' inner widths (x_proj and out_proj contract the inner width,
+    dt_proj dt's rank; Mamba-2's out_proj a group's). MLP and expert widths need not: a width the
+    groups do not tile (GLM-4.5-Air's dense 10944 = 64 x 171) is zero-padded to whole groups
+    (Sharding.plan), on one chip as under tensor parallelism.
     """
     heads = (cfg.mla.v_dim, cfg.mla.nope_dim) if cfg.mla is not None else (cfg.head_dim,)  # MLA's contracted
     if not any(layer.mixer == "attention" or layer.attends for layer in cfg.layers):
@@ -81,8 +83,6 @@ def _group_tiles(cfg, group: int) -> bool:
     widths = [cfg.hidden]
     if cfg.shared is not None:  # Zamba2's shared blocks: q, k, v read 2 x hidden, B's the adapter rank
         widths += [2 * cfg.hidden, cfg.shared.rank]
-    if any(layer.ffn for layer in cfg.layers):
-        widths += [cfg.intermediate, *((cfg.moe.intermediate,) if cfg.moe is not None else ())]
     if cfg.ssm is not None:
         ssm = cfg.ssm
         widths += [ssm.inner, ssm.dt_rank] if ssm.kind == "mamba" else [ssm.inner // ssm.groups]
