@@ -313,16 +313,24 @@ def _linears_in_blocks(model, block: int) -> dict[str, np.ndarray]:
             if n.endswith(".weight") and n.split(".")[-2] in LINEARS}  # fmt: skip
 
 
+def _matches_transformers_in_blocks_of_16(model, tmp_path, label: str, dequantised=None):
+    """Our fp8-block generation (blocks of 16) of `model` against transformers' with the same
+    weights dequantised by it (`dequantised(model)`, by default its linears'); returns the loaded
+    model and the precision, to inspect the graph."""
+    loaded = load_model(save(model, tmp_path))
+    prec = _fp8_block(16)
+    ours, tokens = _ours(loaded, prec)
+    load_dequantised(model, (dequantised or (lambda m: _linears_in_blocks(m, 16)))(model))
+    _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), label)
+    return loaded, prec
+
+
 def test_fp8_blocks_that_do_not_tile_the_mlp_width_end_in_a_partial_block(tmp_path) -> None:
     """An MLP width of 40 in blocks of 16 rows on one chip: ceil(40 / 16) = 3 blocks, the last one
     8 rows, the codes unpadded (40 rows in HBM, not 48), and the logits are transformers' with
     DeepSeek's partial edge blocks."""
     model = build("llama", intermediate_size=40)
-    loaded = load_model(save(model, tmp_path))
-    prec = _fp8_block(16)
-    ours, tokens = _ours(loaded, prec)
-    load_dequantised(model, _linears_in_blocks(model, 16))
-    _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), "fp8-block, width 40")
+    loaded, prec = _matches_transformers_in_blocks_of_16(model, tmp_path, "fp8-block, width 40")
     graph = build_decode(loaded.config, prec, 1, 8).graph
     down = "model.layers.0.mlp.down_proj.weight"
     assert graph[down].type.sizes == {"Dg": 2, "Di": 16, "F": 40}
@@ -338,11 +346,7 @@ def test_fp8_blocks_cut_short_by_the_hidden_and_head_widths(tmp_path) -> None:
     last one partial, as transformers dequantises DeepSeek's fp8: the codes keep their true size
     (no padding) and the scale grid is ceil-sized; prefill and decode logits match."""
     model = build("llama", **PARTIAL_LLAMA)
-    loaded = load_model(save(model, tmp_path))
-    prec = _fp8_block(16)
-    ours, tokens = _ours(loaded, prec)
-    load_dequantised(model, _linears_in_blocks(model, 16))
-    _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), "fp8-block, hidden 40")
+    loaded, prec = _matches_transformers_in_blocks_of_16(model, tmp_path, "fp8-block, hidden 40")
     graph = build_decode(loaded.config, prec, 1, 8).graph
     q = "model.layers.0.self_attn.q_proj.weight"
     assert graph[q].type.sizes == {"H": 5, "K": 8, "D": 40}  # the codes as stored: 40 x 40
@@ -410,11 +414,8 @@ def test_deepseek_v3_fp8_blocks_cut_short_by_kv_a_proj_with_mqa(tmp_path) -> Non
     24 rows) matches transformers on the same blocks dequantised by finegrained_fp8."""
     model = build("deepseek_v3", **PARTIAL_DEEPSEEK)
     model.set_experts_implementation("eager")
-    loaded = load_model(save(model, tmp_path))
-    prec = _fp8_block(16)
-    ours, tokens = _ours(loaded, prec)
-    load_dequantised(model, _deepseek_parts(model, 16))
-    _assert_close(ours, reference_logits(model, PROMPT, tokens[:STEPS]), "deepseek-v3 fp8-block")
+    loaded, prec = _matches_transformers_in_blocks_of_16(model, tmp_path, "deepseek-v3 fp8-block",
+                                                         lambda m: _deepseek_parts(m, 16))  # fmt: skip
     graph = build_decode(loaded.config, prec, 1, 8).graph
     rope = "model.layers.0.self_attn.kv_a_proj_with_mqa.rope.weight"
     assert graph[rope].type.sizes == {"K": 4, "D": 40}  # the rope key's 4 rows of 40 codes, unpadded
